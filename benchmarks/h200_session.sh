@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One call on the GPU machine (device tool, carry [".whl"]): install the carried wheels (the
+# metal-linalg-torch wheel built here with the CUDA backend, scipy-openblas32), build there only
+# if that wheel cannot be used, then run what the argument names. Logs and results go to $OUT.
+#   bash benchmarks/h200_session.sh tests        # CUDA pytest only
+#   bash benchmarks/h200_session.sh quick        # tests + a few benchmark points + group-size scan
+#   bash benchmarks/h200_session.sh full         # the whole benchmark grid (about 8 minutes)
+# Build the wheel here first:
+#   python3 -m pip wheel --no-build-isolation --no-deps ./python-torch -w .whl
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-bench-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 METAL_LINALG_NO_CALIBRATION_NOTICE=1
+mode=${1:-quick}
+
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site
+usable='import sys, metal_linalg_torch as m; sys.exit(0 if m._lib.lib.ml_backend_available(b"cuda") else 1)'
+if ! python3 -c "$usable"; then
+  echo "== the carried wheel has no usable CUDA backend here: building on this machine"
+  rm -rf /tmp/site/metal_linalg_torch
+  CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=90" python3 -m pip install -q --no-build-isolation \
+    --no-deps --target /tmp/site ./python-torch 2>&1 | tail -20
+  python3 -c "$usable" || { echo "CUDA backend still unusable"; exit 1; }
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+python3 -c 'import metal_linalg_torch as m, torch; print(m.device_name(), torch.__version__)'
+
+rc=0
+if [ "$mode" = tests ] || [ "$mode" = quick ]; then
+  timeout 200 python3 -m pytest tests/python/cuda -q -p no:cacheprovider --maxfail=40 \
+    -o addopts="" 2>&1 | tee "$OUT/pytest.log" | tail -60
+  rc=${PIPESTATUS[0]}
+  # The same suite with several one-warp groups per block (the launch geometry for small n).
+  METAL_LINALG_CUDA_GROUPS_PER_BLOCK=4 timeout 200 python3 -m pytest tests/python/cuda -q \
+    -p no:cacheprovider --maxfail=40 -o addopts="" 2>&1 | tee "$OUT/pytest_g4.log" | tail -30
+  rc=$(( rc | PIPESTATUS[0] ))
+fi
+if [ "$mode" = quick ]; then
+  timeout 130 python3 benchmarks/run_gpu.py --quick --budget-s 80 --out "$OUT" 2>&1 \
+    | tee "$OUT/bench.log" | tail -40
+  timeout 170 python3 benchmarks/tune_cuda_groups.py --out "$OUT" 2>&1
+fi
+if [ "$mode" = full ]; then
+  timeout 580 python3 benchmarks/run_gpu.py --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -170
+fi
+exit "$rc"

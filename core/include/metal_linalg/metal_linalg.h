@@ -1,0 +1,151 @@
+/* metal-linalg public C API (C99).
+ *
+ * Batched float32 QR, symmetric eigendecomposition and SVD of row-major matrices.
+ * A batch is `batch` matrices stored back to back; every size is 64-bit.
+ * The caller allocates every output. All functions are thread-safe.
+ *
+ * Errors: every function returning ml_status sets a per-thread message readable
+ * with ml_last_error() when it returns anything but ML_OK.
+ * Per-matrix outcome: the optional `info` array (one int32 per matrix, in the
+ * same memory space as the data) receives ML_INFO_* bits and the sweep count.
+ */
+#ifndef METAL_LINALG_H
+#define METAL_LINALG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define ML_API __declspec(dllexport)
+#else
+#define ML_API __attribute__((visibility("default")))
+#endif
+
+#define ML_API_VERSION 1
+
+typedef enum ml_status {
+  ML_OK = 0,
+  ML_INVALID_ARGUMENT = 1,
+  ML_RUNTIME_ERROR = 2,
+  ML_OUT_OF_MEMORY = 3
+} ml_status;
+
+/* Operations (used by workspace, backend and policy queries). */
+typedef enum ml_op {
+  ML_OP_QR = 0,
+  ML_OP_EIGH = 1,
+  ML_OP_EIGVALSH = 2,
+  ML_OP_SVD = 3,
+  ML_OP_SVDVALS = 4
+} ml_op;
+#define ML_OP_COUNT 5
+
+typedef enum ml_qr_mode {
+  ML_QR_REDUCED = 0,  /* Q: m x k, R: k x n, k = min(m, n) */
+  ML_QR_R = 1,        /* R only: k x n (q must be NULL) */
+  ML_QR_COMPLETE = 2  /* Q: m x m, R: m x n */
+} ml_qr_mode;
+
+typedef enum ml_uplo { ML_LOWER = 0, ML_UPPER = 1 } ml_uplo;
+
+/* Where the buffers of a call live. */
+typedef enum ml_memory { ML_MEMORY_HOST = 0, ML_MEMORY_CUDA = 1 } ml_memory;
+
+/* Per-matrix info word bits. Bits 16..31 hold the sweep/iteration count. */
+#define ML_INFO_NOT_CONVERGED 0x1
+#define ML_INFO_NONFINITE 0x2
+#define ML_INFO_RANK_DEFICIENT 0x4
+#define ML_INFO_SWEEPS_SHIFT 16
+
+/* Execution descriptor. Zero-initialise it (or pass NULL) for host memory.
+ * For ML_MEMORY_CUDA: every buffer argument is a device pointer on `device`,
+ * work is enqueued on `stream` (a cudaStream_t; NULL = legacy default stream)
+ * with no host synchronisation, and `workspace` must hold at least the bytes
+ * returned by ml_workspace_size() (device memory). For host memory the
+ * workspace is optional: NULL means the library allocates its own. */
+typedef struct ml_exec {
+  int32_t memory;        /* ml_memory */
+  int32_t device;        /* CUDA device ordinal */
+  void *stream;          /* cudaStream_t */
+  void *workspace;
+  int64_t workspace_bytes;
+  int64_t reserved[4];   /* must be zero */
+} ml_exec;
+
+/* ---- decompositions ----
+ * a is never modified. info may be NULL.
+ * qr:      q (see ml_qr_mode), r; R is upper triangular/trapezoidal.
+ * eigh:    w[batch][n] ascending, v[batch][n][n] with eigenvectors as columns.
+ * svd:     full_matrices = 0: u[m][k], s[k], vt[k][n], k = min(m, n);
+ *          full_matrices = 1 (m == n only): same sizes.
+ *          s descending. */
+ML_API ml_status ml_qr(const ml_exec *exec, const float *a, int64_t batch, int64_t m,
+                       int64_t n, int32_t mode, float *q, float *r, int32_t *info);
+ML_API ml_status ml_eigh(const ml_exec *exec, const float *a, int64_t batch, int64_t n,
+                         int32_t uplo, float *w, float *v, int32_t *info);
+ML_API ml_status ml_eigvalsh(const ml_exec *exec, const float *a, int64_t batch, int64_t n,
+                             int32_t uplo, float *w, int32_t *info);
+ML_API ml_status ml_svd(const ml_exec *exec, const float *a, int64_t batch, int64_t m,
+                        int64_t n, int32_t full_matrices, float *u, float *s, float *vt,
+                        int32_t *info);
+ML_API ml_status ml_svdvals(const ml_exec *exec, const float *a, int64_t batch, int64_t m,
+                            int64_t n, float *s, int32_t *info);
+
+/* Bytes of workspace a call with these arguments needs (0 is possible).
+ * flags: qr mode / eigh uplo / svd full_matrices, as for the call. */
+ML_API ml_status ml_workspace_size(const ml_exec *exec, int32_t op, int64_t batch, int64_t m,
+                                   int64_t n, int32_t flags, int64_t *bytes);
+
+/* ---- errors and versions ---- */
+ML_API const char *ml_last_error(void);      /* per thread; "" when none */
+ML_API int32_t ml_api_version(void);         /* ML_API_VERSION of the library */
+ML_API const char *ml_version_string(void);  /* e.g. "0.1.0" */
+
+/* ---- devices and backends ----
+ * ml_device_name: the device policies are tuned for: the CUDA device name when
+ * the CUDA backend is usable, else the CPU model name.
+ * ml_backend_available: "cpu", "cuda", "metal".
+ * ml_backend: which kernel a call of op with this shape and batch would use,
+ * for buffers in `memory` (e.g. "cpu:lapack", "cpu:kernel", "cuda:eigh_tridiag_ql").
+ * For ops without m (eigh, eigvalsh) pass m = n. */
+ML_API const char *ml_device_name(void);
+ML_API int32_t ml_backend_available(const char *backend);
+ML_API const char *ml_backend(int32_t op, int32_t memory, int64_t m, int64_t n, int64_t batch);
+
+/* ---- routing policy ----
+ * Each op has a policy of named integer fields. Sources, highest first:
+ * "user" (ml_policy_set) > "env:<VAR>" > "tuned:<device>" > "default:untuned-device".
+ * ml_policy_get writes "field=value;field=value..." into buf (NUL-terminated,
+ * truncated to buf_len) and returns the full length needed in *needed. */
+ML_API ml_status ml_policy_get(int32_t op, char *buf, size_t buf_len, size_t *needed);
+ML_API ml_status ml_policy_set(int32_t op, const char *field, int64_t value);
+ML_API ml_status ml_policy_reset(int32_t op);
+ML_API const char *ml_policy_source(int32_t op);
+/* "tuned" (a measured table exists for this device) or "untuned". */
+ML_API const char *ml_calibration_status(int32_t op);
+/* The per-machine policy file a calibration writes and the core reads
+ * (METAL_LINALG_POLICY_FILE, else $XDG_CACHE_HOME or ~/.cache
+ * /metal_linalg/<device>.policy). Lines: "<op> <field> <value>", '#' comments,
+ * op in qr|eigh|eigvalsh|svd|svdvals. ml_policy_reload() re-reads it. */
+ML_API const char *ml_policy_file(void);
+ML_API ml_status ml_policy_reload(void);
+
+/* ---- CPU backend ----
+ * Threads used for batches (0 = all cores; also METAL_LINALG_CPU_THREADS). */
+ML_API ml_status ml_set_cpu_threads(int32_t n);
+ML_API int32_t ml_get_cpu_threads(void);
+/* LAPACK provider: a shared library path and the symbol prefix/suffix of its
+ * Fortran LAPACK entry points (e.g. "scipy_", "_"). Frontends call this at
+ * import; without it the library tries the provider found at build time and
+ * then METAL_LINALG_LAPACK. */
+ML_API ml_status ml_set_lapack(const char *path, const char *prefix, const char *suffix);
+ML_API const char *ml_lapack_info(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* METAL_LINALG_H */

@@ -1,0 +1,110 @@
+// CPU dialect of the kernel vocabulary (see README.md).
+// Two modes:
+//  - default: lanes are threads of the CPU runner (core/src/kernel_runner.h); barriers
+//    and simd ops go through the runner's group state (function pointers, so a TU that
+//    never runs threaded groups does not need the runner linked in);
+//  - ML_CPU_SERIAL defined before inclusion: group size 1, lane 0, every sync op is a
+//    no-op and constant-folds (core/src/cpu_kernels.cpp). The context type is renamed so
+//    both modes can live in one program.
+// Kernel functions are `static inline` here so the two modes never clash at link time.
+#ifndef ML_KERNELS_COMPAT_H
+#define ML_KERNELS_COMPAT_H
+#define ML_TARGET_CPU 1
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "params.h"
+
+#define ML_DEVICE
+#define ML_SHARED
+#define ML_THREAD
+#define ML_CONSTANT
+#define ML_FN static inline
+#define ML_HOST_FN static inline
+#define ML_CTX const ml_ctx &
+#define ML_PARAMS const ml_params &
+
+#if defined(ML_CPU_SERIAL)
+#define ml_ctx ml_ctx_serial
+struct ml_ctx_serial {
+  static constexpr int lane = 0;
+  static constexpr int group_size = 1;
+  ml_i64 group_id;
+  float *scratch;
+};
+#else
+// Runner callbacks. state: the runner's per-group object.
+struct ml_cpu_group_ops {
+  void (*barrier)(void *state, int lane);
+  // op: 0 sum, 1 max, 2 min, 3 shuffle (src = lane to read), 4 shuffle_xor (src = mask)
+  float (*simd)(void *state, int lane, int op, float x, int src);
+};
+struct ml_ctx {
+  int lane;
+  int group_size;
+  ml_i64 group_id;
+  float *scratch;
+  void *state;
+  const ml_cpu_group_ops *ops;
+};
+#endif
+
+ML_FN int ml_simd_lane(ML_CTX ctx) { return ctx.lane & 31; }
+ML_FN int ml_simd_id(ML_CTX ctx) { return ctx.lane >> 5; }
+ML_FN int ml_simd_count(ML_CTX ctx) { return (ctx.group_size + 31) >> 5; }
+ML_FN int ml_simd_width(ML_CTX ctx) {
+  int w = ctx.group_size - (ctx.lane & ~31);
+  return w < 32 ? w : 32;
+}
+
+#if defined(ML_CPU_SERIAL)
+ML_FN void ml_barrier(ML_CTX) {}
+ML_FN void ml_barrier_device(ML_CTX) {}
+ML_FN float ml_simd_sum(ML_CTX, float x) { return x; }
+ML_FN float ml_simd_max(ML_CTX, float x) { return x; }
+ML_FN float ml_simd_min(ML_CTX, float x) { return x; }
+ML_FN float ml_simd_shuffle(ML_CTX, float x, int) { return x; }
+ML_FN float ml_simd_shuffle_xor(ML_CTX, float x, int) { return x; }
+ML_FN float ml_simd_broadcast(ML_CTX, float x, int) { return x; }
+#else
+ML_FN void ml_barrier(ML_CTX ctx) {
+  if (ctx.group_size > 1) ctx.ops->barrier(ctx.state, ctx.lane);
+}
+ML_FN void ml_barrier_device(ML_CTX ctx) { ml_barrier(ctx); }
+ML_FN float ml_cpu_simd(ML_CTX ctx, int op, float x, int src) {
+  if (ctx.group_size == 1) return x;
+  return ctx.ops->simd(ctx.state, ctx.lane, op, x, src);
+}
+ML_FN float ml_simd_sum(ML_CTX ctx, float x) { return ml_cpu_simd(ctx, 0, x, 0); }
+ML_FN float ml_simd_max(ML_CTX ctx, float x) { return ml_cpu_simd(ctx, 1, x, 0); }
+ML_FN float ml_simd_min(ML_CTX ctx, float x) { return ml_cpu_simd(ctx, 2, x, 0); }
+ML_FN float ml_simd_shuffle(ML_CTX ctx, float x, int src) { return ml_cpu_simd(ctx, 3, x, src); }
+ML_FN float ml_simd_shuffle_xor(ML_CTX ctx, float x, int mask) {
+  return ml_cpu_simd(ctx, 4, x, mask);
+}
+ML_FN float ml_simd_broadcast(ML_CTX ctx, float x, int src) { return ml_cpu_simd(ctx, 3, x, src); }
+#endif
+
+// Math shims. No fast math on the CPU build, but isfinite stays bit-based everywhere.
+ML_FN ml_u32 ml_float_as_uint(float x) {
+  ml_u32 u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+ML_FN float ml_uint_as_float(ml_u32 u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+ML_FN float ml_sqrt(float x) { return std::sqrt(x); }
+ML_FN float ml_fabs(float x) { return std::fabs(x); }
+ML_FN float ml_fmax(float a, float b) { return std::fmax(a, b); }
+ML_FN float ml_fmin(float a, float b) { return std::fmin(a, b); }
+ML_FN float ml_copysign(float a, float b) { return std::copysign(a, b); }
+ML_FN float ml_fma(float a, float b, float c) { return std::fma(a, b, c); }
+
+#include "compat_common.h"
+
+#endif  // ML_KERNELS_COMPAT_H

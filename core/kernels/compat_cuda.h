@@ -1,0 +1,118 @@
+// CUDA dialect of the kernel vocabulary (see README.md). Included by the .cu entry points
+// in cuda/ (nvcc, no --use_fast_math). Groups are 1-D thread blocks; simdgroups are warps.
+#ifndef ML_KERNELS_COMPAT_H
+#define ML_KERNELS_COMPAT_H
+#define ML_TARGET_CUDA 1
+
+#include "params.h"
+
+#define ML_DEVICE
+#define ML_SHARED
+#define ML_THREAD
+#define ML_CONSTANT
+#define ML_FN static __device__ __forceinline__
+#define ML_HOST_FN static __host__ __device__ inline
+#define ML_CTX const ml_ctx &
+#define ML_PARAMS const ml_params &
+
+struct ml_ctx {
+  int lane;        // threadIdx.x
+  int group_size;  // blockDim.x
+  ml_i64 group_id; // params.group_offset + blockIdx.x
+  float *scratch;  // dynamic shared memory
+};
+
+ML_FN int ml_simd_lane(ML_CTX ctx) { return ctx.lane & 31; }
+ML_FN int ml_simd_id(ML_CTX ctx) { return ctx.lane >> 5; }
+ML_FN int ml_simd_count(ML_CTX ctx) { return (ctx.group_size + 31) >> 5; }
+ML_FN int ml_simd_width(ML_CTX ctx) {
+  int w = ctx.group_size - (ctx.lane & ~31);
+  return w < 32 ? w : 32;
+}
+// Lanes of this warp that exist (the last warp of a block may be partial).
+ML_FN unsigned ml_simd_mask(ML_CTX ctx) {
+  int w = ml_simd_width(ctx);
+  return w == 32 ? 0xffffffffu : ((1u << w) - 1u);
+}
+
+// A group of at most one warp syncs only its warp: cheaper, and it lets one block run several
+// one-warp groups (one matrix each, cuda/ launches them as blockDim.y groups) whose barrier
+// counts differ. The condition is group-uniform.
+ML_FN void ml_barrier(ML_CTX ctx) {
+  if (ctx.group_size <= 32)
+    __syncwarp(ml_simd_mask(ctx));
+  else
+    __syncthreads();
+}
+ML_FN void ml_barrier_device(ML_CTX ctx) { ml_barrier(ctx); }
+
+// Full warps: xor butterfly (every lane ends with bitwise the same value, since each
+// stage adds the same two partial sums in either order). Partial warps: tree to lane 0,
+// then broadcast, for the same guarantee.
+ML_FN float ml_simd_sum(ML_CTX ctx, float x) {
+  int w = ml_simd_width(ctx);
+  if (w == 32) {
+    for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+    return x;
+  }
+  unsigned mask = ml_simd_mask(ctx);
+  int sl = ctx.lane & 31;
+  for (int off = 16; off > 0; off >>= 1) {
+    float y = __shfl_down_sync(mask, x, off);
+    if (sl + off < w) x += y;
+  }
+  return __shfl_sync(mask, x, 0);
+}
+ML_FN float ml_simd_max(ML_CTX ctx, float x) {
+  int w = ml_simd_width(ctx);
+  if (w == 32) {
+    for (int off = 16; off > 0; off >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
+    return x;
+  }
+  unsigned mask = ml_simd_mask(ctx);
+  int sl = ctx.lane & 31;
+  for (int off = 16; off > 0; off >>= 1) {
+    float y = __shfl_down_sync(mask, x, off);
+    if (sl + off < w) x = fmaxf(x, y);
+  }
+  return __shfl_sync(mask, x, 0);
+}
+ML_FN float ml_simd_min(ML_CTX ctx, float x) {
+  int w = ml_simd_width(ctx);
+  if (w == 32) {
+    for (int off = 16; off > 0; off >>= 1) x = fminf(x, __shfl_xor_sync(0xffffffffu, x, off));
+    return x;
+  }
+  unsigned mask = ml_simd_mask(ctx);
+  int sl = ctx.lane & 31;
+  for (int off = 16; off > 0; off >>= 1) {
+    float y = __shfl_down_sync(mask, x, off);
+    if (sl + off < w) x = fminf(x, y);
+  }
+  return __shfl_sync(mask, x, 0);
+}
+// src: simd lane to read (< ml_simd_width).
+ML_FN float ml_simd_shuffle(ML_CTX ctx, float x, int src) {
+  return __shfl_sync(ml_simd_mask(ctx), x, src);
+}
+// Reads lane (simd_lane ^ mask); a partner beyond the warp's width returns x itself.
+ML_FN float ml_simd_shuffle_xor(ML_CTX ctx, float x, int mask) {
+  float y = __shfl_xor_sync(ml_simd_mask(ctx), x, mask);
+  return ((ctx.lane & 31) ^ mask) < ml_simd_width(ctx) ? y : x;
+}
+ML_FN float ml_simd_broadcast(ML_CTX ctx, float x, int src) {
+  return __shfl_sync(ml_simd_mask(ctx), x, src);
+}
+
+ML_FN ml_u32 ml_float_as_uint(float x) { return __float_as_uint(x); }
+ML_FN float ml_uint_as_float(ml_u32 u) { return __uint_as_float(u); }
+ML_FN float ml_sqrt(float x) { return __fsqrt_rn(x); }
+ML_FN float ml_fabs(float x) { return fabsf(x); }
+ML_FN float ml_fmax(float a, float b) { return fmaxf(a, b); }
+ML_FN float ml_fmin(float a, float b) { return fminf(a, b); }
+ML_FN float ml_copysign(float a, float b) { return copysignf(a, b); }
+ML_FN float ml_fma(float a, float b, float c) { return fmaf(a, b, c); }
+
+#include "compat_common.h"
+
+#endif  // ML_KERNELS_COMPAT_H

@@ -1,0 +1,68 @@
+// Metal Shading Language dialect of the kernel vocabulary (see README.md). Included by the
+// .metal entry points in metal/. Build the library with -fno-fast-math; ml_isfinite is
+// bit-based regardless. tools/check_metal.sh compiles this file with clang-14 as C++ for
+// OpenCL (stub <metal_stdlib> in tools/metal_check/), which checks address spaces only.
+#ifndef ML_KERNELS_COMPAT_H
+#define ML_KERNELS_COMPAT_H
+#define ML_TARGET_METAL 1
+
+#include <metal_stdlib>
+
+#include "params.h"
+
+#define ML_DEVICE device
+#define ML_SHARED threadgroup
+#define ML_THREAD thread
+#define ML_CONSTANT constant
+#define ML_FN inline
+#define ML_HOST_FN inline
+#define ML_CTX thread const ml_ctx &
+#define ML_PARAMS constant const ml_params &
+
+struct ml_ctx {
+  int lane;         // [[thread_position_in_threadgroup]] (1-D groups)
+  int group_size;   // [[threads_per_threadgroup]]
+  ml_i64 group_id;  // params.group_offset + [[threadgroup_position_in_grid]]
+  threadgroup float *scratch;
+};
+
+ML_FN int ml_simd_lane(ML_CTX ctx) { return ctx.lane & 31; }
+ML_FN int ml_simd_id(ML_CTX ctx) { return ctx.lane >> 5; }
+ML_FN int ml_simd_count(ML_CTX ctx) { return (ctx.group_size + 31) >> 5; }
+ML_FN int ml_simd_width(ML_CTX ctx) {
+  int w = ctx.group_size - (ctx.lane & ~31);
+  return w < 32 ? w : 32;
+}
+
+ML_FN void ml_barrier(ML_CTX) { metal::threadgroup_barrier(metal::mem_flags::mem_threadgroup); }
+ML_FN void ml_barrier_device(ML_CTX) {
+  metal::threadgroup_barrier(metal::mem_flags::mem_threadgroup | metal::mem_flags::mem_device);
+}
+
+// simd_* reduce over the active threads of the simdgroup, so partial ones work as is.
+ML_FN float ml_simd_sum(ML_CTX, float x) { return metal::simd_sum(x); }
+ML_FN float ml_simd_max(ML_CTX, float x) { return metal::simd_max(x); }
+ML_FN float ml_simd_min(ML_CTX, float x) { return metal::simd_min(x); }
+ML_FN float ml_simd_shuffle(ML_CTX, float x, int src) {
+  return metal::simd_shuffle(x, (ushort)src);
+}
+ML_FN float ml_simd_shuffle_xor(ML_CTX ctx, float x, int mask) {
+  float y = metal::simd_shuffle_xor(x, (ushort)mask);
+  return ((ctx.lane & 31) ^ mask) < ml_simd_width(ctx) ? y : x;
+}
+ML_FN float ml_simd_broadcast(ML_CTX, float x, int src) {
+  return metal::simd_broadcast(x, (ushort)src);
+}
+
+ML_FN ml_u32 ml_float_as_uint(float x) { return metal::as_type<ml_u32>(x); }
+ML_FN float ml_uint_as_float(ml_u32 u) { return metal::as_type<float>(u); }
+ML_FN float ml_sqrt(float x) { return metal::precise::sqrt(x); }
+ML_FN float ml_fabs(float x) { return metal::fabs(x); }
+ML_FN float ml_fmax(float a, float b) { return metal::fmax(a, b); }
+ML_FN float ml_fmin(float a, float b) { return metal::fmin(a, b); }
+ML_FN float ml_copysign(float a, float b) { return metal::copysign(a, b); }
+ML_FN float ml_fma(float a, float b, float c) { return metal::fma(a, b, c); }
+
+#include "compat_common.h"
+
+#endif  // ML_KERNELS_COMPAT_H

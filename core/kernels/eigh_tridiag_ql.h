@@ -1,0 +1,354 @@
+// Symmetric eigendecomposition of one n x n matrix per group, in shared memory:
+// Householder tridiagonalisation, explicit Q, then implicit QL with Wilkinson shifts (the
+// tql2 scheme) with the rotations applied by all lanes. Eigenvalues ascending, eigenvectors
+// as columns. ml_eigvalsh_tridiag_ql skips every vector step.
+// Only the triangle named by p.flags (ML_K_LOWER / ML_K_UPPER) is read. The matrix is scaled
+// by a power of two (max |a| in [1, 2)) first and the eigenvalues scaled back.
+// Layout: reflector k is stored in row k (upper part) and Q is built transposed (row c of
+// the buffer = column c of Q), so every inner loop walks a contiguous row: conflict-free
+// across lanes on GPUs (odd row stride) and vectorisable at group size 1.
+#ifndef ML_KERNELS_EIGH_TRIDIAG_QL_H
+#define ML_KERNELS_EIGH_TRIDIAG_QL_H
+
+#include "householder.h"
+
+// Scratch layout (floats): A n*ld | d n | e n | tau n | v n | w n | red 64 | rot 2 x (2n + 2)
+ML_HOST_FN int ml_eigh_tridiag_ql_scratch_floats(int m, int n) {
+  (void)m;
+  return n * ml_shared_ld(n) + 5 * n + ML_RED_FLOATS + 2 * (2 * n + 2);
+}
+ML_HOST_FN int ml_eigvalsh_tridiag_ql_scratch_floats(int m, int n) {
+  (void)m;
+  return n * ml_shared_ld(n) + 5 * n + ML_RED_FLOATS;
+}
+ML_HOST_FN int ml_eigh_tridiag_ql_fits(int m, int n, int scratch_floats) {
+  return m == n && n >= 1 && n <= 4096 && ml_eigh_tridiag_ql_scratch_floats(m, n) <= scratch_floats;
+}
+ML_HOST_FN int ml_eigvalsh_tridiag_ql_fits(int m, int n, int scratch_floats) {
+  return m == n && n >= 1 && n <= 4096 &&
+         ml_eigvalsh_tridiag_ql_scratch_floats(m, n) <= scratch_floats;
+}
+// A lane per row of the trailing matrix in whole simdgroups, plus one simdgroup for the
+// serial QL sweeps when n > 24 (the rotations then go to the other simdgroups).
+ML_HOST_FN int ml_eigh_tridiag_ql_group_size(int m, int n) {
+  (void)m;
+  int g = (n + 31) / 32 * 32 + (n > 24 ? 32 : 0);
+  return g < 32 ? 32 : (g > 288 ? 288 : g);
+}
+
+// One implicit QL sweep on the first unconverged block at or after *lp (lane 0 only).
+// e[i] couples d[i] and d[i + 1]. Returns the number of rotations, recorded in rot as
+// (c, s) pairs for columns (top - r, top - r + 1), r = 0, 1, ... (rot may be null);
+// -1 when every eigenvalue has converged; -2 when the iteration cap is reached.
+ML_FN int ml_tql_sweep(ML_SHARED float *d, ML_SHARED float *e, int n, ML_THREAD int *lp,
+                       ML_THREAD int *iters, int cap, ML_SHARED float *rot, ML_THREAD int *top) {
+  const float eps2 = ML_FLT_EPS * ML_FLT_EPS;
+  int l = *lp;
+  while (l < n) {
+    int m = l;
+    for (; m < n - 1; ++m) {
+      // LAPACK's ssteqr test: |e|^2 <= eps^2 |d_m d_m+1| + safmin (relative, graded-safe).
+      const float t = ml_fabs(e[m]);
+      if (t * t <= (eps2 * ml_fabs(d[m])) * ml_fabs(d[m + 1]) + ML_FLT_MIN) break;
+    }
+    if (m == l) {
+      e[l] = 0.0f;
+      ++l;
+      continue;
+    }
+    if (*iters >= cap) {
+      *lp = l;
+      return -2;
+    }
+    *iters += 1;
+    // Wilkinson-type shift from the leading 2 x 2 block, chased up from the bottom.
+    float g = (d[l + 1] - d[l]) / (2.0f * e[l]);
+    float r = ml_hypot(g, 1.0f);
+    g = d[m] - d[l] + e[l] / (g + ml_copysign(r, g));
+    float s = 1.0f, c = 1.0f, p = 0.0f;
+    int cnt = 0;
+    bool deflated = false;
+    for (int i = m - 1; i >= l; --i) {
+      const float f = s * e[i], b = c * e[i];
+      // Rotation zeroing f against g. The matrix is scaled to max |a| ~ 1, so f^2 + g^2 is
+      // normally safe: one sqrt and one division on the serial critical path; hypot otherwise.
+      const float t2 = f * f + g * g;
+      float inv;
+      if (t2 >= ML_HOUSE_TINY && t2 <= ML_HOUSE_UP) {
+        r = ml_sqrt(t2);
+        inv = 1.0f / r;
+      } else {
+        r = ml_hypot(f, g);
+        inv = r == 0.0f ? 0.0f : 1.0f / r;
+      }
+      e[i + 1] = r;
+      if (r == 0.0f) {  // exact split: restart on the smaller block
+        d[i + 1] -= p;
+        e[m] = 0.0f;
+        deflated = true;
+        break;
+      }
+      s = f * inv;
+      c = g * inv;
+      g = d[i + 1] - p;
+      r = (d[i] - g) * s + 2.0f * c * b;
+      p = s * r;
+      d[i + 1] = g + p;
+      g = c * r - b;
+      if (rot) {
+        rot[2 * cnt] = c;
+        rot[2 * cnt + 1] = s;
+      }
+      ++cnt;
+    }
+    if (!deflated) {
+      d[l] -= p;
+      e[l] = g;
+      e[m] = 0.0f;
+    }
+    *lp = l;
+    *top = m - 1;
+    return cnt;
+  }
+  *lp = l;
+  return -1;
+}
+
+// Loads the named triangle into both halves of A (scaled so max |a| is in [1, 2)) and
+// reduces it to tridiagonal form (d, e): reflector k in row k (entries k+2..n-1, the leading
+// 1 implicit), its factor in tau[k]. Returns the scaling exponent, or 1000 when non-finite.
+ML_FN int ml_eigh_tridiagonalise(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *am,
+                                 ML_SHARED float *A, int ld, ML_SHARED float *d,
+                                 ML_SHARED float *e, ML_SHARED float *tau, ML_SHARED float *v,
+                                 ML_SHARED float *w, ML_SHARED float *red) {
+  const int n = p.n, lane = ctx.lane, gs = ctx.group_size;
+  const bool lower = p.flags != ML_K_UPPER;
+  // Coalesced load of the whole matrix; only the named triangle counts (the other one may
+  // hold anything, NaN included) and is then mirrored over it.
+  float amax = 0.0f;
+  for (int t = lane; t < n * n; t += gs) {
+    const int i = t / n, j = t - i * n;
+    const float x = am[t];
+    if (lower ? i >= j : i <= j) amax = ml_isfinite(x) ? ml_fmax(amax, ml_fabs(x)) : ml_inf();
+    A[i * ld + j] = x;
+  }
+  amax = ml_group_max(ctx, amax, red);
+  if (!ml_isfinite(amax)) return 1000;
+  const int ex = amax > 0.0f ? ml_ilogb(amax) : 0;
+  for (int t = lane; t < n * n; t += gs) {  // writes the unread triangle only
+    const int i = t / n, j = t - i * n;
+    if (lower ? i < j : i > j) A[i * ld + j] = ml_ldexp(A[j * ld + i], -ex);
+  }
+  ml_barrier(ctx);
+  if (ex != 0) {
+    for (int t = lane; t < n * n; t += gs) {  // then the read triangle, in place
+      const int i = t / n, j = t - i * n;
+      if (lower ? i >= j : i <= j) A[i * ld + j] = ml_ldexp(A[i * ld + j], -ex);
+    }
+    ml_barrier(ctx);
+  }
+
+  for (int k = 0; k + 2 < n; ++k) {
+    // Reflector from row k (= column k): alpha = A[k][k+1], x = A[k][k+2..].
+    const int k1 = k + 1;
+    ML_SHARED float *rk = A + k * ld;
+    ml_house_t h;
+    ml_house(ctx, rk[k1], rk + k + 2, 1, n - k - 2, red, &h);
+    for (int i = k + 2 + lane; i < n; i += gs) {
+      const float x = rk[i] * h.scale;
+      rk[i] = x;
+      v[i] = x;
+    }
+    if (lane == 0) {
+      v[k1] = 1.0f;
+      d[k] = rk[k];
+      e[k] = h.beta;
+      tau[k] = h.tau;
+    }
+    ml_barrier(ctx);
+    if (h.tau == 0.0f) continue;
+    // B := H B H for the trailing block B (rows/cols k1..n-1), as B - v w^T - w v^T with
+    // p = tau B v and w = p - (tau/2)(p.v) v.
+    float part = 0.0f;
+    for (int i = k1 + lane; i < n; i += gs) {
+      const float s = ml_dot(A + i * ld + k1, v + k1, n - k1) * h.tau;
+      w[i] = s;
+      part += s * v[i];
+    }
+    const float kk = 0.5f * h.tau * ml_group_sum(ctx, part, red + 32);
+    for (int i = k1 + lane; i < n; i += gs) w[i] -= kk * v[i];
+    ml_barrier(ctx);
+    for (int i = k1 + lane; i < n; i += gs) {
+      ML_SHARED float *ri = A + i * ld;
+      const float vi = v[i], wi = w[i];
+      for (int j = k1; j < n; ++j) ri[j] -= vi * w[j] + wi * v[j];
+    }
+    ml_barrier(ctx);
+  }
+  if (lane == 0) {
+    if (n >= 2) {
+      d[n - 2] = A[(n - 2) * ld + n - 2];
+      e[n - 2] = A[(n - 2) * ld + n - 1];
+      tau[n - 2] = 0.0f;
+    }
+    d[n - 1] = A[(n - 1) * ld + n - 1];
+    e[n - 1] = 0.0f;
+  }
+  ml_barrier(ctx);
+  return ex;
+}
+
+// Writes NaN outputs and the info bit for a non-finite matrix.
+ML_FN void ml_eigh_nonfinite(ML_CTX ctx, int n, ML_DEVICE float *wm, ML_DEVICE float *vm,
+                             ML_DEVICE int *info) {
+  const float qnan = ml_nan();
+  for (int t = ctx.lane; t < n; t += ctx.group_size) wm[t] = qnan;
+  if (vm)
+    for (int t = ctx.lane; t < n * n; t += ctx.group_size) vm[t] = qnan;
+  if (info && ctx.lane == 0) info[ctx.group_id] = ML_INFO_NONFINITE;
+}
+
+// Ascending order: lane j finds the rank of d[j] (ties by index), so perm[rank] = j.
+ML_FN void ml_eigh_rank(ML_CTX ctx, int n, ML_SHARED const float *d, ML_SHARED float *perm) {
+  for (int j = ctx.lane; j < n; j += ctx.group_size) {
+    const float x = d[j];
+    int rank = 0;
+    for (int i = 0; i < n; ++i) {
+      const float y = d[i];
+      rank += (y < x || (y == x && i < j)) ? 1 : 0;
+    }
+    perm[rank] = (float)j;
+  }
+}
+
+ML_FN int ml_eigh_info(int iters, int status) {
+  int it = iters < 0x7fff ? iters : 0x7fff;
+  return (it << ML_INFO_SWEEPS_SHIFT) | (status == -2 ? ML_INFO_NOT_CONVERGED : 0);
+}
+
+// w: n eigenvalues ascending; v: n x n, eigenvector j in column j.
+ML_FN void ml_eigh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                              ML_DEVICE float *w, ML_DEVICE float *v, ML_DEVICE int *info) {
+  if (ctx.group_id >= p.batch) return;
+  const int n = p.n, lane = ctx.lane, gs = ctx.group_size, ld = ml_shared_ld(n);
+  const ml_i64 g = ctx.group_id;
+  ML_SHARED float *A = ctx.scratch;
+  ML_SHARED float *d = A + n * ld;
+  ML_SHARED float *e = d + n;
+  ML_SHARED float *tau = e + n;
+  ML_SHARED float *hv = tau + n;
+  ML_SHARED float *hw = hv + n;
+  ML_SHARED float *red = hw + n;
+  ML_SHARED float *rot0 = red + ML_RED_FLOATS;
+  ML_SHARED float *rot1 = rot0 + 2 * n + 2;
+  ML_DEVICE float *wm = w + g * (ml_i64)n;
+  ML_DEVICE float *vm = v + g * (ml_i64)n * n;
+  const int ex = ml_eigh_tridiagonalise(ctx, p, a + g * (ml_i64)n * n, A, ld, d, e, tau, hv, hw, red);
+  if (ex == 1000) {
+    ml_eigh_nonfinite(ctx, n, wm, vm, info);
+    return;
+  }
+
+  // Q = H_0 ... H_{n-3}, built transposed in place (Zt row c = Q column c), backwards. H_k
+  // acts on indices k+1..; v_k sits in row k. Step k sets Zt row k+1 and the entry k+1 of
+  // rows > k+1; an induction over the steps shows every entry read is already Q's, and v_k is
+  // only overwritten at step k-1, after the barrier that ends step k.
+  for (int k = n - 2; k >= 0; --k) {
+    const int k1 = k + 1;
+    const float tk = tau[k];
+    ML_SHARED const float *vk = A + k * ld;
+    for (int c = k1 + 1 + lane; c < n; c += gs) {
+      ML_SHARED float *zc = A + c * ld;
+      const float s = ml_dot(vk + k1 + 1, zc + k1 + 1, n - k1 - 1) * tk;  // Q[k1][c] is 0 here
+      zc[k1] = -s;
+      for (int i = k1 + 1; i < n; ++i) zc[i] -= vk[i] * s;
+    }
+    ML_SHARED float *z1 = A + k1 * ld;  // nobody else touches row k1 in this step
+    for (int i = k1 + lane; i < n; i += gs) z1[i] = i == k1 ? 1.0f - tk : -tk * vk[i];
+    ml_barrier(ctx);
+  }
+  for (int i = lane; i < n; i += gs) {  // Q's row and column 0 are e_0
+    A[i * ld] = i == 0 ? 1.0f : 0.0f;
+    A[i] = i == 0 ? 1.0f : 0.0f;
+  }
+  ml_barrier(ctx);
+
+  // QL: lane 0 runs the sweeps on (d, e) and records each sweep's rotations; after a barrier
+  // the workers apply them to their entries of Q's columns while lane 0 computes the next
+  // sweep into the other buffer (a buffer is rewritten only after the next barrier). Workers
+  // are the simdgroups after the first when there are several (so the serial sweep does not
+  // share its simdgroup's issue slots with rotation work), else lanes 1.., else lane 0.
+  const int cap = p.max_iter > 0 ? p.max_iter : 30 * n;
+  const int wfirst = gs >= 64 ? 32 : (gs > 1 ? 1 : 0);
+  const int worker = lane - wfirst, workers = gs - wfirst;
+  int l = 0, iters = 0, status = 0, top = 0;
+  for (int t = 0;; ++t) {
+    ML_SHARED float *rot = (t & 1) ? rot1 : rot0;
+    if (lane == 0) {
+      status = ml_tql_sweep(d, e, n, &l, &iters, cap, rot + 2, &top);
+      rot[0] = (float)status;
+      rot[1] = (float)top;
+    }
+    ml_barrier(ctx);
+    const int cnt = (int)rot[0];
+    if (cnt < 0) break;
+    if (worker < 0) continue;
+    const int tp = (int)rot[1];
+    for (int r = 0; r < cnt; ++r) {
+      ML_SHARED float *z0 = A + (tp - r) * ld;
+      ML_SHARED float *z1 = z0 + ld;
+      const float c = rot[2 + 2 * r], s = rot[3 + 2 * r];
+      for (int i = worker; i < n; i += workers) {
+        const float f = z1[i];
+        z1[i] = s * z0[i] + c * f;
+        z0[i] = c * z0[i] - s * f;
+      }
+    }
+  }
+
+  ML_SHARED float *perm = hv;
+  ml_eigh_rank(ctx, n, d, perm);
+  ml_barrier(ctx);
+  for (int j = lane; j < n; j += gs) wm[j] = ml_ldexp(d[(int)perm[j]], ex);
+  for (int t = lane; t < n * n; t += gs) {
+    const int i = t / n, j = t - i * n;
+    vm[t] = A[(int)perm[j] * ld + i];
+  }
+  if (info && lane == 0) info[g] = ml_eigh_info(iters, status);
+}
+
+// w: n eigenvalues ascending. Same as ml_eigh_tridiag_ql without any vector work.
+ML_FN void ml_eigvalsh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                                  ML_DEVICE float *w, ML_DEVICE int *info) {
+  if (ctx.group_id >= p.batch) return;
+  const int n = p.n, lane = ctx.lane, gs = ctx.group_size, ld = ml_shared_ld(n);
+  const ml_i64 g = ctx.group_id;
+  ML_SHARED float *A = ctx.scratch;
+  ML_SHARED float *d = A + n * ld;
+  ML_SHARED float *e = d + n;
+  ML_SHARED float *tau = e + n;
+  ML_SHARED float *hv = tau + n;
+  ML_SHARED float *hw = hv + n;
+  ML_SHARED float *red = hw + n;
+  ML_DEVICE float *wm = w + g * (ml_i64)n;
+  const int ex = ml_eigh_tridiagonalise(ctx, p, a + g * (ml_i64)n * n, A, ld, d, e, tau, hv, hw, red);
+  if (ex == 1000) {
+    ml_eigh_nonfinite(ctx, n, wm, 0, info);
+    return;
+  }
+  int status = 0, iters = 0;
+  if (lane == 0) {
+    int l = 0, top = 0;
+    do {
+      status = ml_tql_sweep(d, e, n, &l, &iters, p.max_iter > 0 ? p.max_iter : 30 * n, 0, &top);
+    } while (status >= 0);
+  }
+  ml_barrier(ctx);
+  ML_SHARED float *perm = hv;
+  ml_eigh_rank(ctx, n, d, perm);
+  ml_barrier(ctx);
+  for (int j = lane; j < n; j += gs) wm[j] = ml_ldexp(d[(int)perm[j]], ex);
+  if (info && lane == 0) info[g] = ml_eigh_info(iters, status);
+}
+
+#endif  // ML_KERNELS_EIGH_TRIDIAG_QL_H

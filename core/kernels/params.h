@@ -1,0 +1,58 @@
+// Parameters shared by the host and every kernel dialect (CPU, CUDA, Metal).
+// Included on its own by host code and by each compat_*.h. Layout is fixed: a
+// static_assert below checks it in every dialect, so a drift fails every build.
+#ifndef ML_KERNELS_PARAMS_H
+#define ML_KERNELS_PARAMS_H
+
+#if defined(__METAL_VERSION__) || defined(__OPENCL_VERSION__) || defined(__OPENCL_CPP_VERSION__)
+typedef int ml_i32;
+typedef long ml_i64;
+typedef unsigned int ml_u32;
+#else
+#include <stdint.h>
+typedef int32_t ml_i32;
+typedef int64_t ml_i64;
+typedef uint32_t ml_u32;
+#endif
+
+// Per-matrix info bits: identical to metal_linalg.h (macros, so redefinition is harmless).
+#ifndef ML_INFO_NOT_CONVERGED
+#define ML_INFO_NOT_CONVERGED 0x1
+#define ML_INFO_NONFINITE 0x2
+#define ML_INFO_RANK_DEFICIENT 0x4
+#define ML_INFO_SWEEPS_SHIFT 16
+#endif
+
+// Kernel flags, same values as the C API enums (ml_qr_mode, ml_uplo).
+#define ML_K_QR_REDUCED 0  // Q (m x k) and R (k x n)
+#define ML_K_QR_R 1        // R only
+#define ML_K_LOWER 0       // eigh: read the lower triangle only
+#define ML_K_UPPER 1       // eigh: read the upper triangle only
+
+// Scratch budgets per group, in floats. Metal entry points declare exactly this
+// threadgroup array (Apple GPUs: 32 KB). CUDA: dynamic shared memory up to 227 KB on
+// sm_90 (needs cudaFuncSetAttribute MaxDynamicSharedMemorySize above 48 KB).
+#define ML_METAL_SCRATCH_FLOATS 8192
+#define ML_CUDA_SCRATCH_FLOATS_SM90 58112
+#define ML_CUDA_SCRATCH_FLOATS_SM80 41984
+#define ML_MAX_GROUP_SIZE 1024
+#define ML_SIMD_WIDTH 32
+
+// One launch: `batch` row-major matrices back to back. Group g processes matrix
+// group_offset + g (entry points add the offset; kernels see ctx.group_id absolute).
+struct ml_params {
+  ml_i32 m;          // rows (eigh: n)
+  ml_i32 n;          // columns
+  ml_i32 flags;      // ML_K_* (qr mode / uplo / svd full_matrices)
+  ml_i32 max_iter;   // iteration/sweep cap; 0 = the kernel's default
+  ml_i64 batch;      // matrices in the whole call; groups with group_id >= batch return
+  ml_i64 group_offset;  // matrix index of group 0 of this launch (chunked launches)
+};
+
+#if defined(__cplusplus) || defined(__METAL_VERSION__)
+static_assert(sizeof(ml_params) == 32, "ml_params layout drifted");
+#else
+_Static_assert(sizeof(struct ml_params) == 32, "ml_params layout drifted");
+#endif
+
+#endif  // ML_KERNELS_PARAMS_H

@@ -1,0 +1,174 @@
+// The exported C functions: thin wrappers that turn C arguments into a Call and
+// keep C++ exceptions from crossing the C boundary.
+#include <new>
+#include <string>
+
+#include "backend_gpu.h"
+#include "device.h"
+#include "dispatch.h"
+#include "errors.h"
+#include "lapack.h"
+#include "metal_linalg/metal_linalg.h"
+#include "ops.h"
+#include "policy.h"
+#include "thread_pool.h"
+
+#ifndef ML_VERSION_STRING
+#define ML_VERSION_STRING "0.0.0"
+#endif
+
+namespace {
+
+template <class F>
+ml_status guarded(const char *where, F &&f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc &) {
+    return ml::fail(ML_OUT_OF_MEMORY, where, "out of memory");
+  } catch (const std::exception &e) {
+    return ml::fail(ML_RUNTIME_ERROR, where, "internal error: %s", e.what());
+  } catch (...) {
+    return ml::fail(ML_RUNTIME_ERROR, where, "internal error");
+  }
+}
+
+ml_status call(const char *where, const ml_exec *exec, const ml::Call &c) {
+  return guarded(where, [&] { return ml::dispatch(where, exec, c); });
+}
+
+}  // namespace
+
+extern "C" {
+
+ML_API ml_status ml_qr(const ml_exec *exec, const float *a, int64_t batch, int64_t m, int64_t n,
+                       int32_t mode, float *q, float *r, int32_t *info) {
+  return call("qr", exec, {ML_OP_QR, batch, m, n, mode, a, q, r, nullptr, info});
+}
+
+ML_API ml_status ml_eigh(const ml_exec *exec, const float *a, int64_t batch, int64_t n,
+                         int32_t uplo, float *w, float *v, int32_t *info) {
+  return call("eigh", exec, {ML_OP_EIGH, batch, n, n, uplo, a, w, v, nullptr, info});
+}
+
+ML_API ml_status ml_eigvalsh(const ml_exec *exec, const float *a, int64_t batch, int64_t n,
+                             int32_t uplo, float *w, int32_t *info) {
+  return call("eigvalsh", exec, {ML_OP_EIGVALSH, batch, n, n, uplo, a, w, nullptr, nullptr, info});
+}
+
+ML_API ml_status ml_svd(const ml_exec *exec, const float *a, int64_t batch, int64_t m, int64_t n,
+                        int32_t full_matrices, float *u, float *s, float *vt, int32_t *info) {
+  return call("svd", exec, {ML_OP_SVD, batch, m, n, full_matrices, a, u, s, vt, info});
+}
+
+ML_API ml_status ml_svdvals(const ml_exec *exec, const float *a, int64_t batch, int64_t m,
+                            int64_t n, float *s, int32_t *info) {
+  return call("svdvals", exec, {ML_OP_SVDVALS, batch, m, n, 0, a, nullptr, s, nullptr, info});
+}
+
+ML_API ml_status ml_workspace_size(const ml_exec *exec, int32_t op, int64_t batch, int64_t m,
+                                   int64_t n, int32_t flags, int64_t *bytes) {
+  return guarded("workspace_size", [&] {
+    ml::Call c{op, batch, m, n, flags, nullptr, nullptr, nullptr, nullptr, nullptr};
+    return ml::workspace_size(exec, c, bytes);
+  });
+}
+
+ML_API const char *ml_last_error(void) { return ml::last_error(); }
+
+ML_API int32_t ml_api_version(void) { return ML_API_VERSION; }
+
+ML_API const char *ml_version_string(void) { return ML_VERSION_STRING; }
+
+ML_API const char *ml_device_name(void) {
+  try {
+    return ml::device_name();
+  } catch (...) {
+    return "unknown";
+  }
+}
+
+ML_API int32_t ml_backend_available(const char *backend) {
+  if (!backend) return 0;
+  const std::string b = backend;
+  if (b == "cpu") return 1;
+  if (b == "cuda") return ml::cuda_usable() ? 1 : 0;
+  return 0;  // "metal": the Metal host runtime is not part of this build yet
+}
+
+ML_API const char *ml_backend(int32_t op, int32_t memory, int64_t m, int64_t n, int64_t batch) {
+  try {
+    return ml::backend_for(op, memory, m, n, batch);
+  } catch (...) {
+    ml::fail(ML_RUNTIME_ERROR, "backend", "internal error");
+    return "";
+  }
+}
+
+ML_API ml_status ml_policy_get(int32_t op, char *buf, size_t buf_len, size_t *needed) {
+  ml::clear_error();
+  return guarded("policy_get", [&] { return ml::policy::get(op, buf, buf_len, needed); });
+}
+
+ML_API ml_status ml_policy_set(int32_t op, const char *field, int64_t value) {
+  ml::clear_error();
+  return guarded("policy_set", [&] { return ml::policy::set(op, field, value); });
+}
+
+ML_API ml_status ml_policy_reset(int32_t op) {
+  ml::clear_error();
+  return guarded("policy_reset", [&] { return ml::policy::reset(op); });
+}
+
+ML_API const char *ml_policy_source(int32_t op) {
+  try {
+    return ml::policy::source(op);
+  } catch (...) {
+    return "";
+  }
+}
+
+ML_API const char *ml_calibration_status(int32_t op) {
+  try {
+    return ml::policy::calibration_status(op);
+  } catch (...) {
+    return "";
+  }
+}
+
+ML_API const char *ml_policy_file(void) {
+  try {
+    return ml::policy::file();
+  } catch (...) {
+    return "";
+  }
+}
+
+ML_API ml_status ml_policy_reload(void) {
+  ml::clear_error();
+  return guarded("policy_reload", [&] { return ml::policy::reload(); });
+}
+
+ML_API ml_status ml_set_cpu_threads(int32_t n) {
+  ml::clear_error();
+  if (n < 0) return ml::fail(ML_INVALID_ARGUMENT, "set_cpu_threads", "n must be >= 0, got %d", n);
+  ml::set_cpu_threads(n);
+  return ML_OK;
+}
+
+ML_API int32_t ml_get_cpu_threads(void) { return ml::cpu_threads(); }
+
+ML_API ml_status ml_set_lapack(const char *path, const char *prefix, const char *suffix) {
+  ml::clear_error();
+  if (!path || !*path) return ml::fail(ML_INVALID_ARGUMENT, "set_lapack", "path is NULL or empty");
+  return guarded("set_lapack", [&] { return ml::lapack::set(path, prefix, suffix); });
+}
+
+ML_API const char *ml_lapack_info(void) {
+  try {
+    return ml::lapack::info();
+  } catch (...) {
+    return "none";
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,416 @@
+#include "cpu_backend.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <new>
+#include <shared_mutex>
+#include <string>
+#include <system_error>
+#include <tuple>
+#include <vector>
+
+#include "cpu_kernels.h"
+#include "errors.h"
+#include "lapack.h"
+#include "ops.h"
+#include "thread_pool.h"
+
+namespace ml::cpu {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kEps = FLT_EPSILON;
+// Matrices at least this large may use OpenBLAS's own threads (see run()).
+constexpr int64_t kLoneThreadedN = 128;
+
+// Floats per matrix of the input and of each output (out0, out1, out2 as in Call).
+struct Sizes {
+  int64_t in, out0, out1, out2;
+};
+
+Sizes sizes_of(const Call &c) {
+  const int64_t m = c.m, n = c.n, k = std::min(m, n);
+  switch (c.op) {
+    case ML_OP_QR: {
+      const bool complete = c.flags == ML_QR_COMPLETE;
+      return {m * n, c.flags == ML_QR_R ? 0 : m * (complete ? m : k), (complete ? m : k) * n, 0};
+    }
+    case ML_OP_EIGH: return {n * n, n, n * n, 0};
+    case ML_OP_EIGVALSH: return {n * n, n, 0, 0};
+    case ML_OP_SVD: return {m * n, m * k, k, k * n};
+    default: return {m * n, 0, k, 0};
+  }
+}
+
+// Power-of-two scaling that brings the largest |a| into [1, 2): exact in both
+// directions, so tiny and huge matrices keep full relative accuracy.
+struct Scale {
+  int e = 0;           // a is multiplied by 2^e
+  float up = 1.f;      // 2^e when representable as a float
+  double up_d = 1.0;   // 2^e for e > 127
+  bool wide = false;
+  float down = 1.f;    // 2^-e (always representable: -e in [-149, 127])
+
+  explicit Scale(float maxabs) {
+    if (maxabs > 0.f) e = -std::ilogb(maxabs);
+    wide = e > 127;
+    up = wide ? 1.f : std::ldexp(1.f, e);
+    up_d = std::ldexp(1.0, e);
+    down = std::ldexp(1.f, -e);
+  }
+  float apply(float x) const { return wide ? static_cast<float>(x * up_d) : x * up; }
+};
+
+// Largest |a| over the matrix; false when any entry is NaN or Inf.
+bool scan(const float *a, int64_t count, float &maxabs) {
+  float mx = 0.f;
+  bool finite = true;
+  for (int64_t i = 0; i < count; ++i) {
+    const float v = std::fabs(a[i]);
+    finite &= v <= FLT_MAX;  // false for NaN too
+    mx = v > mx ? v : mx;
+  }
+  maxabs = mx;
+  return finite;
+}
+
+// The same over the triangle eigh reads (row-major lower: j <= i).
+bool scan_triangle(const float *a, int64_t n, bool lower, float &maxabs) {
+  float mx = 0.f;
+  bool finite = true;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t j0 = lower ? 0 : i, j1 = lower ? i + 1 : n;
+    for (int64_t j = j0; j < j1; ++j) {
+      const float v = std::fabs(a[i * n + j]);
+      finite &= v <= FLT_MAX;
+      mx = v > mx ? v : mx;
+    }
+  }
+  maxabs = mx;
+  return finite;
+}
+
+void fill_nan(float *p, int64_t count) {
+  if (p) std::fill(p, p + count, kNaN);
+}
+
+void scale_values(float *p, int64_t count, float factor) {
+  if (factor != 1.f)
+    for (int64_t i = 0; i < count; ++i) p[i] *= factor;
+}
+
+// ---- LAPACK workspace sizes, queried once per provider and shape ----
+
+struct Lwork {
+  int lwork = 1, liwork = 1;
+};
+
+using LworkKey = std::tuple<const void *, int32_t, int32_t, int64_t, int64_t>;
+std::mutex g_lwork_mutex;
+std::map<LworkKey, Lwork> g_lwork;
+
+int from_query(float q) {
+  // Some LAPACKs round the float-returned size down; a little slack is cheap.
+  return static_cast<int>(q * (1.f + 4 * kEps)) + 1;
+}
+
+Lwork query(const lapack::Provider &lp, const Call &c) {
+  const LworkKey key{&lp, c.op, c.flags, c.m, c.n};
+  {
+    std::lock_guard<std::mutex> lock(g_lwork_mutex);
+    auto it = g_lwork.find(key);
+    if (it != g_lwork.end()) return it->second;
+  }
+  const int m = static_cast<int>(c.m), n = static_cast<int>(c.n), k = std::min(m, n);
+  const int minus1 = -1;
+  int info = 0;
+  float q = 0.f, dummy[2] = {0.f, 0.f};
+  Lwork w;
+  switch (c.op) {
+    case ML_OP_QR: {
+      lp.sgeqrf(&m, &n, dummy, &m, dummy, &q, &minus1, &info);
+      w.lwork = from_query(q);
+      if (c.flags != ML_QR_R) {
+        const int qcols = c.flags == ML_QR_COMPLETE ? m : k;
+        lp.sorgqr(&m, &qcols, &k, dummy, &m, dummy, &q, &minus1, &info);
+        w.lwork = std::max(w.lwork, from_query(q));
+      }
+      break;
+    }
+    case ML_OP_EIGH:
+    case ML_OP_EIGVALSH: {
+      const char jobz = c.op == ML_OP_EIGH ? 'V' : 'N', uplo = 'L';
+      int iq = 0;
+      lp.ssyevd(&jobz, &uplo, &n, dummy, &n, dummy, &q, &minus1, &iq, &minus1, &info, 1, 1);
+      w.lwork = from_query(q);
+      w.liwork = std::max(iq, 1);
+      break;
+    }
+    default: {
+      // The row-major m x n matrix is the column-major n x m matrix A^T.
+      const char jobz = c.op == ML_OP_SVD ? 'S' : 'N';
+      const int ldu = c.op == ML_OP_SVD ? n : 1, ldvt = c.op == ML_OP_SVD ? k : 1;
+      int iw[1];
+      lp.sgesdd(&jobz, &n, &m, dummy, &n, dummy, dummy, &ldu, dummy, &ldvt, &q, &minus1, iw, &info,
+                1);
+      w.lwork = from_query(q);
+      w.liwork = 8 * k;
+      break;
+    }
+  }
+  std::lock_guard<std::mutex> lock(g_lwork_mutex);
+  g_lwork[key] = w;
+  return w;
+}
+
+// ---- per-thread scratch, kept between calls ----
+
+struct Scratch {
+  std::vector<float> f;
+  std::vector<int> i;
+  float *floats(int64_t count) {
+    if (static_cast<int64_t>(f.size()) < count) f.resize(static_cast<size_t>(count));
+    return f.data();
+  }
+  int *ints(int64_t count) {
+    if (static_cast<int64_t>(i.size()) < count) i.resize(static_cast<size_t>(count));
+    return i.data();
+  }
+};
+
+Scratch &scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// ---- one matrix ----
+
+struct Job {
+  const Call *c;
+  Sizes sz;
+  bool kernel;
+  const lapack::Provider *lp;
+  Lwork lw;
+  std::atomic<int> failed{0};  // ml_status of the first failure
+  std::atomic<int> lapack_info{0};
+};
+
+// Copies the used triangle of a symmetric matrix into both halves of dst, scaled.
+void symmetrize_scaled(const float *a, float *dst, int64_t n, bool lower, const Scale &sc) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j <= i; ++j) {
+      const float v = sc.apply(lower ? a[i * n + j] : a[j * n + i]);
+      dst[i * n + j] = v;
+      dst[j * n + i] = v;
+    }
+}
+
+int32_t run_kernel(const Call &c, const float *a, const Scale &sc, float *o0, float *o1,
+                   float *o2) {
+  const int64_t m = c.m, n = c.n, k = std::min(m, n);
+  Scratch &s = scratch();
+  const int64_t in = m * n;
+  float *as = s.floats(in + cpu_kernels::scratch_floats(c.op, m, n));
+  float *work = as + in;
+  if (c.op == ML_OP_EIGH || c.op == ML_OP_EIGVALSH)
+    symmetrize_scaled(a, as, n, c.flags == ML_LOWER, sc);
+  else
+    for (int64_t i = 0; i < in; ++i) as[i] = sc.apply(a[i]);
+  const int32_t info = cpu_kernels::run(c.op, m, n, c.flags, as, o0, o1, o2, work);
+  switch (c.op) {
+    case ML_OP_QR: scale_values(o1, (c.flags == ML_QR_COMPLETE ? m : k) * n, sc.down); break;
+    case ML_OP_EIGH:
+    case ML_OP_EIGVALSH: scale_values(o0, n, sc.down); break;
+    default: break;  // singular values are unscaled by the caller after the rank check
+  }
+  return info;
+}
+
+int32_t run_qr(Job &job, const float *a, const Scale &sc, float *q, float *r) {
+  const Call &c = *job.c;
+  const int m = static_cast<int>(c.m), n = static_cast<int>(c.n), k = std::min(m, n);
+  const bool complete = c.flags == ML_QR_COMPLETE;
+  const int cols = complete && m > n ? m : n;
+  Scratch &s = scratch();
+  float *buf = s.floats(int64_t(m) * cols + k + job.lw.lwork);
+  float *tau = buf + int64_t(m) * cols;
+  float *work = tau + k;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) buf[i + int64_t(j) * m] = sc.apply(a[int64_t(i) * n + j]);
+  int info = 0;
+  job.lp->sgeqrf(&m, &n, buf, &m, tau, work, &job.lw.lwork, &info);
+  if (info < 0) job.lapack_info.store(info);
+  const int rrows = complete ? m : k;
+  for (int i = 0; i < rrows; ++i)
+    for (int j = 0; j < n; ++j)
+      r[int64_t(i) * n + j] = j >= i ? buf[i + int64_t(j) * m] * sc.down : 0.f;
+  if (q) {
+    const int qcols = complete ? m : k;
+    job.lp->sorgqr(&m, &qcols, &k, buf, &m, tau, work, &job.lw.lwork, &info);
+    if (info < 0) job.lapack_info.store(info);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < qcols; ++j) q[int64_t(i) * qcols + j] = buf[i + int64_t(j) * m];
+  }
+  return 0;
+}
+
+int32_t run_eigh(Job &job, const float *a, const Scale &sc, float *w, float *v) {
+  const Call &c = *job.c;
+  const int n = static_cast<int>(c.n);
+  Scratch &s = scratch();
+  float *buf = s.floats(int64_t(n) * n + job.lw.lwork);
+  float *work = buf + int64_t(n) * n;
+  int *iwork = s.ints(job.lw.liwork);
+  symmetrize_scaled(a, buf, n, c.flags == ML_LOWER, sc);
+  const char jobz = v ? 'V' : 'N', uplo = 'L';
+  int info = 0;
+  job.lp->ssyevd(&jobz, &uplo, &n, buf, &n, w, work, &job.lw.lwork, iwork, &job.lw.liwork, &info,
+                 1, 1);
+  if (info < 0) job.lapack_info.store(info);
+  scale_values(w, n, sc.down);
+  if (v)  // LAPACK's column-major eigenvector columns -> row-major columns
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) v[int64_t(i) * n + j] = buf[i + int64_t(j) * n];
+  return info > 0 ? ML_INFO_NOT_CONVERGED : 0;
+}
+
+int32_t run_svd(Job &job, const float *a, const Scale &sc, float *u, float *s_out, float *vt) {
+  const Call &c = *job.c;
+  const int m = static_cast<int>(c.m), n = static_cast<int>(c.n), k = std::min(m, n);
+  Scratch &s = scratch();
+  float *buf = s.floats(int64_t(m) * n + job.lw.lwork);
+  float *work = buf + int64_t(m) * n;
+  int *iwork = s.ints(job.lw.liwork);
+  for (int64_t i = 0, e = int64_t(m) * n; i < e; ++i) buf[i] = sc.apply(a[i]);
+  // Row-major A (m x n) is column-major A^T (n x m) = U' S VT'. Then A = VT'^T S U'^T,
+  // and column-major U' (n x k) is exactly row-major vt, column-major VT' (k x m) is
+  // exactly row-major u: LAPACK writes the outputs in place, no transposes.
+  const bool vectors = u != nullptr;
+  const char jobz = vectors ? 'S' : 'N';
+  const int ldu = vectors ? n : 1, ldvt = vectors ? k : 1;
+  float dummy[1];
+  int info = 0;
+  job.lp->sgesdd(&jobz, &n, &m, buf, &n, s_out, vectors ? vt : dummy, &ldu, vectors ? u : dummy,
+                 &ldvt, work, &job.lw.lwork, iwork, &info, 1);
+  if (info < 0) job.lapack_info.store(info);
+  return info > 0 ? ML_INFO_NOT_CONVERGED : 0;
+}
+
+void one_matrix(Job &job, int64_t i) {
+  const Call &c = *job.c;
+  const Sizes &sz = job.sz;
+  const float *a = c.a + i * sz.in;
+  float *o0 = c.out0 ? c.out0 + i * sz.out0 : nullptr;
+  float *o1 = c.out1 ? c.out1 + i * sz.out1 : nullptr;
+  float *o2 = c.out2 ? c.out2 + i * sz.out2 : nullptr;
+  const bool symmetric = c.op == ML_OP_EIGH || c.op == ML_OP_EIGVALSH;
+  float maxabs = 0.f;
+  const bool finite = symmetric ? scan_triangle(a, c.n, c.flags == ML_LOWER, maxabs)
+                                : scan(a, sz.in, maxabs);
+  int32_t info = 0;
+  if (!finite) {
+    fill_nan(o0, sz.out0);
+    fill_nan(o1, sz.out1);
+    fill_nan(o2, sz.out2);
+    info = ML_INFO_NONFINITE;
+  } else {
+    const Scale sc(maxabs);
+    try {
+      if (job.kernel) {
+        info = run_kernel(c, a, sc, o0, o1, o2);
+      } else {
+        switch (c.op) {
+          case ML_OP_QR: info = run_qr(job, a, sc, o0, o1); break;
+          case ML_OP_EIGH: info = run_eigh(job, a, sc, o0, o1); break;
+          case ML_OP_EIGVALSH: info = run_eigh(job, a, sc, o0, nullptr); break;
+          case ML_OP_SVD: info = run_svd(job, a, sc, o0, o1, o2); break;
+          default: info = run_svd(job, a, sc, nullptr, o1, nullptr); break;
+        }
+      }
+    } catch (const std::bad_alloc &) {
+      int expected = 0;
+      job.failed.compare_exchange_strong(expected, ML_OUT_OF_MEMORY);
+      return;
+    }
+    const int64_t k = std::min(c.m, c.n);
+    if (c.op == ML_OP_QR) {
+      for (int64_t d = 0; d < k; ++d)
+        if (o1[d * c.n + d] == 0.f) info |= ML_INFO_RANK_DEFICIENT;
+    } else if (c.op == ML_OP_SVD || c.op == ML_OP_SVDVALS) {
+      // Judged before unscaling, so an underflowing tiny matrix is not flagged.
+      if (o1[k - 1] <= static_cast<float>(std::max(c.m, c.n)) * kEps * o1[0])
+        info |= ML_INFO_RANK_DEFICIENT;
+      scale_values(o1, k, sc.down);
+    }
+  }
+  if (c.info) c.info[i] = info;
+}
+
+void task(void *ctx, int64_t i) { one_matrix(*static_cast<Job *>(ctx), i); }
+
+// Batches take it shared; a lone large matrix, which turns OpenBLAS's threads
+// on, takes it exclusively so no batch worker sees a threaded OpenBLAS.
+std::shared_mutex g_openblas_threads;
+
+}  // namespace
+
+int64_t kernel_max_n(int32_t op, const policy::Resolved &pol) {
+  const int64_t k = cpu_kernels::max_n(op);
+  const int64_t p = pol.value[policy::kCpuKernelMaxN];
+  return std::min(k, p);
+}
+
+const char *backend_name(int32_t op, int64_t m, int64_t n, const policy::Resolved &pol) {
+  if (std::max(m, n) > kernel_max_n(op, pol)) return "cpu:lapack";
+  // Named after the core/kernels header each op's portable kernel comes from.
+  switch (op) {
+    case ML_OP_QR: return "cpu:kernel:qr_householder";
+    case ML_OP_EIGH:
+    case ML_OP_EIGVALSH: return "cpu:kernel:eigh_tridiag_ql";
+    default: return "cpu:kernel:svd_bidiag_qr";
+  }
+}
+
+ml_status run(const Call &c, const policy::Resolved &pol, const char *where) {
+  Job job;
+  job.c = &c;
+  job.sz = sizes_of(c);
+  job.kernel = std::max(c.m, c.n) <= kernel_max_n(c.op, pol);
+  job.lp = nullptr;
+  if (!job.kernel) {
+    job.lp = lapack::get(where);
+    if (!job.lp) return ML_RUNTIME_ERROR;
+    job.lw = query(*job.lp, c);
+  }
+  try {
+    // Few large matrices (a lone one on a small machine) would leave cores idle
+    // with one matrix per worker: run them in turn on OpenBLAS's threads instead.
+    const int32_t threads = cpu_threads();
+    if (!job.kernel && job.lp->set_threads && std::max(c.m, c.n) >= kLoneThreadedN &&
+        threads > 1 && c.batch * 2 <= threads) {
+      std::unique_lock<std::shared_mutex> lock(g_openblas_threads);
+      job.lp->set_threads(threads);
+      for (int64_t i = 0; i < c.batch; ++i) one_matrix(job, i);
+      job.lp->set_threads(1);
+    } else {
+      std::shared_lock<std::shared_mutex> lock(g_openblas_threads);
+      parallel_for(c.batch, task, &job);
+    }
+  } catch (const std::system_error &e) {
+    return fail(ML_RUNTIME_ERROR, where, "cannot start worker threads: %s", e.what());
+  }
+  if (const int st = job.failed.load())
+    return fail(static_cast<ml_status>(st), where, "out of memory for the CPU workspace");
+  if (const int li = job.lapack_info.load())
+    return fail(ML_RUNTIME_ERROR, where, "LAPACK rejected argument %d (%s, %lld x %lld)", -li,
+                op_name(c.op), static_cast<long long>(c.m), static_cast<long long>(c.n));
+  return ML_OK;
+}
+
+}  // namespace ml::cpu

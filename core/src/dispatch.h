@@ -1,0 +1,15 @@
+// Routing: resolves the policy for each call and hands it to the CPU backend
+// or a GPU backend.
+#pragma once
+#include "backend_gpu.h"
+
+namespace ml {
+
+// Validates and runs one C API call. exec may be null (host memory).
+ml_status dispatch(const char *where, const ml_exec *exec, const Call &c);
+// The backend name dispatch would pick (flags 0), or "" with the last error set.
+const char *backend_for(int32_t op, int32_t memory, int64_t m, int64_t n, int64_t batch);
+// Workspace bytes for a call (host: 0, the library keeps its own scratch).
+ml_status workspace_size(const ml_exec *exec, const Call &c, int64_t *bytes);
+
+}  // namespace ml

@@ -1,0 +1,131 @@
+#include "lapack.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "errors.h"
+
+namespace ml::lapack {
+namespace {
+
+std::atomic<const Provider *> g_provider{nullptr};
+std::mutex g_load_mutex;
+bool g_default_tried = false;
+std::string g_default_failure;
+
+void *find(void *handle, const std::string &name) { return dlsym(handle, name.c_str()); }
+
+// Opens `path` and resolves every entry point; on failure fills `why`.
+const Provider *load(const char *path, const char *prefix, const char *suffix, std::string &why) {
+  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char *err = dlerror();
+    why = std::string("cannot load LAPACK '") + path + "': " + (err ? err : "unknown error");
+    return nullptr;
+  }
+  const std::string pre = prefix ? prefix : "";
+  const std::string suf = suffix ? suffix : "";
+  auto *p = new Provider{};
+  p->sgeqrf = reinterpret_cast<sgeqrf_fn>(find(handle, pre + "sgeqrf" + suf));
+  p->sorgqr = reinterpret_cast<sorgqr_fn>(find(handle, pre + "sorgqr" + suf));
+  p->ssyevd = reinterpret_cast<ssyevd_fn>(find(handle, pre + "ssyevd" + suf));
+  p->sgesdd = reinterpret_cast<sgesdd_fn>(find(handle, pre + "sgesdd" + suf));
+  if (!p->sgeqrf || !p->sorgqr || !p->ssyevd || !p->sgesdd) {
+    why = std::string("'") + path + "' lacks " + pre + "sgeqrf" + suf + " / sorgqr / ssyevd / sgesdd";
+    delete p;
+    dlclose(handle);
+    return nullptr;
+  }
+  p->set_threads = reinterpret_cast<void (*)(int)>(find(handle, pre + "openblas_set_num_threads"));
+  p->get_threads = reinterpret_cast<int (*)()>(find(handle, pre + "openblas_get_num_threads"));
+  if (!p->set_threads || !p->get_threads) p->set_threads = nullptr, p->get_threads = nullptr;
+  // Batches run one matrix per worker thread, so OpenBLAS's own threads stay off
+  // except around a lone large matrix (cpu_backend.cpp).
+  if (p->set_threads) p->set_threads(1);
+  std::snprintf(p->description, sizeof p->description, "%s (symbols %ssgeqrf%s)", path, pre.c_str(),
+                suf.c_str());
+  return p;
+}
+
+// Candidates tried when no provider was set: the one found at build time, then
+// METAL_LINALG_LAPACK, then the platform's usual LAPACK.
+const Provider *load_default(std::string &why) {
+  struct Candidate {
+    std::string path, prefix, suffix;
+  };
+  Candidate candidates[4];
+  int count = 0;
+#if defined(ML_DEFAULT_LAPACK)
+  candidates[count++] = {ML_DEFAULT_LAPACK, ML_DEFAULT_LAPACK_PREFIX, ML_DEFAULT_LAPACK_SUFFIX};
+#endif
+  if (const char *env = std::getenv("METAL_LINALG_LAPACK"); env && *env) {
+    const char *pre = std::getenv("METAL_LINALG_LAPACK_PREFIX");
+    const char *suf = std::getenv("METAL_LINALG_LAPACK_SUFFIX");
+    // The scipy-openblas wheels prefix their symbols; plain LAPACKs do not.
+    const bool scipy = std::string(env).find("scipy_openblas") != std::string::npos;
+    candidates[count++] = {env, pre ? pre : (scipy ? "scipy_" : ""), suf ? suf : "_"};
+  }
+#if defined(__APPLE__)
+  candidates[count++] = {"/System/Library/Frameworks/Accelerate.framework/Accelerate", "", "_"};
+#else
+  candidates[count++] = {"libopenblas.so.0", "", "_"};
+  candidates[count++] = {"liblapack.so.3", "", "_"};
+#endif
+  std::string reasons;
+  for (int i = 0; i < count; ++i) {
+    std::string one;
+    if (const Provider *p = load(candidates[i].path.c_str(), candidates[i].prefix.c_str(),
+                                 candidates[i].suffix.c_str(), one))
+      return p;
+    reasons += (reasons.empty() ? "" : "; ") + one;
+  }
+  why = "no LAPACK provider found (call ml_set_lapack or set METAL_LINALG_LAPACK): " + reasons;
+  return nullptr;
+}
+
+}  // namespace
+
+const Provider *get(const char *where) {
+  if (const Provider *p = g_provider.load(std::memory_order_acquire)) return p;
+  std::lock_guard<std::mutex> lock(g_load_mutex);
+  if (const Provider *p = g_provider.load(std::memory_order_acquire)) return p;
+  if (!g_default_tried) {
+    g_default_tried = true;
+    if (const Provider *p = load_default(g_default_failure)) {
+      g_provider.store(p, std::memory_order_release);
+      return p;
+    }
+  }
+  fail(ML_RUNTIME_ERROR, where, "%s", g_default_failure.c_str());
+  return nullptr;
+}
+
+ml_status set(const char *path, const char *prefix, const char *suffix) {
+  std::string why;
+  const Provider *p = load(path, prefix, suffix, why);
+  if (!p) return fail(ML_INVALID_ARGUMENT, "set_lapack", "%s", why.c_str());
+  std::lock_guard<std::mutex> lock(g_load_mutex);
+  // The previous provider stays mapped: calls in flight on other threads may use it.
+  g_provider.store(p, std::memory_order_release);
+  g_default_tried = true;
+  return ML_OK;
+}
+
+const char *info() {
+  const Provider *p = g_provider.load(std::memory_order_acquire);
+  if (!p) {
+    std::lock_guard<std::mutex> lock(g_load_mutex);
+    if (!g_default_tried) {
+      g_default_tried = true;
+      if ((p = load_default(g_default_failure))) g_provider.store(p, std::memory_order_release);
+    }
+  }
+  return p ? p->description : "none";
+}
+
+}  // namespace ml::lapack

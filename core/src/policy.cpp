@@ -1,0 +1,312 @@
+#include "policy.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+
+#include "cpu_kernels.h"
+#include "device.h"
+#include "errors.h"
+#include "ops.h"
+#include "tuned_tables.h"
+
+namespace ml::policy {
+namespace {
+
+const char *const kFieldNames[kFieldCount] = {"cpu_kernel_max_n", "gpu_min_batch", "gpu_max_n",
+                                              "host_gpu_min_work"};
+
+// Without measurements: the CPU kernels only where they are known to beat
+// LAPACK's call overhead, device tensors stay on the GPU whenever a kernel
+// covers the shape (copies would cost more and break CUDA graphs), host
+// buffers never pay for a round trip to the GPU.
+int64_t default_value(int32_t op, int field) {
+  switch (field) {
+    case kCpuKernelMaxN: {
+      const int64_t k = cpu_kernels::max_n(op);
+      return k < 16 ? k : 16;
+    }
+    case kGpuMinBatch: return 1;
+    case kGpuMaxN: return 1024;
+    default: return 0;
+  }
+}
+
+enum Source { kDefault = 0, kTuned = 1, kEnv = 2, kUser = 3 };
+
+struct Entry {
+  int64_t value;
+  Source source;
+  std::string env_var;  // for kEnv
+};
+
+struct State {
+  bool loaded = false;
+  Entry entry[ML_OP_COUNT][kFieldCount];
+  int64_t user[ML_OP_COUNT][kFieldCount];
+  bool user_set[ML_OP_COUNT][kFieldCount] = {};
+  bool tuned_op[ML_OP_COUNT] = {};
+  Force force[ML_OP_COUNT] = {};
+  std::string file;
+};
+
+std::mutex g_mutex;
+State g_state;
+
+int field_from_name(const char *name) {
+  for (int f = 0; f < kFieldCount; ++f)
+    if (std::strcmp(name, kFieldNames[f]) == 0) return f;
+  return -1;
+}
+
+bool parse_int(const char *s, int64_t &out) {
+  if (!s || !*s) return false;
+  char *end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s, &end, 10);
+  if (errno || *end != 0 || v < 0) return false;
+  out = v;
+  return true;
+}
+
+std::string sanitize(const std::string &name) {
+  std::string out = name;
+  for (char &c : out)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_')) c = '_';
+  return out;
+}
+
+std::string policy_file_path() {
+  if (const char *p = std::getenv("METAL_LINALG_POLICY_FILE"); p && *p) return p;
+  std::string dir;
+  if (const char *x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    dir = x;
+  else if (const char *h = std::getenv("HOME"); h && *h)
+    dir = std::string(h) + "/.cache";
+  else
+    dir = ".cache";
+  return dir + "/metal_linalg/" + sanitize(device_name()) + ".policy";
+}
+
+// Applies "<op> <field> <value>" lines of a table for this device to `s`.
+// Returns the number of malformed lines; a table whose "# device:" line names
+// another device is skipped (returns -1).
+int apply_table(State &s, const std::string &text, bool require_device) {
+  std::istringstream in(text);
+  std::string line;
+  bool device_ok = !require_device;
+  int bad = 0;
+  struct Line {
+    int op, field;
+    int64_t value;
+  };
+  Line lines[256];
+  int count = 0;
+  while (std::getline(in, line)) {
+    const size_t hash = line.find('#');
+    if (hash != std::string::npos) {
+      const std::string comment = line.substr(hash + 1);
+      const size_t key = comment.find("device:");
+      if (key != std::string::npos) {
+        std::string dev = comment.substr(key + 7);
+        const size_t b = dev.find_first_not_of(" \t");
+        const size_t e = dev.find_last_not_of(" \t\r");
+        dev = b == std::string::npos ? "" : dev.substr(b, e - b + 1);
+        if (dev != device_name()) return -1;
+        device_ok = true;
+      }
+      line.resize(hash);
+    }
+    std::istringstream words(line);
+    std::string op_s, field_s, value_s, extra;
+    if (!(words >> op_s)) continue;
+    int64_t value = 0;
+    const int op = op_from_name(op_s.c_str());
+    const int field = (words >> field_s) ? field_from_name(field_s.c_str()) : -1;
+    if (op < 0 || field < 0 || !(words >> value_s) || !parse_int(value_s.c_str(), value) ||
+        (words >> extra) || count == 256) {
+      ++bad;
+      continue;
+    }
+    lines[count++] = {op, field, value};
+  }
+  if (!device_ok) return -1;
+  for (int i = 0; i < count; ++i) {
+    s.entry[lines[i].op][lines[i].field] = {lines[i].value, kTuned, ""};
+    s.tuned_op[lines[i].op] = true;
+  }
+  return bad;
+}
+
+// Rebuilds every non-user source. Returns the malformed line count of the file.
+int load(State &s) {
+  for (int op = 0; op < ML_OP_COUNT; ++op) {
+    s.tuned_op[op] = false;
+    for (int f = 0; f < kFieldCount; ++f) s.entry[op][f] = {default_value(op, f), kDefault, ""};
+  }
+  for (int i = 0; tuned_tables[i]; ++i) apply_table(s, tuned_tables[i], true);
+  s.file = policy_file_path();
+  int bad = 0;
+  {
+    std::ifstream f(s.file);
+    if (f) {
+      std::stringstream text;
+      text << f.rdbuf();
+      bad = apply_table(s, text.str(), false);
+      if (bad < 0) bad = 0;
+    }
+  }
+  for (int op = 0; op < ML_OP_COUNT; ++op) {
+    for (int f = 0; f < kFieldCount; ++f) {
+      std::string var = std::string("METAL_LINALG_") + op_env_name(op) + "_";
+      for (const char *c = kFieldNames[f]; *c; ++c) var += static_cast<char>(std::toupper(*c));
+      int64_t v = 0;
+      if (parse_int(std::getenv(var.c_str()), v)) s.entry[op][f] = {v, kEnv, var};
+    }
+    s.force[op] = Force::kAuto;
+    const std::string var = std::string("METAL_LINALG_") + op_env_name(op) + "_BACKEND";
+    if (const char *b = std::getenv(var.c_str())) {
+      if (std::strcmp(b, "cpu") == 0) s.force[op] = Force::kCpu;
+      if (std::strcmp(b, "gpu") == 0) s.force[op] = Force::kGpu;
+    }
+  }
+  s.loaded = true;
+  return bad;
+}
+
+State &state() {
+  if (!g_state.loaded) load(g_state);
+  return g_state;
+}
+
+int64_t value_of(State &s, int op, int f) {
+  return s.user_set[op][f] ? s.user[op][f] : s.entry[op][f].value;
+}
+
+}  // namespace
+
+Resolved resolve(int32_t op) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  State &s = state();
+  Resolved r;
+  for (int f = 0; f < kFieldCount; ++f) r.value[f] = value_of(s, op, f);
+  r.force = s.force[op];
+  return r;
+}
+
+ml_status get(int32_t op, char *buf, size_t buf_len, size_t *needed) {
+  if (!valid_op(op)) return fail(ML_INVALID_ARGUMENT, "policy_get", "invalid op %d", op);
+  if (!buf && buf_len > 0)
+    return fail(ML_INVALID_ARGUMENT, "policy_get", "buf is NULL but buf_len is %zu", buf_len);
+  std::string text;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    State &s = state();
+    for (int f = 0; f < kFieldCount; ++f) {
+      if (f) text += ';';
+      char item[96];
+      std::snprintf(item, sizeof item, "%s=%lld", kFieldNames[f],
+                    static_cast<long long>(value_of(s, op, f)));
+      text += item;
+    }
+  }
+  if (needed) *needed = text.size() + 1;
+  if (buf_len > 0) {
+    const size_t n = text.size() < buf_len - 1 ? text.size() : buf_len - 1;
+    std::memcpy(buf, text.data(), n);
+    buf[n] = 0;
+  }
+  return ML_OK;
+}
+
+ml_status set(int32_t op, const char *field, int64_t value) {
+  if (!valid_op(op)) return fail(ML_INVALID_ARGUMENT, "policy_set", "invalid op %d", op);
+  if (!field) return fail(ML_INVALID_ARGUMENT, "policy_set", "field is NULL");
+  const int f = field_from_name(field);
+  if (f < 0)
+    return fail(ML_INVALID_ARGUMENT, "policy_set",
+                "unknown policy field '%s' for %s (fields: cpu_kernel_max_n, gpu_min_batch, "
+                "gpu_max_n, host_gpu_min_work)",
+                field, op_name(op));
+  if (value < 0)
+    return fail(ML_INVALID_ARGUMENT, "policy_set", "%s must be >= 0, got %lld", field,
+                static_cast<long long>(value));
+  std::lock_guard<std::mutex> lock(g_mutex);
+  State &s = state();
+  s.user[op][f] = value;
+  s.user_set[op][f] = true;
+  return ML_OK;
+}
+
+ml_status reset(int32_t op) {
+  if (!valid_op(op)) return fail(ML_INVALID_ARGUMENT, "policy_reset", "invalid op %d", op);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  State &s = state();
+  for (int f = 0; f < kFieldCount; ++f) s.user_set[op][f] = false;
+  return ML_OK;
+}
+
+const char *source(int32_t op) {
+  if (!valid_op(op)) {
+    fail(ML_INVALID_ARGUMENT, "policy_source", "invalid op %d", op);
+    return "";
+  }
+  thread_local std::string out;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  State &s = state();
+  // The op's source is the highest one any of its fields comes from.
+  int best = kDefault;
+  std::string env_var;
+  for (int f = 0; f < kFieldCount; ++f) {
+    const int src = s.user_set[op][f] ? kUser : s.entry[op][f].source;
+    if (src > best) {
+      best = src;
+      if (src == kEnv) env_var = s.entry[op][f].env_var;
+    }
+  }
+  if (best == kDefault && s.force[op] != Force::kAuto) {
+    best = kEnv;
+    env_var = std::string("METAL_LINALG_") + op_env_name(op) + "_BACKEND";
+  }
+  switch (best) {
+    case kUser: out = "user"; break;
+    case kEnv: out = "env:" + env_var; break;
+    case kTuned: out = std::string("tuned:") + device_name(); break;
+    default: out = "default:untuned-device"; break;
+  }
+  return out.c_str();
+}
+
+const char *calibration_status(int32_t op) {
+  if (!valid_op(op)) {
+    fail(ML_INVALID_ARGUMENT, "calibration_status", "invalid op %d", op);
+    return "";
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return state().tuned_op[op] ? "tuned" : "untuned";
+}
+
+const char *file() {
+  thread_local std::string out;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  out = state().file;
+  return out.c_str();
+}
+
+ml_status reload() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const int bad = load(g_state);
+  if (bad > 0)
+    return fail(ML_INVALID_ARGUMENT, "policy_reload",
+                "%d malformed line(s) in %s ignored (expected \"<op> <field> <value>\")", bad,
+                g_state.file.c_str());
+  return ML_OK;
+}
+
+}  // namespace ml::policy

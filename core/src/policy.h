@@ -1,0 +1,40 @@
+// Routing policy: named integer fields per op, each resolved from (highest
+// first) the user (ml_policy_set), the environment, the tuned table for this
+// device (built-in core/tuned/*.policy or the per-machine policy file) and the
+// cautious defaults.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "metal_linalg/metal_linalg.h"
+
+namespace ml::policy {
+
+enum Field : int {
+  kCpuKernelMaxN = 0,   // CPU portable kernel instead of LAPACK when max(m,n) <= this
+  kGpuMinBatch = 1,     // device tensors go to the GPU only when batch >= this
+  kGpuMaxN = 2,         // largest max(m,n) sent to the GPU kernels
+  kHostGpuMinWork = 3,  // host buffers go to the GPU when batch*m*n >= this (0 = never)
+  kFieldCount = 4
+};
+
+// Forced backend from METAL_LINALG_<OP>_BACKEND.
+enum class Force { kAuto, kCpu, kGpu };
+
+struct Resolved {
+  int64_t value[kFieldCount];
+  Force force;
+};
+
+// The policy a call of `op` uses now (op must be valid).
+Resolved resolve(int32_t op);
+
+ml_status get(int32_t op, char *buf, size_t buf_len, size_t *needed);
+ml_status set(int32_t op, const char *field, int64_t value);
+ml_status reset(int32_t op);
+const char *source(int32_t op);
+const char *calibration_status(int32_t op);
+const char *file();
+ml_status reload();
+
+}  // namespace ml::policy

@@ -1,0 +1,131 @@
+#include "thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ml {
+namespace {
+
+std::atomic<int32_t> g_user_threads{0};
+
+int32_t default_threads() {
+  static const int32_t value = [] {
+    if (const char *env = std::getenv("METAL_LINALG_CPU_THREADS")) {
+      const long v = std::strtol(env, nullptr, 10);
+      if (v > 0) return static_cast<int32_t>(std::min<long>(v, 1024));
+    }
+    const unsigned hw = std::thread::hardware_concurrency();
+    return static_cast<int32_t>(hw ? hw : 1);
+  }();
+  return value;
+}
+
+class Pool {
+ public:
+  // Runs the job if the pool is free; false when another batch holds it.
+  bool try_run(int64_t count, int32_t threads, void (*task)(void *, int64_t), void *ctx) {
+    std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
+    if (!busy.owns_lock()) return false;
+    const int helpers = static_cast<int>(std::min<int64_t>(threads, count)) - 1;
+    grow(helpers);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      task_ = task;
+      ctx_ = ctx;
+      count_ = count;
+      next_.store(0, std::memory_order_relaxed);
+      helpers_ = helpers;
+      finished_ = 0;
+      ++generation_;
+    }
+    if (helpers > 0) wake_.notify_all();
+    work();
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return finished_ == helpers_; });
+    return true;
+  }
+
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto &t : workers_) t.join();
+  }
+
+ private:
+  void work() {
+    for (int64_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < count_;) task_(ctx_, i);
+  }
+
+  void grow(int helpers) {
+    while (static_cast<int>(workers_.size()) < helpers) {
+      const int id = static_cast<int>(workers_.size());
+      // A new worker must not skip the job about to be posted: it starts from
+      // the generation before it.
+      const uint64_t start = generation_;
+      workers_.emplace_back([this, id, start] { loop(id, start); });
+    }
+  }
+
+  void loop(int id, uint64_t seen) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      if (id >= helpers_) continue;
+      lock.unlock();
+      work();
+      lock.lock();
+      if (++finished_ == helpers_) done_.notify_one();
+    }
+  }
+
+  std::mutex busy_;   // held by the one batch running on the pool
+  std::mutex mutex_;  // guards the job fields below
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> workers_;
+  uint64_t generation_ = 0;
+  void (*task_)(void *, int64_t) = nullptr;
+  void *ctx_ = nullptr;
+  int64_t count_ = 0;
+  std::atomic<int64_t> next_{0};
+  int helpers_ = 0;
+  int finished_ = 0;
+  bool stop_ = false;
+};
+
+Pool &pool() {
+  // Never destroyed: worker threads must not be joined during static
+  // destruction while another library may still call in.
+  static Pool *p = new Pool;
+  return *p;
+}
+
+}  // namespace
+
+int32_t cpu_threads() {
+  const int32_t user = g_user_threads.load(std::memory_order_relaxed);
+  return user > 0 ? user : default_threads();
+}
+
+void set_cpu_threads(int32_t n) {
+  g_user_threads.store(n > 0 ? std::min<int32_t>(n, 1024) : 0, std::memory_order_relaxed);
+}
+
+void parallel_for(int64_t count, void (*task)(void *ctx, int64_t i), void *ctx) {
+  const int32_t threads = cpu_threads();
+  if (count <= 0) return;
+  if (count == 1 || threads <= 1 || !pool().try_run(count, threads, task, ctx))
+    for (int64_t i = 0; i < count; ++i) task(ctx, i);
+}
+
+}  // namespace ml
+

@@ -1,0 +1,21 @@
+// Metal entry point of core/kernels/qr_householder.h. Buffers follow backend_gpu.h's Call:
+// 0 a, 1 out0 (q), 2 out1 (r), 4 info, 5 params. One threadgroup per matrix.
+#include "../core/kernels/compat_metal.h"
+#include "../core/kernels/qr_householder.h"
+
+kernel void ml_qr_householder_kernel(device const float *a [[buffer(0)]],
+                                     device float *q [[buffer(1)]],
+                                     device float *r [[buffer(2)]],
+                                     device int *info [[buffer(4)]],
+                                     constant ml_params &p [[buffer(5)]],
+                                     uint lane [[thread_position_in_threadgroup]],
+                                     uint group_size [[threads_per_threadgroup]],
+                                     uint group [[threadgroup_position_in_grid]]) {
+  threadgroup float scratch[ML_METAL_SCRATCH_FLOATS];
+  ml_ctx ctx;
+  ctx.lane = (int)lane;
+  ctx.group_size = (int)group_size;
+  ctx.group_id = p.group_offset + (ml_i64)group;
+  ctx.scratch = scratch;
+  ml_qr_householder(ctx, p, a, q, r, info);
+}

@@ -1,0 +1,38 @@
+// Metal entry points of core/kernels/svd_bidiag_qr.h. Buffers follow backend_gpu.h's Call:
+// 0 a, 1 out0 (u), 2 out1 (s), 3 out2 (vt), 4 info, 5 params. One threadgroup per matrix.
+#include "../core/kernels/compat_metal.h"
+#include "../core/kernels/svd_bidiag_qr.h"
+
+kernel void ml_svd_bidiag_qr_kernel(device const float *a [[buffer(0)]],
+                                    device float *u [[buffer(1)]],
+                                    device float *s [[buffer(2)]],
+                                    device float *vt [[buffer(3)]],
+                                    device int *info [[buffer(4)]],
+                                    constant ml_params &p [[buffer(5)]],
+                                    uint lane [[thread_position_in_threadgroup]],
+                                    uint group_size [[threads_per_threadgroup]],
+                                    uint group [[threadgroup_position_in_grid]]) {
+  threadgroup float scratch[ML_METAL_SCRATCH_FLOATS];
+  ml_ctx ctx;
+  ctx.lane = (int)lane;
+  ctx.group_size = (int)group_size;
+  ctx.group_id = p.group_offset + (ml_i64)group;
+  ctx.scratch = scratch;
+  ml_svd_bidiag_qr(ctx, p, a, u, s, vt, info);
+}
+
+kernel void ml_svdvals_bidiag_qr_kernel(device const float *a [[buffer(0)]],
+                                        device float *s [[buffer(2)]],
+                                        device int *info [[buffer(4)]],
+                                        constant ml_params &p [[buffer(5)]],
+                                        uint lane [[thread_position_in_threadgroup]],
+                                        uint group_size [[threads_per_threadgroup]],
+                                        uint group [[threadgroup_position_in_grid]]) {
+  threadgroup float scratch[ML_METAL_SCRATCH_FLOATS];
+  ml_ctx ctx;
+  ctx.lane = (int)lane;
+  ctx.group_size = (int)group_size;
+  ctx.group_id = p.group_offset + (ml_i64)group;
+  ctx.scratch = scratch;
+  ml_svdvals_bidiag_qr(ctx, p, a, s, info);
+}

@@ -1,0 +1,117 @@
+"""metal_linalg: batched float32 QR, eigh and SVD of MLX arrays [..., M, N].
+
+Functions mirror mx.linalg's names and return float32 mx.array:
+
+    qr(a, mode="reduced")                        -> (Q, R); mode="r" -> R; "complete" (square)
+    eigh(a, UPLO="L")                            -> (w ascending, V with eigenvectors as columns)
+    eigvalsh(a, UPLO="L")                        -> w
+    svd(a, full_matrices=False, compute_uv=True) -> (U, S, Vt), or S when compute_uv=False
+    svdvals(a)                                   -> S (descending)
+
+Inputs: mx.array, NumPy arrays or nested lists of any real dtype (converted to float32;
+complex raises TypeError), any number of batch dimensions, zero-size batches. A matrix with
+NaN/Inf gives NaN for that matrix only. mode="complete" / full_matrices=True need square
+matrices for now (NotImplementedError). The work runs in the metal_linalg core (CPU:
+LAPACK spread over the cores, or its own small-matrix kernels), not on an MLX stream.
+
+Routing queries: device_name(), <op>_backend(...), <op>_policy(), set_<op>_policy(**fields),
+reset_<op>_policy(), <op>_policy_source(), calibration_status(), set_cpu_threads(n),
+get_cpu_threads(). CLI: `python -m metal_linalg info | bench | calibrate`.
+
+Environment variables (read by the core when it loads):
+    METAL_LINALG_<OP>_BACKEND=cpu|gpu|auto   force a backend; OP in QR, EIGH, EIGVALSH, SVD, SVDVALS
+    METAL_LINALG_<OP>_<FIELD>=int            one policy field, e.g. METAL_LINALG_EIGH_CPU_KERNEL_MAX_N=16
+    METAL_LINALG_CPU_THREADS=n               threads for CPU batches (0 = all cores)
+    METAL_LINALG_NO_CALIBRATION_NOTICE=1     no CalibrationWarning at import
+"""
+
+from __future__ import annotations
+
+from ._loader import check_mlx_version
+from ._ops import eigh, eigvalsh, qr, svd, svdvals
+from ._queries import (
+    CalibrationWarning,
+    backends_available,
+    calibration_status,
+    device_name,
+    eigh_backend,
+    eigh_policy,
+    eigh_policy_source,
+    eigvalsh_backend,
+    eigvalsh_policy,
+    eigvalsh_policy_source,
+    get_cpu_threads,
+    lapack_info,
+    policy_file,
+    qr_backend,
+    qr_policy,
+    qr_policy_source,
+    reload_policy,
+    reset_eigh_policy,
+    reset_eigvalsh_policy,
+    reset_qr_policy,
+    reset_svd_policy,
+    reset_svdvals_policy,
+    set_cpu_threads,
+    set_eigh_policy,
+    set_eigvalsh_policy,
+    set_qr_policy,
+    set_svd_policy,
+    set_svdvals_policy,
+    svd_backend,
+    svd_policy,
+    svd_policy_source,
+    svdvals_backend,
+    svdvals_policy,
+    svdvals_policy_source,
+    version,
+    warn_untuned,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CalibrationWarning",
+    "backends_available",
+    "calibration_status",
+    "check_mlx_version",
+    "device_name",
+    "eigh",
+    "eigh_backend",
+    "eigh_policy",
+    "eigh_policy_source",
+    "eigvalsh",
+    "eigvalsh_backend",
+    "eigvalsh_policy",
+    "eigvalsh_policy_source",
+    "get_cpu_threads",
+    "lapack_info",
+    "policy_file",
+    "qr",
+    "qr_backend",
+    "qr_policy",
+    "qr_policy_source",
+    "reload_policy",
+    "reset_eigh_policy",
+    "reset_eigvalsh_policy",
+    "reset_qr_policy",
+    "reset_svd_policy",
+    "reset_svdvals_policy",
+    "set_cpu_threads",
+    "set_eigh_policy",
+    "set_eigvalsh_policy",
+    "set_qr_policy",
+    "set_svd_policy",
+    "set_svdvals_policy",
+    "svd",
+    "svd_backend",
+    "svd_policy",
+    "svd_policy_source",
+    "svdvals",
+    "svdvals_backend",
+    "svdvals_policy",
+    "svdvals_policy_source",
+    "version",
+]
+
+warn_untuned()

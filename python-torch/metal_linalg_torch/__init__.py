@@ -1,0 +1,122 @@
+"""metal_linalg_torch: batched float32 QR, eigh and SVD of PyTorch tensors [..., M, N].
+
+Functions take torch.linalg's arguments and return its result types:
+
+    qr(A, mode="reduced")          -> torch.return_types.linalg_qr (Q, R)
+    eigh(A, UPLO="L")              -> torch.return_types.linalg_eigh (eigenvalues, eigenvectors)
+    eigvalsh(A, UPLO="L")          -> Tensor
+    svd(A, full_matrices=False)    -> torch.return_types.linalg_svd (U, S, Vh)
+    svdvals(A)                     -> Tensor
+
+Results are float32 on the input's device (other real dtypes are converted, complex raises
+TypeError); mode="complete" / full_matrices=True need square matrices (NotImplementedError).
+A matrix with NaN/Inf gives NaN for that matrix only. The same computations are the
+custom ops torch.ops.metal_linalg.{qr, eigh, eigvalsh, svd, svdvals} (torch.compile and
+autograd work; eigvalsh/svdvals compute vectors when the input requires grad).
+
+Routing queries: device_name(), <op>_backend(...), <op>_policy(), set_<op>_policy(**fields),
+reset_<op>_policy(), <op>_policy_source(), calibration_status(), set_cpu_threads(n),
+get_cpu_threads(). `python -m metal_linalg_torch calibrate` measures this machine.
+
+Environment variables (read by the core when the library loads):
+    METAL_LINALG_<OP>_BACKEND=cpu|gpu|auto   force a backend; OP in QR, EIGH, EIGVALSH, SVD, SVDVALS
+    METAL_LINALG_<OP>_<FIELD>=int            one policy field, e.g. METAL_LINALG_EIGH_GPU_MIN_BATCH=1
+    METAL_LINALG_CPU_THREADS=n               threads for CPU batches (0 = all cores)
+    METAL_LINALG_POLICY_FILE=path            the per-machine policy file (written by calibrate)
+    METAL_LINALG_NO_CALIBRATION_NOTICE=1     no CalibrationWarning at import
+Policy precedence: set_<op>_policy (user) > environment (env:) > measured table (tuned:) > default.
+"""
+
+from __future__ import annotations
+
+from ._lib import MetalLinalgError
+from .eigh import eigh, eigvalsh
+from .qr import qr
+from .queries import (
+    CalibrationWarning,
+    backends_available,
+    calibration_status,
+    device_name,
+    eigh_backend,
+    eigh_policy,
+    eigh_policy_source,
+    eigvalsh_backend,
+    eigvalsh_policy,
+    eigvalsh_policy_source,
+    get_cpu_threads,
+    lapack_info,
+    policy_file,
+    qr_backend,
+    qr_policy,
+    qr_policy_source,
+    reload_policy,
+    reset_eigh_policy,
+    reset_eigvalsh_policy,
+    reset_qr_policy,
+    reset_svd_policy,
+    reset_svdvals_policy,
+    set_cpu_threads,
+    set_eigh_policy,
+    set_eigvalsh_policy,
+    set_qr_policy,
+    set_svd_policy,
+    set_svdvals_policy,
+    svd_backend,
+    svd_policy,
+    svd_policy_source,
+    svdvals_backend,
+    svdvals_policy,
+    svdvals_policy_source,
+    version,
+)
+from .svd import svd, svdvals
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CalibrationWarning",
+    "MetalLinalgError",
+    "backends_available",
+    "calibration_status",
+    "device_name",
+    "eigh",
+    "eigh_backend",
+    "eigh_policy",
+    "eigh_policy_source",
+    "eigvalsh",
+    "eigvalsh_backend",
+    "eigvalsh_policy",
+    "eigvalsh_policy_source",
+    "get_cpu_threads",
+    "lapack_info",
+    "policy_file",
+    "qr",
+    "qr_backend",
+    "qr_policy",
+    "qr_policy_source",
+    "reload_policy",
+    "reset_eigh_policy",
+    "reset_eigvalsh_policy",
+    "reset_qr_policy",
+    "reset_svd_policy",
+    "reset_svdvals_policy",
+    "set_cpu_threads",
+    "set_eigh_policy",
+    "set_eigvalsh_policy",
+    "set_qr_policy",
+    "set_svd_policy",
+    "set_svdvals_policy",
+    "svd",
+    "svd_backend",
+    "svd_policy",
+    "svd_policy_source",
+    "svdvals",
+    "svdvals_backend",
+    "svdvals_policy",
+    "svdvals_policy_source",
+    "version",
+]
+
+from .queries import warn_untuned as _warn_untuned  # noqa: E402
+
+_warn_untuned()

@@ -1,0 +1,163 @@
+"""Shared plumbing of the ops: input checks, output shapes and the call into the C core.
+
+CPU tensors are computed in place into preallocated torch outputs. CUDA tensors run on
+the caller's current stream when the core has a CUDA kernel for the shape (workspace and
+info from torch's allocator, no synchronisation); anything else goes through host memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+from . import _lib
+from ._lib import lib
+
+QR_MODES = {"reduced": _lib.ML_QR_REDUCED, "r": _lib.ML_QR_R, "complete": _lib.ML_QR_COMPLETE}
+UPLOS = {"L": _lib.ML_LOWER, "U": _lib.ML_UPPER}
+
+# Whether the core was built with a usable CUDA backend (fixed for the process).
+CUDA_CORE = bool(lib.ml_backend_available(b"cuda"))
+
+
+def check_input(A, name: str, square: bool = False) -> None:
+    """The errors torch.linalg users expect, raised before anything is computed."""
+    if not isinstance(A, torch.Tensor):
+        raise TypeError(f"[metal_linalg.{name}] expected a torch.Tensor, got {type(A).__name__}")
+    if A.is_complex():
+        raise TypeError(
+            f"[metal_linalg.{name}] complex input ({A.dtype}) is not supported: "
+            "metal-linalg computes real float32"
+        )
+    if A.dim() < 2:
+        raise ValueError(
+            f"[metal_linalg.{name}] expected a tensor of shape [..., M, N] (at least 2 dims), "
+            f"got shape {tuple(A.shape)}"
+        )
+    if square and A.shape[-1] != A.shape[-2]:
+        raise ValueError(
+            f"[metal_linalg.{name}] expected square matrices, got shape {tuple(A.shape)}"
+        )
+
+
+def check_qr_mode(mode: str, m: int, n: int) -> None:
+    if mode not in QR_MODES:
+        raise ValueError(
+            f"[metal_linalg.qr] mode must be 'reduced', 'r' or 'complete', got {mode!r}"
+        )
+    if mode == "complete" and m != n:
+        raise NotImplementedError(
+            f"[metal_linalg.qr] mode='complete' is supported for square matrices only, got {m}x{n}"
+        )
+
+
+def check_uplo(UPLO: str, name: str) -> None:
+    if UPLO not in UPLOS:
+        raise ValueError(f"[metal_linalg.{name}] UPLO must be 'L' or 'U', got {UPLO!r}")
+
+
+def check_full_matrices(full_matrices: bool, m: int, n: int) -> None:
+    if full_matrices and m != n:
+        raise NotImplementedError(
+            "[metal_linalg.svd] full_matrices=True is supported for square matrices only, "
+            f"got {m}x{n}; use full_matrices=False"
+        )
+
+
+def to_float32(A: torch.Tensor) -> torch.Tensor:
+    return A if A.dtype == torch.float32 else A.to(torch.float32)
+
+
+def output_shapes(op: str, A: torch.Tensor, flags: int) -> list:
+    """Shapes of the op's outputs for input A (torch.linalg's shapes, also for 0-size)."""
+    batch = list(A.shape[:-2])
+    m, n = A.shape[-2], A.shape[-1]
+    k = torch.sym_min(m, n)
+    if op == "qr":
+        if flags == _lib.ML_QR_R:
+            return [[0], batch + [k, n]]
+        if flags == _lib.ML_QR_COMPLETE:
+            return [batch + [m, m], batch + [m, n]]
+        return [batch + [m, k], batch + [k, n]]
+    if op == "eigh":
+        return [batch + [n], batch + [n, n]]
+    if op == "eigvalsh":
+        return [batch + [n]]
+    if op == "svd":
+        return [batch + [m, k], batch + [k], batch + [k, n]]
+    return [batch + [k]]  # svdvals
+
+
+def _c_call(op, exec_ptr, a, batch, m, n, flags, outs, info) -> None:
+    p = [None if t is None or t.numel() == 0 else t.data_ptr() for t in outs]
+    if op == "qr":
+        status = lib.ml_qr(exec_ptr, a, batch, m, n, flags, p[0], p[1], info)
+    elif op == "eigh":
+        status = lib.ml_eigh(exec_ptr, a, batch, n, flags, p[0], p[1], info)
+    elif op == "eigvalsh":
+        status = lib.ml_eigvalsh(exec_ptr, a, batch, n, flags, p[0], info)
+    elif op == "svd":
+        status = lib.ml_svd(exec_ptr, a, batch, m, n, flags, p[0], p[1], p[2], info)
+    else:
+        status = lib.ml_svdvals(exec_ptr, a, batch, m, n, p[0], info)
+    _lib.check(status, op)
+
+
+def _cuda_kernel(op: str, m: int, n: int, batch: int) -> bool:
+    if not CUDA_CORE:
+        return False
+    name = _lib.text(lib.ml_backend(_lib.OP_ID[op], _lib.ML_MEMORY_CUDA, m, n, batch))
+    return name.startswith("cuda:")
+
+
+def _run_cuda(op, A, batch, m, n, flags, outs) -> None:
+    device = A.device
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    ex = _lib.MlExec()
+    ex.memory = _lib.ML_MEMORY_CUDA
+    ex.device = index
+    ex.stream = torch.cuda.current_stream(device).cuda_stream
+    nbytes = ctypes.c_int64(0)
+    _lib.check(
+        lib.ml_workspace_size(
+            ctypes.byref(ex), _lib.OP_ID[op], batch, m, n, flags, ctypes.byref(nbytes)
+        ),
+        op,
+    )
+    # Stream-ordered caching allocator: freeing these after enqueueing is safe.
+    workspace = None
+    if nbytes.value > 0:
+        workspace = torch.empty(nbytes.value, dtype=torch.uint8, device=device)
+        ex.workspace = workspace.data_ptr()
+        ex.workspace_bytes = nbytes.value
+    info = torch.empty(batch, dtype=torch.int32, device=device)
+    _c_call(op, ctypes.byref(ex), A.data_ptr(), batch, m, n, flags, outs, info.data_ptr())
+
+
+def run(op: str, A: torch.Tensor, flags: int) -> list:
+    """Compute op on A (any real dtype, any layout, any device); float32 outputs on A's device."""
+    shapes = output_shapes(op, A, flags)
+    m, n = A.shape[-2], A.shape[-1]
+    batch = 1
+    for d in A.shape[:-2]:
+        batch *= d
+    device = A.device
+    if batch == 0 or m == 0 or n == 0:
+        # Non-square complete/full modes are rejected earlier, so every output is empty.
+        return [torch.empty(s, dtype=torch.float32, device=device) for s in shapes]
+    A = to_float32(A).contiguous()
+    if device.type == "cuda" and _cuda_kernel(op, m, n, batch):
+        outs = [torch.empty(s, dtype=torch.float32, device=device) for s in shapes]
+        _run_cuda(op, A, batch, m, n, flags, outs)
+        return outs
+    host = A if device.type == "cpu" else A.cpu()
+    outs = [torch.empty(s, dtype=torch.float32) for s in shapes]
+    _c_call(op, None, host.data_ptr(), batch, m, n, flags, outs, None)
+    if device.type == "cpu":
+        return outs
+    return [t.to(device) for t in outs]
+
+
+def fake(op: str, A: torch.Tensor, flags: int) -> list:
+    return [A.new_empty(s, dtype=torch.float32) for s in output_shapes(op, A, flags)]

@@ -1,0 +1,154 @@
+"""Loader of the packaged C core (libmetal_linalg.so) with ctypes.
+
+Every C function gets its argtypes/restype here once; ctypes.CDLL calls release the
+GIL, so decompositions in different Python threads run concurrently in the core.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import sys
+
+ML_OK = 0
+ML_INVALID_ARGUMENT = 1
+ML_RUNTIME_ERROR = 2
+ML_OUT_OF_MEMORY = 3
+
+ML_MEMORY_HOST = 0
+ML_MEMORY_CUDA = 1
+
+ML_QR_REDUCED = 0
+ML_QR_R = 1
+ML_QR_COMPLETE = 2
+
+ML_LOWER = 0
+ML_UPPER = 1
+
+# Op names in ml_op order; they are also the names used in policy files and env vars.
+OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
+OP_ID = {name: i for i, name in enumerate(OPS)}
+
+_f32p = ctypes.c_void_p  # raw addresses from tensor.data_ptr()
+_i64 = ctypes.c_int64
+_i32 = ctypes.c_int32
+
+
+class MlExec(ctypes.Structure):
+    """Mirror of struct ml_exec (metal_linalg.h)."""
+
+    _fields_ = [
+        ("memory", ctypes.c_int32),
+        ("device", ctypes.c_int32),
+        ("stream", ctypes.c_void_p),
+        ("workspace", ctypes.c_void_p),
+        ("workspace_bytes", ctypes.c_int64),
+        ("reserved", ctypes.c_int64 * 4),
+    ]
+
+
+_SIGNATURES = {
+    "ml_qr": (_i32, [ctypes.c_void_p, _f32p, _i64, _i64, _i64, _i32, _f32p, _f32p, _f32p]),
+    "ml_eigh": (_i32, [ctypes.c_void_p, _f32p, _i64, _i64, _i32, _f32p, _f32p, _f32p]),
+    "ml_eigvalsh": (_i32, [ctypes.c_void_p, _f32p, _i64, _i64, _i32, _f32p, _f32p]),
+    "ml_svd": (_i32, [ctypes.c_void_p, _f32p, _i64, _i64, _i64, _i32, _f32p, _f32p, _f32p, _f32p]),
+    "ml_svdvals": (_i32, [ctypes.c_void_p, _f32p, _i64, _i64, _i64, _f32p, _f32p]),
+    "ml_workspace_size": (
+        _i32,
+        [ctypes.c_void_p, _i32, _i64, _i64, _i64, _i32, ctypes.POINTER(ctypes.c_int64)],
+    ),
+    "ml_last_error": (ctypes.c_char_p, []),
+    "ml_api_version": (_i32, []),
+    "ml_version_string": (ctypes.c_char_p, []),
+    "ml_device_name": (ctypes.c_char_p, []),
+    "ml_backend_available": (_i32, [ctypes.c_char_p]),
+    "ml_backend": (ctypes.c_char_p, [_i32, _i32, _i64, _i64, _i64]),
+    "ml_policy_get": (
+        _i32,
+        [_i32, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
+    ),
+    "ml_policy_set": (_i32, [_i32, ctypes.c_char_p, _i64]),
+    "ml_policy_reset": (_i32, [_i32]),
+    "ml_policy_source": (ctypes.c_char_p, [_i32]),
+    "ml_calibration_status": (ctypes.c_char_p, [_i32]),
+    "ml_policy_file": (ctypes.c_char_p, []),
+    "ml_policy_reload": (_i32, []),
+    "ml_set_cpu_threads": (_i32, [_i32]),
+    "ml_get_cpu_threads": (_i32, []),
+    "ml_set_lapack": (_i32, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]),
+    "ml_lapack_info": (ctypes.c_char_p, []),
+}
+
+API_VERSION = 1
+
+
+def _library_path() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    names = {"darwin": "libmetal_linalg*.dylib", "win32": "metal_linalg*.dll"}
+    hits = sorted(glob.glob(os.path.join(here, names.get(sys.platform, "libmetal_linalg.so*"))))
+    if not hits:
+        raise ImportError(
+            f"[metal_linalg_torch] the core library is missing from {here}; "
+            "reinstall with `pip install ./python-torch`"
+        )
+    return hits[0]
+
+
+def _openblas_path() -> str | None:
+    """libscipy_openblas from the scipy-openblas32 wheel, or None (e.g. macOS: Accelerate)."""
+    try:
+        import scipy_openblas32 as sob
+    except ImportError:
+        return None
+    lib_dir, stem = sob.get_lib_dir(), sob.get_library()
+    for pattern in (f"lib{stem}.so*", f"lib{stem}*.dylib", f"{stem}*.dll", f"lib{stem}*"):
+        hits = sorted(glob.glob(os.path.join(lib_dir, pattern)))
+        if hits:
+            return hits[0]
+    return None
+
+
+def _load() -> ctypes.CDLL:
+    lib = ctypes.CDLL(_library_path())
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    version = lib.ml_api_version()
+    if version != API_VERSION:
+        raise ImportError(
+            f"[metal_linalg_torch] core library API version {version}, expected {API_VERSION}"
+        )
+    openblas = _openblas_path()
+    if openblas is not None:
+        if lib.ml_set_lapack(openblas.encode(), b"scipy_", b"_") != ML_OK:
+            raise ImportError(
+                f"[metal_linalg_torch] cannot use LAPACK from {openblas}: "
+                + text(lib.ml_last_error())
+            )
+    return lib
+
+
+class MetalLinalgError(RuntimeError):
+    """The core reported a runtime failure."""
+
+
+def check(status: int, name: str) -> None:
+    """Raise the core's per-thread error message for a non-OK status of function `name`."""
+    if status == ML_OK:
+        return
+    message = (lib.ml_last_error() or b"").decode(errors="replace")
+    text = f"[metal_linalg.{name}] {message or 'failed'} (status {status})"
+    if status == ML_INVALID_ARGUMENT:
+        raise ValueError(text)
+    if status == ML_OUT_OF_MEMORY:
+        raise MemoryError(text)
+    raise MetalLinalgError(text)
+
+
+def text(raw: bytes | None) -> str:
+    return (raw or b"").decode(errors="replace")
+
+
+lib = _load()

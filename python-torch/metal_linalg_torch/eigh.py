@@ -1,0 +1,94 @@
+"""Symmetric eigendecomposition: eigh and eigvalsh ops, their fakes, eigh's backward, public functions."""
+
+from __future__ import annotations
+
+import torch
+
+from . import _dispatch as d
+
+
+@torch.library.custom_op(
+    "metal_linalg::eigh", mutates_args=(), schema="(Tensor A, str UPLO) -> (Tensor, Tensor)"
+)
+def eigh_op(A: torch.Tensor, UPLO: str):
+    d.check_input(A, "eigh", square=True)
+    d.check_uplo(UPLO, "eigh")
+    L, V = d.run("eigh", A, d.UPLOS[UPLO])
+    return L, V
+
+
+@eigh_op.register_fake
+def _(A, UPLO):
+    d.check_input(A, "eigh", square=True)
+    d.check_uplo(UPLO, "eigh")
+    L, V = d.fake("eigh", A, d.UPLOS[UPLO])
+    return L, V
+
+
+def _eigh_setup_context(ctx, inputs, output):
+    ctx.dtype = inputs[0].dtype
+    ctx.save_for_backward(*output)
+
+
+def _eigh_backward(ctx, gL, gV):
+    """gA = V (diag(gL) + skew(V^T gV)/2 / E) V^T with E_ij = L_j - L_i: a symmetric gradient."""
+    L, V = ctx.saved_tensors
+    inner = torch.zeros_like(V)
+    if gV is not None:
+        X = V.mT @ gV
+        E = L.unsqueeze(-2) - L.unsqueeze(-1)
+        # Off-diagonal only; the diagonal of skew(X) is zero, so any nonzero divisor works there.
+        E = E + torch.eye(E.shape[-1], dtype=E.dtype, device=E.device)
+        inner = (X - X.mT) / (2 * E)
+    if gL is not None:
+        inner = inner + torch.diag_embed(gL)
+    return (V @ inner @ V.mT).to(ctx.dtype), None
+
+
+eigh_op.register_autograd(_eigh_backward, setup_context=_eigh_setup_context)
+
+
+@torch.library.custom_op(
+    "metal_linalg::eigvalsh", mutates_args=(), schema="(Tensor A, str UPLO) -> Tensor"
+)
+def eigvalsh_op(A: torch.Tensor, UPLO: str):
+    d.check_input(A, "eigvalsh", square=True)
+    d.check_uplo(UPLO, "eigvalsh")
+    (L,) = d.run("eigvalsh", A, d.UPLOS[UPLO])
+    return L
+
+
+@eigvalsh_op.register_fake
+def _(A, UPLO):
+    d.check_input(A, "eigvalsh", square=True)
+    d.check_uplo(UPLO, "eigvalsh")
+    (L,) = d.fake("eigvalsh", A, d.UPLOS[UPLO])
+    return L
+
+
+def _eigvalsh_backward(ctx, gL):
+    raise RuntimeError(
+        "[metal_linalg.eigvalsh] the op computes no eigenvectors, so it has no derivative; "
+        "metal_linalg_torch.eigvalsh computes them when the input requires grad"
+    )
+
+
+eigvalsh_op.register_autograd(_eigvalsh_backward, setup_context=lambda ctx, inputs, output: None)
+
+
+def eigh(A: torch.Tensor, UPLO: str = "L") -> torch.return_types.linalg_eigh:
+    """Eigenvalues (ascending) and eigenvectors (columns) of symmetric [..., N, N], like torch.linalg.eigh."""
+    d.check_input(A, "eigh", square=True)
+    d.check_uplo(UPLO, "eigh")
+    L, V = torch.ops.metal_linalg.eigh(d.to_float32(A), UPLO)
+    return torch.return_types.linalg_eigh((L, V))
+
+
+def eigvalsh(A: torch.Tensor, UPLO: str = "L") -> torch.Tensor:
+    """Eigenvalues (ascending) of symmetric [..., N, N], like torch.linalg.eigvalsh."""
+    d.check_input(A, "eigvalsh", square=True)
+    d.check_uplo(UPLO, "eigvalsh")
+    A = d.to_float32(A)
+    if A.requires_grad and torch.is_grad_enabled():
+        return torch.ops.metal_linalg.eigh(A, UPLO)[0]
+    return torch.ops.metal_linalg.eigvalsh(A, UPLO)

@@ -1,0 +1,87 @@
+"""QR: the torch.library op, its fake, its backward, and the public function."""
+
+from __future__ import annotations
+
+import torch
+
+from . import _dispatch as d
+
+
+@torch.library.custom_op(
+    "metal_linalg::qr", mutates_args=(), schema="(Tensor A, str mode) -> (Tensor, Tensor)"
+)
+def qr_op(A: torch.Tensor, mode: str):
+    d.check_input(A, "qr")
+    d.check_qr_mode(mode, A.shape[-2], A.shape[-1])
+    Q, R = d.run("qr", A, d.QR_MODES[mode])
+    return Q, R
+
+
+@qr_op.register_fake
+def _(A, mode):
+    d.check_input(A, "qr")
+    d.check_qr_mode(mode, A.shape[-2], A.shape[-1])
+    Q, R = d.fake("qr", A, d.QR_MODES[mode])
+    return Q, R
+
+
+def _qr_backward_tall(Q, R, gQ, gR):
+    """m >= n: gA = (gQ + Q copyltu(M)) R^-T with M = R gR^T - gQ^T Q."""
+    M = R @ gR.mT - gQ.mT @ Q
+    lower = M.tril(-1)
+    B = gQ + Q @ (lower + lower.mT + torch.diag_embed(M.diagonal(dim1=-2, dim2=-1)))
+    return torch.linalg.solve_triangular(R.mT, B, upper=False, left=False)
+
+
+def _qr_backward(Q, R, gQ, gR):
+    m, n = Q.shape[-2], R.shape[-1]
+    if gQ is None:
+        gQ = torch.zeros_like(Q)
+    if gR is None:
+        gR = torch.zeros_like(R)
+    if m >= n:
+        return _qr_backward_tall(Q, R, gQ, gR)
+    # Wide: A = Q [U | V] with X = A[:, :m] = Q U square and Y = A[:, m:] = Q V.
+    U, V = R[..., :m], R[..., m:]
+    gU, gV = gR[..., :m], gR[..., m:]
+    Y = Q @ V
+    gX = _qr_backward_tall(Q, U, gQ + Y @ gV.mT, gU)
+    return torch.cat([gX, Q @ gV], dim=-1)
+
+
+def _setup_context(ctx, inputs, output):
+    A, mode = inputs
+    Q, R = output
+    ctx.mode = mode
+    ctx.dtype = A.dtype
+    ctx.save_for_backward(Q, R)
+
+
+def _backward(ctx, gQ, gR):
+    if ctx.mode == "r":
+        raise RuntimeError(
+            "[metal_linalg.qr] the derivative of QR needs Q, which mode='r' does not compute; "
+            "use metal_linalg_torch.qr(A, mode='r'), which computes Q when A requires grad"
+        )
+    Q, R = ctx.saved_tensors
+    return _qr_backward(Q, R, gQ, gR).to(ctx.dtype), None
+
+
+qr_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def qr(A: torch.Tensor, mode: str = "reduced") -> torch.return_types.linalg_qr:
+    """QR of [..., M, N] matrices, like torch.linalg.qr (float32; mode 'complete' square only).
+
+    mode='r' returns an empty Q, as torch does.
+    """
+    d.check_input(A, "qr")
+    d.check_qr_mode(mode, A.shape[-2], A.shape[-1])
+    A = d.to_float32(A)
+    if mode == "r" and A.requires_grad and torch.is_grad_enabled():
+        # The backward needs Q: compute it, hand back the empty Q torch returns for mode='r'.
+        _, R = torch.ops.metal_linalg.qr(A, "reduced")
+        return torch.return_types.linalg_qr((A.new_empty(0), R))
+    # Square 'complete' equals 'reduced'.
+    Q, R = torch.ops.metal_linalg.qr(A, "reduced" if mode == "complete" else mode)
+    return torch.return_types.linalg_qr((Q, R))

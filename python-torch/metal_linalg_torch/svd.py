@@ -1,0 +1,113 @@
+"""SVD: svd and svdvals ops, their fakes, svd's backward, public functions."""
+
+from __future__ import annotations
+
+import torch
+
+from . import _dispatch as d
+
+
+@torch.library.custom_op(
+    "metal_linalg::svd",
+    mutates_args=(),
+    schema="(Tensor A, bool full_matrices) -> (Tensor, Tensor, Tensor)",
+)
+def svd_op(A: torch.Tensor, full_matrices: bool):
+    d.check_input(A, "svd")
+    d.check_full_matrices(full_matrices, A.shape[-2], A.shape[-1])
+    U, S, Vh = d.run("svd", A, int(full_matrices))
+    return U, S, Vh
+
+
+@svd_op.register_fake
+def _(A, full_matrices):
+    d.check_input(A, "svd")
+    d.check_full_matrices(full_matrices, A.shape[-2], A.shape[-1])
+    U, S, Vh = d.fake("svd", A, int(full_matrices))
+    return U, S, Vh
+
+
+def _svd_setup_context(ctx, inputs, output):
+    ctx.dtype = inputs[0].dtype
+    ctx.save_for_backward(*output)
+
+
+def _svd_backward(ctx, gU, gS, gVh):
+    """Thin SVD, A = U S V^T (k = min(m, n)):
+
+    gA = U [(skew(U^T gU) / E) S + S (skew(V^T gV) / E) + diag(gS)] V^T
+         + (I - U U^T) gU S^-1 V^T + U S^-1 gV^T (I - V V^T),   E_ij = s_j^2 - s_i^2.
+    The projector terms vanish for square matrices.
+    """
+    U, S, Vh = ctx.saved_tensors
+    m, n, k = U.shape[-2], Vh.shape[-1], S.shape[-1]
+    inner = torch.zeros(U.shape[:-2] + (k, k), dtype=U.dtype, device=U.device)
+    if gS is not None:
+        inner = inner + torch.diag_embed(gS)
+    if gU is None and gVh is None:
+        return (U @ inner @ Vh).to(ctx.dtype), None
+    S2 = S * S
+    E = S2.unsqueeze(-2) - S2.unsqueeze(-1)
+    E = E + torch.eye(k, dtype=E.dtype, device=E.device)
+    Sinv = 1.0 / S
+    if gU is not None:
+        X = U.mT @ gU
+        inner = inner + ((X - X.mT) / E) * S.unsqueeze(-2)
+    if gVh is not None:
+        Y = Vh @ gVh.mT  # V^T gV
+        inner = inner + S.unsqueeze(-1) * ((Y - Y.mT) / E)
+    gA = U @ inner @ Vh
+    if gU is not None and m > k:
+        gUp = gU - U @ (U.mT @ gU)
+        gA = gA + (gUp * Sinv.unsqueeze(-2)) @ Vh
+    if gVh is not None and n > k:
+        gVhp = gVh - (gVh @ Vh.mT) @ Vh
+        gA = gA + U @ (Sinv.unsqueeze(-1) * gVhp)
+    return gA.to(ctx.dtype), None
+
+
+svd_op.register_autograd(_svd_backward, setup_context=_svd_setup_context)
+
+
+@torch.library.custom_op("metal_linalg::svdvals", mutates_args=(), schema="(Tensor A) -> Tensor")
+def svdvals_op(A: torch.Tensor):
+    d.check_input(A, "svdvals")
+    (S,) = d.run("svdvals", A, 0)
+    return S
+
+
+@svdvals_op.register_fake
+def _(A):
+    d.check_input(A, "svdvals")
+    (S,) = d.fake("svdvals", A, 0)
+    return S
+
+
+def _svdvals_backward(ctx, gS):
+    raise RuntimeError(
+        "[metal_linalg.svdvals] the op computes no singular vectors, so it has no derivative; "
+        "metal_linalg_torch.svdvals computes them when the input requires grad"
+    )
+
+
+svdvals_op.register_autograd(_svdvals_backward, setup_context=lambda ctx, inputs, output: None)
+
+
+def svd(A: torch.Tensor, full_matrices: bool = False) -> torch.return_types.linalg_svd:
+    """Thin SVD of [..., M, N], like torch.linalg.svd: U, S (descending), Vh.
+
+    full_matrices=True is supported for square matrices only (NotImplementedError otherwise).
+    """
+    d.check_input(A, "svd")
+    d.check_full_matrices(full_matrices, A.shape[-2], A.shape[-1])
+    U, S, Vh = torch.ops.metal_linalg.svd(d.to_float32(A), False)
+    return torch.return_types.linalg_svd((U, S, Vh))
+
+
+def svdvals(A: torch.Tensor) -> torch.Tensor:
+    """Singular values (descending) of [..., M, N], like torch.linalg.svdvals."""
+    d.check_input(A, "svdvals")
+    A = d.to_float32(A)
+    if A.requires_grad and torch.is_grad_enabled():
+        return torch.ops.metal_linalg.svd(A, False)[1]
+    return torch.ops.metal_linalg.svdvals(A)

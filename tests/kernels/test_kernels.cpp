@@ -1,0 +1,503 @@
+// Kernel tests: every portable kernel of core/kernels through the CPU runner (one thread per
+// lane, real barriers) at several group sizes, on the sizes either side of its limits and on
+// hard matrix families, judged by LAPACK's ratios in double. Also the runner's own simd ops
+// and the group-size-1 build the CPU backend uses (core/src/cpu_kernels.cpp).
+// Usage: test_kernels <suite>   suites: runner qr eigh eigvalsh serial
+#include "../../core/src/kernel_runner.h"
+#include "../../core/kernels/eigh_tridiag_ql.h"
+#include "../../core/kernels/qr_householder.h"
+#include "../../core/src/cpu_kernels.h"
+#include "metal_linalg/metal_linalg.h"
+#include "kernel_test_util.h"
+
+using kt::Mat;
+using kt::Report;
+
+namespace {
+
+constexpr double kQrLimit = 30, kEigLimit = 60;  // DESIGN.md 3
+
+std::string where(const char *op, int m, int n, int gs, const std::string &fam, int idx) {
+  char b[160];
+  std::snprintf(b, sizeof b, "%s %dx%d gs=%d %s #%d", op, m, n, gs, fam.c_str(), idx);
+  return b;
+}
+
+// Which families a configuration runs: big groups are slow in the thread-per-lane runner.
+enum { kAll = 0, kCore = 1, kFew = 2 };
+void keep_families(std::vector<std::pair<std::string, Mat>> &fams, int which) {
+  if (which == kAll) return;
+  std::vector<std::pair<std::string, Mat>> kept;
+  for (auto &f : fams) {
+    const bool few = f.first == "gaussian" || f.first == "graded";
+    const bool core = few || f.first == "clustered" || f.first == "repeated" ||
+                      f.first == "scale1e-30" || f.first == "rankdef";
+    if (which == kFew ? few : core) kept.push_back(f);
+  }
+  fams.swap(kept);
+}
+
+// ---------------- runner self-test ----------------
+struct RunnerArgs {
+  std::vector<float> out;  // per lane: 8 results
+};
+void runner_kernel(const ml_ctx &ctx, void *u) {
+  auto &r = *static_cast<RunnerArgs *>(u);
+  const int l = ctx.lane;
+  const float x = float(l + 1);
+  float *o = r.out.data() + size_t(ctx.group_id) * ctx.group_size * 8 + size_t(l) * 8;
+  o[0] = ml_simd_sum(ctx, x);
+  o[1] = ml_simd_max(ctx, x);
+  o[2] = ml_simd_min(ctx, x);
+  o[3] = ml_simd_shuffle(ctx, x, (ml_simd_lane(ctx) + 1) % ml_simd_width(ctx));
+  o[4] = ml_simd_shuffle_xor(ctx, x, 1);
+  o[5] = ml_simd_broadcast(ctx, x, 0);
+  o[6] = ml_group_sum(ctx, x, ctx.scratch);
+  // Shared-memory exchange across simdgroups through a barrier.
+  ctx.scratch[64 + l] = x;
+  ml_barrier(ctx);
+  o[7] = ctx.scratch[64 + (ctx.group_size - 1 - l)];
+}
+void test_runner(Report &rep) {
+  for (int gs : {1, 2, 7, 31, 32, 33, 64, 100, 128}) {
+    RunnerArgs r;
+    const int groups = 3;
+    r.out.assign(size_t(groups) * gs * 8, -1.0f);
+    ml::kernel_runner::run(gs, groups, 64 + gs, runner_kernel, &r);
+    for (int g = 0; g < groups; ++g)
+      for (int l = 0; l < gs; ++l) {
+        const float *o = r.out.data() + (size_t(g) * gs + l) * 8;
+        const int base = l & ~31, w = std::min(32, gs - base), sl = l & 31;
+        double sum = 0;
+        for (int i = 0; i < w; ++i) sum += base + i + 1;
+        const std::string at = "runner gs=" + std::to_string(gs) + " lane=" + std::to_string(l);
+        rep.expect(o[0] == float(sum), at + " simd_sum");
+        rep.expect(o[1] == float(base + w), at + " simd_max");
+        rep.expect(o[2] == float(base + 1), at + " simd_min");
+        rep.expect(o[3] == float(base + (sl + 1) % w + 1), at + " simd_shuffle");
+        const int partner = sl ^ 1;
+        rep.expect(o[4] == float(partner < w ? base + partner + 1 : l + 1), at + " shuffle_xor");
+        rep.expect(o[5] == float(base + 1), at + " broadcast");
+        rep.expect(o[6] == float(double(gs) * (gs + 1) / 2), at + " group_sum");
+        rep.expect(o[7] == float(gs - l), at + " barrier exchange");
+      }
+  }
+}
+
+// ---------------- QR ----------------
+struct QrArgs {
+  ml_params p;
+  const float *a;
+  float *q, *r;
+  int *info;
+};
+void qr_entry(const ml_ctx &ctx, void *u) {
+  auto &x = *static_cast<QrArgs *>(u);
+  ml_qr_householder(ctx, x.p, x.a, x.q, x.r, x.info);
+}
+
+std::vector<std::pair<std::string, Mat>> general_families(int m, int n, std::mt19937_64 &rng) {
+  std::vector<std::pair<std::string, Mat>> out;
+  const int k = std::min(m, n);
+  out.push_back({"gaussian", kt::gaussian(rng, m, n)});
+  out.push_back({"zero", Mat(m, n)});
+  Mat id(m, n);
+  for (int i = 0; i < k; ++i) id(i, i) = 1;
+  out.push_back({"identity", id});
+  for (const char *kind : {"clustered", "geometric", "rankdef", "repeated"}) {
+    auto s = kt::spectrum(kind, k, rng);
+    for (double &x : s) x = std::fabs(x);
+    std::sort(s.rbegin(), s.rend());
+    out.push_back({kind, kt::with_singular_values(rng, m, n, s)});
+  }
+  Mat gr = kt::gaussian(rng, m, n);  // graded: D1 A D2, D = 1 .. 1e-6 geometric
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j)
+      gr(i, j) *= std::pow(1e-6, m > 1 ? double(i) / (m - 1) : 0) *
+                  std::pow(1e-6, n > 1 ? double(j) / (n - 1) : 0);
+  out.push_back({"graded", gr});
+  Mat tiny = kt::gaussian(rng, m, n), huge = kt::gaussian(rng, m, n);
+  for (double &x : tiny.v) x *= 1e-30;
+  for (double &x : huge.v) x *= 1e37;
+  out.push_back({"scale1e-30", tiny});
+  out.push_back({"scale1e37", huge});
+  return out;
+}
+
+// Runs a batch through the kernel; the last matrix is poisoned with a NaN/Inf when poison is
+// set, and every other matrix must stay finite and accurate.
+void check_qr(Report &rep, int m, int n, int mode, int gs, std::mt19937_64 &rng, int families) {
+  kt::Timer timer("qr", m, n, gs);
+  auto fams = general_families(m, n, rng);
+  keep_families(fams, families);
+  const int k = std::min(m, n);
+  const int qcols = mode == ML_K_QR_COMPLETE ? m : k, rrows = mode == ML_K_QR_COMPLETE ? m : k;
+  const int batch = int(fams.size()) + 1;
+  std::vector<float> a;
+  for (auto &f : fams) {
+    auto v = kt::to_float(f.second);
+    a.insert(a.end(), v.begin(), v.end());
+  }
+  auto bad = kt::to_float(kt::gaussian(rng, m, n));
+  bad[size_t(rng() % bad.size())] = (rng() & 1) ? std::numeric_limits<float>::quiet_NaN()
+                                                  : -std::numeric_limits<float>::infinity();
+  a.insert(a.end(), bad.begin(), bad.end());
+  std::vector<float> q(size_t(batch) * m * qcols, -7.f), r(size_t(batch) * rrows * n, -7.f);
+  std::vector<int> info(batch, -1);
+  QrArgs args{{m, n, mode, 0, batch, 0}, a.data(), q.data(), r.data(), info.data()};
+  if (gs == 0) {  // the group-size-1 build of the CPU backend, one matrix per call
+    std::vector<float> work(size_t(ml::cpu_kernels::scratch_floats(ML_OP_QR, m, n)));
+    for (int b = 0; b < batch; ++b)
+      info[b] = ml::cpu_kernels::run(ML_OP_QR, m, n, mode, a.data() + size_t(b) * m * n,
+                                     mode == ML_K_QR_R ? nullptr : q.data() + size_t(b) * m * qcols,
+                                     r.data() + size_t(b) * rrows * n, nullptr, work.data());
+  } else {
+    ml::kernel_runner::run(gs, batch, ml_qr_householder_scratch_floats(m, n), qr_entry, &args);
+  }
+  const char *op = mode == ML_K_QR_R ? "qr-r" : mode == ML_K_QR_COMPLETE ? "qr-complete" : "qr";
+  for (int b = 0; b < batch; ++b) {
+    const std::string fam = b < int(fams.size()) ? fams[b].first : "nonfinite";
+    const std::string at = where(op, m, n, gs, fam, b);
+    const float *rb = r.data() + size_t(b) * rrows * n;
+    const float *qb = q.data() + size_t(b) * m * qcols;
+    if (b == batch - 1) {
+      rep.expect(kt::all_nan(rb, size_t(rrows) * n), at + " R all NaN");
+      if (mode != ML_K_QR_R) rep.expect(kt::all_nan(qb, size_t(m) * qcols), at + " Q all NaN");
+      rep.expect(info[b] == ML_INFO_NONFINITE, at + " info NONFINITE");
+      continue;
+    }
+    rep.expect(kt::all_finite(rb, size_t(rrows) * n), at + " R finite");
+    bool tri = true;
+    for (int i = 0; i < rrows; ++i)
+      for (int j = 0; j < std::min(i, n); ++j) tri = tri && rb[size_t(i) * n + j] == 0.f;
+    rep.expect(tri, at + " R upper triangular");
+    rep.expect((info[b] & ~ML_INFO_RANK_DEFICIENT) == 0, at + " info");
+    if (fam == "zero") rep.expect(info[b] == ML_INFO_RANK_DEFICIENT, at + " info RANK_DEFICIENT");
+    if (fam == "identity") rep.expect(info[b] == 0, at + " info full rank");
+    Mat A = kt::from_float(a.data() + size_t(b) * m * n, m, n);
+    Mat R = kt::from_float(rb, rrows, n);
+    const double an = kt::norm1(A);
+    if (mode == ML_K_QR_R) {
+      // R^T R = A^T A  (Q-less check): ||A^T A - R^T R|| / (m ||A||^2 ulp)
+      Mat d = kt::matmul(kt::transpose(A), A), rr = kt::matmul(kt::transpose(R), R);
+      for (size_t i = 0; i < d.v.size(); ++i) d.v[i] -= rr.v[i];
+      const double den = an > 0 ? an * an : 1.0;
+      rep.ratio(kt::norm1(d) / (m * den * kt::kUlp), kQrLimit, at + " |AtA-RtR|");
+      continue;
+    }
+    rep.expect(kt::all_finite(qb, size_t(m) * qcols), at + " Q finite");
+    Mat Q = kt::from_float(qb, m, qcols);
+    Mat qr = kt::matmul(Q, R);
+    for (size_t i = 0; i < qr.v.size(); ++i) qr.v[i] -= A.v[i];
+    rep.ratio(an > 0 ? kt::norm1(qr) / (m * an * kt::kUlp) : kt::norm1(qr), kQrLimit,
+              at + " |A-QR|");
+    rep.ratio(kt::orth_defect(Q) / (m * kt::kUlp), kQrLimit, at + " |I-QtQ|");
+  }
+}
+
+void test_qr(Report &rep) {
+  std::mt19937_64 rng(1234);
+  const int metal_n = 89, cuda_n = 239;  // largest square n in the Metal / sm_90 budgets
+  rep.expect(ml_qr_householder_fits(metal_n, metal_n, ML_METAL_SCRATCH_FLOATS) &&
+                 !ml_qr_householder_fits(metal_n + 1, metal_n + 1, ML_METAL_SCRATCH_FLOATS),
+             "qr Metal limit is 89");
+  rep.expect(ml_qr_householder_fits(cuda_n, cuda_n, ML_CUDA_SCRATCH_FLOATS_SM90) &&
+                 !ml_qr_householder_fits(cuda_n + 1, cuda_n + 1, ML_CUDA_SCRATCH_FLOATS_SM90),
+             "qr sm_90 limit is 239");
+  const int sizes[] = {1, 2, 3, 5, 8, 16, 17, 31, 32, 33, 63, 64, 65};
+  for (int n : sizes)
+    for (int gs : {1, 7, 32, 64, 128}) {
+      if (n > 17 && gs == 128) continue;  // thread-per-lane is slow; core families at >= 32
+      check_qr(rep, n, n, ML_K_QR_REDUCED, gs, rng, gs <= 7 ? kAll : kCore);
+    }
+  const int shapes[][2] = {{1, 5}, {5, 1}, {17, 3}, {3, 17}, {64, 32}, {32, 64}, {65, 33}, {33, 65}, {40, 1}, {1, 40}};
+  for (auto &s : shapes)
+    for (int gs : {1, 7, 64}) {
+      check_qr(rep, s[0], s[1], ML_K_QR_REDUCED, gs, rng, kAll);
+      check_qr(rep, s[0], s[1], ML_K_QR_R, gs, rng, gs != 64 ? kAll : kCore);
+      check_qr(rep, s[0], s[1], ML_K_QR_COMPLETE, gs, rng, gs != 64 ? kAll : kCore);
+    }
+  // Either side of the limits: at the limit (group sizes 1 and the preferred one).
+  check_qr(rep, metal_n, metal_n, ML_K_QR_REDUCED, ml_qr_householder_group_size(metal_n, metal_n), rng, kCore);
+  check_qr(rep, metal_n, metal_n, ML_K_QR_REDUCED, 1, rng, kAll);
+  check_qr(rep, cuda_n, cuda_n, ML_K_QR_REDUCED, 1, rng, kFew);
+  check_qr(rep, 400, 100, ML_K_QR_REDUCED, 1, rng, kFew);
+}
+
+
+// ---------------- eigh / eigvalsh ----------------
+struct EigArgs {
+  ml_params p;
+  const float *a;
+  float *w, *v;
+  int *info;
+};
+void eigh_entry(const ml_ctx &ctx, void *u) {
+  auto &x = *static_cast<EigArgs *>(u);
+  ml_eigh_tridiag_ql(ctx, x.p, x.a, x.w, x.v, x.info);
+}
+void eigvalsh_entry(const ml_ctx &ctx, void *u) {
+  auto &x = *static_cast<EigArgs *>(u);
+  ml_eigvalsh_tridiag_ql(ctx, x.p, x.a, x.w, x.info);
+}
+
+std::vector<std::pair<std::string, Mat>> symmetric_families(int n, std::mt19937_64 &rng, bool huge_ok) {
+  std::vector<std::pair<std::string, Mat>> out;
+  Mat g = kt::gaussian(rng, n, n), sym(n, n);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) sym(i, j) = 0.5 * (g(i, j) + g(j, i));
+  out.push_back({"gaussian", sym});
+  out.push_back({"zero", Mat(n, n)});
+  out.push_back({"identity", kt::identity(n)});
+  Mat dg(n, n);
+  for (int i = 0; i < n; ++i) dg(i, i) = std::normal_distribution<>()(rng);
+  out.push_back({"diagonal", dg});
+  for (const char *kind : {"clustered", "clustered1", "geometric", "arithmetic", "randlog", "repeated", "rankdef"})
+    out.push_back({kind, kt::with_spectrum(rng, kt::spectrum(kind, n, rng))});
+  Mat gr = sym;  // graded D A D, D = 1 .. 1e-5 geometric
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      gr(i, j) *= std::pow(1e-5, n > 1 ? double(i + j) / (n - 1) : 0);
+  out.push_back({"graded", gr});
+  Mat wil(n, n);  // Wilkinson-like tridiagonal: close eigenvalue pairs
+  for (int i = 0; i < n; ++i) {
+    wil(i, i) = std::fabs(i - (n - 1) / 2.0);
+    if (i + 1 < n) wil(i, i + 1) = wil(i + 1, i) = 1;
+  }
+  out.push_back({"wilkinson", wil});
+  Mat tiny = sym;
+  for (double &x : tiny.v) x *= 1e-30;
+  out.push_back({"scale1e-30", tiny});
+  if (huge_ok) {
+    Mat huge = sym;
+    for (double &x : huge.v) x *= 1e37;
+    out.push_back({"scale1e37", huge});
+  }
+  return out;
+}
+
+// eigh and eigvalsh on the same batch at group size gs. The unread triangle holds NaN, the
+// last matrix is non-finite in its read triangle.
+void check_eig(Report &rep, int n, int uplo, int gs, std::mt19937_64 &rng, int families) {
+  kt::Timer timer("eig", n, n, gs);
+  auto fams = symmetric_families(n, rng, n <= 100);
+  keep_families(fams, families);
+  const int batch = int(fams.size()) + 1;
+  const float qnan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> a;
+  auto push = [&](const Mat &m, bool poison) {
+    auto v = kt::to_float(m);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) {
+        const bool read = uplo == ML_K_LOWER ? i >= j : i <= j;
+        if (!read) v[size_t(i) * n + j] = qnan;
+      }
+    if (poison) {
+      const int i = int(rng() % n), j = int(rng() % n);
+      v[uplo == ML_K_LOWER ? size_t(std::max(i, j)) * n + std::min(i, j)
+                           : size_t(std::min(i, j)) * n + std::max(i, j)] =
+          (rng() & 1) ? qnan : std::numeric_limits<float>::infinity();
+    }
+    a.insert(a.end(), v.begin(), v.end());
+  };
+  for (auto &f : fams) push(f.second, false);
+  push(kt::identity(n), true);
+  std::vector<float> w(size_t(batch) * n, -7.f), v(size_t(batch) * n * n, -7.f), w2(w);
+  std::vector<int> info(batch, -1), info2(batch, -1);
+  EigArgs args{{n, n, uplo, 0, batch, 0}, a.data(), w.data(), v.data(), info.data()};
+  EigArgs args2{{n, n, uplo, 0, batch, 0}, a.data(), w2.data(), nullptr, info2.data()};
+  if (gs == 0) {  // the group-size-1 build of the CPU backend, one matrix per call
+    std::vector<float> work(size_t(ml::cpu_kernels::scratch_floats(ML_OP_EIGH, n, n)));
+    for (int b = 0; b < batch; ++b) {
+      const float *ab = a.data() + size_t(b) * n * n;
+      info[b] = ml::cpu_kernels::run(ML_OP_EIGH, n, n, uplo, ab, w.data() + size_t(b) * n,
+                                     v.data() + size_t(b) * n * n, nullptr, work.data());
+      info2[b] = ml::cpu_kernels::run(ML_OP_EIGVALSH, n, n, uplo, ab, w2.data() + size_t(b) * n,
+                                      nullptr, nullptr, work.data());
+    }
+  } else {
+    ml::kernel_runner::run(gs, batch, ml_eigh_tridiag_ql_scratch_floats(n, n), eigh_entry, &args);
+    ml::kernel_runner::run(gs, batch, ml_eigvalsh_tridiag_ql_scratch_floats(n, n), eigvalsh_entry,
+                           &args2);
+  }
+  for (int b = 0; b < batch; ++b) {
+    const std::string fam = b < int(fams.size()) ? fams[b].first : "nonfinite";
+    const std::string at = where(uplo == ML_K_LOWER ? "eigh-L" : "eigh-U", n, n, gs, fam, b);
+    const float *wb = w.data() + size_t(b) * n, *w2b = w2.data() + size_t(b) * n;
+    const float *vb = v.data() + size_t(b) * n * n;
+    if (b == batch - 1) {
+      rep.expect(kt::all_nan(wb, n) && kt::all_nan(vb, size_t(n) * n), at + " all NaN");
+      rep.expect(kt::all_nan(w2b, n), at + " eigvalsh all NaN");
+      rep.expect(info[b] == ML_INFO_NONFINITE && info2[b] == ML_INFO_NONFINITE, at + " info");
+      continue;
+    }
+    rep.expect(kt::all_finite(wb, n) && kt::all_finite(vb, size_t(n) * n), at + " finite");
+    rep.expect((info[b] & 0xffff) == 0 && (info2[b] & 0xffff) == 0, at + " info converged");
+    rep.expect(std::memcmp(wb, w2b, sizeof(float) * n) == 0, at + " eigvalsh == eigh values");
+    if (fam == "gaussian" && n >= 3)
+      rep.expect((info[b] >> ML_INFO_SWEEPS_SHIFT) > 0 && info[b] >> ML_INFO_SWEEPS_SHIFT <= 30 * n,
+                 at + " iteration count in info");
+    bool asc = true;
+    for (int i = 1; i < n; ++i) asc = asc && wb[i - 1] <= wb[i];
+    rep.expect(asc, at + " ascending");
+    // The matrix as the kernel saw it: the read triangle, mirrored.
+    Mat A(n, n);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) {
+        const bool read = uplo == ML_K_LOWER ? i >= j : i <= j;
+        A(i, j) = a[size_t(b) * n * n + (read ? size_t(i) * n + j : size_t(j) * n + i)];
+      }
+    const double an = kt::norm1(A);
+    Mat V = kt::from_float(vb, n, n), VW = V;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) VW(i, j) *= wb[j];
+    Mat R = kt::matmul(VW, kt::transpose(V));
+    for (size_t i = 0; i < R.v.size(); ++i) R.v[i] -= A.v[i];
+    const double den = an > 0 ? an * n * kt::kUlp : 1.0;
+    rep.ratio(kt::norm1(R) / den, kEigLimit, at + " |A-VWVt|");
+    rep.ratio(kt::orth_defect(V) / (n * kt::kUlp), kEigLimit, at + " |I-VtV|");
+    const auto ref = kt::jacobi_eigenvalues(A);
+    double err = 0;
+    for (int i = 0; i < n; ++i) err = std::max(err, std::fabs(wb[i] - ref[i]));
+    rep.ratio(err / den, kEigLimit, at + " |w-w_ref|");
+  }
+}
+
+// The iteration cap: p.max_iter = 1 cannot converge a random 16 x 16 matrix.
+void check_eig_cap(Report &rep, int gs, std::mt19937_64 &rng) {
+  const int n = 16;
+  Mat g = kt::gaussian(rng, n, n);
+  auto a = kt::to_float(kt::matmul(g, kt::transpose(g)));
+  std::vector<float> w(n), v(n * n);
+  int info = 0, info2 = 0;
+  EigArgs args{{n, n, ML_K_LOWER, 1, 1, 0}, a.data(), w.data(), v.data(), &info};
+  EigArgs args2{{n, n, ML_K_LOWER, 1, 1, 0}, a.data(), w.data(), nullptr, &info2};
+  ml::kernel_runner::run(gs, 1, ml_eigh_tridiag_ql_scratch_floats(n, n), eigh_entry, &args);
+  ml::kernel_runner::run(gs, 1, ml_eigvalsh_tridiag_ql_scratch_floats(n, n), eigvalsh_entry, &args2);
+  const std::string at = "eigh max_iter=1 gs=" + std::to_string(gs);
+  rep.expect((info & ML_INFO_NOT_CONVERGED) && (info >> ML_INFO_SWEEPS_SHIFT) == 1, at + " NOT_CONVERGED");
+  rep.expect((info2 & ML_INFO_NOT_CONVERGED) && (info2 >> ML_INFO_SWEEPS_SHIFT) == 1,
+             at + " eigvalsh NOT_CONVERGED");
+  rep.expect(kt::all_finite(w.data(), n) && kt::all_finite(v.data(), size_t(n) * n), at + " finite");
+}
+
+int eig_limit(int budget) {
+  int n = 1;
+  while (ml_eigh_tridiag_ql_fits(n + 1, n + 1, budget)) ++n;
+  return n;
+}
+
+void test_eigh(Report &rep) {
+  std::mt19937_64 rng(99);
+  const int metal_n = eig_limit(ML_METAL_SCRATCH_FLOATS), cuda_n = eig_limit(ML_CUDA_SCRATCH_FLOATS_SM90);
+  std::printf("eigh limits: Metal n <= %d, sm_90 n <= %d\n", metal_n, cuda_n);
+  rep.expect(metal_n >= 64 && !ml_eigh_tridiag_ql_fits(metal_n + 1, metal_n + 1, ML_METAL_SCRATCH_FLOATS),
+             "eigh Metal limit >= 64");
+  const int sizes[] = {1, 2, 3, 5, 8, 16, 17, 31, 32, 33, 63, 64, 65};
+  int turn = 0;
+  // Every family at group sizes 1 and 7; the core families at 32, 64 and 128 (slow in the
+  // thread-per-lane runner), 128 only up to 17.
+  for (int n : sizes)
+    for (int gs : {1, 7, 32, 64, 128}) {
+      if (n > 17 && gs == 128) continue;
+      check_eig(rep, n, (turn++ & 1) ? ML_K_UPPER : ML_K_LOWER, gs, rng, gs <= 7 ? kAll : kCore);
+    }
+  for (int gs : {1, 7, 32}) check_eig_cap(rep, gs, rng);
+  check_eig(rep, metal_n, ML_K_LOWER, ml_eigh_tridiag_ql_group_size(metal_n, metal_n), rng, kCore);
+  check_eig(rep, metal_n, ML_K_UPPER, 1, rng, kAll);
+  check_eig(rep, cuda_n, ML_K_LOWER, 1, rng, kFew);
+}
+
+
+// svd / svdvals of the group-size-1 build (the kernel itself is tested through the runner by
+// test_svd.cpp): LAPACK's ratios, values against double eigenvalues of A^T A, NaN isolation.
+void check_svd_serial(Report &rep, int m, int n, std::mt19937_64 &rng) {
+  auto fams = general_families(m, n, rng);
+  const int k = std::min(m, n);
+  std::vector<float> work(size_t(ml::cpu_kernels::scratch_floats(ML_OP_SVD, m, n)));
+  std::vector<float> work2(size_t(ml::cpu_kernels::scratch_floats(ML_OP_SVDVALS, m, n)));
+  for (size_t b = 0; b <= fams.size(); ++b) {
+    const bool bad = b == fams.size();
+    std::vector<float> a = kt::to_float(bad ? kt::gaussian(rng, m, n) : fams[b].second);
+    if (bad) a[size_t(rng() % a.size())] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> u(size_t(m) * k), sv(k), vt(size_t(k) * n), s2(k);
+    const int info = ml::cpu_kernels::run(ML_OP_SVD, m, n, 0, a.data(), u.data(), sv.data(), vt.data(), work.data());
+    const int info2 = ml::cpu_kernels::run(ML_OP_SVDVALS, m, n, 0, a.data(), nullptr, s2.data(), nullptr, work2.data());
+    const std::string at = where("svd-serial", m, n, 0, bad ? "nonfinite" : fams[b].first, int(b));
+    if (bad) {
+      rep.expect(kt::all_nan(u.data(), u.size()) && kt::all_nan(sv.data(), k) &&
+                     kt::all_nan(vt.data(), vt.size()) && kt::all_nan(s2.data(), k),
+                 at + " all NaN");
+      rep.expect((info & ML_INFO_NONFINITE) && (info2 & ML_INFO_NONFINITE), at + " info");
+      continue;
+    }
+    rep.expect((info & ML_INFO_NOT_CONVERGED) == 0 && (info2 & ML_INFO_NOT_CONVERGED) == 0, at + " converged");
+    rep.expect(kt::all_finite(u.data(), u.size()) && kt::all_finite(vt.data(), vt.size()), at + " finite");
+    Mat A = kt::from_float(a.data(), m, n), U = kt::from_float(u.data(), m, k), Vt = kt::from_float(vt.data(), k, n);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < k; ++j) U(i, j) *= sv[j];
+    Mat R = kt::matmul(U, Vt);
+    for (size_t i = 0; i < R.v.size(); ++i) R.v[i] -= A.v[i];
+    const double an = kt::norm1(A), den = an > 0 ? an * std::max(m, n) * kt::kUlp : 1.0;
+    rep.ratio(kt::norm1(R) / den, 35, at + " |A-USVt|");
+    rep.ratio(kt::orth_defect(kt::from_float(u.data(), m, k)) / (m * kt::kUlp), 35, at + " |I-UtU|");
+    rep.ratio(kt::orth_defect(kt::transpose(Vt)) / (n * kt::kUlp), 35, at + " |I-VVt|");
+    auto lam = kt::jacobi_eigenvalues(m >= n ? kt::matmul(kt::transpose(A), A) : kt::matmul(A, kt::transpose(A)));
+    double err = 0;
+    for (int i = 0; i < k; ++i) err = std::max(err, std::fabs(sv[i] - std::sqrt(std::max(0.0, lam[k - 1 - i]))));
+    rep.ratio(err / den, 35, at + " |s-s_ref|");
+    rep.expect(std::memcmp(sv.data(), s2.data(), sizeof(float) * k) == 0, at + " svdvals == svd values");
+  }
+}
+
+// The CPU backend's build (core/src/cpu_kernels.cpp, group size 1, ML_CPU_SERIAL), up to
+// its max_n, which must stay a sane cap; beyond it scratch_floats is 0 (never called there).
+void test_serial(Report &rep) {
+  std::mt19937_64 rng(7);
+  for (int op : {ML_OP_QR, ML_OP_EIGH, ML_OP_EIGVALSH, ML_OP_SVD, ML_OP_SVDVALS}) {
+    const int64_t lim = ml::cpu_kernels::max_n(op);
+    rep.expect(lim >= 8 && lim <= 256, "serial max_n in [8, 256]");
+    rep.expect(ml::cpu_kernels::scratch_floats(op, lim, lim) > 0, "serial scratch at max_n");
+    rep.expect(ml::cpu_kernels::scratch_floats(op, lim + 1, lim + 1) == 0, "serial scratch past max_n");
+  }
+  const int qlim = int(ml::cpu_kernels::max_n(ML_OP_QR));
+  const int elim = int(std::min(ml::cpu_kernels::max_n(ML_OP_EIGH), ml::cpu_kernels::max_n(ML_OP_EIGVALSH)));
+  for (int n : {1, 2, 3, 5, 8, 16, 17, 24, 31, 32}) {
+    if (n <= qlim) check_qr(rep, n, n, ML_K_QR_REDUCED, 0, rng, kAll);
+    if (n <= elim) check_eig(rep, n, n & 1 ? ML_K_UPPER : ML_K_LOWER, 0, rng, kAll);
+  }
+  const int shapes[][2] = {{1, 5}, {5, 1}, {17, 3}, {3, 17}, {24, 12}, {12, 24}};
+  for (auto &s : shapes)
+    if (std::max(s[0], s[1]) <= qlim)
+      for (int mode : {ML_K_QR_REDUCED, ML_K_QR_R, ML_K_QR_COMPLETE}) check_qr(rep, s[0], s[1], mode, 0, rng, kAll);
+  check_qr(rep, qlim, qlim, ML_K_QR_REDUCED, 0, rng, kAll);
+  check_qr(rep, qlim, qlim / 2, ML_K_QR_COMPLETE, 0, rng, kAll);
+  check_eig(rep, elim, ML_K_LOWER, 0, rng, kAll);
+  const int slim = int(std::min(ml::cpu_kernels::max_n(ML_OP_SVD), ml::cpu_kernels::max_n(ML_OP_SVDVALS)));
+  const int svd_shapes[][2] = {{1, 1}, {1, 4}, {4, 1}, {3, 3}, {8, 8}, {16, 16}, {16, 5}, {5, 16}, {2, 9}};
+  for (auto &s : svd_shapes)
+    if (std::max(s[0], s[1]) <= slim) check_svd_serial(rep, s[0], s[1], rng);
+  check_svd_serial(rep, slim, slim, rng);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    std::printf("usage: test_kernels runner|qr|eigh|eigvalsh|serial\n");
+    return 2;
+  }
+  const std::string suite = argv[1];
+  Report rep;
+  if (suite == "runner") test_runner(rep);
+  else if (suite == "qr") test_qr(rep);
+  else if (suite == "eigh") test_eigh(rep);
+  else if (suite == "serial") test_serial(rep);
+  else {
+    std::printf("unknown suite %s\n", suite.c_str());
+    return 2;
+  }
+  std::printf("%s: %d checks, %d failures, worst ratio %.3g (%s)\n", suite.c_str(), rep.checks,
+              rep.failures, rep.worst, rep.worst_where.c_str());
+  return rep.failures == 0 && rep.checks > 0 ? 0 : 1;
+}

@@ -1,0 +1,586 @@
+"""CUDA backend through metal_linalg_torch on CUDA tensors, and the C API with device pointers.
+
+Runs on a machine with an NVIDIA GPU and a library built with the CUDA backend; skips elsewhere (CI).
+Accuracy uses LAPACK's test ratios (DESIGN.md 3) computed in float64 against float64 references.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+mlt = pytest.importorskip("metal_linalg_torch")
+from metal_linalg_torch import _lib
+
+if not _lib.lib.ml_backend_available(b"cuda"):
+    pytest.skip("metal_linalg built without the CUDA backend", allow_module_level=True)
+
+DEV = torch.device("cuda")
+ULP = float(torch.finfo(torch.float32).eps)
+TINY = float(torch.finfo(torch.float32).tiny)
+THRESH = {"eig": 60.0, "svd": 35.0, "qr": 30.0}
+OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
+
+SQUARE_N = [
+    1,
+    2,
+    3,
+    4,
+    5,
+    7,
+    8,
+    9,
+    15,
+    16,
+    17,
+    24,
+    31,
+    32,
+    33,
+    40,
+    47,
+    48,
+    63,
+    64,
+    65,
+    96,
+    128,
+]
+RECT = [
+    (2, 1),
+    (1, 2),
+    (8, 1),
+    (1, 8),
+    (17, 5),
+    (5, 17),
+    (64, 32),
+    (32, 64),
+    (33, 31),
+    (31, 33),
+    (100, 7),
+    (7, 100),
+    (128, 64),
+    (64, 128),
+    (256, 128),
+]
+
+
+@pytest.fixture(autouse=True)
+def _gpu_policy():
+    """Route every call with device pointers to the GPU kernels wherever one covers the shape."""
+    for op in range(len(OPS)):
+        assert _lib.lib.ml_policy_set(op, b"gpu_min_batch", 1) == 0
+        assert _lib.lib.ml_policy_set(op, b"gpu_max_n", 1 << 20) == 0
+    yield
+    for op in range(len(OPS)):
+        _lib.lib.ml_policy_reset(op)
+
+
+def backend(op: str, m: int, n: int, batch: int) -> str:
+    return _lib.text(_lib.lib.ml_backend(OPS.index(op), _lib.ML_MEMORY_CUDA, m, n, batch))
+
+
+def assert_gpu_for_small(op: str, m: int, n: int, batch: int) -> None:
+    """Every op has a GPU kernel for max(m, n) <= 64 (issue 3); larger shapes may fall back."""
+    name = backend(op, m, n, batch)
+    if max(m, n) <= 64:
+        assert name.startswith("cuda:"), f"{op} {m}x{n} x{batch} routed to {name}"
+
+
+# ---- matrix families (LAPACK latms-like), built in float64 on the CPU ----
+
+
+def _orth(n: int, gen: torch.Generator) -> torch.Tensor:
+    if n == 0:
+        return torch.zeros(0, 0, dtype=torch.float64)
+    q, r = torch.linalg.qr(torch.randn(n, n, dtype=torch.float64, generator=gen))
+    return q * torch.sign(torch.diagonal(r)).where(torch.diagonal(r) != 0, torch.ones(()))
+
+
+def _spectrum(kind: str, k: int, gen: torch.Generator) -> torch.Tensor:
+    if k == 0:
+        return torch.zeros(0, dtype=torch.float64)
+    i = torch.arange(k, dtype=torch.float64)
+    if kind == "clustered":
+        d = torch.full((k,), ULP, dtype=torch.float64)
+        d[0] = 1.0
+    elif kind == "geometric":
+        d = ULP ** (i / max(k - 1, 1))
+    elif kind == "arithmetic":
+        d = 1.0 - (1.0 - ULP) * i / max(k - 1, 1)
+    elif kind == "randlog":
+        d = torch.exp(torch.rand(k, dtype=torch.float64, generator=gen) * math.log(ULP))
+    elif kind == "rankdef":
+        d = torch.rand(k, dtype=torch.float64, generator=gen) + 0.5
+        d[k // 2 :] = 0.0
+    elif kind == "repeated":
+        d = torch.tensor([1.0, -1.0, 2.0], dtype=torch.float64).repeat(k)[:k]
+    else:
+        raise ValueError(kind)
+    return d
+
+
+SYM_FAMILIES = [
+    "random",
+    "zero",
+    "identity",
+    "diagonal",
+    "clustered",
+    "geometric",
+    "arithmetic",
+    "randlog",
+    "graded",
+    "rankdef",
+    "repeated",
+    "tiny",
+    "huge",
+]
+GEN_FAMILIES = [
+    "random",
+    "zero",
+    "identity",
+    "clustered",
+    "geometric",
+    "randlog",
+    "graded",
+    "rankdef",
+    "tiny",
+    "huge",
+]
+
+
+def sym_family(kind: str, n: int, batch: int, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    out = torch.empty(batch, n, n, dtype=torch.float64)
+    for b in range(batch):
+        if kind in ("random", "tiny", "huge", "graded"):
+            g = torch.randn(n, n, dtype=torch.float64, generator=gen)
+            a = (g + g.T) / 2
+            if kind == "tiny":
+                a *= 1e-30
+            elif kind == "huge":
+                a *= 1e37 / max(n, 1)
+            elif kind == "graded":
+                d = 10.0 ** (-6.0 * torch.arange(n, dtype=torch.float64) / max(n - 1, 1))
+                a = d[:, None] * a * d[None, :]
+        elif kind == "zero":
+            a = torch.zeros(n, n, dtype=torch.float64)
+        elif kind == "identity":
+            a = torch.eye(n, dtype=torch.float64)
+        elif kind == "diagonal":
+            a = torch.diag(torch.randn(n, dtype=torch.float64, generator=gen))
+        else:
+            d = _spectrum(kind, n, gen)
+            sign = torch.where(torch.rand(n, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+            if kind != "repeated":
+                d = d * sign
+            q = _orth(n, gen)
+            a = (q * d) @ q.T
+            a = (a + a.T) / 2
+        out[b] = a
+    return out.to(torch.float32)
+
+
+def gen_family(kind: str, m: int, n: int, batch: int, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    k = min(m, n)
+    out = torch.empty(batch, m, n, dtype=torch.float64)
+    for b in range(batch):
+        if kind in ("random", "tiny", "huge", "graded"):
+            a = torch.randn(m, n, dtype=torch.float64, generator=gen)
+            if kind == "tiny":
+                a *= 1e-30
+            elif kind == "huge":
+                a *= 1e37 / max(m, n, 1)
+            elif kind == "graded":
+                a = a * (10.0 ** (-6.0 * torch.arange(n, dtype=torch.float64) / max(n - 1, 1)))
+        elif kind == "zero":
+            a = torch.zeros(m, n, dtype=torch.float64)
+        elif kind == "identity":
+            a = torch.eye(m, n, dtype=torch.float64)
+        else:
+            s = _spectrum(kind, k, gen).abs()
+            a = (_orth(m, gen)[:, :k] * s) @ _orth(n, gen)[:, :k].T
+        out[b] = a
+    return out.to(torch.float32)
+
+
+# ---- LAPACK ratios in float64 ----
+
+
+def _norm1(x: torch.Tensor) -> torch.Tensor:
+    """Per-matrix 1-norm (max column sum), as LAPACK's slange('1')."""
+    if x.shape[-1] == 0 or x.shape[-2] == 0:
+        return torch.zeros(x.shape[:-2], dtype=x.dtype, device=x.device)
+    return x.abs().sum(-2).amax(-1)
+
+
+def _eye_defect(x: torch.Tensor) -> torch.Tensor:
+    eye = torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
+    return _norm1(eye - x)
+
+
+def _finite(*xs: torch.Tensor) -> None:
+    for x in xs:
+        assert torch.isfinite(x).all(), "non-finite output for finite input"
+
+
+def check_eigh(a: torch.Tensor, w: torch.Tensor, v: torch.Tensor | None, what: str) -> None:
+    a64 = a.double()
+    n = a.shape[-1]
+    if n == 0:
+        return
+    _finite(w)
+    anorm = _norm1(a64).clamp_min(TINY)
+    w64 = w.double()
+    assert (w64[..., 1:] >= w64[..., :-1]).all(), f"{what}: eigenvalues not ascending"
+    wref = torch.linalg.eigvalsh(a64.cpu()).to(w.device)
+    werr = ((w64 - wref).abs().amax(-1) / (anorm * n * ULP)).max().item()
+    assert werr <= THRESH["eig"], f"{what}: eigenvalue error ratio {werr:.1f}"
+    if v is None:
+        return
+    _finite(v)
+    v64 = v.double()
+    res = _norm1(a64 - (v64 * w64[..., None, :]) @ v64.mT) / (anorm * n * ULP)
+    orth = _eye_defect(v64.mT @ v64) / (n * ULP)
+    assert res.max().item() <= THRESH["eig"], f"{what}: residual ratio {res.max().item():.1f}"
+    assert orth.max().item() <= THRESH["eig"], (
+        f"{what}: orthogonality ratio {orth.max().item():.1f}"
+    )
+
+
+def check_svd(
+    a: torch.Tensor,
+    u: torch.Tensor | None,
+    s: torch.Tensor,
+    vh: torch.Tensor | None,
+    what: str,
+) -> None:
+    a64 = a.double()
+    m, n = a.shape[-2:]
+    if min(m, n) == 0:
+        return
+    _finite(s)
+    anorm = _norm1(a64).clamp_min(TINY)
+    s64 = s.double()
+    assert (s64 >= 0).all(), f"{what}: negative singular value"
+    assert (s64[..., 1:] <= s64[..., :-1]).all(), f"{what}: singular values not descending"
+    sref = torch.linalg.svdvals(a64.cpu()).to(s.device)
+    serr = ((s64 - sref).abs().amax(-1) / (anorm * max(m, n) * ULP)).max().item()
+    assert serr <= THRESH["svd"], f"{what}: singular value error ratio {serr:.1f}"
+    if u is None:
+        return
+    _finite(u, vh)
+    u64, vh64 = u.double(), vh.double()
+    res = _norm1(a64 - (u64 * s64[..., None, :]) @ vh64) / (anorm * max(m, n) * ULP)
+    ou = _eye_defect(u64.mT @ u64) / (m * ULP)
+    ov = _eye_defect(vh64 @ vh64.mT) / (n * ULP)
+    for name, r in (
+        ("residual", res),
+        ("U orthogonality", ou),
+        ("V orthogonality", ov),
+    ):
+        assert r.max().item() <= THRESH["svd"], f"{what}: {name} ratio {r.max().item():.1f}"
+
+
+def check_qr(a: torch.Tensor, q: torch.Tensor | None, r: torch.Tensor, what: str) -> None:
+    a64 = a.double()
+    m, n = a.shape[-2:]
+    if min(m, n) == 0:
+        return
+    _finite(r)
+    assert (torch.tril(r, -1) == 0).all(), f"{what}: R not upper triangular"
+    anorm = _norm1(a64).clamp_min(TINY)
+    anorm_inf = a64.abs().sum(-1).amax(-1).clamp_min(TINY)
+    r64 = r.double()
+    # R alone: a backward-stable R satisfies R^T R = A^T A + O(ulp ||A||^2), whatever the row signs.
+    gram = _norm1(a64.mT @ a64 - r64.mT @ r64) / (m * anorm * anorm_inf * ULP)
+    assert gram.max().item() <= THRESH["qr"], (
+        f"{what}: R^T R vs A^T A ratio {gram.max().item():.1f}"
+    )
+    if q is None:
+        return
+    _finite(q)
+    q64 = q.double()
+    res = _norm1(a64 - q64 @ r.double()) / (m * anorm * ULP)
+    orth = _eye_defect(q64.mT @ q64) / (m * ULP)
+    assert res.max().item() <= THRESH["qr"], f"{what}: residual ratio {res.max().item():.1f}"
+    assert orth.max().item() <= THRESH["qr"], f"{what}: orthogonality ratio {orth.max().item():.1f}"
+
+
+def call_op(op: str, a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    if op == "qr":
+        return tuple(mlt.qr(a))
+    if op == "eigh":
+        return tuple(mlt.eigh(a))
+    if op == "eigvalsh":
+        return (mlt.eigvalsh(a),)
+    if op == "svd":
+        return tuple(mlt.svd(a))
+    return (mlt.svdvals(a),)
+
+
+def check_outputs(op: str, a: torch.Tensor, outs: tuple[torch.Tensor, ...], what: str) -> None:
+    if op == "qr":
+        check_qr(a, outs[0], outs[1], what)
+    elif op == "eigh":
+        check_eigh(a, outs[0], outs[1], what)
+    elif op == "eigvalsh":
+        check_eigh(a, outs[0], None, what)
+    elif op == "svd":
+        check_svd(a, outs[0], outs[1], outs[2], what)
+    else:
+        check_svd(a, None, outs[0], None, what)
+
+
+def run_op(op: str, a: torch.Tensor) -> None:
+    """Runs op on the CUDA tensor a through metal_linalg_torch and checks shapes, device and ratios."""
+    *bs, m, n = a.shape
+    k = min(m, n)
+    shapes = {
+        "qr": [(*bs, m, k), (*bs, k, n)],
+        "eigh": [(*bs, n), (*bs, n, n)],
+        "eigvalsh": [(*bs, n)],
+        "svd": [(*bs, m, k), (*bs, k), (*bs, k, n)],
+        "svdvals": [(*bs, k)],
+    }[op]
+    outs = call_op(op, a)
+    assert [tuple(o.shape) for o in outs] == shapes, (
+        f"{op}: output shapes {[o.shape for o in outs]}"
+    )
+    for o in outs:
+        assert o.device == a.device and o.dtype == torch.float32
+    check_outputs(op, a, outs, f"{op} {tuple(a.shape)}")
+    if op == "qr":
+        r_only = mlt.qr(a, mode="r")[1]
+        assert r_only.device == a.device and tuple(r_only.shape) == (*bs, k, n)
+        check_qr(a, None, r_only, f"qr mode=r {tuple(a.shape)}")
+
+
+# ---- tests ----
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("n", SQUARE_N)
+def test_square_sizes(op: str, n: int) -> None:
+    batch = 37
+    if op in ("eigh", "eigvalsh"):
+        a = sym_family("random", n, batch, seed=n)
+    else:
+        a = gen_family("random", n, n, batch, seed=n)
+    assert_gpu_for_small(op, n, n, batch)
+    run_op(op, a.to(DEV))
+
+
+@pytest.mark.parametrize("op", ["qr", "svd", "svdvals"])
+@pytest.mark.parametrize("mn", RECT, ids=[f"{m}x{n}" for m, n in RECT])
+def test_tall_wide(op: str, mn: tuple[int, int]) -> None:
+    m, n = mn
+    a = gen_family("random", m, n, 19, seed=m * 1000 + n)
+    assert_gpu_for_small(op, m, n, 19)
+    run_op(op, a.to(DEV))
+
+
+@pytest.mark.parametrize("op", ["eigh", "eigvalsh"])
+@pytest.mark.parametrize("family", SYM_FAMILIES)
+@pytest.mark.parametrize("n", [5, 16, 32, 33, 64])
+def test_eig_families(op: str, family: str, n: int) -> None:
+    run_op(op, sym_family(family, n, 6, seed=n).to(DEV))
+
+
+@pytest.mark.parametrize("op", ["qr", "svd", "svdvals"])
+@pytest.mark.parametrize("family", GEN_FAMILIES)
+@pytest.mark.parametrize(
+    "mn",
+    [(5, 5), (16, 16), (32, 32), (48, 48), (64, 64), (64, 32), (32, 64)],
+    ids=lambda mn: f"{mn[0]}x{mn[1]}",
+)
+def test_gen_families(op: str, family: str, mn: tuple[int, int]) -> None:
+    m, n = mn
+    run_op(op, gen_family(family, m, n, 6, seed=m + n).to(DEV))
+
+
+@pytest.mark.parametrize("batch", [1, 2, 31, 32, 33, 1000, 70000])
+def test_batch_edges(batch: int) -> None:
+    """Batches that do not fill the last block, and one larger than 65535 blocks of one matrix."""
+    n = 8 if batch > 1000 else 24
+    a = torch.randn(batch, n, n, device=DEV)
+    run_op("eigh", a + a.mT)
+    run_op("svd", a)
+    run_op("qr", a)
+
+
+def test_uplo_and_views() -> None:
+    a = sym_family("random", 20, 8, seed=3).to(DEV)
+    # The unused triangle holds finite garbage: the result must not depend on it.
+    upper = torch.triu(a) + torch.tril(torch.full_like(a, 1e3), -1)
+    w, v = mlt.eigh(upper, UPLO="U")
+    check_eigh(a, w, v, "eigh UPLO=U")
+    base = gen_family("random", 40, 30, 8, seed=5).to(DEV)
+    view = base.mT[::2]  # non-contiguous, transposed
+    run_op("svd", view)
+    run_op("qr", view)
+    big = torch.randn(4, 3, 12, 12, device=DEV)
+    run_op("eigh", big + big.mT)  # several batch dimensions
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_nonfinite_isolated(op: str) -> None:
+    """A NaN or Inf matrix gives NaN for that matrix alone; its neighbours are unaffected."""
+    n = 16
+    if op in ("eigh", "eigvalsh"):
+        a = sym_family("random", n, 5, seed=11)
+    else:
+        a = gen_family("random", n, n, 5, seed=11)
+    a[1, 4, 3] = float("nan")  # lower triangle: the one eigh reads by default
+    a[3, 0, 0] = float("inf")
+    a = a.to(DEV)
+    outs = call_op(op, a)
+    for out in outs:
+        assert out.device == a.device
+        for bad in (1, 3):
+            assert torch.isnan(out[bad]).all(), f"{op}: matrix {bad} not all NaN"
+    good = [0, 2, 4]
+    check_outputs(op, a[good], tuple(o[good] for o in outs), f"{op}: finite neighbours")
+
+
+def test_eigh_cuda_graph() -> None:
+    """mlt.eigh captured in a CUDA graph, replayed on new data copied into the static input."""
+    n, batch = 32, 256
+    static = torch.empty(batch, n, n, device=DEV)
+    static.copy_(sym_family("random", n, batch, seed=1).to(DEV))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):  # warm-up outside capture: kernel attributes, workspace pool
+            mlt.eigh(static)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        w_static, v_static = mlt.eigh(static)
+    for seed in (2, 3, 4):
+        fresh = sym_family("random", n, batch, seed=seed).to(DEV)
+        static.copy_(fresh)
+        graph.replay()
+        torch.cuda.synchronize()
+        check_eigh(fresh, w_static, v_static, f"graph replay seed {seed}")
+
+
+# ---- the C API with device pointers (the backend's contract, independent of the frontend) ----
+
+
+def _exec(stream: torch.cuda.Stream, workspace: torch.Tensor | None) -> _lib.MlExec:
+    ex = _lib.MlExec()
+    ex.memory = _lib.ML_MEMORY_CUDA
+    ex.device = torch.cuda.current_device()
+    ex.stream = stream.cuda_stream
+    ex.workspace = workspace.data_ptr() if workspace is not None and workspace.numel() else None
+    ex.workspace_bytes = workspace.numel() if workspace is not None else 0
+    return ex
+
+
+def _c_eigh(
+    a: torch.Tensor,
+    w: torch.Tensor,
+    v: torch.Tensor,
+    info: torch.Tensor,
+    stream: torch.cuda.Stream,
+) -> torch.Tensor:
+    """Enqueues ml_eigh; returns the workspace, which must outlive the work (and a captured graph)."""
+    batch, n = a.shape[0], a.shape[-1]
+    ex = _exec(stream, None)
+    need = ctypes.c_int64()
+    _lib.check(
+        _lib.lib.ml_workspace_size(
+            ctypes.byref(ex), _lib.OP_ID["eigh"], batch, n, n, 0, ctypes.byref(need)
+        ),
+        "workspace_size",
+    )
+    ws = torch.empty(need.value, dtype=torch.uint8, device=DEV)
+    ex = _exec(stream, ws)
+    _lib.check(
+        _lib.lib.ml_eigh(
+            ctypes.byref(ex),
+            a.data_ptr(),
+            batch,
+            n,
+            0,
+            w.data_ptr(),
+            v.data_ptr(),
+            info.data_ptr(),
+        ),
+        "eigh",
+    )
+    return ws
+
+
+def test_c_api_no_host_sync() -> None:
+    """The device-pointer path only enqueues: the host returns while earlier stream work still runs."""
+    n, batch = 32, 512
+    a = sym_family("random", n, batch, seed=7).to(DEV)
+    w = torch.empty(batch, n, device=DEV)
+    v = torch.empty(batch, n, n, device=DEV)
+    info = torch.full((batch,), -1, dtype=torch.int32, device=DEV)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        _c_eigh(a, w, v, info, stream)  # warm-up: one-time kernel set-up happens here
+        stream.synchronize()
+        torch.cuda._sleep(2_000_000_000)  # about a second of GPU time ahead of the call
+        before = torch.cuda.Event()
+        before.record(stream)
+        w.fill_(float("nan"))
+        _c_eigh(a, w, v, info, stream)
+        still_busy = not before.query()
+    stream.synchronize()
+    assert still_busy, "ml_eigh with device pointers waited for the stream"
+    check_eigh(a, w, v, "C API eigh on a side stream")
+    assert ((info & 0x3) == 0).all(), "info reports failure on finite input"
+
+
+def test_c_api_graph_capture_and_info() -> None:
+    """ml_eigh on device pointers inside torch's CUDA-graph capture; info is written on the device."""
+    n, batch = 24, 64
+    a = sym_family("random", n, batch, seed=9)
+    a[5, 2, 2] = float("nan")
+    a = a.to(DEV)
+    w = torch.empty(batch, n, device=DEV)
+    v = torch.empty(batch, n, n, device=DEV)
+    info = torch.full((batch,), -1, dtype=torch.int32, device=DEV)
+    _c_eigh(a, w, v, info, torch.cuda.current_stream())  # warm-up outside capture
+    torch.cuda.synchronize()
+    w.fill_(0.0)
+    info.fill_(-1)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ws = _c_eigh(a, w, v, info, torch.cuda.current_stream())
+    graph.replay()
+    torch.cuda.synchronize()
+    del ws
+    assert info.device == a.device
+    assert int(info[5]) & 0x2, "info of the NaN matrix lacks ML_INFO_NONFINITE"
+    good = torch.arange(batch, device=DEV) != 5
+    assert ((info[good] & 0x3) == 0).all()
+    assert torch.isnan(w[5]).all()
+    check_eigh(a[good], w[good], v[good], "C API eigh replayed from a graph")
+
+
+def test_host_buffers_on_gpu() -> None:
+    """Host tensors routed to the GPU (copy in/out) give the same quality as device tensors."""
+    for op in range(len(OPS)):
+        assert _lib.lib.ml_policy_set(op, b"host_gpu_min_work", 1) == 0
+    a = gen_family("random", 48, 48, 64, seed=13)
+    assert _lib.text(
+        _lib.lib.ml_backend(OPS.index("svd"), _lib.ML_MEMORY_HOST, 48, 48, 64)
+    ).startswith("cuda:")
+    u, s, vh = mlt.svd(a)
+    assert u.device.type == "cpu"
+    check_svd(a, u, s, vh, "svd of host tensors on the GPU")
+    sym = sym_family("random", 48, 64, seed=14)
+    w, v = mlt.eigh(sym)
+    check_eigh(sym, w, v, "eigh of host tensors on the GPU")

@@ -1,0 +1,222 @@
+"""metal_linalg's queries, policies, calibration notice, MLX version check, the
+no-torch rule and the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import metal_linalg as ml
+import mlx.core as mx
+import pytest
+from metal_linalg import _loader
+
+OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
+FIELDS = {"cpu_kernel_max_n", "gpu_min_batch", "gpu_max_n", "host_gpu_min_work"}
+
+
+def run_python(code: str, env_extra: dict | None = None, timeout: int = 120):
+    env = dict(os.environ)
+    for key in list(env):
+        if key.startswith("METAL_LINALG_"):
+            del env[key]
+    env.update(env_extra or {})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=os.path.dirname(__file__),
+    )
+
+
+# ---- MLX version check ----
+
+
+def test_version_mismatch_raises_import_error_naming_both():
+    with pytest.raises(ImportError) as err:
+        _loader.check_mlx_version("0.32.4", "0.33.1")
+    assert "0.32.4" in str(err.value) and "0.33.1" in str(err.value)
+    with pytest.raises(ImportError):
+        _loader.check_mlx_version("0.32.4", "0.32.5")
+
+
+def test_version_match_passes():
+    _loader.check_mlx_version("0.32.4", "0.32.4")
+    _loader.check_mlx_version("0.32.4", "0.32.4.dev20261001+abcdef")
+    assert _loader._build_info.MLX_VERSION == mx.__version__
+    assert _loader.ext.MLX_VERSION == mx.__version__
+
+
+# ---- queries ----
+
+
+def test_device_and_versions():
+    assert isinstance(ml.device_name(), str) and ml.device_name()
+    assert ml.version()
+    assert ml.backends_available()["cpu"] is True
+    assert ml.lapack_info()
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_policy_get_set_reset(op):
+    pol = getattr(ml, f"{op}_policy")()
+    assert FIELDS <= set(pol) and all(isinstance(v, int) for v in pol.values())
+    source = getattr(ml, f"{op}_policy_source")()
+    assert source.startswith(("env:", "tuned:", "default:"))
+    getattr(ml, f"set_{op}_policy")(cpu_kernel_max_n=0)
+    try:
+        assert getattr(ml, f"{op}_policy")()["cpu_kernel_max_n"] == 0
+        assert getattr(ml, f"{op}_policy_source")() == "user"
+        backend = getattr(ml, f"{op}_backend")
+        args = (4, 1) if op.startswith("eig") else (4, 4, 1)
+        assert backend(*args) == "cpu:lapack"
+        with pytest.raises(ValueError, match="unknown field"):
+            getattr(ml, f"set_{op}_policy")(no_such_field=1)
+        with pytest.raises(TypeError):
+            getattr(ml, f"set_{op}_policy")(cpu_kernel_max_n="8")
+    finally:
+        getattr(ml, f"reset_{op}_policy")()
+    assert getattr(ml, f"{op}_policy_source")() == source
+    assert getattr(ml, f"{op}_policy")() == pol
+
+
+def test_backend_queries():
+    for name in (
+        ml.qr_backend(64, 32),
+        ml.svd_backend(8, 8, 1024),
+        ml.svdvals_backend(3, 5),
+        ml.eigh_backend(16, 64),
+        ml.eigvalsh_backend(300),
+    ):
+        assert name.startswith("cpu:")
+    with pytest.raises(ValueError):
+        ml.eigh_backend(0)
+    with pytest.raises(ValueError):
+        ml.qr_backend(4, 4, batch=0)
+
+
+def test_calibration_status():
+    status = ml.calibration_status()
+    assert set(status) == set(OPS)
+    assert set(status.values()) <= {"tuned", "untuned"}
+
+
+def test_cpu_threads():
+    before = ml.get_cpu_threads()
+    try:
+        ml.set_cpu_threads(1)
+        assert ml.get_cpu_threads() == 1
+        assert ml.eigvalsh([[2.0, 1.0], [1.0, 2.0]]).tolist() == pytest.approx([1.0, 3.0])
+    finally:
+        ml.set_cpu_threads(before)
+    with pytest.raises(ValueError):
+        ml.set_cpu_threads(-1)
+
+
+# ---- import-time behaviour (fresh interpreters) ----
+
+
+def test_calibration_warning_once_per_untuned_op_and_silenced():
+    code = (
+        "import warnings, json\n"
+        "warnings.simplefilter('always')\n"
+        "with warnings.catch_warnings(record=True) as rec:\n"
+        "    import metal_linalg as ml\n"
+        "hits = [str(w.message) for w in rec if w.category is ml.CalibrationWarning]\n"
+        "print(json.dumps({'hits': hits, 'status': ml.calibration_status()}))\n"
+    )
+    env = {"METAL_LINALG_POLICY_FILE": os.path.join(os.path.dirname(__file__), "no-such.policy")}
+    out = run_python(code, env)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    untuned = [op for op, s in data["status"].items() if s != "tuned"]
+    assert len(data["hits"]) == len(untuned)
+    for op in untuned:
+        assert sum(f" {op} uses" in h for h in data["hits"]) == 1
+    out = run_python(code, {**env, "METAL_LINALG_NO_CALIBRATION_NOTICE": "1"})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1])["hits"] == []
+
+
+def test_environment_overrides_policy():
+    code = (
+        "import metal_linalg as ml\n"
+        "print(ml.eigh_policy_source(), ml.eigh_policy()['cpu_kernel_max_n'], ml.eigh_backend(4))\n"
+    )
+    out = run_python(
+        code, {"METAL_LINALG_EIGH_CPU_KERNEL_MAX_N": "0", "METAL_LINALG_NO_CALIBRATION_NOTICE": "1"}
+    )
+    assert out.returncode == 0, out.stderr
+    source, value, backend = out.stdout.split()
+    assert source.startswith("env:") and value == "0" and backend == "cpu:lapack"
+
+
+def test_no_torch_import():
+    code = (
+        "import sys\n"
+        "import metal_linalg as ml\n"
+        "import mlx.core as mx\n"
+        "mx.eval(ml.svd(mx.ones((3, 4, 4))))\n"
+        "from metal_linalg import __main__, _bench, _calibrate\n"
+        "bad = [m for m in sys.modules if m == 'torch' or m.startswith('torch.')]\n"
+        "print('torch modules:', bad)\n"
+        "sys.exit(1 if bad else 0)\n"
+    )
+    out = run_python(code, {"METAL_LINALG_NO_CALIBRATION_NOTICE": "1"})
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+# ---- command line ----
+
+
+def test_cli_info():
+    out = run_python(
+        "from metal_linalg.__main__ import main; raise SystemExit(main(['info']))",
+        {"METAL_LINALG_NO_CALIBRATION_NOTICE": "1"},
+    )
+    assert out.returncode == 0, out.stderr
+    assert ml.device_name() in out.stdout and "eigvalsh" in out.stdout
+
+
+def test_cli_bench_writes_results(tmp_path):
+    code = (
+        "import sys\n"
+        "from metal_linalg.__main__ import main\n"
+        f"rc = main(['bench', '--ops', 'eigh,svd', '--sizes', '4,6x3', '--batches', '1,8',"
+        f" '--repeats', '2', '--out', {str(tmp_path)!r}])\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'torch']\n"
+        "raise SystemExit(rc)\n"
+    )
+    out = run_python(code, {"METAL_LINALG_NO_CALIBRATION_NOTICE": "1"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    files = sorted(p.suffix for p in tmp_path.iterdir())
+    assert files == [".json", ".md", ".png"]
+    data = json.loads(next(tmp_path.glob("*.json")).read_text())
+    points = {(r["op"], r["m"], r["n"], r["batch"]) for r in data["records"]}
+    # eigh skips the non-square shape
+    assert points == {
+        ("eigh", 4, 4, 1),
+        ("eigh", 4, 4, 8),
+        ("svd", 4, 4, 1),
+        ("svd", 4, 4, 8),
+        ("svd", 6, 3, 1),
+        ("svd", 6, 3, 8),
+    }
+    for r in data["records"]:
+        assert set(r["timings"]) == {"metal_linalg", "mx.linalg", "numpy"}
+        assert r["timings"]["metal_linalg"]["best_ms"] > 0
+        assert r["speedup_vs_best_peer"] > 0
+    md = next(tmp_path.glob("*.md")).read_text()
+    assert md.count("\n| svd |") == 4
+
+
+def test_calibrate_dry_run():
+    code = "from metal_linalg.__main__ import main; raise SystemExit(main(['calibrate', '--ops', 'eigvalsh', '--elements', '4096', '--repeats', '1', '--dry-run']))"
+    out = run_python(code, {"METAL_LINALG_NO_CALIBRATION_NOTICE": "1"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "eigvalsh:" in out.stdout and "not written" in out.stdout

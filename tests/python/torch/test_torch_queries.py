@@ -1,0 +1,180 @@
+"""Device, backend and policy queries, environment overrides and the calibration notice."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import metal_linalg_torch as mlt
+import pytest
+
+OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
+
+
+def _run(code: str, **env) -> subprocess.CompletedProcess:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
+    full_env.update(env)
+    return subprocess.run(
+        [sys.executable, "-W", "always", "-c", textwrap.dedent(code)],
+        capture_output=True, text=True, env=full_env, timeout=120,
+    )
+
+
+def test_device_and_versions():
+    assert isinstance(mlt.device_name(), str) and mlt.device_name()
+    assert mlt.version()
+    assert mlt.backends_available()["cpu"] is True
+    assert mlt.lapack_info()
+
+
+def test_backend_queries_name_a_backend():
+    names = [
+        mlt.qr_backend(64, 32), mlt.qr_backend(8, 8, 1024), mlt.eigh_backend(16), mlt.eigh_backend(16, 64),
+        mlt.eigvalsh_backend(300), mlt.svd_backend(10, 20, 3), mlt.svdvals_backend(1024, 512),
+    ]
+    for name in names:
+        assert name.startswith(("cpu:", "cuda:")), name
+    assert mlt.eigh_backend(16, device="cpu").startswith("cpu:")
+
+
+def test_backend_queries_reject_bad_sizes():
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        mlt.eigh_backend(0)
+    with pytest.raises(ValueError, match="batch"):
+        mlt.svd_backend(4, 4, batch=-1)
+    with pytest.raises(ValueError, match="device"):
+        mlt.qr_backend(4, 4, device="tpu")
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_policy_get_set_reset(op):
+    get, set_, reset, source = (getattr(mlt, f"{op}_policy"), getattr(mlt, f"set_{op}_policy"),
+                                getattr(mlt, f"reset_{op}_policy"), getattr(mlt, f"{op}_policy_source"))
+    before, src = get(), source()
+    assert {"cpu_kernel_max_n", "gpu_min_batch", "gpu_max_n", "host_gpu_min_work"} <= set(before)
+    assert all(isinstance(v, int) for v in before.values())
+    try:
+        set_(gpu_min_batch=before["gpu_min_batch"] + 7)
+        assert get()["gpu_min_batch"] == before["gpu_min_batch"] + 7
+        assert source() == "user"
+    finally:
+        reset()
+    assert get() == before and source() == src
+
+
+def test_policy_unknown_field_names_valid_ones():
+    with pytest.raises(ValueError, match="gpu_min_batch") as exc:
+        mlt.set_eigh_policy(gpu_minbatch=1)
+    assert "gpu_minbatch" in str(exc.value)
+    with pytest.raises(TypeError):
+        mlt.set_qr_policy(gpu_min_batch="8")
+
+
+def test_cpu_kernel_policy_changes_backend_query():
+    try:
+        mlt.set_eigh_policy(cpu_kernel_max_n=0)
+        assert mlt.eigh_backend(8, 64, device="cpu") == "cpu:lapack"
+    finally:
+        mlt.reset_eigh_policy()
+
+
+def test_calibration_status_and_policy_file():
+    status = mlt.calibration_status()
+    assert set(status) == set(OPS)
+    assert set(status.values()) <= {"tuned", "untuned"}
+    assert mlt.policy_file()
+
+
+def test_cpu_threads_roundtrip():
+    before = mlt.get_cpu_threads()
+    try:
+        mlt.set_cpu_threads(1)
+        assert mlt.get_cpu_threads() == 1
+    finally:
+        mlt.set_cpu_threads(0)
+    assert mlt.get_cpu_threads() >= 1
+    with pytest.raises(ValueError):
+        mlt.set_cpu_threads(-2)
+    mlt.set_cpu_threads(0 if before == os.cpu_count() else before)
+
+
+def test_env_backend_override_and_field_override():
+    out = _run(
+        """
+        import json, metal_linalg_torch as m
+        print(json.dumps([m.eigh_backend(8, 4096, device="cpu"), m.eigh_policy_source(),
+                          m.qr_policy_source(), m.svd_policy()["gpu_min_batch"], m.svd_policy_source()]))
+        """,
+        METAL_LINALG_EIGH_BACKEND="cpu",
+        METAL_LINALG_SVD_GPU_MIN_BATCH="12345",
+        METAL_LINALG_NO_CALIBRATION_NOTICE="1",
+    )
+    assert out.returncode == 0, out.stderr
+    backend, eigh_src, qr_src, svd_min, svd_src = json.loads(out.stdout.strip().splitlines()[-1])
+    assert backend.startswith("cpu:")
+    assert eigh_src.startswith("env:") and "METAL_LINALG_EIGH_BACKEND" in eigh_src
+    assert not qr_src.startswith("env:")
+    assert svd_min == 12345 and svd_src.startswith("env:")
+
+
+def test_env_cpu_threads():
+    out = _run("import metal_linalg_torch as m; print(m.get_cpu_threads())",
+               METAL_LINALG_CPU_THREADS="1", METAL_LINALG_NO_CALIBRATION_NOTICE="1")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "1"
+
+
+def test_user_policy_beats_env():
+    out = _run(
+        """
+        import metal_linalg_torch as m
+        m.set_svd_policy(gpu_min_batch=3)
+        print(m.svd_policy()["gpu_min_batch"], m.svd_policy_source())
+        """,
+        METAL_LINALG_SVD_GPU_MIN_BATCH="12345", METAL_LINALG_NO_CALIBRATION_NOTICE="1",
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["3", "user"]
+
+
+_COUNT_WARNINGS = """
+import json, warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import metal_linalg_torch as m
+found = [str(w.message) for w in caught if issubclass(w.category, m.CalibrationWarning)]
+print(json.dumps({"warnings": found, "status": m.calibration_status()}))
+"""
+
+
+def test_calibration_warning_once_per_untuned_op(tmp_path):
+    out = _run(_COUNT_WARNINGS, METAL_LINALG_POLICY_FILE=str(tmp_path / "none.policy"))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    untuned = [op for op, s in data["status"].items() if s != "tuned"]
+    assert len(data["warnings"]) == len(untuned)
+    for op, text in zip(untuned, data["warnings"]):
+        assert f"{op} uses" in text and "calibrate" in text
+    assert issubclass(mlt.CalibrationWarning, UserWarning)
+
+
+def test_calibration_warning_silenced(tmp_path):
+    out = _run(_COUNT_WARNINGS, METAL_LINALG_POLICY_FILE=str(tmp_path / "none.policy"),
+               METAL_LINALG_NO_CALIBRATION_NOTICE="1")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1])["warnings"] == []
+
+
+def test_policy_file_makes_ops_tuned(tmp_path):
+    path = tmp_path / "machine.policy"
+    path.write_text("# measured\n" + "".join(f"{op} cpu_kernel_max_n 4\n" for op in OPS))
+    out = _run(_COUNT_WARNINGS, METAL_LINALG_POLICY_FILE=str(path))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    assert data["warnings"] == [] and set(data["status"].values()) == {"tuned"}
+    out = _run("import metal_linalg_torch as m; print(m.qr_policy()['cpu_kernel_max_n'], m.qr_policy_source())",
+               METAL_LINALG_POLICY_FILE=str(path), METAL_LINALG_NO_CALIBRATION_NOTICE="1")
+    assert out.stdout.split()[0] == "4" and out.stdout.split()[1].startswith("tuned:")

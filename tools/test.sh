@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The test command of the README: sets up .venv (if needed), builds the core with its C and kernel tests
+# (ctest), installs both Python packages and runs pytest. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+jobs=$(nproc 2>/dev/null || echo 2)
+
+bash tools/setup.sh
+
+# shellcheck disable=SC1091
+. .venv/bin/activate
+
+echo "== lint (ruff)"
+ruff check python-torch python-mlx tests benchmarks tools
+
+echo "== C API, kernels and Metal-dialect check (ctest)"
+cmake -S . -B build/test -G Ninja -DML_BUILD_TESTS=ON -DML_BUILD_CUDA=OFF -DCMAKE_BUILD_TYPE=Release \
+  -DPython_EXECUTABLE="$root/.venv/bin/python" >/dev/null
+cmake --build build/test -j "$jobs"
+ctest --test-dir build/test --output-on-failure -j "$jobs"
+
+echo "== Python tests (pytest)"
+set +e
+(cd tests && python -m pytest python -q -p no:cacheprovider "$@")
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests: treating as failure" >&2
+  exit 1
+fi
+exit "$rc"
