@@ -371,6 +371,8 @@ def run(args) -> dict:
     points = grid(args.quick)
     if args.ops:
         points = [p for p in points if p[0] in args.ops]
+    if args.shapes:
+        points = [p for p in points if f"{p[1]}x{p[2]}" in args.shapes]
     # The targets first (n <= 64, batch >= 1024), so a time budget cuts the rest.
     order = sorted(
         range(len(points)),
@@ -395,14 +397,36 @@ def run(args) -> dict:
     }
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for count, idx in enumerate(order):
+    json_path, inflight_path = out_dir / f"{slug}.json", out_dir / "inflight.json"
+    crashed = None
+    if args.resume and json_path.exists():
+        # A call that killed the process (a segfault in a library) is recorded as an error
+        # and the grid continues where it stopped.
+        prev = json.loads(json_path.read_text())
+        results["points"] = [r for r in prev["points"] if "_order" in r]
+        t_start -= prev["meta"].get("partial_elapsed_s", 0.0)
+        for r in results["points"]:
+            for name, v in r["impls"].items():
+                if "best_ms" in v:
+                    row = (r["m"], r["n"], r["batch"], v["best_ms"], "measured")
+                    known.setdefault((name, r["op"]), []).append(row)
+        if inflight_path.exists():
+            crashed = json.loads(inflight_path.read_text())
+    done = {r["_order"] for r in results["points"]}
+    for idx in order:
+        if idx in done:
+            continue
         op, m, n, batch = points[idx]
         x = make_input(op, m, n, batch, seed=idx)
         rec = {"op": op, "m": m, "n": n, "batch": batch, "impls": {}, "_order": idx}
         if "ours" in impls:
             rec["backend"] = impls["ours"].backend(op, m, n, batch)
         for name, impl in impls.items():
-            over = time.perf_counter() - t_start > args.budget_s
+            elapsed = time.perf_counter() - t_start
+            over = elapsed > args.budget_s
+            if elapsed > args.budget_s + args.ours_extra_s:
+                rec["impls"][name] = {"skipped": "time budget"}
+                continue
             if name != "ours":
                 est, how = estimate(known, name, op, m, n, batch)
                 if est is not None and est > args.cap_ms:
@@ -411,6 +435,10 @@ def run(args) -> dict:
                 if over:
                     rec["impls"][name] = {"skipped": "time budget"}
                     continue
+            if crashed and crashed == {"order": idx, "impl": name}:
+                rec["impls"][name] = {"error": "the process crashed in this call (resumed)"}
+                continue
+            inflight_path.write_text(json.dumps({"order": idx, "impl": name}))
             try:
                 times = measure(impl, impl.fn(op, impl.prepare(x)), args, over)
                 rec["impls"][name] = {
@@ -428,11 +456,12 @@ def run(args) -> dict:
         summarize(rec, bw)
         results["points"].append(rec)
         print(line_for(rec), flush=True)
-        if (count + 1) % 10 == 0:
-            write_json(results, out_dir / f"{slug}.json")
+        results["meta"]["partial_elapsed_s"] = time.perf_counter() - t_start
+        write_json(results, json_path)
+        inflight_path.unlink(missing_ok=True)
     results["points"].sort(key=lambda r: r.pop("_order"))
     results["meta"]["elapsed_s"] = time.perf_counter() - t_start
-    write_json(results, out_dir / f"{slug}.json")
+    write_json(results, json_path)
     (out_dir / f"{slug}.md").write_text(markdown(results))
     try:
         plot(results, out_dir / f"{slug}.png")
@@ -568,6 +597,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="bench-out", help="output folder for JSON, Markdown and PNG")
     p.add_argument("--quick", action="store_true", help="a few points only (smoke run)")
     p.add_argument("--ops", nargs="*", choices=OPS, help="only these ops")
+    p.add_argument("--shapes", nargs="*", help="only these shapes, e.g. 64x64 1024x512")
     p.add_argument("--impls", nargs="*", default=list(IMPLS), choices=IMPLS)
     p.add_argument(
         "--cap-ms",
@@ -584,14 +614,38 @@ def main(argv: list[str] | None = None) -> int:
         default=420.0,
         help="after this many seconds, peers are skipped (ours still runs)",
     )
+    p.add_argument(
+        "--ours-extra-s",
+        type=float,
+        default=90.0,
+        help="seconds after --budget-s during which ours still runs (then everything is skipped)",
+    )
     p.add_argument("--peers-file", default="h200.md", help="file under benchmarks/peers/")
     p.add_argument(
         "--force-gpu",
         action="store_true",
         help="set gpu_min_batch=1 so every shape a GPU kernel covers runs on the GPU",
     )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the grid in --out after a crash, recording the crashing call as an error",
+    )
     p.add_argument("--verbose", action="store_true")
+    p.add_argument(
+        "--report",
+        metavar="JSON",
+        help="only write the Markdown table and plot of a (possibly partial) results file",
+    )
     args = p.parse_args(argv)
+    if args.report:
+        path = Path(args.report)
+        results = json.loads(path.read_text())
+        results["points"].sort(key=lambda r: r.pop("_order", 0))
+        results["meta"].setdefault("elapsed_s", results["meta"].get("partial_elapsed_s", 0.0))
+        path.with_suffix(".md").write_text(markdown(results))
+        plot(results, path.with_suffix(".png"))
+        return 0
     if not torch.cuda.is_available():
         print("run_gpu.py needs a CUDA device", file=sys.stderr)
         return 2

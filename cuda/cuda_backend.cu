@@ -48,7 +48,6 @@ const KernelDesc *const kKernels[] = {
 };
 constexpr int kNumKernels = sizeof(kKernels) / sizeof(kKernels[0]) - 1;
 constexpr int kMaxDevices = 64;
-constexpr int kDefaultGroupsPerBlock = 1;
 
 const char *kWhere = "cuda";
 
@@ -57,7 +56,6 @@ const char *kWhere = "cuda";
 struct DeviceInfo {
   bool ok = false;
   int budget_floats = 0;  // dynamic shared floats one block may use
-  int sm_count = 0;
   std::string name;
 };
 
@@ -84,7 +82,6 @@ const DeviceInfo &device_info(int dev) {
       return;
     }
     d.name = prop.name;
-    d.sm_count = prop.multiProcessorCount;
     // The fatbinary holds SASS for the listed real architectures and PTX for the newest one:
     // anything at or above the oldest of them can run it.
     d.ok = prop.major * 10 + prop.minor >= ML_CUDA_MIN_ARCH;
@@ -184,17 +181,17 @@ int threads_for(const KernelDesc *k, int m, int n, int max_threads) {
   return t;
 }
 
-// One-warp groups per block (blockDim.y). A block of one warp leaves most of an SM's warp slots
-// empty (at most 32 blocks reside per SM), so small matrices share blocks when the batch fills
-// the GPU. METAL_LINALG_CUDA_GROUPS_PER_BLOCK overrides, for experiments.
-int groups_per_block(int threads, int64_t batch, int scratch_floats, int budget_floats,
-                     int max_threads, int sm_count) {
+// One-warp groups per block (blockDim.y), METAL_LINALG_CUDA_GROUPS_PER_BLOCK. A block of one
+// warp leaves SM warp slots empty (at most 32 blocks reside per SM), but on the H200 two to eight
+// groups per block measured no faster for n <= 32 (benchmarks/tune_cuda_groups.py), so the
+// default stays one; the tests run both.
+int groups_per_block(int threads, int scratch_floats, int budget_floats, int max_threads) {
   static const int forced = env_int("METAL_LINALG_CUDA_GROUPS_PER_BLOCK");
-  if (threads != 32) return 1;
-  int g = forced > 0 ? forced : (batch >= int64_t{64} * sm_count ? kDefaultGroupsPerBlock : 1);
+  if (threads != 32 || forced <= 1) return 1;
   const int stride = (scratch_floats + 31) / 32 * 32;
+  int g = forced;
   while (g > 1 && (g * 32 > max_threads || int64_t{g} * stride > budget_floats)) --g;
-  return std::max(g, 1);
+  return g;
 }
 
 ml_status cuda_fail(ml_status st, const char *what, cudaError_t err) {
@@ -220,9 +217,8 @@ ml_status launch(const KernelDesc *k, int dev, const Call &c, cudaStream_t strea
   p.batch = c.batch;
   const int scratch = k->scratch_floats(m, n, p.flags);
   const int threads = threads_for(k, m, n, st.max_threads);
-  const DeviceInfo &di = device_info(dev);
   const int groups =
-      groups_per_block(threads, c.batch, scratch, di.budget_floats, st.max_threads, di.sm_count);
+      groups_per_block(threads, scratch, device_info(dev).budget_floats, st.max_threads);
   // Each group's slice starts on a 128-byte boundary; the kernel derives the slice size from the
   // launch's dynamic shared-memory size.
   const size_t smem =

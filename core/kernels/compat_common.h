@@ -13,6 +13,7 @@ ML_FN int ml_imax(int a, int b) { return a > b ? a : b; }
 
 // Bit-based so fast-math compilers cannot fold it away.
 ML_FN bool ml_isfinite(float x) { return (ml_float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
+ML_FN bool ml_isnan(float x) { return (ml_float_as_uint(x) & 0x7fffffffu) > 0x7f800000u; }
 ML_FN float ml_nan() { return ml_uint_as_float(0x7fc00000u); }
 ML_FN float ml_inf() { return ml_uint_as_float(0x7f800000u); }
 

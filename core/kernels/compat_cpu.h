@@ -104,6 +104,7 @@ ML_FN float ml_fmax(float a, float b) { return std::fmax(a, b); }
 ML_FN float ml_fmin(float a, float b) { return std::fmin(a, b); }
 ML_FN float ml_copysign(float a, float b) { return std::copysign(a, b); }
 ML_FN float ml_fma(float a, float b, float c) { return std::fma(a, b, c); }
+ML_FN float ml_rsqrt(float x) { return 1.0f / std::sqrt(x); }
 
 #include "compat_common.h"
 

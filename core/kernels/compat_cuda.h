@@ -112,6 +112,11 @@ ML_FN float ml_fmax(float a, float b) { return fmaxf(a, b); }
 ML_FN float ml_fmin(float a, float b) { return fminf(a, b); }
 ML_FN float ml_copysign(float a, float b) { return copysignf(a, b); }
 ML_FN float ml_fma(float a, float b, float c) { return fmaf(a, b, c); }
+// rsqrtf (2 ulp) plus one Newton step: ~1 ulp, far shorter latency than sqrt and a division.
+ML_FN float ml_rsqrt(float x) {
+  const float y = rsqrtf(x);
+  return y * (1.5f - 0.5f * x * y * y);
+}
 
 #include "compat_common.h"
 

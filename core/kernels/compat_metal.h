@@ -62,6 +62,7 @@ ML_FN float ml_fmax(float a, float b) { return metal::fmax(a, b); }
 ML_FN float ml_fmin(float a, float b) { return metal::fmin(a, b); }
 ML_FN float ml_copysign(float a, float b) { return metal::copysign(a, b); }
 ML_FN float ml_fma(float a, float b, float c) { return metal::fma(a, b, c); }
+ML_FN float ml_rsqrt(float x) { return metal::precise::rsqrt(x); }
 
 #include "compat_common.h"
 

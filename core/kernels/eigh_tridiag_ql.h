@@ -28,6 +28,17 @@ ML_HOST_FN int ml_eigvalsh_tridiag_ql_fits(int m, int n, int scratch_floats) {
   return m == n && n >= 1 && n <= 4096 &&
          ml_eigvalsh_tridiag_ql_scratch_floats(m, n) <= scratch_floats;
 }
+// Largest n that fits a scratch budget (85 / 87 for Metal's 32 KB, 235 / 237 for sm_90).
+ML_HOST_FN int ml_eigh_tridiag_ql_max_n(int scratch_floats) {
+  int n = 0;
+  while (ml_eigh_tridiag_ql_fits(n + 1, n + 1, scratch_floats)) ++n;
+  return n;
+}
+ML_HOST_FN int ml_eigvalsh_tridiag_ql_max_n(int scratch_floats) {
+  int n = 0;
+  while (ml_eigvalsh_tridiag_ql_fits(n + 1, n + 1, scratch_floats)) ++n;
+  return n;
+}
 // A lane per row of the trailing matrix in whole simdgroups, plus one simdgroup for the
 // serial QL sweeps when n > 24 (the rotations then go to the other simdgroups).
 ML_HOST_FN int ml_eigh_tridiag_ql_group_size(int m, int n) {
@@ -36,79 +47,109 @@ ML_HOST_FN int ml_eigh_tridiag_ql_group_size(int m, int n) {
   return g < 32 ? 32 : (g > 288 ? 288 : g);
 }
 
-// One implicit QL sweep on the first unconverged block at or after *lp (lane 0 only).
-// e[i] couples d[i] and d[i + 1]. Returns the number of rotations, recorded in rot as
-// (c, s) pairs for columns (top - r, top - r + 1), r = 0, 1, ... (rot may be null);
-// -1 when every eigenvalue has converged; -2 when the iteration cap is reached.
-ML_FN int ml_tql_sweep(ML_SHARED float *d, ML_SHARED float *e, int n, ML_THREAD int *lp,
-                       ML_THREAD int *iters, int cap, ML_SHARED float *rot, ML_THREAD int *top) {
+// First j >= l with a negligible e[j] (n - 1 if none), searched by all lanes of the calling
+// simdgroup (simdgroup-uniform call; the same result on each). LAPACK's ssteqr test:
+// |e|^2 <= eps^2 |d_j d_j+1| + safmin (relative, so graded matrices keep small eigenvalues).
+ML_FN int ml_tql_split(ML_CTX ctx, ML_SHARED const float *d, ML_SHARED const float *e, int n,
+                       int l) {
   const float eps2 = ML_FLT_EPS * ML_FLT_EPS;
+  const int sl = ml_simd_lane(ctx), w = ml_simd_width(ctx);
+  for (int j0 = l; j0 < n - 1; j0 += w) {
+    const int j = j0 + sl;
+    float cand = (float)(n - 1);
+    if (j < n - 1) {
+      const float t = ml_fabs(e[j]);
+      if (t * t <= (eps2 * ml_fabs(d[j])) * ml_fabs(d[j + 1]) + ML_FLT_MIN) cand = (float)j;
+    }
+    const float first = ml_simd_min(ctx, cand);
+    if (first < (float)(n - 1)) return (int)first;
+  }
+  return n - 1;
+}
+
+// One implicit QL sweep with a Wilkinson-type shift on the unreduced block l..m (m > l) of
+// (d, e), e[i] coupling d[i] and d[i + 1]; one lane. Records the rotations in rot as (c, s)
+// pairs for columns (m - 1 - r, m - r), r = 0, 1, ... (rot may be null); returns their count.
+ML_FN int ml_tql_chase(ML_SHARED float *d, ML_SHARED float *e, int l, int m,
+                       ML_SHARED float *rot) {
+  float g = (d[l + 1] - d[l]) / (2.0f * e[l]);
+  float r = ml_hypot(g, 1.0f);
+  g = d[m] - d[l] + e[l] / (g + ml_copysign(r, g));
+  float s = 1.0f, c = 1.0f, p = 0.0f;
+  int cnt = 0;
+  bool deflated = false;
+  // This loop is the serial critical path of the kernel on GPUs. Every d[i], e[i] it reads
+  // still holds its value from before the sweep, so they are carried in registers and the
+  // next ones loaded ahead of this iteration's stores (the compiler cannot reorder loads
+  // and stores to shared memory it cannot prove distinct).
+  float dn = d[m];  // d[i + 1]
+  float ei = e[m - 1], di = d[m - 1];
+  for (int i = m - 1; i >= l; --i) {
+    const float ei_next = i > l ? e[i - 1] : 0.0f;
+    const float di_next = i > l ? d[i - 1] : 0.0f;
+    const float f = s * ei, b = c * ei;
+    // Rotation zeroing f against g. The matrix is scaled to max |a| ~ 1, so f^2 + g^2 is
+    // normally in range: one reciprocal square root; hypot and a division otherwise.
+    const float t2 = f * f + g * g;
+    float inv;
+    if (t2 >= ML_HOUSE_TINY && t2 <= ML_HOUSE_UP) {
+      inv = ml_rsqrt(t2);
+      r = t2 * inv;
+    } else {
+      r = ml_hypot(f, g);
+      inv = r == 0.0f ? 0.0f : 1.0f / r;
+    }
+    e[i + 1] = r;
+    if (r == 0.0f) {  // exact split: restart on the smaller block
+      d[i + 1] = dn - p;
+      e[m] = 0.0f;
+      deflated = true;
+      break;
+    }
+    s = f * inv;
+    c = g * inv;
+    g = dn - p;
+    r = (di - g) * s + 2.0f * c * b;
+    p = s * r;
+    d[i + 1] = g + p;
+    g = c * r - b;
+    if (rot) {
+      rot[2 * cnt] = c;
+      rot[2 * cnt + 1] = s;
+    }
+    ++cnt;
+    dn = di;
+    ei = ei_next;
+    di = di_next;
+  }
+  if (!deflated) {
+    d[l] -= p;
+    e[l] = g;
+    e[m] = 0.0f;
+  }
+  return cnt;
+}
+
+// One QL iteration, run by every lane of simdgroup 0 (the split search is parallel, the
+// chase serial on lane 0). Advances *lp past converged eigenvalues, then chases the first
+// unreduced block; *top = its m - 1. Returns the rotation count (on lane 0; 0 on the
+// others), -1 when all have converged, -2 at the iteration cap (same on every lane).
+// Lane 0's writes to d and e must reach the other lanes (a barrier) before the next call.
+ML_FN int ml_tql_step(ML_CTX ctx, ML_SHARED float *d, ML_SHARED float *e, int n,
+                      ML_THREAD int *lp, ML_THREAD int *iters, int cap, ML_SHARED float *rot,
+                      ML_THREAD int *top) {
   int l = *lp;
   while (l < n) {
-    int m = l;
-    for (; m < n - 1; ++m) {
-      // LAPACK's ssteqr test: |e|^2 <= eps^2 |d_m d_m+1| + safmin (relative, graded-safe).
-      const float t = ml_fabs(e[m]);
-      if (t * t <= (eps2 * ml_fabs(d[m])) * ml_fabs(d[m + 1]) + ML_FLT_MIN) break;
-    }
+    const int m = ml_tql_split(ctx, d, e, n, l);
     if (m == l) {
-      e[l] = 0.0f;
       ++l;
       continue;
     }
-    if (*iters >= cap) {
-      *lp = l;
-      return -2;
-    }
-    *iters += 1;
-    // Wilkinson-type shift from the leading 2 x 2 block, chased up from the bottom.
-    float g = (d[l + 1] - d[l]) / (2.0f * e[l]);
-    float r = ml_hypot(g, 1.0f);
-    g = d[m] - d[l] + e[l] / (g + ml_copysign(r, g));
-    float s = 1.0f, c = 1.0f, p = 0.0f;
-    int cnt = 0;
-    bool deflated = false;
-    for (int i = m - 1; i >= l; --i) {
-      const float f = s * e[i], b = c * e[i];
-      // Rotation zeroing f against g. The matrix is scaled to max |a| ~ 1, so f^2 + g^2 is
-      // normally safe: one sqrt and one division on the serial critical path; hypot otherwise.
-      const float t2 = f * f + g * g;
-      float inv;
-      if (t2 >= ML_HOUSE_TINY && t2 <= ML_HOUSE_UP) {
-        r = ml_sqrt(t2);
-        inv = 1.0f / r;
-      } else {
-        r = ml_hypot(f, g);
-        inv = r == 0.0f ? 0.0f : 1.0f / r;
-      }
-      e[i + 1] = r;
-      if (r == 0.0f) {  // exact split: restart on the smaller block
-        d[i + 1] -= p;
-        e[m] = 0.0f;
-        deflated = true;
-        break;
-      }
-      s = f * inv;
-      c = g * inv;
-      g = d[i + 1] - p;
-      r = (d[i] - g) * s + 2.0f * c * b;
-      p = s * r;
-      d[i + 1] = g + p;
-      g = c * r - b;
-      if (rot) {
-        rot[2 * cnt] = c;
-        rot[2 * cnt + 1] = s;
-      }
-      ++cnt;
-    }
-    if (!deflated) {
-      d[l] -= p;
-      e[l] = g;
-      e[m] = 0.0f;
-    }
     *lp = l;
+    if (*iters >= cap) return -2;
+    *iters += 1;
     *top = m - 1;
-    return cnt;
+    return ctx.lane == 0 ? ml_tql_chase(d, e, l, m, rot) : 0;
   }
   *lp = l;
   return -1;
@@ -208,13 +249,14 @@ ML_FN void ml_eigh_nonfinite(ML_CTX ctx, int n, ML_DEVICE float *wm, ML_DEVICE f
   if (info && ctx.lane == 0) info[ctx.group_id] = ML_INFO_NONFINITE;
 }
 
-// Ascending order: lane j finds the rank of d[j] (ties by index), so perm[rank] = j.
+// Ascending order: lane j finds the rank of d[j] (ties by index), so perm[rank] = j. NaN ranks
+// last, so perm is a permutation whatever d holds (never an out-of-range index).
 ML_FN void ml_eigh_rank(ML_CTX ctx, int n, ML_SHARED const float *d, ML_SHARED float *perm) {
   for (int j = ctx.lane; j < n; j += ctx.group_size) {
-    const float x = d[j];
+    const float x = ml_isnan(d[j]) ? ml_inf() : d[j];
     int rank = 0;
     for (int i = 0; i < n; ++i) {
-      const float y = d[i];
+      const float y = ml_isnan(d[i]) ? ml_inf() : d[i];
       rank += (y < x || (y == x && i < j)) ? 1 : 0;
     }
     perm[rank] = (float)j;
@@ -273,21 +315,25 @@ ML_FN void ml_eigh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
   }
   ml_barrier(ctx);
 
-  // QL: lane 0 runs the sweeps on (d, e) and records each sweep's rotations; after a barrier
-  // the workers apply them to their entries of Q's columns while lane 0 computes the next
-  // sweep into the other buffer (a buffer is rewritten only after the next barrier). Workers
-  // are the simdgroups after the first when there are several (so the serial sweep does not
-  // share its simdgroup's issue slots with rotation work), else lanes 1.., else lane 0.
+  // QL: simdgroup 0 drives the iterations (lane 0 chases, recording each sweep's rotations);
+  // after a barrier the workers apply them to their entries of Q's columns while the driver
+  // computes the next sweep into the other buffer (a buffer is rewritten only after the next
+  // barrier). Workers are the simdgroups after the first when there are several (so the
+  // serial chase does not share its simdgroup's issue slots with rotation work), else
+  // lanes 1.., else lane 0.
   const int cap = p.max_iter > 0 ? p.max_iter : 30 * n;
   const int wfirst = gs >= 64 ? 32 : (gs > 1 ? 1 : 0);
   const int worker = lane - wfirst, workers = gs - wfirst;
+  const bool driver = ml_simd_id(ctx) == 0;
   int l = 0, iters = 0, status = 0, top = 0;
   for (int t = 0;; ++t) {
     ML_SHARED float *rot = (t & 1) ? rot1 : rot0;
-    if (lane == 0) {
-      status = ml_tql_sweep(d, e, n, &l, &iters, cap, rot + 2, &top);
-      rot[0] = (float)status;
-      rot[1] = (float)top;
+    if (driver) {
+      status = ml_tql_step(ctx, d, e, n, &l, &iters, cap, rot + 2, &top);
+      if (lane == 0) {
+        rot[0] = (float)status;
+        rot[1] = (float)top;
+      }
     }
     ml_barrier(ctx);
     const int cnt = (int)rot[0];
@@ -336,14 +382,20 @@ ML_FN void ml_eigvalsh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float
     ml_eigh_nonfinite(ctx, n, wm, 0, info);
     return;
   }
-  int status = 0, iters = 0;
-  if (lane == 0) {
-    int l = 0, top = 0;
-    do {
-      status = ml_tql_sweep(d, e, n, &l, &iters, p.max_iter > 0 ? p.max_iter : 30 * n, 0, &top);
-    } while (status >= 0);
+  // QL without vectors, driven by simdgroup 0 as in eigh; the barrier per iteration makes
+  // lane 0's updates of (d, e) visible to the split search, the status word goes through
+  // alternating slots of red.
+  const int cap = p.max_iter > 0 ? p.max_iter : 30 * n;
+  const bool driver = ml_simd_id(ctx) == 0;
+  int l = 0, iters = 0, status = 0, top = 0;
+  for (int t = 0;; ++t) {
+    if (driver) {
+      status = ml_tql_step(ctx, d, e, n, &l, &iters, cap, 0, &top);
+      if (lane == 0) red[t & 1] = (float)status;
+    }
+    ml_barrier(ctx);
+    if (red[t & 1] < 0.0f) break;
   }
-  ml_barrier(ctx);
   ML_SHARED float *perm = hv;
   ml_eigh_rank(ctx, n, d, perm);
   ml_barrier(ctx);

@@ -32,6 +32,12 @@ ML_HOST_FN int ml_qr_householder_fits(int m, int n, int scratch_floats) {
   return m >= 1 && n >= 1 && m <= 4096 && n <= 4096 &&
          ml_qr_householder_scratch_floats(m, n) <= scratch_floats;
 }
+// Largest square n that fits a scratch budget in every mode (89 for Metal, 239 for sm_90).
+ML_HOST_FN int ml_qr_householder_max_n(int scratch_floats) {
+  int n = 0;
+  while (ml_qr_householder_fits(n + 1, n + 1, scratch_floats)) ++n;
+  return n;
+}
 // A lane per column of the trailing update, rounded to whole simdgroups.
 ML_HOST_FN int ml_qr_householder_group_size(int m, int n) {
   (void)m;

@@ -115,6 +115,10 @@ using LworkKey = std::tuple<const void *, int32_t, int32_t, int64_t, int64_t>;
 std::mutex g_lwork_mutex;
 std::map<LworkKey, Lwork> g_lwork;
 
+// Singular values of a tall rows x cols matrix: reduce to R first when that
+// is cheaper than bidiagonalising the whole matrix (LAPACK's own crossover).
+bool qr_first(int rows, int cols) { return int64_t(rows) * 6 >= int64_t(cols) * 11; }
+
 int from_query(float q) {
   // Some LAPACKs round the float-returned size down; a little slack is cheap.
   return static_cast<int>(q * (1.f + 4 * kEps)) + 1;
@@ -143,8 +147,15 @@ Lwork query(const lapack::Provider &lp, const Call &c) {
       }
       break;
     }
-    case ML_OP_EIGH:
-    case ML_OP_EIGVALSH: {
+    case ML_OP_EIGVALSH:
+      if (lp.ssytrd) {
+        const char uplo = 'L';
+        lp.ssytrd(&uplo, &n, dummy, &n, dummy, dummy, dummy, &q, &minus1, &info, 1);
+        w.lwork = from_query(q);
+        break;
+      }
+      [[fallthrough]];
+    case ML_OP_EIGH: {
       const char jobz = c.op == ML_OP_EIGH ? 'V' : 'N', uplo = 'L';
       int iq = 0;
       lp.ssyevd(&jobz, &uplo, &n, dummy, &n, dummy, &q, &minus1, &iq, &minus1, &info, 1, 1);
@@ -152,6 +163,20 @@ Lwork query(const lapack::Provider &lp, const Call &c) {
       w.liwork = std::max(iq, 1);
       break;
     }
+    case ML_OP_SVDVALS:
+      if (lp.sgebrd) {
+        const int rows = std::max(m, n), cols = k;
+        if (qr_first(rows, cols)) {
+          lp.sgeqrf(&rows, &cols, dummy, &rows, dummy, &q, &minus1, &info);
+          w.lwork = from_query(q);
+          lp.sgebrd(&cols, &cols, dummy, &cols, dummy, dummy, dummy, dummy, &q, &minus1, &info);
+        } else {
+          lp.sgebrd(&rows, &cols, dummy, &rows, dummy, dummy, dummy, dummy, &q, &minus1, &info);
+        }
+        w.lwork = std::max({w.lwork, from_query(q), 4 * cols});  // slasq1 needs 4k
+        break;
+      }
+      [[fallthrough]];
     default: {
       // The row-major m x n matrix is the column-major n x m matrix A^T.
       const char jobz = c.op == ML_OP_SVD ? 'S' : 'N';
@@ -199,6 +224,7 @@ struct Job {
   Lwork lw;
   std::atomic<int> failed{0};  // ml_status of the first failure
   std::atomic<int> lapack_info{0};
+  bool lapack_threaded = false;  // LAPACK may use its own threads (few large matrices)
 };
 
 // Copies the used triangle of a symmetric matrix into both halves of dst, scaled.
@@ -302,8 +328,65 @@ int32_t run_svd(Job &job, const float *a, const Scale &sc, float *u, float *s_ou
   return info > 0 ? ML_INFO_NOT_CONVERGED : 0;
 }
 
+// Eigenvalues only: tridiagonalise and run the root-free QL/QR (what ssyevd
+// does for jobz = 'N', without its wrapper costs).
+int32_t run_eigvalsh(Job &job, const float *a, const Scale &sc, float *w) {
+  const Call &c = *job.c;
+  const int n = static_cast<int>(c.n);
+  Scratch &s = scratch();
+  float *buf = s.floats(int64_t(n) * n + 2 * int64_t(n) + job.lw.lwork);
+  float *e = buf + int64_t(n) * n, *tau = e + n, *work = tau + n;
+  symmetrize_scaled(a, buf, n, c.flags == ML_LOWER, sc);
+  const char uplo = 'L';
+  int info = 0;
+  job.lp->ssytrd(&uplo, &n, buf, &n, w, e, tau, work, &job.lw.lwork, &info, 1);
+  if (info < 0) job.lapack_info.store(info);
+  job.lp->ssterf(&n, w, e, &info);
+  if (info < 0) job.lapack_info.store(info);
+  scale_values(w, n, sc.down);
+  return info > 0 ? ML_INFO_NOT_CONVERGED : 0;
+}
+
+// Singular values only: bidiagonalise (after a QR for tall shapes) and run dqds
+// (slasq1), the path sgesdd takes for jobz = 'N', without its wrapper costs.
+int32_t run_svdvals(Job &job, const float *a, const Scale &sc, float *s_out) {
+  const Call &c = *job.c;
+  const int m = static_cast<int>(c.m), n = static_cast<int>(c.n);
+  const int rows = std::max(m, n), cols = std::min(m, n);
+  const bool qr = qr_first(rows, cols);
+  Scratch &s = scratch();
+  const int64_t tall = int64_t(rows) * cols, square = qr ? int64_t(cols) * cols : 0;
+  float *buf = s.floats(tall + square + 3 * int64_t(cols) + job.lw.lwork);
+  float *r = buf + tall, *e = r + square, *tauq = e + cols, *taup = tauq + cols;
+  float *work = taup + cols;
+  // A and A^T share singular values: lay the matrix out tall, column-major.
+  if (n >= m)
+    for (int64_t i = 0; i < tall; ++i) buf[i] = sc.apply(a[i]);  // row-major A = col-major A^T
+  else
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) buf[i + int64_t(j) * m] = sc.apply(a[int64_t(i) * n + j]);
+  int info = 0;
+  float *bid = buf;
+  int brows = rows;
+  if (qr) {
+    job.lp->sgeqrf(&rows, &cols, buf, &rows, tauq, work, &job.lw.lwork, &info);
+    if (info < 0) job.lapack_info.store(info);
+    for (int j = 0; j < cols; ++j)
+      for (int i = 0; i < cols; ++i) r[i + int64_t(j) * cols] = i <= j ? buf[i + int64_t(j) * rows] : 0.f;
+    bid = r;
+    brows = cols;
+  }
+  job.lp->sgebrd(&brows, &cols, bid, &brows, s_out, e, tauq, taup, work, &job.lw.lwork, &info);
+  if (info < 0) job.lapack_info.store(info);
+  job.lp->slasq1(&cols, s_out, e, work, &info);
+  if (info < 0) job.lapack_info.store(info);
+  return info > 0 ? ML_INFO_NOT_CONVERGED : 0;
+}
+
 void one_matrix(Job &job, int64_t i) {
   const Call &c = *job.c;
+  // MKL keeps its thread count per calling thread: one matrix per worker, one thread each.
+  if (job.lp && job.lp->set_threads_local && !job.lapack_threaded) job.lp->set_threads_local(1);
   const Sizes &sz = job.sz;
   const float *a = c.a + i * sz.in;
   float *o0 = c.out0 ? c.out0 + i * sz.out0 : nullptr;
@@ -328,12 +411,18 @@ void one_matrix(Job &job, int64_t i) {
         switch (c.op) {
           case ML_OP_QR: info = run_qr(job, a, sc, o0, o1); break;
           case ML_OP_EIGH: info = run_eigh(job, a, sc, o0, o1); break;
-          case ML_OP_EIGVALSH: info = run_eigh(job, a, sc, o0, nullptr); break;
+          case ML_OP_EIGVALSH:
+            info = job.lp->ssytrd ? run_eigvalsh(job, a, sc, o0) : run_eigh(job, a, sc, o0, nullptr);
+            break;
           case ML_OP_SVD: info = run_svd(job, a, sc, o0, o1, o2); break;
-          default: info = run_svd(job, a, sc, nullptr, o1, nullptr); break;
+          default:
+            info = job.lp->sgebrd ? run_svdvals(job, a, sc, o1)
+                                  : run_svd(job, a, sc, nullptr, o1, nullptr);
+            break;
         }
       }
-    } catch (const std::bad_alloc &) {
+    } catch (...) {
+      // Only scratch growth can throw; workers must not let it escape.
       int expected = 0;
       job.failed.compare_exchange_strong(expected, ML_OUT_OF_MEMORY);
       return;
@@ -354,8 +443,8 @@ void one_matrix(Job &job, int64_t i) {
 
 void task(void *ctx, int64_t i) { one_matrix(*static_cast<Job *>(ctx), i); }
 
-// Batches take it shared; a lone large matrix, which turns OpenBLAS's threads
-// on, takes it exclusively so no batch worker sees a threaded OpenBLAS.
+// Batches take it shared; a call that turns OpenBLAS's threads on (few large
+// matrices) takes it exclusively, so no batch worker sees a threaded OpenBLAS.
 std::shared_mutex g_openblas_threads;
 
 }  // namespace
@@ -392,8 +481,15 @@ ml_status run(const Call &c, const policy::Resolved &pol, const char *where) {
     // Few large matrices (a lone one on a small machine) would leave cores idle
     // with one matrix per worker: run them in turn on OpenBLAS's threads instead.
     const int32_t threads = cpu_threads();
-    if (!job.kernel && job.lp->set_threads && std::max(c.m, c.n) >= kLoneThreadedN &&
-        threads > 1 && c.batch * 2 <= threads) {
+    const bool few_large = !job.kernel && std::max(c.m, c.n) >= kLoneThreadedN && threads > 1 &&
+                           c.batch * 2 <= threads;
+    if (few_large && job.lp->set_threads_local) {
+      job.lapack_threaded = true;
+      const int previous = job.lp->set_threads_local(threads);
+      for (int64_t i = 0; i < c.batch; ++i) one_matrix(job, i);
+      job.lp->set_threads_local(previous);
+    } else if (few_large && job.lp->set_threads) {
+      job.lapack_threaded = true;
       std::unique_lock<std::shared_mutex> lock(g_openblas_threads);
       job.lp->set_threads(threads);
       for (int64_t i = 0; i < c.batch; ++i) one_matrix(job, i);

@@ -41,9 +41,18 @@ const Provider *load(const char *path, const char *prefix, const char *suffix, s
     dlclose(handle);
     return nullptr;
   }
+  p->sgebrd = reinterpret_cast<sgebrd_fn>(find(handle, pre + "sgebrd" + suf));
+  p->slasq1 = reinterpret_cast<slasq1_fn>(find(handle, pre + "slasq1" + suf));
+  p->ssytrd = reinterpret_cast<ssytrd_fn>(find(handle, pre + "ssytrd" + suf));
+  p->ssterf = reinterpret_cast<ssterf_fn>(find(handle, pre + "ssterf" + suf));
+  if (!p->sgebrd || !p->slasq1) p->sgebrd = nullptr, p->slasq1 = nullptr;
+  if (!p->ssytrd || !p->ssterf) p->ssytrd = nullptr, p->ssterf = nullptr;
   p->set_threads = reinterpret_cast<void (*)(int)>(find(handle, pre + "openblas_set_num_threads"));
   p->get_threads = reinterpret_cast<int (*)()>(find(handle, pre + "openblas_get_num_threads"));
   if (!p->set_threads || !p->get_threads) p->set_threads = nullptr, p->get_threads = nullptr;
+  // MKL (e.g. the copy inside libtorch_cpu) exports its Fortran names without a prefix.
+  p->set_threads_local =
+      reinterpret_cast<int (*)(int)>(find(handle, pre + "mkl_set_num_threads_local"));
   // Batches run one matrix per worker thread, so OpenBLAS's own threads stay off
   // except around a lone large matrix (cpu_backend.cpp).
   if (p->set_threads) p->set_threads(1);

@@ -19,14 +19,32 @@ using sgesdd_fn = void (*)(const char *jobz, const int *m, const int *n, float *
                            float *s, float *u, const int *ldu, float *vt, const int *ldvt,
                            float *work, const int *lwork, int *iwork, int *info, size_t jobz_len);
 
+// Pieces of the drivers, called directly for the value-only ops (they skip
+// the drivers' norm, scaling and dispatch overhead, which dominates small n).
+using sgebrd_fn = void (*)(const int *m, const int *n, float *a, const int *lda, float *d, float *e,
+                           float *tauq, float *taup, float *work, const int *lwork, int *info);
+using slasq1_fn = void (*)(const int *n, float *d, float *e, float *work, int *info);
+using ssytrd_fn = void (*)(const char *uplo, const int *n, float *a, const int *lda, float *d,
+                           float *e, float *tau, float *work, const int *lwork, int *info,
+                           size_t uplo_len);
+using ssterf_fn = void (*)(const int *n, float *d, float *e, int *info);
+
 struct Provider {
   sgeqrf_fn sgeqrf;
   sorgqr_fn sorgqr;
   ssyevd_fn ssyevd;
   sgesdd_fn sgesdd;
-  // OpenBLAS thread control; null for providers without it.
+  // Optional (null when the provider lacks one; the drivers are used then).
+  sgebrd_fn sgebrd;
+  slasq1_fn slasq1;
+  ssytrd_fn ssytrd;
+  ssterf_fn ssterf;
+  // OpenBLAS thread control (process-wide); null for providers without it.
   void (*set_threads)(int);
   int (*get_threads)();
+  // MKL thread control for the calling thread only (returns the previous
+  // setting); null for providers without it.
+  int (*set_threads_local)(int);
   char description[512];
 };
 

@@ -270,7 +270,7 @@ const char *source(int32_t op) {
       if (src == kEnv) env_var = s.entry[op][f].env_var;
     }
   }
-  if (best == kDefault && s.force[op] != Force::kAuto) {
+  if (best < kEnv && s.force[op] != Force::kAuto) {
     best = kEnv;
     env_var = std::string("METAL_LINALG_") + op_env_name(op) + "_BACKEND";
   }

@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 namespace ml {
 namespace {
 
@@ -104,8 +106,20 @@ class Pool {
 
 Pool &pool() {
   // Never destroyed: worker threads must not be joined during static
-  // destruction while another library may still call in.
-  static Pool *p = new Pool;
+  // destruction while another library may still call in. A forked child
+  // (multiprocessing, data loaders) has none of the parent's workers, so it
+  // starts a pool of its own and abandons the inherited one untouched.
+  static std::atomic<Pool *> current{nullptr};
+  static std::atomic<pid_t> owner{0};
+  const pid_t me = getpid();
+  Pool *p = current.load(std::memory_order_acquire);
+  if (p && owner.load(std::memory_order_acquire) == me) return *p;
+  Pool *fresh = new Pool;
+  if (current.compare_exchange_strong(p, fresh, std::memory_order_acq_rel)) {
+    owner.store(me, std::memory_order_release);
+    return *fresh;
+  }
+  delete fresh;  // another thread installed one first; `fresh` never started a thread
   return *p;
 }
 

@@ -5,9 +5,11 @@ Functions mirror mx.linalg's names and return float32 mx.array:
     qr(a, mode="reduced")                        -> (Q, R); mode="r" -> R; "complete" (square)
     eigh(a, UPLO="L")                            -> (w ascending, V with eigenvectors as columns)
     eigvalsh(a, UPLO="L")                        -> w
-    svd(a, full_matrices=False, compute_uv=True) -> (U, S, Vt), or S when compute_uv=False
+    svd(a, compute_uv=True, *, full_matrices=False) -> (U, S, Vt), or S when compute_uv=False
     svdvals(a)                                   -> S (descending)
 
+Every function also takes mx.linalg's keyword-only `stream` (accepted, so calls written for
+mx.linalg work unchanged; the work runs in this library's backends, not on an MLX stream).
 Inputs: mx.array, NumPy arrays or nested lists of any real dtype (converted to float32;
 complex raises TypeError), any number of batch dimensions, zero-size batches. A matrix with
 NaN/Inf gives NaN for that matrix only. mode="complete" / full_matrices=True need square

@@ -337,9 +337,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="seconds per implementation and point after which repeats stop",
     )
-    p.add_argument(
-        "--out", default="metal_linalg_bench", help="folder for the JSON, Markdown and PNG"
-    )
+    p.add_argument("--out", default="bench-out", help="folder for the JSON, Markdown and PNG")
 
 
 def main(args) -> int:

@@ -1,4 +1,9 @@
-"""The decompositions: argument checks and conversions here, the work in _ext (C API)."""
+"""The decompositions: argument checks and conversions here, the work in _ext (C API).
+
+Signatures follow mx.linalg's (svd's second positional argument is compute_uv). Each takes
+a keyword-only `stream` so calls written for mx.linalg run unchanged; the decomposition
+itself runs in metal_linalg's backends as its routing policy says, not on an MLX stream.
+"""
 
 from __future__ import annotations
 
@@ -50,7 +55,7 @@ def _uplo(UPLO: str, op: str) -> int:
     return ML_UPLO[UPLO]
 
 
-def qr(a, mode: str = "reduced"):
+def qr(a, mode: str = "reduced", *, stream=None):
     """QR factorization of each matrix in a [..., M, N]; K = min(M, N).
 
     mode="reduced": (Q [..., M, K], R [..., K, N]); "r": R only (as numpy.linalg.qr);
@@ -70,7 +75,7 @@ def qr(a, mode: str = "reduced"):
     return r if mode == "r" else (q, r)
 
 
-def eigh(a, UPLO: str = "L"):
+def eigh(a, UPLO: str = "L", *, stream=None):
     """Eigenvalues (ascending) and eigenvectors (columns) of symmetric matrices a [..., N, N].
 
     Only the UPLO triangle is read. Returns (w [..., N], V [..., N, N]) as mx.linalg.eigh.
@@ -81,7 +86,7 @@ def eigh(a, UPLO: str = "L"):
     return ext.eigh(a, uplo)
 
 
-def eigvalsh(a, UPLO: str = "L"):
+def eigvalsh(a, UPLO: str = "L", *, stream=None):
     """Eigenvalues (ascending) of symmetric matrices a [..., N, N]; only the UPLO triangle is read."""
     uplo = _uplo(UPLO, "eigvalsh")
     a = _as_array(a, "eigvalsh")
@@ -89,7 +94,7 @@ def eigvalsh(a, UPLO: str = "L"):
     return ext.eigvalsh(a, uplo)
 
 
-def svd(a, full_matrices: bool = False, compute_uv: bool = True):
+def svd(a, compute_uv: bool = True, *, full_matrices: bool = False, stream=None):
     """Singular value decomposition of each matrix in a [..., M, N]; K = min(M, N).
 
     Returns (U [..., M, K], S [..., K] descending, Vt [..., K, N]) with a = U diag(S) Vt,
@@ -107,7 +112,7 @@ def svd(a, full_matrices: bool = False, compute_uv: bool = True):
     return ext.svd(a, bool(full_matrices))
 
 
-def svdvals(a):
+def svdvals(a, *, stream=None):
     """Singular values (descending) of each matrix in a [..., M, N]: [..., min(M, N)]."""
     a = _as_array(a, "svdvals")
     _matrix_dims(a, "svdvals")

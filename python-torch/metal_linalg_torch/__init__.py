@@ -117,6 +117,6 @@ __all__ = [
     "version",
 ]
 
-from .queries import warn_untuned as _warn_untuned  # noqa: E402
+from .queries import warn_untuned as _warn_untuned
 
 _warn_untuned()

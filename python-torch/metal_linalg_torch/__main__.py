@@ -141,9 +141,10 @@ def main(argv=None) -> int:
     cal.add_argument("--ops", nargs="+", choices=OPS)
     cal.add_argument("--cpu-only", action="store_true", help="skip the GPU measurements")
     _add_bench_args(sub.add_parser("demo", help="info + a quick bench (the default)"))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in ("info", "bench", "calibrate", "demo", "-h", "--help"):
+        argv = ["demo", *argv]  # no subcommand: the demo, with any bench options given
     args = parser.parse_args(argv)
-    if args.cmd is None:
-        args = parser.parse_args(["demo"] + list(argv or sys.argv[1:]))
     return {"info": cmd_info, "bench": cmd_bench, "calibrate": cmd_calibrate, "demo": cmd_demo}[args.cmd](args)
 
 

@@ -65,32 +65,44 @@ def check_full_matrices(full_matrices: bool, m: int, n: int) -> None:
         )
 
 
+def eager(A: torch.Tensor) -> bool:
+    """True when a public function may call run() directly instead of going through the
+    dispatcher: plain eager CPU/CUDA tensors, no autograd, no compile, no functorch or
+    dispatch/function modes. Saves tens of microseconds per call; results are identical."""
+    return (
+        not torch.compiler.is_compiling()
+        and type(A) is torch.Tensor
+        and not (A.requires_grad and torch.is_grad_enabled())
+        and (A.is_cpu or A.is_cuda)
+        and torch._C._len_torch_dispatch_stack() == 0
+        and not torch._C._is_torch_function_mode_enabled()
+        and not torch._C._functorch.is_functorch_wrapped_tensor(A)
+    )
+
+
 def to_float32(A: torch.Tensor) -> torch.Tensor:
     return A if A.dtype == torch.float32 else A.to(torch.float32)
 
 
-def output_shapes(op: str, A: torch.Tensor, flags: int) -> list:
-    """Shapes of the op's outputs for input A (torch.linalg's shapes, also for 0-size)."""
-    batch = list(A.shape[:-2])
-    m, n = A.shape[-2], A.shape[-1]
-    k = torch.sym_min(m, n)
+def output_shapes(op: str, batch: tuple, m, n, k, flags: int) -> list:
+    """Shapes of the op's outputs (torch.linalg's shapes, also for 0-size); k = min(m, n)."""
     if op == "qr":
         if flags == _lib.ML_QR_R:
-            return [[0], batch + [k, n]]
+            return [(0,), (*batch, k, n)]
         if flags == _lib.ML_QR_COMPLETE:
-            return [batch + [m, m], batch + [m, n]]
-        return [batch + [m, k], batch + [k, n]]
+            return [(*batch, m, m), (*batch, m, n)]
+        return [(*batch, m, k), (*batch, k, n)]
     if op == "eigh":
-        return [batch + [n], batch + [n, n]]
+        return [(*batch, n), (*batch, n, n)]
     if op == "eigvalsh":
-        return [batch + [n]]
+        return [(*batch, n)]
     if op == "svd":
-        return [batch + [m, k], batch + [k], batch + [k, n]]
-    return [batch + [k]]  # svdvals
+        return [(*batch, m, k), (*batch, k), (*batch, k, n)]
+    return [(*batch, k)]  # svdvals
 
 
 def _c_call(op, exec_ptr, a, batch, m, n, flags, outs, info) -> None:
-    p = [None if t is None or t.numel() == 0 else t.data_ptr() for t in outs]
+    p = [t.data_ptr() or None for t in outs]  # an empty Q (qr mode 'r') passes NULL
     if op == "qr":
         status = lib.ml_qr(exec_ptr, a, batch, m, n, flags, p[0], p[1], info)
     elif op == "eigh":
@@ -135,29 +147,60 @@ def _run_cuda(op, A, batch, m, n, flags, outs) -> None:
     _c_call(op, ctypes.byref(ex), A.data_ptr(), batch, m, n, flags, outs, info.data_ptr())
 
 
+def _host_empty(shapes: list) -> list:
+    # torch.empty without dtype= parses its arguments about twice as fast (small-matrix hot path).
+    if torch.get_default_dtype() == torch.float32:
+        return [torch.empty(s) for s in shapes]
+    return [torch.empty(s, dtype=torch.float32) for s in shapes]
+
+
 def run(op: str, A: torch.Tensor, flags: int) -> list:
     """Compute op on A (any real dtype, any layout, any device); float32 outputs on A's device."""
-    shapes = output_shapes(op, A, flags)
-    m, n = A.shape[-2], A.shape[-1]
+    shape = A.shape
+    m, n = shape[-2], shape[-1]
+    batch_shape = shape[:-2]
+    shapes = output_shapes(op, batch_shape, m, n, min(m, n), flags)
     batch = 1
-    for d in A.shape[:-2]:
-        batch *= d
-    device = A.device
+    for dim in batch_shape:
+        batch *= dim
     if batch == 0 or m == 0 or n == 0:
         # Non-square complete/full modes are rejected earlier, so every output is empty.
-        return [torch.empty(s, dtype=torch.float32, device=device) for s in shapes]
-    A = to_float32(A).contiguous()
-    if device.type == "cuda" and _cuda_kernel(op, m, n, batch):
+        return [torch.empty(s, dtype=torch.float32, device=A.device) for s in shapes]
+    if A.dtype != torch.float32:
+        A = A.to(torch.float32)
+    A = A.contiguous()
+    if A.is_cpu:
+        outs = _host_empty(shapes)
+        _c_call(op, None, A.data_ptr(), batch, m, n, flags, outs, None)
+        return outs
+    device = A.device
+    if A.is_cuda and _cuda_kernel(op, m, n, batch):
         outs = [torch.empty(s, dtype=torch.float32, device=device) for s in shapes]
         _run_cuda(op, A, batch, m, n, flags, outs)
         return outs
-    host = A if device.type == "cpu" else A.cpu()
-    outs = [torch.empty(s, dtype=torch.float32) for s in shapes]
-    _c_call(op, None, host.data_ptr(), batch, m, n, flags, outs, None)
-    if device.type == "cpu":
-        return outs
+    # Anything else (CUDA shapes without a GPU kernel, MPS, ...) goes through host memory.
+    outs = _host_empty(shapes)
+    _c_call(op, None, A.cpu().data_ptr(), batch, m, n, flags, outs, None)
     return [t.to(device) for t in outs]
 
 
 def fake(op: str, A: torch.Tensor, flags: int) -> list:
-    return [A.new_empty(s, dtype=torch.float32) for s in output_shapes(op, A, flags)]
+    m, n = A.shape[-2], A.shape[-1]
+    shapes = output_shapes(op, tuple(A.shape[:-2]), m, n, torch.sym_min(m, n), flags)
+    return [A.new_empty(s, dtype=torch.float32) for s in shapes]
+
+
+def register_vmap(op, n_outputs: int) -> None:
+    """vmap over an op: the ops are batched already, so move the mapped dim to the front."""
+
+    def rule(info, in_dims, A, *flags):
+        if in_dims[0] is None:
+            return op(A, *flags), (None,) * n_outputs if n_outputs > 1 else None
+        out = op(A.movedim(in_dims[0], 0), *flags)
+        if n_outputs == 1:
+            return out, 0
+        # qr mode 'r' returns an unbatched empty Q.
+        dims = tuple(None if t.dim() == 1 and t.numel() == 0 else 0 for t in out)
+        return out, dims
+
+    torch.library.register_vmap(op, rule)

@@ -121,12 +121,10 @@ def _load() -> ctypes.CDLL:
             f"[metal_linalg_torch] core library API version {version}, expected {API_VERSION}"
         )
     openblas = _openblas_path()
-    if openblas is not None:
-        if lib.ml_set_lapack(openblas.encode(), b"scipy_", b"_") != ML_OK:
-            raise ImportError(
-                f"[metal_linalg_torch] cannot use LAPACK from {openblas}: "
-                + text(lib.ml_last_error())
-            )
+    if openblas is not None and lib.ml_set_lapack(openblas.encode(), b"scipy_", b"_") != ML_OK:
+        raise ImportError(
+            f"[metal_linalg_torch] cannot use LAPACK from {openblas}: " + text(lib.ml_last_error())
+        )
     return lib
 
 

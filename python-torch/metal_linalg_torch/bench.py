@@ -128,6 +128,10 @@ class Impl:
         self.name, self.prepare, self.run, self.sync, self.cuda_events = name, prepare, run, sync, cuda_events
 
 
+# Peers that could not be loaded, with the reason (reported in the JSON metadata).
+UNAVAILABLE: dict = {}
+
+
 def implementations(device: str, peers=None) -> list:
     """metal_linalg first, then every importable peer for this device (optionally filtered by name)."""
     impls = []
@@ -140,16 +144,16 @@ def implementations(device: str, peers=None) -> list:
 
             impls.append(Impl("cupy", lambda a: cupy.from_dlpack(a.contiguous()), "cupy",
                               lambda: cupy.cuda.Device().synchronize()))
-        except Exception:  # noqa: BLE001  (any import/driver failure: peer absent)
-            pass
+        except Exception as exc:  # noqa: BLE001  (any import/driver failure: peer absent)
+            UNAVAILABLE["cupy"] = f"{type(exc).__name__}: {exc}"
         try:
             import jax
             import jax.numpy as jnp
 
             if any(d.platform == "gpu" for d in jax.devices()):
                 impls.append(Impl("jax", lambda a: jnp.asarray(a.cpu().numpy()), "jax", None))
-        except Exception:  # noqa: BLE001
-            pass
+        except Exception as exc:  # noqa: BLE001
+            UNAVAILABLE["jax"] = f"{type(exc).__name__}: {exc}"
     else:
         impls.append(Impl("metal_linalg", lambda a: a, None))
         impls.append(Impl("torch", lambda a: a, None))
@@ -281,7 +285,13 @@ def run_grid(points, device: str = "cpu", peers=None, min_runs: int = 3, budget_
     records = []
     bar = None
     if progress:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         task = bar.add_task("bench", total=len(points) * len(impls))
@@ -426,6 +436,7 @@ def metadata(device: str) -> dict:
         "metal_linalg": mlt.version(),
         "lapack": mlt.lapack_info(),
         "cpu_threads": mlt.get_cpu_threads(),
+        "unavailable_peers": dict(UNAVAILABLE),
         "policies": {op: {"policy": getattr(mlt, f"{op}_policy")(),
                           "source": getattr(mlt, f"{op}_policy_source")()} for op in OPS},
     }

@@ -46,6 +46,7 @@ def _eigh_backward(ctx, gL, gV):
 
 
 eigh_op.register_autograd(_eigh_backward, setup_context=_eigh_setup_context)
+d.register_vmap(eigh_op, 2)
 
 
 @torch.library.custom_op(
@@ -74,13 +75,18 @@ def _eigvalsh_backward(ctx, gL):
 
 
 eigvalsh_op.register_autograd(_eigvalsh_backward, setup_context=lambda ctx, inputs, output: None)
+d.register_vmap(eigvalsh_op, 1)
 
 
 def eigh(A: torch.Tensor, UPLO: str = "L") -> torch.return_types.linalg_eigh:
     """Eigenvalues (ascending) and eigenvectors (columns) of symmetric [..., N, N], like torch.linalg.eigh."""
     d.check_input(A, "eigh", square=True)
     d.check_uplo(UPLO, "eigh")
-    L, V = torch.ops.metal_linalg.eigh(d.to_float32(A), UPLO)
+    A = d.to_float32(A)
+    if d.eager(A):
+        L, V = d.run("eigh", A, d.UPLOS[UPLO])
+    else:
+        L, V = torch.ops.metal_linalg.eigh(A, UPLO)
     return torch.return_types.linalg_eigh((L, V))
 
 
@@ -91,4 +97,6 @@ def eigvalsh(A: torch.Tensor, UPLO: str = "L") -> torch.Tensor:
     A = d.to_float32(A)
     if A.requires_grad and torch.is_grad_enabled():
         return torch.ops.metal_linalg.eigh(A, UPLO)[0]
+    if d.eager(A):
+        return d.run("eigvalsh", A, d.UPLOS[UPLO])[0]
     return torch.ops.metal_linalg.eigvalsh(A, UPLO)

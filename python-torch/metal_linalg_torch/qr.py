@@ -68,6 +68,7 @@ def _backward(ctx, gQ, gR):
 
 
 qr_op.register_autograd(_backward, setup_context=_setup_context)
+d.register_vmap(qr_op, 2)
 
 
 def qr(A: torch.Tensor, mode: str = "reduced") -> torch.return_types.linalg_qr:
@@ -83,5 +84,9 @@ def qr(A: torch.Tensor, mode: str = "reduced") -> torch.return_types.linalg_qr:
         _, R = torch.ops.metal_linalg.qr(A, "reduced")
         return torch.return_types.linalg_qr((A.new_empty(0), R))
     # Square 'complete' equals 'reduced'.
-    Q, R = torch.ops.metal_linalg.qr(A, "reduced" if mode == "complete" else mode)
+    mode = "reduced" if mode == "complete" else mode
+    if d.eager(A):
+        Q, R = d.run("qr", A, d.QR_MODES[mode])
+    else:
+        Q, R = torch.ops.metal_linalg.qr(A, mode)
     return torch.return_types.linalg_qr((Q, R))

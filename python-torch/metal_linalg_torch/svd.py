@@ -67,6 +67,7 @@ def _svd_backward(ctx, gU, gS, gVh):
 
 
 svd_op.register_autograd(_svd_backward, setup_context=_svd_setup_context)
+d.register_vmap(svd_op, 3)
 
 
 @torch.library.custom_op("metal_linalg::svdvals", mutates_args=(), schema="(Tensor A) -> Tensor")
@@ -91,6 +92,7 @@ def _svdvals_backward(ctx, gS):
 
 
 svdvals_op.register_autograd(_svdvals_backward, setup_context=lambda ctx, inputs, output: None)
+d.register_vmap(svdvals_op, 1)
 
 
 def svd(A: torch.Tensor, full_matrices: bool = False) -> torch.return_types.linalg_svd:
@@ -100,7 +102,11 @@ def svd(A: torch.Tensor, full_matrices: bool = False) -> torch.return_types.lina
     """
     d.check_input(A, "svd")
     d.check_full_matrices(full_matrices, A.shape[-2], A.shape[-1])
-    U, S, Vh = torch.ops.metal_linalg.svd(d.to_float32(A), False)
+    A = d.to_float32(A)
+    if d.eager(A):
+        U, S, Vh = d.run("svd", A, 0)
+    else:
+        U, S, Vh = torch.ops.metal_linalg.svd(A, False)
     return torch.return_types.linalg_svd((U, S, Vh))
 
 
@@ -110,4 +116,6 @@ def svdvals(A: torch.Tensor) -> torch.Tensor:
     A = d.to_float32(A)
     if A.requires_grad and torch.is_grad_enabled():
         return torch.ops.metal_linalg.svd(A, False)[1]
+    if d.eager(A):
+        return d.run("svdvals", A, 0)[0]
     return torch.ops.metal_linalg.svdvals(A)

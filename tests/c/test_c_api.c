@@ -664,10 +664,21 @@ static void test_policy(void) {
   expect_ok(ml_policy_reload(), "reload with backend env");
   CHECK(starts_with(ml_backend(ML_OP_QR, ML_MEMORY_HOST, 16, 16, 100000), "cpu:"),
         "forced cpu backend: '%s'\n", ml_backend(ML_OP_QR, ML_MEMORY_HOST, 16, 16, 100000));
-  CHECK(strcmp(ml_policy_source(ML_OP_QR), "env:METAL_LINALG_QR_BACKEND") == 0 ||
-            strcmp(ml_policy_source(ML_OP_QR), tuned_source) == 0,
+  CHECK(strcmp(ml_policy_source(ML_OP_QR), "env:METAL_LINALG_QR_BACKEND") == 0,
         "backend env source '%s'\n", ml_policy_source(ML_OP_QR));
   set_env("METAL_LINALG_QR_BACKEND", NULL);
+  /* Forcing the GPU without one leaves the CPU in charge, and calls still work. */
+  set_env("METAL_LINALG_SVDVALS_BACKEND", "gpu");
+  expect_ok(ml_policy_reload(), "reload with gpu backend env");
+  if (!ml_backend_available("cuda")) {
+    float a[4] = {0, 2, 0, 0}, s[2];
+    CHECK(starts_with(ml_backend(ML_OP_SVDVALS, ML_MEMORY_HOST, 2, 2, 1), "cpu:"),
+          "gpu forced without a GPU: '%s'\n", ml_backend(ML_OP_SVDVALS, ML_MEMORY_HOST, 2, 2, 1));
+    expect_ok(ml_svdvals(NULL, a, 1, 2, 2, s, NULL), "svdvals with gpu forced");
+    CHECK(s[0] == 2 && s[1] == 0, "svdvals with gpu forced: %g %g\n", s[0], s[1]);
+  }
+  set_env("METAL_LINALG_SVDVALS_BACKEND", NULL);
+  expect_ok(ml_policy_reload(), "reload without env");
 
   /* The per-machine policy file. */
   {

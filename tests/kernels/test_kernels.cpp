@@ -198,6 +198,9 @@ void check_qr(Report &rep, int m, int n, int mode, int gs, std::mt19937_64 &rng,
 void test_qr(Report &rep) {
   std::mt19937_64 rng(1234);
   const int metal_n = 89, cuda_n = 239;  // largest square n in the Metal / sm_90 budgets
+  rep.expect(ml_qr_householder_max_n(ML_METAL_SCRATCH_FLOATS) == metal_n &&
+                 ml_qr_householder_max_n(ML_CUDA_SCRATCH_FLOATS_SM90) == cuda_n,
+             "qr max_n helper");
   rep.expect(ml_qr_householder_fits(metal_n, metal_n, ML_METAL_SCRATCH_FLOATS) &&
                  !ml_qr_householder_fits(metal_n + 1, metal_n + 1, ML_METAL_SCRATCH_FLOATS),
              "qr Metal limit is 89");
@@ -220,6 +223,13 @@ void test_qr(Report &rep) {
   // Either side of the limits: at the limit (group sizes 1 and the preferred one).
   check_qr(rep, metal_n, metal_n, ML_K_QR_REDUCED, ml_qr_householder_group_size(metal_n, metal_n), rng, kCore);
   check_qr(rep, metal_n, metal_n, ML_K_QR_REDUCED, 1, rng, kAll);
+  // Every square size up to the Metal limit sequentially; an odd group size every 6th size.
+  for (int n = 1; n <= metal_n; ++n) {
+    check_qr(rep, n, n, ML_K_QR_REDUCED, 1, rng, kFew);
+    if (n % 6 == 0) check_qr(rep, n, n, ML_K_QR_REDUCED, 37, rng, kFew);
+  }
+  // Just past the Metal budget (a CUDA-only size) and at the sm_90 limit.
+  check_qr(rep, metal_n + 1, metal_n + 1, ML_K_QR_REDUCED, 64, rng, kFew);
   check_qr(rep, cuda_n, cuda_n, ML_K_QR_REDUCED, 1, rng, kFew);
   check_qr(rep, 400, 100, ML_K_QR_REDUCED, 1, rng, kFew);
 }
@@ -381,18 +391,15 @@ void check_eig_cap(Report &rep, int gs, std::mt19937_64 &rng) {
   rep.expect(kt::all_finite(w.data(), n) && kt::all_finite(v.data(), size_t(n) * n), at + " finite");
 }
 
-int eig_limit(int budget) {
-  int n = 1;
-  while (ml_eigh_tridiag_ql_fits(n + 1, n + 1, budget)) ++n;
-  return n;
-}
+int eig_limit(int budget) { return ml_eigh_tridiag_ql_max_n(budget); }
 
 void test_eigh(Report &rep) {
   std::mt19937_64 rng(99);
   const int metal_n = eig_limit(ML_METAL_SCRATCH_FLOATS), cuda_n = eig_limit(ML_CUDA_SCRATCH_FLOATS_SM90);
   std::printf("eigh limits: Metal n <= %d, sm_90 n <= %d\n", metal_n, cuda_n);
-  rep.expect(metal_n >= 64 && !ml_eigh_tridiag_ql_fits(metal_n + 1, metal_n + 1, ML_METAL_SCRATCH_FLOATS),
-             "eigh Metal limit >= 64");
+  rep.expect(metal_n == 85 && cuda_n == 235 && ml_eigvalsh_tridiag_ql_max_n(ML_METAL_SCRATCH_FLOATS) == 87 &&
+                 !ml_eigh_tridiag_ql_fits(metal_n + 1, metal_n + 1, ML_METAL_SCRATCH_FLOATS),
+             "eigh limits 85 (Metal) / 235 (sm_90)");
   const int sizes[] = {1, 2, 3, 5, 8, 16, 17, 31, 32, 33, 63, 64, 65};
   int turn = 0;
   // Every family at group sizes 1 and 7; the core families at 32, 64 and 128 (slow in the
@@ -405,7 +412,13 @@ void test_eigh(Report &rep) {
   for (int gs : {1, 7, 32}) check_eig_cap(rep, gs, rng);
   check_eig(rep, metal_n, ML_K_LOWER, ml_eigh_tridiag_ql_group_size(metal_n, metal_n), rng, kCore);
   check_eig(rep, metal_n, ML_K_UPPER, 1, rng, kAll);
+  for (int n = 1; n <= metal_n; ++n) {
+    check_eig(rep, n, n & 1 ? ML_K_LOWER : ML_K_UPPER, 1, rng, kFew);
+    if (n % 6 == 0) check_eig(rep, n, ML_K_LOWER, 37, rng, kFew);
+  }
+  check_eig(rep, metal_n + 1, ML_K_UPPER, 64, rng, kFew);
   check_eig(rep, cuda_n, ML_K_LOWER, 1, rng, kFew);
+  rep.expect(!ml_eigh_tridiag_ql_fits(cuda_n + 1, cuda_n + 1, ML_CUDA_SCRATCH_FLOATS_SM90), "eigh sm_90 limit");
 }
 
 

@@ -280,3 +280,23 @@ def test_threads_give_identical_results():
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_mx_linalg_call_forms_work_unchanged():
+    a = mx.array(sym(3, 4, 4, seed=16))
+    s = ml.svd(a, False)  # mx.linalg.svd's second positional argument is compute_uv
+    assert isinstance(s, mx.array) and s.shape == (3, 4)
+    assert np.allclose(np32(s), np32(mx.linalg.svd(a, False, stream=CPU)), atol=1e-5)
+    for fn, ref in (
+        (ml.qr, mx.linalg.qr),
+        (ml.eigh, mx.linalg.eigh),
+        (ml.eigvalsh, mx.linalg.eigvalsh),
+        (ml.svd, mx.linalg.svd),
+    ):
+        out, want = fn(a, stream=CPU), ref(a, stream=CPU)
+        outs = out if isinstance(out, tuple) else (out,)
+        wants = want if isinstance(want, tuple) else (want,)
+        assert len(outs) == len(wants)
+    assert ml.svdvals(a, stream=mx.cpu).shape == (3, 4)
+    w = ml.eigvalsh(a, "U", stream=CPU)
+    assert np.allclose(np32(w), np32(mx.linalg.eigvalsh(a, "U", stream=CPU)), atol=1e-5)

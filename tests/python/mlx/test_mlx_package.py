@@ -220,3 +220,25 @@ def test_calibrate_dry_run():
     out = run_python(code, {"METAL_LINALG_NO_CALIBRATION_NOTICE": "1"})
     assert out.returncode == 0, out.stdout + out.stderr
     assert "eigvalsh:" in out.stdout and "not written" in out.stdout
+
+
+def test_calibrate_writes_policy_file(tmp_path):
+    policy = tmp_path / "machine.policy"
+    policy.write_text("# kept\nqr gpu_min_batch 7\neigvalsh cpu_kernel_max_n 999\n")
+    env = {"METAL_LINALG_POLICY_FILE": str(policy), "METAL_LINALG_NO_CALIBRATION_NOTICE": "1"}
+    args = "['calibrate', '--ops', 'eigvalsh', '--elements', '4096', '--repeats', '1']"
+    out = run_python(f"from metal_linalg.__main__ import main; raise SystemExit(main({args}))", env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = [ln for ln in policy.read_text().splitlines() if ln and not ln.startswith("#")]
+    measured = [ln for ln in lines if ln.startswith("eigvalsh cpu_kernel_max_n ")]
+    assert "qr gpu_min_batch 7" in lines and len(measured) == 1
+    value = int(measured[0].split()[2])
+    assert 0 <= value < 999
+    code = (
+        "import metal_linalg as ml\n"
+        "print(ml.calibration_status()['eigvalsh'], ml.eigvalsh_policy()['cpu_kernel_max_n'],"
+        " ml.qr_policy()['gpu_min_batch'])\n"
+    )
+    out = run_python(code, env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["tuned", str(value), "7"]

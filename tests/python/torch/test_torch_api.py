@@ -47,13 +47,13 @@ def test_batch_dims_match_per_matrix_calls(batch):
     a = _gen(*batch, 7, 5, seed=1)
     s = _sym(*batch, 6, 6, seed=2)
     q, r = mlt.qr(a)
-    u, sv, vh = mlt.svd(a)
+    _, sv, vh = mlt.svd(a)
     w, v = mlt.eigh(s)
     flat_a, flat_s = a.reshape(-1, 7, 5), s.reshape(-1, 6, 6)
     for i in range(flat_a.shape[0]):
         qi, ri = mlt.qr(flat_a[i])
         assert torch.equal(qi, q.reshape(-1, 7, 5)[i]) and torch.equal(ri, r.reshape(-1, 5, 5)[i])
-        ui, si, vi = mlt.svd(flat_a[i])
+        _, si, _ = mlt.svd(flat_a[i])
         assert torch.allclose(si, sv.reshape(-1, 5)[i], atol=1e-5)
         wi, _ = mlt.eigh(flat_s[i])
         assert torch.allclose(wi, w.reshape(-1, 6)[i], atol=1e-5)
@@ -217,3 +217,34 @@ def test_meta_tensors_give_shapes():
     assert q.shape == (7, 9, 4) and r.shape == (7, 4, 4) and q.device.type == "meta"
     u, s, vh = torch.ops.metal_linalg.svd(a, False)
     assert (u.shape, s.shape, vh.shape) == ((7, 9, 4), (7, 4), (7, 4, 4))
+
+
+def test_dispatcher_path_matches_eager_fast_path():
+    """Public functions skip the dispatcher for plain eager tensors; both paths give the same bits."""
+    a = _gen(3, 7, 5, seed=12)
+    s = _sym(3, 5, 5, seed=13)
+    pairs = [
+        (mlt.qr(a), torch.ops.metal_linalg.qr(a, "reduced")),
+        (mlt.qr(a, mode="r")[1:], torch.ops.metal_linalg.qr(a, "r")[1:]),
+        (mlt.eigh(s, UPLO="U"), torch.ops.metal_linalg.eigh(s, "U")),
+        ((mlt.eigvalsh(s),), (torch.ops.metal_linalg.eigvalsh(s, "L"),)),
+        (mlt.svd(a), torch.ops.metal_linalg.svd(a, False)),
+        ((mlt.svdvals(a),), (torch.ops.metal_linalg.svdvals(a),)),
+    ]
+    for got, ref in pairs:
+        assert all(torch.equal(x, y) for x, y in zip(got, ref, strict=True))
+
+
+def test_vmap_matches_batched_call():
+    a = _gen(4, 3, 6, 5, seed=14)
+    s = _sym(4, 3, 5, 5, seed=15)
+    vm = torch.vmap(lambda x: tuple(mlt.svd(x)), in_dims=1)(a.transpose(0, 1))
+    assert all(torch.equal(x, y) for x, y in zip(vm, mlt.svd(a), strict=True))
+    vm = torch.vmap(lambda x: tuple(mlt.eigh(x)))(s)
+    assert all(torch.equal(x, y) for x, y in zip(vm, mlt.eigh(s), strict=True))
+    assert torch.equal(torch.vmap(mlt.eigvalsh)(s), mlt.eigvalsh(s))
+    assert torch.equal(torch.vmap(mlt.svdvals)(a), mlt.svdvals(a))
+    q, r = torch.vmap(lambda x: tuple(mlt.qr(x)))(a)
+    assert torch.equal(q, mlt.qr(a).Q) and torch.equal(r, mlt.qr(a).R)
+    q, r = torch.vmap(lambda x: tuple(mlt.qr(x, mode="r")))(a)
+    assert q.numel() == 0 and torch.equal(r, mlt.qr(a, mode="r").R)

@@ -19,7 +19,7 @@ def _run(code: str, **env) -> subprocess.CompletedProcess:
     full_env.update(env)
     return subprocess.run(
         [sys.executable, "-W", "always", "-c", textwrap.dedent(code)],
-        capture_output=True, text=True, env=full_env, timeout=120,
+        check=False, capture_output=True, text=True, env=full_env, timeout=120,
     )
 
 
@@ -101,43 +101,33 @@ def test_cpu_threads_roundtrip():
     mlt.set_cpu_threads(0 if before == os.cpu_count() else before)
 
 
-def test_env_backend_override_and_field_override():
+def test_env_overrides_and_user_precedence():
+    """One subprocess: a forced backend, a field override, the thread cap, and user > env."""
     out = _run(
         """
         import json, metal_linalg_torch as m
-        print(json.dumps([m.eigh_backend(8, 4096, device="cpu"), m.eigh_policy_source(),
-                          m.qr_policy_source(), m.svd_policy()["gpu_min_batch"], m.svd_policy_source()]))
+        before = [m.eigh_backend(8, 4096, device="cpu"), m.eigh_policy_source(), m.qr_policy_source(),
+                  m.svd_policy()["gpu_min_batch"], m.svd_policy_source(), m.get_cpu_threads()]
+        m.set_svd_policy(gpu_min_batch=3)
+        after = [m.svd_policy()["gpu_min_batch"], m.svd_policy_source()]
+        m.reset_svd_policy()
+        print(json.dumps(before + after + [m.svd_policy_source()]))
         """,
         METAL_LINALG_EIGH_BACKEND="cpu",
         METAL_LINALG_SVD_GPU_MIN_BATCH="12345",
+        METAL_LINALG_CPU_THREADS="1",
         METAL_LINALG_NO_CALIBRATION_NOTICE="1",
     )
     assert out.returncode == 0, out.stderr
-    backend, eigh_src, qr_src, svd_min, svd_src = json.loads(out.stdout.strip().splitlines()[-1])
+    backend, eigh_src, qr_src, svd_min, svd_src, threads, user_min, user_src, reset_src = json.loads(
+        out.stdout.strip().splitlines()[-1])
     assert backend.startswith("cpu:")
     assert eigh_src.startswith("env:") and "METAL_LINALG_EIGH_BACKEND" in eigh_src
     assert not qr_src.startswith("env:")
     assert svd_min == 12345 and svd_src.startswith("env:")
-
-
-def test_env_cpu_threads():
-    out = _run("import metal_linalg_torch as m; print(m.get_cpu_threads())",
-               METAL_LINALG_CPU_THREADS="1", METAL_LINALG_NO_CALIBRATION_NOTICE="1")
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "1"
-
-
-def test_user_policy_beats_env():
-    out = _run(
-        """
-        import metal_linalg_torch as m
-        m.set_svd_policy(gpu_min_batch=3)
-        print(m.svd_policy()["gpu_min_batch"], m.svd_policy_source())
-        """,
-        METAL_LINALG_SVD_GPU_MIN_BATCH="12345", METAL_LINALG_NO_CALIBRATION_NOTICE="1",
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["3", "user"]
+    assert threads == 1
+    assert (user_min, user_src) == (3, "user")
+    assert reset_src == svd_src
 
 
 _COUNT_WARNINGS = """
@@ -146,7 +136,8 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     import metal_linalg_torch as m
 found = [str(w.message) for w in caught if issubclass(w.category, m.CalibrationWarning)]
-print(json.dumps({"warnings": found, "status": m.calibration_status()}))
+print(json.dumps({"warnings": found, "status": m.calibration_status(),
+                  "qr": [m.qr_policy()["cpu_kernel_max_n"], m.qr_policy_source()]}))
 """
 
 
@@ -175,6 +166,17 @@ def test_policy_file_makes_ops_tuned(tmp_path):
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout.strip().splitlines()[-1])
     assert data["warnings"] == [] and set(data["status"].values()) == {"tuned"}
-    out = _run("import metal_linalg_torch as m; print(m.qr_policy()['cpu_kernel_max_n'], m.qr_policy_source())",
-               METAL_LINALG_POLICY_FILE=str(path), METAL_LINALG_NO_CALIBRATION_NOTICE="1")
-    assert out.stdout.split()[0] == "4" and out.stdout.split()[1].startswith("tuned:")
+    assert data["qr"] == [4, data["qr"][1]] and data["qr"][1].startswith("tuned:")
+
+
+def test_core_errors_raise_with_the_function_and_message():
+    from metal_linalg_torch import _lib
+
+    status = _lib.lib.ml_eigh(None, None, 1, 4, 0, None, None, None)
+    assert status == _lib.ML_INVALID_ARGUMENT
+    with pytest.raises(ValueError, match=r"\[metal_linalg\.eigh\] \S+"):
+        _lib.check(status, "eigh")
+    status = _lib.lib.ml_svd(None, None, 1, -3, 4, 0, None, None, None, None)
+    with pytest.raises(ValueError, match=r"\[metal_linalg\.svd\] \S+"):
+        _lib.check(status, "svd")
+    _lib.check(_lib.ML_OK, "svd")  # OK is silent

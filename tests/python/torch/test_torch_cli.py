@@ -1,0 +1,51 @@
+"""The command line: info, a tiny bench writing JSON/Markdown/PNG, and calibrate writing a policy file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+
+def _cli(*args, env_extra=None, timeout=300):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "metal_linalg_torch", *args], check=False, capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def test_info_and_bench(tmp_path):
+    out = _cli("info")
+    assert out.returncode == 0, out.stderr
+    for word in ("device", "LAPACK", "eigvalsh", "svdvals", "calibration", "cpu:"):
+        assert word in out.stdout
+    out = _cli("bench", "--ops", "eigh", "svdvals", "--n", "8", "--shapes", "12x5", "--batch", "1", "16",
+               "--out", str(tmp_path), "--name", "t", "--quick")
+    assert out.returncode == 0, out.stderr
+    data = json.loads((tmp_path / "t.json").read_text())
+    points = {(r["op"], r["m"], r["n"], r["batch"]) for r in data["results"]}
+    assert points == {("eigh", 8, 8, 1), ("eigh", 8, 8, 16), ("svdvals", 8, 8, 1), ("svdvals", 8, 8, 16),
+                      ("svdvals", 12, 5, 1), ("svdvals", 12, 5, 16)}
+    for r in data["results"]:
+        assert set(r["times"]) == {"metal_linalg", "torch", "numpy"}
+        assert all(t["best_ms"] > 0 and t["median_ms"] >= t["best_ms"] for t in r["times"].values())
+        assert r["speedup_vs_best_peer"] > 0 and r["backend"].startswith("cpu:")
+    assert "| eigh | 8x8 | 16 |" in (tmp_path / "t.md").read_text()
+    assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
+    assert data["meta"]["device"] == "cpu" and data["meta"]["torch"]
+
+
+def test_calibrate_writes_policy_file(tmp_path):
+    path = tmp_path / "machine.policy"
+    env = {"METAL_LINALG_POLICY_FILE": str(path), "METAL_LINALG_NO_CALIBRATION_NOTICE": "1"}
+    out = _cli("calibrate", "--ops", "qr", "--cpu-only", env_extra=env)
+    assert out.returncode == 0, out.stderr
+    lines = [ln.split() for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
+    assert [ln[:2] for ln in lines] == [["qr", "cpu_kernel_max_n"]] and int(lines[0][2]) >= 0
+    code = ("import metal_linalg_torch as m, json; "
+            "print(json.dumps([m.calibration_status()['qr'], m.qr_policy_source()]))")
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
+                         env={**os.environ, **env}, timeout=120)
+    status, source = json.loads(out.stdout.strip().splitlines()[-1])
+    assert status == "tuned" and source.startswith("tuned:")
