@@ -17,6 +17,9 @@ fi
 . .venv/bin/activate
 echo "== installing dependencies into .venv"
 python -m pip install -q -r requirements-dev.txt
-echo "== building and installing metal-linalg-torch and metal-linalg"
-python -m pip install -q --no-build-isolation ./python-torch
-python -m pip install -q --no-build-isolation .
+# The CUDA backend is built when nvcc is found (ML_BUILD_CUDA=AUTO); CI, which has no GPU, sets
+# ML_BUILD_CUDA=OFF here to save the compile (tools/test.sh compiles the CUDA sources once for ctest).
+cuda=${ML_BUILD_CUDA:-AUTO}
+echo "== building and installing metal-linalg-torch and metal-linalg (ML_BUILD_CUDA=$cuda)"
+python -m pip install -q --no-build-isolation ./python-torch -C cmake.define.ML_BUILD_CUDA="$cuda"
+python -m pip install -q --no-build-isolation . -C cmake.define.ML_BUILD_CUDA="$cuda"

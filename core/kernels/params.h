@@ -26,6 +26,7 @@ typedef uint32_t ml_u32;
 // Kernel flags, same values as the C API enums (ml_qr_mode, ml_uplo).
 #define ML_K_QR_REDUCED 0  // Q (m x k) and R (k x n)
 #define ML_K_QR_R 1        // R only
+#define ML_K_QR_COMPLETE 2 // Q (m x m) and R (m x n)
 #define ML_K_LOWER 0       // eigh: read the lower triangle only
 #define ML_K_UPPER 1       // eigh: read the upper triangle only
 

@@ -11,8 +11,6 @@
 
 #include "householder.h"
 
-#define ML_K_QR_COMPLETE 2
-
 // Columns held in shared memory: complete Q of a tall matrix needs m columns.
 ML_HOST_FN int ml_qr_householder_cols(int m, int n, int flags) {
   return (flags == ML_K_QR_COMPLETE && m > n) ? m : n;

@@ -17,8 +17,8 @@ int64_t max_n(int32_t op) {
   // beating one LAPACK call per matrix on this 2-core development machine (thread CPU time,
   // n in 2..128). The policy field cpu_kernel_max_n picks the crossover within them.
   switch (op) {
-    case ML_OP_QR: return 24;
-    case ML_OP_EIGH: return 32;
+    case ML_OP_QR: return 16;
+    case ML_OP_EIGH: return 24;
     case ML_OP_EIGVALSH: return 16;
     case ML_OP_SVD: return 24;      // measured by helper K3 (core/kernels/README.md)
     case ML_OP_SVDVALS: return 16;

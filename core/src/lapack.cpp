@@ -50,9 +50,10 @@ const Provider *load(const char *path, const char *prefix, const char *suffix, s
   p->set_threads = reinterpret_cast<void (*)(int)>(find(handle, pre + "openblas_set_num_threads"));
   p->get_threads = reinterpret_cast<int (*)()>(find(handle, pre + "openblas_get_num_threads"));
   if (!p->set_threads || !p->get_threads) p->set_threads = nullptr, p->get_threads = nullptr;
-  // MKL (e.g. the copy inside libtorch_cpu) exports its Fortran names without a prefix.
+  // MKL (e.g. the copy inside libtorch_cpu): the by-value C entry point (the
+  // lower-case names are Fortran ones taking a pointer).
   p->set_threads_local =
-      reinterpret_cast<int (*)(int)>(find(handle, pre + "mkl_set_num_threads_local"));
+      reinterpret_cast<int (*)(int)>(find(handle, "MKL_Set_Num_Threads_Local"));
   // Batches run one matrix per worker thread, so OpenBLAS's own threads stay off
   // except around a lone large matrix (cpu_backend.cpp).
   if (p->set_threads) p->set_threads(1);

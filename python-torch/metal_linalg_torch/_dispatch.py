@@ -180,7 +180,8 @@ def run(op: str, A: torch.Tensor, flags: int) -> list:
         return outs
     # Anything else (CUDA shapes without a GPU kernel, MPS, ...) goes through host memory.
     outs = _host_empty(shapes)
-    _c_call(op, None, A.cpu().data_ptr(), batch, m, n, flags, outs, None)
+    host = A.cpu()  # keep the copy alive for the whole call: data_ptr() does not
+    _c_call(op, None, host.data_ptr(), batch, m, n, flags, outs, None)
     return [t.to(device) for t in outs]
 
 

@@ -29,7 +29,7 @@ SQUARE_N = (8, 16, 32, 64, 128, 256, 512, 1024)
 TALL = ((64, 32), (256, 128), (1024, 512))
 BATCHES = (1, 64, 1024, 16384)
 MAX_WORK = 2**27
-QUICK_SHAPES = ((8, 8), (32, 32), (128, 128), (64, 32))
+QUICK_SHAPES = ((8, 8), (16, 16), (32, 32), (64, 32))
 QUICK_BATCHES = (1, 64, 1024)
 
 
@@ -389,6 +389,7 @@ def plot(records, path: str, title: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib import ticker
 
     ops = [op for op in OPS if any(r.op == op for r in records)]
     fig, axes = plt.subplots(1, len(ops), figsize=(4.2 * len(ops), 3.8), squeeze=False)
@@ -408,6 +409,9 @@ def plot(records, path: str, title: str) -> None:
                 ax.plot(xs, ys, marker="o", label=f"batch {b}")
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(ticker.LogLocator(base=2))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_xticks(range(len(shapes)))
         ax.set_xticklabels([f"{m}x{n}" for m, n in shapes], rotation=60, fontsize=7)
         ax.set_title(op)
@@ -459,6 +463,14 @@ def write_results(records, out_dir: str, device: str, name: str | None = None) -
         f.write(markdown_table(records))
     plot(records, paths["png"], title)
     return paths
+
+
+def load_records(path: str) -> list:
+    """Records back from a JSON file written by write_results (e.g. to re-plot or merge runs)."""
+    with open(path) as f:
+        rows = json.load(f)["results"]
+    names = {f.name for f in Record.__dataclass_fields__.values()}
+    return [Record(**{k: v for k, v in row.items() if k in names}) for row in rows]
 
 
 def geomean(values) -> float:

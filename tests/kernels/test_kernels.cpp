@@ -2,7 +2,7 @@
 // lane, real barriers) at several group sizes, on the sizes either side of its limits and on
 // hard matrix families, judged by LAPACK's ratios in double. Also the runner's own simd ops
 // and the group-size-1 build the CPU backend uses (core/src/cpu_kernels.cpp).
-// Usage: test_kernels <suite>   suites: runner qr eigh eigvalsh serial
+// Usage: test_kernels <suite>   suites: runner qr eigh serial race (race: for -DML_KERNELS_TSAN=ON)
 #include "../../core/src/kernel_runner.h"
 #include "../../core/kernels/eigh_tridiag_ql.h"
 #include "../../core/kernels/qr_householder.h"
@@ -493,11 +493,53 @@ void test_serial(Report &rep) {
   check_svd_serial(rep, slim, slim, rng);
 }
 
+// A small cross-section for race detection under ThreadSanitizer (tsan is slow with many
+// lane threads): odd sizes, partial and several simdgroups.
+void test_race(Report &rep) {
+  std::mt19937_64 rng(5);
+  {  // info may be null; a batch offset (group_offset) shifts which matrices a launch handles
+    const int n = 9, batch = 3;
+    std::vector<float> a;
+    for (int b = 0; b < batch; ++b) {
+      auto v = kt::to_float(kt::with_spectrum(rng, kt::spectrum("randlog", n, rng)));
+      a.insert(a.end(), v.begin(), v.end());
+    }
+    std::vector<float> w(size_t(batch) * n, -7.f), v(size_t(batch) * n * n, -7.f);
+    EigArgs args{{n, n, ML_K_LOWER, 0, batch, 0}, a.data(), w.data(), v.data(), nullptr};
+    ml::kernel_runner::run(7, batch, ml_eigh_tridiag_ql_scratch_floats(n, n), eigh_entry, &args);
+    rep.expect(kt::all_finite(w.data(), w.size()) && kt::all_finite(v.data(), v.size()), "eigh info=null");
+    std::vector<float> q(size_t(batch) * n * n, -7.f), r(q);
+    QrArgs qa{{n, n, ML_K_QR_REDUCED, 0, batch, 0}, a.data(), q.data(), r.data(), nullptr};
+    ml::kernel_runner::run(7, batch, ml_qr_householder_scratch_floats(n, n), qr_entry, &qa);
+    rep.expect(kt::all_finite(q.data(), q.size()) && kt::all_finite(r.data(), r.size()), "qr info=null");
+    // group_offset = 2 with 3 groups: only matrix 2 is in range, groups 1 and 2 return at once.
+    std::vector<float> w2(w.size(), -7.f);
+    EigArgs off{{n, n, ML_K_LOWER, 0, batch, 2}, a.data(), w2.data(), v.data(), nullptr};
+    ml::kernel_runner::run(7, batch, ml_eigh_tridiag_ql_scratch_floats(n, n),
+                           [](const ml_ctx &ctx, void *u) {
+                             auto &x = *static_cast<EigArgs *>(u);
+                             ml_ctx c = ctx;
+                             c.group_id += x.p.group_offset;  // what an entry point does
+                             ml_eigh_tridiag_ql(c, x.p, x.a, x.w, x.v, nullptr);
+                           },
+                           &off);
+    rep.expect(std::memcmp(w2.data() + 2 * n, w.data() + 2 * n, sizeof(float) * n) == 0 &&
+                   w2[0] == -7.f && w2[n] == -7.f,
+               "group_offset");
+  }
+  for (int gs : {7, 33, 64})
+    for (int n : {5, 17, 33}) {
+      check_qr(rep, n, n, ML_K_QR_REDUCED, gs, rng, kFew);
+      check_qr(rep, n + 3, n, ML_K_QR_COMPLETE, gs, rng, kFew);
+      check_eig(rep, n, ML_K_LOWER, gs, rng, kFew);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    std::printf("usage: test_kernels runner|qr|eigh|eigvalsh|serial\n");
+    std::printf("usage: test_kernels runner|qr|eigh|serial|race\n");
     return 2;
   }
   const std::string suite = argv[1];
@@ -506,6 +548,7 @@ int main(int argc, char **argv) {
   else if (suite == "qr") test_qr(rep);
   else if (suite == "eigh") test_eigh(rep);
   else if (suite == "serial") test_serial(rep);
+  else if (suite == "race") test_race(rep);
   else {
     std::printf("unknown suite %s\n", suite.c_str());
     return 2;
