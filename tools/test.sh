@@ -15,6 +15,10 @@ echo "== lint (ruff)"
 ruff check python-torch python-mlx tests benchmarks tools
 
 echo "== C API, kernels and Metal-dialect check (ctest)"
+if ! command -v clang-14 >/dev/null 2>&1; then
+  echo "clang-14 is missing: the static Metal-dialect check cannot run (apt-get install clang-14)" >&2
+  exit 1
+fi
 # ML_BUILD_CUDA=AUTO: where nvcc exists (CI's machines have it, no GPU) the CUDA entry points are compiled too,
 # so the CUDA dialect cannot rot unnoticed; the CUDA tests themselves need a GPU (tests/python/cuda).
 cmake -S . -B build/test -G Ninja -DML_BUILD_TESTS=ON -DML_BUILD_CUDA=AUTO -DCMAKE_BUILD_TYPE=Release \
