@@ -13,6 +13,7 @@ ML_BUILD_CUDA=${ML_BUILD_CUDA:-OFF} bash tools/setup.sh
 
 echo "== lint (ruff)"
 ruff check python-torch python-mlx tests benchmarks tools
+ruff format --check python-torch python-mlx tests benchmarks tools
 
 echo "== C API, kernels and Metal-dialect check (ctest)"
 if ! command -v clang-14 >/dev/null 2>&1; then

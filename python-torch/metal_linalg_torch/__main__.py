@@ -24,12 +24,18 @@ def cmd_info(args) -> int:
 
     mlt = _import()
     console = Console(width=None if sys.stdout.isatty() else 160)
-    console.print(f"[bold]metal_linalg_torch[/bold] {mlt.__version__} (core {mlt.version()}), torch {torch.__version__}")
+    console.print(
+        f"[bold]metal_linalg_torch[/bold] {mlt.__version__} (core {mlt.version()}), torch {torch.__version__}"
+    )
     console.print(f"device:        {mlt.device_name()}")
     avail = mlt.backends_available()
-    console.print("backends:      " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in avail.items()))
+    console.print(
+        "backends:      " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in avail.items())
+    )
     if torch.cuda.is_available():
-        console.print(f"torch CUDA:    {torch.cuda.get_device_name()} ({torch.cuda.device_count()} device(s))")
+        console.print(
+            f"torch CUDA:    {torch.cuda.get_device_name()} ({torch.cuda.device_count()} device(s))"
+        )
     console.print(f"LAPACK:        {mlt.lapack_info()}")
     console.print(f"CPU threads:   {mlt.get_cpu_threads()}")
     console.print(f"policy file:   {mlt.policy_file()}")
@@ -41,8 +47,12 @@ def cmd_info(args) -> int:
         table.add_column(col)
     for op in OPS:
         colour = "green" if status[op] == "tuned" else "yellow"
-        table.add_row(op, f"[{colour}]{status[op]}[/{colour}]", getattr(mlt, f"{op}_policy_source")(),
-                      *(str(policies[op].get(f, "-")) for f in fields))
+        table.add_row(
+            op,
+            f"[{colour}]{status[op]}[/{colour}]",
+            getattr(mlt, f"{op}_policy_source")(),
+            *(str(policies[op].get(f, "-")) for f in fields),
+        )
     console.print(table)
     examples = ((8, 8, 1024), (32, 32, 64), (64, 32, 1024), (512, 512, 1))
     routes = Table(title="backend per call (m x n x batch)")
@@ -58,7 +68,9 @@ def cmd_info(args) -> int:
     table = routes
     console.print(table)
     if any(s != "tuned" for s in status.values()):
-        console.print("[yellow]untuned ops use cautious defaults: run `python -m metal_linalg_torch calibrate`[/yellow]")
+        console.print(
+            "[yellow]untuned ops use cautious defaults: run `python -m metal_linalg_torch calibrate`[/yellow]"
+        )
     return 0
 
 
@@ -89,14 +101,24 @@ def cmd_bench(args) -> int:
         print("bench: no grid point matches the options", file=sys.stderr)
         return 2
     console = Console(width=None if sys.stdout.isatty() else 160)
-    console.print(f"[bold]{len(points)} points[/bold] on {device}; peers: "
-                  + ", ".join(i.name for i in bench.implementations(device, args.peers)[1:]))
-    records = bench.run_grid(points, device, peers=args.peers, min_runs=2 if args.quick else 3,
-                             budget_s=0.3 if args.quick else 1.0, slow_s=args.slow)
+    console.print(
+        f"[bold]{len(points)} points[/bold] on {device}; peers: "
+        + ", ".join(i.name for i in bench.implementations(device, args.peers)[1:])
+    )
+    records = bench.run_grid(
+        points,
+        device,
+        peers=args.peers,
+        min_runs=2 if args.quick else 3,
+        budget_s=0.3 if args.quick else 1.0,
+        slow_s=args.slow,
+    )
     console.print(bench.rich_table(records))
     small = [r.speedup for r in records if r.batch >= 64 and max(r.m, r.n) <= 32]
-    console.print(f"geometric-mean speedup vs best peer: all {bench.geomean([r.speedup for r in records]):.2f}x"
-                  + (f", batch>=64 & n<=32 {bench.geomean(small):.2f}x" if small else ""))
+    console.print(
+        f"geometric-mean speedup vs best peer: all {bench.geomean([r.speedup for r in records]):.2f}x"
+        + (f", batch>=64 & n<=32 {bench.geomean(small):.2f}x" if small else "")
+    )
     paths = bench.write_results(records, args.out, device, args.name)
     console.print("wrote " + ", ".join(paths.values()))
     return 0
@@ -128,15 +150,18 @@ def _add_bench_args(p) -> None:
     p.add_argument("--name", help="file name stem (default: <device name>-<device>)")
     p.add_argument("--quick", action="store_true", help="a small grid with fewer runs")
     p.add_argument("--max-work", type=int, default=2**27, help="cap on batch*m*n (default 2^27)")
-    p.add_argument("--slow", type=float, default=10.0,
-                   help="seconds: a call slower than this is timed once")
+    p.add_argument(
+        "--slow", type=float, default=10.0, help="seconds: a call slower than this is timed once"
+    )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m metal_linalg_torch", description=__doc__)
     sub = parser.add_subparsers(dest="cmd")
     sub.add_parser("info", help="device, backends, policies, calibration status, LAPACK")
-    _add_bench_args(sub.add_parser("bench", help="compare against torch.linalg / NumPy (CuPy, JAX on CUDA)"))
+    _add_bench_args(
+        sub.add_parser("bench", help="compare against torch.linalg / NumPy (CuPy, JAX on CUDA)")
+    )
     cal = sub.add_parser("calibrate", help="measure this machine and write its policy file")
     cal.add_argument("--ops", nargs="+", choices=OPS)
     cal.add_argument("--cpu-only", action="store_true", help="skip the GPU measurements")
@@ -145,7 +170,9 @@ def main(argv=None) -> int:
     if not argv or argv[0] not in ("info", "bench", "calibrate", "demo", "-h", "--help"):
         argv = ["demo", *argv]  # no subcommand: the demo, with any bench options given
     args = parser.parse_args(argv)
-    return {"info": cmd_info, "bench": cmd_bench, "calibrate": cmd_calibrate, "demo": cmd_demo}[args.cmd](args)
+    return {"info": cmd_info, "bench": cmd_bench, "calibrate": cmd_calibrate, "demo": cmd_demo}[
+        args.cmd
+    ](args)
 
 
 if __name__ == "__main__":

@@ -107,7 +107,13 @@ def _torch_fn(op):
 
 
 def _ours_fn(op):
-    return {"qr": mlt.qr, "eigh": mlt.eigh, "eigvalsh": mlt.eigvalsh, "svd": mlt.svd, "svdvals": mlt.svdvals}[op]
+    return {
+        "qr": mlt.qr,
+        "eigh": mlt.eigh,
+        "eigvalsh": mlt.eigvalsh,
+        "svd": mlt.svd,
+        "svdvals": mlt.svdvals,
+    }[op]
 
 
 def _array_fns(xp, op):
@@ -125,7 +131,13 @@ class Impl:
     """One implementation: converts the shared torch input, runs, synchronises."""
 
     def __init__(self, name, prepare, run, sync=None, cuda_events=False):
-        self.name, self.prepare, self.run, self.sync, self.cuda_events = name, prepare, run, sync, cuda_events
+        self.name, self.prepare, self.run, self.sync, self.cuda_events = (
+            name,
+            prepare,
+            run,
+            sync,
+            cuda_events,
+        )
 
 
 # Peers that could not be loaded, with the reason (reported in the JSON metadata).
@@ -142,8 +154,14 @@ def implementations(device: str, peers=None) -> list:
         try:
             import cupy
 
-            impls.append(Impl("cupy", lambda a: cupy.from_dlpack(a.contiguous()), "cupy",
-                              lambda: cupy.cuda.Device().synchronize()))
+            impls.append(
+                Impl(
+                    "cupy",
+                    lambda a: cupy.from_dlpack(a.contiguous()),
+                    "cupy",
+                    lambda: cupy.cuda.Device().synchronize(),
+                )
+            )
         except Exception as exc:  # noqa: BLE001  (any import/driver failure: peer absent)
             UNAVAILABLE["cupy"] = f"{type(exc).__name__}: {exc}"
         try:
@@ -239,7 +257,13 @@ def nominal_flops(op: str, m: int, n: int) -> float:
 
 def output_floats(op: str, m: int, n: int) -> int:
     k = min(m, n)
-    return {"qr": m * k + k * n, "eigh": n + n * n, "eigvalsh": n, "svd": m * k + k + k * n, "svdvals": k}[op]
+    return {
+        "qr": m * k + k * n,
+        "eigh": n + n * n,
+        "eigvalsh": n,
+        "svd": m * k + k + k * n,
+        "svdvals": k,
+    }[op]
 
 
 def machine_peaks(device: str) -> dict:
@@ -277,8 +301,15 @@ def roofline_ms(point: Point, peaks: dict) -> float:
 # ---- driver ----
 
 
-def run_grid(points, device: str = "cpu", peers=None, min_runs: int = 3, budget_s: float = 1.0,
-             slow_s: float = 10.0, progress: bool = True) -> list:
+def run_grid(
+    points,
+    device: str = "cpu",
+    peers=None,
+    min_runs: int = 3,
+    budget_s: float = 1.0,
+    slow_s: float = 10.0,
+    progress: bool = True,
+) -> list:
     """Time every implementation on every point; returns [Record]."""
     impls = implementations(device, peers)
     peaks = machine_peaks(device)
@@ -293,7 +324,9 @@ def run_grid(points, device: str = "cpu", peers=None, min_runs: int = 3, budget_
             TimeElapsedColumn,
         )
 
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+        )
         task = bar.add_task("bench", total=len(points) * len(impls))
         bar.start()
     try:
@@ -303,15 +336,26 @@ def run_grid(points, device: str = "cpu", peers=None, min_runs: int = 3, budget_
             rec.roofline_ms = roofline_ms(point, peaks)
             for impl in impls:
                 if bar:
-                    bar.update(task, description=f"{point.op} {point.m}x{point.n} x{point.batch} {impl.name}")
+                    bar.update(
+                        task,
+                        description=f"{point.op} {point.m}x{point.n} x{point.batch} {impl.name}",
+                    )
                 try:
                     fn = _callable(impl, point.op)
                     xi = impl.prepare(x)
                     ms = _time_runs(fn, xi, impl, min_runs, budget_s, slow_s)
-                    rec.times[impl.name] = {"best_ms": min(ms), "median_ms": statistics.median(ms), "runs": len(ms)}
+                    rec.times[impl.name] = {
+                        "best_ms": min(ms),
+                        "median_ms": statistics.median(ms),
+                        "runs": len(ms),
+                    }
                 except Exception as exc:  # noqa: BLE001  (a peer failing a shape is a result, not a crash)
-                    rec.times[impl.name] = {"best_ms": math.nan, "median_ms": math.nan, "runs": 0,
-                                            "error": f"{type(exc).__name__}: {exc}"[:200]}
+                    rec.times[impl.name] = {
+                        "best_ms": math.nan,
+                        "median_ms": math.nan,
+                        "runs": 0,
+                        "error": f"{type(exc).__name__}: {exc}"[:200],
+                    }
                 if bar:
                     bar.advance(task)
             records.append(rec)
@@ -363,23 +407,35 @@ def rich_table(records, title: str = "metal_linalg_torch benchmark (best ms)"):
         colour = "green" if s >= 1 else "red"
         cells = [_fmt(r.times.get(n, {}).get("best_ms", math.nan)) for n in names]
         roof = r.roofline_ms / r.ours_ms if r.ours_ms > 0 else math.nan
-        table.add_row(r.op, f"{r.m}x{r.n}", str(r.batch), r.backend, *cells,
-                      f"[{colour}]{s:.2f}x[/{colour}]" if not math.isnan(s) else "-",
-                      f"{roof:.1%}" if not math.isnan(roof) else "-")
+        table.add_row(
+            r.op,
+            f"{r.m}x{r.n}",
+            str(r.batch),
+            r.backend,
+            *cells,
+            f"[{colour}]{s:.2f}x[/{colour}]" if not math.isnan(s) else "-",
+            f"{roof:.1%}" if not math.isnan(roof) else "-",
+        )
     return table
 
 
 def markdown_table(records) -> str:
     names = _impl_names(records)
-    head = ["op", "shape", "batch", "backend"] + [f"{n} ms" for n in names] + ["us/matrix", "vs best peer",
-                                                                               "roofline"]
+    head = (
+        ["op", "shape", "batch", "backend"]
+        + [f"{n} ms" for n in names]
+        + ["us/matrix", "vs best peer", "roofline"]
+    )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in records:
         d = r.as_dict()
         cells = [r.op, f"{r.m}x{r.n}", str(r.batch), f"`{r.backend}`"]
         cells += [_fmt(r.times.get(n, {}).get("best_ms", math.nan)) for n in names]
-        cells += [f"{d['us_per_matrix']:.3g}", f"{r.speedup:.2f}x" if not math.isnan(r.speedup) else "-",
-                  f"{d['roofline_fraction']:.1%}" if not math.isnan(d["roofline_fraction"]) else "-"]
+        cells += [
+            f"{d['us_per_matrix']:.3g}",
+            f"{r.speedup:.2f}x" if not math.isnan(r.speedup) else "-",
+            f"{d['roofline_fraction']:.1%}" if not math.isnan(d["roofline_fraction"]) else "-",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -441,8 +497,13 @@ def metadata(device: str) -> dict:
         "lapack": mlt.lapack_info(),
         "cpu_threads": mlt.get_cpu_threads(),
         "unavailable_peers": dict(UNAVAILABLE),
-        "policies": {op: {"policy": getattr(mlt, f"{op}_policy")(),
-                          "source": getattr(mlt, f"{op}_policy_source")()} for op in OPS},
+        "policies": {
+            op: {
+                "policy": getattr(mlt, f"{op}_policy")(),
+                "source": getattr(mlt, f"{op}_policy_source")(),
+            }
+            for op in OPS
+        },
     }
     return meta
 
@@ -454,12 +515,16 @@ def write_results(records, out_dir: str, device: str, name: str | None = None) -
     name = name or f"{_slug(meta['device_name'])}-{device}"
     paths = {ext: os.path.join(out_dir, f"{name}.{ext}") for ext in ("json", "md", "png")}
     with open(paths["json"], "w") as f:
-        json.dump({"meta": meta, "results": [r.as_dict() for r in records]}, f, indent=1, default=str)
+        json.dump(
+            {"meta": meta, "results": [r.as_dict() for r in records]}, f, indent=1, default=str
+        )
     title = f"metal_linalg_torch vs peers on {meta['device_name']} ({device}), {meta['date']}"
     with open(paths["md"], "w") as f:
-        f.write(f"# {title}\n\nBest of several runs after a warm-up, milliseconds per call of the whole batch; "
-                "`vs best peer` > 1 means metal_linalg is faster; roofline = max(bytes / measured copy "
-                "bandwidth, nominal LAPACK flops / measured fp32 GEMM rate) / measured time.\n\n")
+        f.write(
+            f"# {title}\n\nBest of several runs after a warm-up, milliseconds per call of the whole batch; "
+            "`vs best peer` > 1 means metal_linalg is faster; roofline = max(bytes / measured copy "
+            "bandwidth, nominal LAPACK flops / measured fp32 GEMM rate) / measured time.\n\n"
+        )
         f.write(markdown_table(records))
     plot(records, paths["png"], title)
     return paths

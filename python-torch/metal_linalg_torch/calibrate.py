@@ -53,14 +53,17 @@ def cpu_kernel_max_n(op: str, batch: int = 256, log=print) -> int:
         for n in CPU_SIZES:
             queries.set_policy(op, cpu_kernel_max_n=HUGE)
             kernel = getattr(mlt, f"{op}_backend")(
-                *((n,) if op.startswith("eig") else (n, n)), batch, device="cpu")
+                *((n,) if op.startswith("eig") else (n, n)), batch, device="cpu"
+            )
             if not kernel.startswith("cpu:kernel"):
                 break  # no portable kernel for this size
             x = _input(op, n, batch, "cpu")
             t_kernel = _best(fn, x)
             queries.set_policy(op, cpu_kernel_max_n=0)
             t_lapack = _best(fn, x)
-            log(f"  {op:9s} n={n:3d} x{batch}: kernel {t_kernel * 1e3:8.3f} ms, lapack {t_lapack * 1e3:8.3f} ms")
+            log(
+                f"  {op:9s} n={n:3d} x{batch}: kernel {t_kernel * 1e3:8.3f} ms, lapack {t_lapack * 1e3:8.3f} ms"
+            )
             if t_kernel >= t_lapack:
                 break
             best_n = n
@@ -75,14 +78,19 @@ def gpu_min_batch(op: str, n: int = 32, log=print) -> int | None:
     try:
         for batch in GPU_BATCHES:
             x = _input(op, n, batch, "cuda")
-            queries.set_policy(op, gpu_min_batch=1, gpu_max_n=max(n, queries.policy(op)["gpu_max_n"]))
-            if not getattr(mlt, f"{op}_backend")(*((n,) if op.startswith("eig") else (n, n)), batch,
-                                                   device="cuda").startswith("cuda:"):
+            queries.set_policy(
+                op, gpu_min_batch=1, gpu_max_n=max(n, queries.policy(op)["gpu_max_n"])
+            )
+            if not getattr(mlt, f"{op}_backend")(
+                *((n,) if op.startswith("eig") else (n, n)), batch, device="cuda"
+            ).startswith("cuda:"):
                 return None
             t_gpu = _best(fn, x, sync)
             queries.set_policy(op, gpu_min_batch=HUGE)
             t_cpu = _best(fn, x, sync)
-            log(f"  {op:9s} {n}x{n} x{batch}: gpu {t_gpu * 1e3:8.3f} ms, via cpu {t_cpu * 1e3:8.3f} ms")
+            log(
+                f"  {op:9s} {n}x{n} x{batch}: gpu {t_gpu * 1e3:8.3f} ms, via cpu {t_cpu * 1e3:8.3f} ms"
+            )
             if t_gpu < t_cpu:
                 return batch
         return None
@@ -94,8 +102,10 @@ def calibrate(ops=OPS, cuda: bool | None = None, log=print) -> str:
     """Measure, write the policy file, reload it; returns the file's path."""
     if cuda is None:
         cuda = torch.cuda.is_available() and queries.backends_available()["cuda"]
-    lines = [f"# metal-linalg policy measured by `python -m metal_linalg_torch calibrate` on {mlt.device_name()}",
-             f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}"]
+    lines = [
+        f"# metal-linalg policy measured by `python -m metal_linalg_torch calibrate` on {mlt.device_name()}",
+        f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}",
+    ]
     for op in ops:
         log(f"[calibrate] {op}: CPU kernel vs LAPACK")
         lines.append(f"{op} cpu_kernel_max_n {cpu_kernel_max_n(op, log=log)}")
@@ -106,7 +116,11 @@ def calibrate(ops=OPS, cuda: bool | None = None, log=print) -> str:
     path = queries.policy_file()
     if os.path.exists(path):  # keep what an earlier run measured for the other ops
         with open(path) as f:
-            lines += [ln.rstrip("\n") for ln in f if ln.split() and ln.split()[0] in OPS and ln.split()[0] not in ops]
+            lines += [
+                ln.rstrip("\n")
+                for ln in f
+                if ln.split() and ln.split()[0] in OPS and ln.split()[0] not in ops
+            ]
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")

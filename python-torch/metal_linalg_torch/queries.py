@@ -126,7 +126,7 @@ def reset_policy(op: str) -> None:
 
 
 def policy_source(op: str) -> str:
-    """"user", "env:<VAR>", "tuned:<device>" or "default:untuned-device"."""
+    """ "user", "env:<VAR>", "tuned:<device>" or "default:untuned-device"."""
     return _lib.text(lib.ml_policy_source(OP_ID[op]))
 
 

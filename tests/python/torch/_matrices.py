@@ -141,7 +141,11 @@ def _scaled(resid: float, anorm: float, size: int) -> float:
 
 
 def _np(t) -> np.ndarray:
-    return t.detach().cpu().double().numpy() if isinstance(t, torch.Tensor) else np.asarray(t, np.float64)
+    return (
+        t.detach().cpu().double().numpy()
+        if isinstance(t, torch.Tensor)
+        else np.asarray(t, np.float64)
+    )
 
 
 def orth_ratio(q, size: int) -> float:

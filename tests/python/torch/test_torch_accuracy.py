@@ -23,8 +23,21 @@ from _matrices import (
 )
 
 SIZES = [1, 2, 3, 5, 8, 16, 17, 31, 32, 33, 64, 65, 100, 128, 256]
-RECT = [(2, 1), (1, 2), (1, 7), (7, 1), (17, 5), (5, 17), (64, 32), (32, 64), (100, 7), (7, 100),
-        (130, 65), (65, 130), (256, 128)]
+RECT = [
+    (2, 1),
+    (1, 2),
+    (1, 7),
+    (7, 1),
+    (17, 5),
+    (5, 17),
+    (64, 32),
+    (32, 64),
+    (100, 7),
+    (7, 100),
+    (130, 65),
+    (65, 130),
+    (256, 128),
+]
 
 
 def _report(name, ratios):
@@ -83,7 +96,10 @@ def test_qr_families(m, n):
         assert torch.equal(r[i].tril(-1), torch.zeros_like(r[i])), f"{fam}: R not upper triangular"
         # R alone is R of the reduced factorisation up to row signs.
         np.testing.assert_allclose(
-            r_only[i].abs().numpy(), r[i].abs().numpy(), rtol=1e-3, atol=1e-4 * float(r[i].abs().max())
+            r_only[i].abs().numpy(),
+            r[i].abs().numpy(),
+            rtol=1e-3,
+            atol=1e-4 * float(r[i].abs().max()),
         )
     _report(("qr", THRESH["qr"]), ratios)
 

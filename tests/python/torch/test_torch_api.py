@@ -61,7 +61,8 @@ def test_batch_dims_match_per_matrix_calls(batch):
 
 
 @pytest.mark.parametrize(
-    "shape", [(0, 4, 4), (3, 0, 0), (0, 0), (5, 0), (0, 5), (2, 5, 0), (2, 0, 5), (0, 3, 5), (2, 0, 3, 3)]
+    "shape",
+    [(0, 4, 4), (3, 0, 0), (0, 0), (5, 0), (0, 5), (2, 5, 0), (2, 0, 5), (0, 3, 5), (2, 0, 3, 3)],
 )
 def test_zero_size_shapes_match_torch(shape):
     a = torch.zeros(shape)
@@ -105,7 +106,9 @@ def test_non_contiguous_inputs():
     assert torch.equal(mlt.svdvals(base.mT), mlt.svdvals(base.mT.contiguous()))
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64])
+@pytest.mark.parametrize(
+    "dtype", [torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64]
+)
 def test_other_real_dtypes_convert_to_float32(dtype):
     a = (_gen(3, 5, 4, seed=6) * 4).to(dtype)
     s = (_sym(3, 4, 4, seed=7) * 4).to(dtype)

@@ -11,8 +11,14 @@ import sys
 def _cli(*args, env_extra=None, timeout=300):
     env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "metal_linalg_torch", *args], check=False, capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "metal_linalg_torch", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def test_info_and_bench(tmp_path):
@@ -20,13 +26,35 @@ def test_info_and_bench(tmp_path):
     assert out.returncode == 0, out.stderr
     for word in ("device", "LAPACK", "eigvalsh", "svdvals", "calibration", "cpu:"):
         assert word in out.stdout
-    out = _cli("bench", "--ops", "eigh", "svdvals", "--n", "8", "--shapes", "12x5", "--batch", "1", "16",
-               "--out", str(tmp_path), "--name", "t", "--quick")
+    out = _cli(
+        "bench",
+        "--ops",
+        "eigh",
+        "svdvals",
+        "--n",
+        "8",
+        "--shapes",
+        "12x5",
+        "--batch",
+        "1",
+        "16",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "t",
+        "--quick",
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads((tmp_path / "t.json").read_text())
     points = {(r["op"], r["m"], r["n"], r["batch"]) for r in data["results"]}
-    assert points == {("eigh", 8, 8, 1), ("eigh", 8, 8, 16), ("svdvals", 8, 8, 1), ("svdvals", 8, 8, 16),
-                      ("svdvals", 12, 5, 1), ("svdvals", 12, 5, 16)}
+    assert points == {
+        ("eigh", 8, 8, 1),
+        ("eigh", 8, 8, 16),
+        ("svdvals", 8, 8, 1),
+        ("svdvals", 8, 8, 16),
+        ("svdvals", 12, 5, 1),
+        ("svdvals", 12, 5, 16),
+    }
     for r in data["results"]:
         assert set(r["times"]) == {"metal_linalg", "torch", "numpy"}
         assert all(t["best_ms"] > 0 and t["median_ms"] >= t["best_ms"] for t in r["times"].values())
@@ -43,9 +71,17 @@ def test_calibrate_writes_policy_file(tmp_path):
     assert out.returncode == 0, out.stderr
     lines = [ln.split() for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
     assert [ln[:2] for ln in lines] == [["qr", "cpu_kernel_max_n"]] and int(lines[0][2]) >= 0
-    code = ("import metal_linalg_torch as m, json; "
-            "print(json.dumps([m.calibration_status()['qr'], m.qr_policy_source()]))")
-    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
-                         env={**os.environ, **env}, timeout=120)
+    code = (
+        "import metal_linalg_torch as m, json; "
+        "print(json.dumps([m.calibration_status()['qr'], m.qr_policy_source()]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+    )
     status, source = json.loads(out.stdout.strip().splitlines()[-1])
     assert status == "tuned" and source.startswith("tuned:")

@@ -24,7 +24,9 @@ def tensors(draw, square=False):
     if layout == "transposed":
         base = torch.from_numpy(rng.standard_normal((*batch, n, m)) * 3).mT
     elif layout == "strided":
-        base = torch.from_numpy(rng.standard_normal((*batch, 2 * m + 1, 2 * n + 1)) * 3)[..., 1::2, ::2]
+        base = torch.from_numpy(rng.standard_normal((*batch, 2 * m + 1, 2 * n + 1)) * 3)[
+            ..., 1::2, ::2
+        ]
         base = base[..., :m, :n]
     elif layout == "expanded" and batch:
         one = torch.from_numpy(rng.standard_normal((1, *batch[1:], m, n)) * 3)
@@ -57,7 +59,10 @@ def test_fuzz_qr_svd(a):
         af = a.float().reshape(-1, *a.shape[-2:])
         for i in range(af.shape[0]):
             assert max(qr_ratios(af[i], _flat(q, 2)[i], _flat(r, 2)[i])) < THRESH["qr"]
-            assert max(svd_ratios(af[i], _flat(u, 2)[i], _flat(s, 1)[i], _flat(vh, 2)[i])) < THRESH["svd"]
+            assert (
+                max(svd_ratios(af[i], _flat(u, 2)[i], _flat(s, 1)[i], _flat(vh, 2)[i]))
+                < THRESH["svd"]
+            )
 
 
 @FUZZ

@@ -117,12 +117,18 @@ def test_svdvals_grad_uses_vectors(shape):
 def test_single_output_grads():
     """Only some outputs used: the others arrive as undefined/zero gradients."""
     A = _weights(2, 6, 4, seed=17)
-    _close(_grad(lambda X: mlt.svd(X).U.pow(2).mul(A).sum(), A),
-           _grad(lambda X: torch.linalg.svd(X, full_matrices=False).U.pow(2).mul(A).sum(), A))
-    _close(_grad(lambda X: mlt.svd(X).S.sum(), A), _grad(lambda X: torch.linalg.svdvals(X).sum(), A))
+    _close(
+        _grad(lambda X: mlt.svd(X).U.pow(2).mul(A).sum(), A),
+        _grad(lambda X: torch.linalg.svd(X, full_matrices=False).U.pow(2).mul(A).sum(), A),
+    )
+    _close(
+        _grad(lambda X: mlt.svd(X).S.sum(), A), _grad(lambda X: torch.linalg.svdvals(X).sum(), A)
+    )
     B = _weights(2, 5, 5, seed=18)
-    _close(_grad(lambda X: mlt.eigh(_sym(X)).eigenvectors.pow(2).mul(B).sum(), B),
-           _grad(lambda X: torch.linalg.eigh(_sym(X)).eigenvectors.pow(2).mul(B).sum(), B))
+    _close(
+        _grad(lambda X: mlt.eigh(_sym(X)).eigenvectors.pow(2).mul(B).sum(), B),
+        _grad(lambda X: torch.linalg.eigh(_sym(X)).eigenvectors.pow(2).mul(B).sum(), B),
+    )
 
 
 def test_float32_input_gets_float32_grad():

@@ -92,8 +92,16 @@ def test_compile_backward_aot_eager_every_op():
         u, s, vh = mlt.svd(x)
         sym = x.mT @ x
         w, v = mlt.eigh(sym)
-        return ((q * r.sum()).sum() + (u**2).sum() + s.sum() + (vh**2).sum() + w.sum() + (v**2).sum()
-                + mlt.eigvalsh(sym).sum() + mlt.svdvals(x).sum())
+        return (
+            (q * r.sum()).sum()
+            + (u**2).sum()
+            + s.sum()
+            + (vh**2).sum()
+            + w.sum()
+            + (v**2).sum()
+            + mlt.eigvalsh(sym).sum()
+            + mlt.svdvals(x).sum()
+        )
 
     x = torch.randn(2, 6, 4, dtype=torch.float64, requires_grad=True)
     compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
@@ -107,8 +115,12 @@ def test_compile_backward_aot_eager_every_op():
 def test_compile_dynamic_shapes():
     """Symbolic sizes through the fake implementations (k = min(m, n) stays symbolic)."""
     torch._dynamo.reset()
-    compiled = torch.compile(lambda x: tuple(mlt.svd(x)) + tuple(mlt.qr(x)), fullgraph=True,
-                             dynamic=True, backend="aot_eager")
+    compiled = torch.compile(
+        lambda x: tuple(mlt.svd(x)) + tuple(mlt.qr(x)),
+        fullgraph=True,
+        dynamic=True,
+        backend="aot_eager",
+    )
     for shape in [(3, 7, 5), (2, 5, 9), (4, 6, 6)]:
         x = torch.randn(shape)
         got = compiled(x)

@@ -19,7 +19,11 @@ def _run(code: str, **env) -> subprocess.CompletedProcess:
     full_env.update(env)
     return subprocess.run(
         [sys.executable, "-W", "always", "-c", textwrap.dedent(code)],
-        check=False, capture_output=True, text=True, env=full_env, timeout=120,
+        check=False,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=120,
     )
 
 
@@ -32,8 +36,13 @@ def test_device_and_versions():
 
 def test_backend_queries_name_a_backend():
     names = [
-        mlt.qr_backend(64, 32), mlt.qr_backend(8, 8, 1024), mlt.eigh_backend(16), mlt.eigh_backend(16, 64),
-        mlt.eigvalsh_backend(300), mlt.svd_backend(10, 20, 3), mlt.svdvals_backend(1024, 512),
+        mlt.qr_backend(64, 32),
+        mlt.qr_backend(8, 8, 1024),
+        mlt.eigh_backend(16),
+        mlt.eigh_backend(16, 64),
+        mlt.eigvalsh_backend(300),
+        mlt.svd_backend(10, 20, 3),
+        mlt.svdvals_backend(1024, 512),
     ]
     for name in names:
         assert name.startswith(("cpu:", "cuda:")), name
@@ -51,8 +60,12 @@ def test_backend_queries_reject_bad_sizes():
 
 @pytest.mark.parametrize("op", OPS)
 def test_policy_get_set_reset(op):
-    get, set_, reset, source = (getattr(mlt, f"{op}_policy"), getattr(mlt, f"set_{op}_policy"),
-                                getattr(mlt, f"reset_{op}_policy"), getattr(mlt, f"{op}_policy_source"))
+    get, set_, reset, source = (
+        getattr(mlt, f"{op}_policy"),
+        getattr(mlt, f"set_{op}_policy"),
+        getattr(mlt, f"reset_{op}_policy"),
+        getattr(mlt, f"{op}_policy_source"),
+    )
     before, src = get(), source()
     assert {"cpu_kernel_max_n", "gpu_min_batch", "gpu_max_n", "host_gpu_min_work"} <= set(before)
     assert all(isinstance(v, int) for v in before.values())
@@ -119,8 +132,9 @@ def test_env_overrides_and_user_precedence():
         METAL_LINALG_NO_CALIBRATION_NOTICE="1",
     )
     assert out.returncode == 0, out.stderr
-    backend, eigh_src, qr_src, svd_min, svd_src, threads, user_min, user_src, reset_src = json.loads(
-        out.stdout.strip().splitlines()[-1])
+    backend, eigh_src, qr_src, svd_min, svd_src, threads, user_min, user_src, reset_src = (
+        json.loads(out.stdout.strip().splitlines()[-1])
+    )
     assert backend.startswith("cpu:")
     assert eigh_src.startswith("env:") and "METAL_LINALG_EIGH_BACKEND" in eigh_src
     assert not qr_src.startswith("env:")
@@ -153,8 +167,11 @@ def test_calibration_warning_once_per_untuned_op(tmp_path):
 
 
 def test_calibration_warning_silenced(tmp_path):
-    out = _run(_COUNT_WARNINGS, METAL_LINALG_POLICY_FILE=str(tmp_path / "none.policy"),
-               METAL_LINALG_NO_CALIBRATION_NOTICE="1")
+    out = _run(
+        _COUNT_WARNINGS,
+        METAL_LINALG_POLICY_FILE=str(tmp_path / "none.policy"),
+        METAL_LINALG_NO_CALIBRATION_NOTICE="1",
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1])["warnings"] == []
 

@@ -58,7 +58,9 @@ def test_threads_with_cpu_thread_cap_changes():
         for i in range(50):
             mlt.set_cpu_threads(1 + i % 2)
 
-    threads = [threading.Thread(target=compute) for _ in range(3)] + [threading.Thread(target=toggle)]
+    threads = [threading.Thread(target=compute) for _ in range(3)] + [
+        threading.Thread(target=toggle)
+    ]
     for t in threads:
         t.start()
     for t in threads:
