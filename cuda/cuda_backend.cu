@@ -56,6 +56,7 @@ const char *kWhere = "cuda";
 struct DeviceInfo {
   bool ok = false;
   int budget_floats = 0;  // dynamic shared floats one block may use
+  int units = 0;          // multiprocessors
   std::string name;
 };
 
@@ -86,6 +87,7 @@ const DeviceInfo &device_info(int dev) {
     // anything at or above the oldest of them can run it.
     d.ok = prop.major * 10 + prop.minor >= ML_CUDA_MIN_ARCH;
     d.budget_floats = static_cast<int>(prop.sharedMemPerBlockOptin / sizeof(float));
+    d.units = prop.multiProcessorCount;
   });
   return infos[dev];
 }
@@ -174,9 +176,11 @@ int env_int(const char *name) {
 
 // Threads per group: the kernel's suggestion, METAL_LINALG_CUDA_GROUP_SIZE for experiments,
 // capped by what the compiled kernel allows (registers).
-int threads_for(const KernelDesc *k, int m, int n, int max_threads) {
+int threads_for(const KernelDesc *k, int m, int n, int64_t batch, int units, int max_threads) {
   static const int forced = env_int("METAL_LINALG_CUDA_GROUP_SIZE");
-  int t = forced > 0 ? forced : k->group_size(m, n);
+  int t = forced > 0                ? forced
+          : k->group_size_batch ? k->group_size_batch(m, n, batch, units)
+                                : k->group_size(m, n);
   t = std::max(1, std::min(t, std::min(max_threads, 1024)));
   return t;
 }
@@ -216,7 +220,8 @@ ml_status launch(const KernelDesc *k, int dev, const Call &c, cudaStream_t strea
   p.max_iter = 0;
   p.batch = c.batch;
   const int scratch = k->scratch_floats(m, n, p.flags);
-  const int threads = threads_for(k, m, n, st.max_threads);
+  const int threads =
+      threads_for(k, m, n, c.batch, device_info(dev).units, st.max_threads);
   const int groups =
       groups_per_block(threads, scratch, device_info(dev).budget_floats, st.max_threads);
   // Each group's slice starts on a 128-byte boundary; the kernel derives the slice size from the

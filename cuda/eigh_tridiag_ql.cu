@@ -25,12 +25,15 @@ int eigvalsh_scratch(int, int n, int) { return ml_eigvalsh_tridiag_ql_scratch_fl
 bool eigvalsh_fits(int m, int n, int, int budget) {
   return m == n && ml_eigvalsh_tridiag_ql_fits(n, n, budget);
 }
+int eigh_group_size_batch(int m, int n, int64_t batch, int units) {
+  return ml_eigh_tridiag_ql_group_size_batch(m, n, batch, units);
+}
 }  // namespace
 
 extern const KernelDesc kEighTridiagQl = {"eigh_tridiag_ql", 1, ml_cuda_eigh_tridiag_ql,
                                           eigh_scratch, eigh_fits,
-                                          ml_eigh_tridiag_ql_group_size};
+                                          ml_eigh_tridiag_ql_group_size, eigh_group_size_batch};
 extern const KernelDesc kEigvalshTridiagQl = {"eigvalsh_tridiag_ql", 2,
                                               ml_cuda_eigvalsh_tridiag_ql, eigvalsh_scratch,
-                                              eigvalsh_fits, ml_eigh_tridiag_ql_group_size};
+                                              eigvalsh_fits, ml_eigvalsh_tridiag_ql_group_size};
 }  // namespace ml::cuda

@@ -23,6 +23,9 @@ struct KernelDesc {
   bool (*fits)(int m, int n, int flags, int budget_floats);
   // Threads per block the kernel suggests for this shape.
   int (*group_size)(int m, int n);
+  // Optional: the same knowing the batch and the device's multiprocessor count (null: use
+  // group_size).
+  int (*group_size_batch)(int m, int n, int64_t batch, int units) = nullptr;
 };
 
 }  // namespace ml::cuda
