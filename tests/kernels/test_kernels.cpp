@@ -31,7 +31,8 @@ void keep_families(std::vector<std::pair<std::string, Mat>> &fams, int which) {
   for (auto &f : fams) {
     const bool few = f.first == "gaussian" || f.first == "graded";
     const bool core = few || f.first == "clustered" || f.first == "repeated" ||
-                      f.first == "scale1e-30" || f.first == "rankdef";
+                      f.first == "scale1e-30" || f.first == "rankdef" ||
+                      f.first == "tridiag_fill" || f.first == "zero_cols";
     if (which == kFew ? few : core) kept.push_back(f);
   }
   fams.swap(kept);
@@ -275,6 +276,20 @@ std::vector<std::pair<std::string, Mat>> symmetric_families(int n, std::mt19937_
     if (i + 1 < n) wil(i, i + 1) = wil(i + 1, i) = 1;
   }
   out.push_back({"wilkinson", wil});
+  // Already nearly tridiagonal: the reflectors see columns of ~1e-20 below the subdiagonal, the
+  // rescaled path of the tridiagonalisation.
+  Mat fill = wil;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < i - 1; ++j) fill(i, j) = fill(j, i) = 1e-20 * sym(i, j);
+  out.push_back({"tridiag_fill", fill});
+  // Rows/columns exactly zero and ~1e-36 (tiny and zero reflector columns).
+  Mat zc = sym;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      if (i % 3 == 1 || j % 3 == 1) zc(i, j) = 0;
+      else if (i % 3 == 2 || j % 3 == 2) zc(i, j) *= 1e-36;
+    }
+  out.push_back({"zero_cols", zc});
   Mat tiny = sym;
   for (double &x : tiny.v) x *= 1e-30;
   out.push_back({"scale1e-30", tiny});
