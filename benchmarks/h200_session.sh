@@ -5,6 +5,10 @@
 #   bash benchmarks/h200_session.sh tests        # CUDA pytest only
 #   bash benchmarks/h200_session.sh quick        # tests + a few benchmark points + group-size scan
 #   bash benchmarks/h200_session.sh full         # CUDA pytest + the whole benchmark grid (< 560 s)
+#   bash benchmarks/h200_session.sh lane         # CUDA pytest + block vs lane-per-matrix sweep
+#   bash benchmarks/h200_session.sh policy       # CUDA pytest (also 16-lane groups) + routing policy
+#                                                # measurement (tune_policy_gpu.py)
+#   bash benchmarks/h200_session.sh final        # the whole grid (< 470 s), then CUDA pytest
 # Build the wheel here first:
 #   python3 -m pip wheel --no-build-isolation --no-deps ./python-torch -w .whl
 set -uo pipefail
@@ -37,6 +41,38 @@ if [ "$mode" = tests ] || [ "$mode" = quick ]; then
   METAL_LINALG_CUDA_GROUPS_PER_BLOCK=4 timeout 200 python3 -m pytest tests/python/cuda -q \
     -p no:cacheprovider --maxfail=40 -o addopts="" 2>&1 | tee "$OUT/pytest_g4.log" | tail -30
   rc=$(( rc | PIPESTATUS[0] ))
+fi
+if [ "$mode" = lane ]; then
+  timeout 300 python3 -m pytest tests/python/cuda -q -p no:cacheprovider --maxfail=40 \
+    -o addopts="" --durations=5 2>&1 | tee "$OUT/pytest.log" | tail -40
+  rc=${PIPESTATUS[0]}
+  timeout 200 python3 benchmarks/lane_sweep.py --out "$OUT" --budget-s 170 2>&1 | tee "$OUT/lane.log"
+fi
+if [ "$mode" = policy ]; then
+  timeout 240 python3 -m pytest tests/python/cuda -q -p no:cacheprovider --maxfail=40 \
+    -o addopts="" 2>&1 | tee "$OUT/pytest.log" | tail -15
+  rc=${PIPESTATUS[0]}
+  # Sub-warp groups (16 lanes, two matrices per warp): correctness of every kernel, then speed.
+  METAL_LINALG_CUDA_GROUP_SIZE=16 timeout 120 python3 -m pytest tests/python/cuda -q \
+    -p no:cacheprovider --maxfail=40 -o addopts="" -k "block" 2>&1 | tee "$OUT/pytest_g16.log" | tail -8
+  rc=$(( rc | PIPESTATUS[0] ))
+  for gs in 16 32; do
+    METAL_LINALG_CUDA_GROUP_SIZE=$gs timeout 60 python3 benchmarks/lane_sweep.py --out "$OUT" \
+      --block-only --sizes 9 12 16 --batches 1024 16384 --tag _g$gs --budget-s 45 2>&1 | tail -16
+  done
+  timeout 330 python3 benchmarks/tune_policy_gpu.py --out "$OUT" --budget-s 210 \
+    2>&1 | tee "$OUT/policy-gpu.log" | tail -60
+fi
+if [ "$mode" = final ]; then  # the grid with the committed tuned table, then the CUDA tests
+  timeout 470 python3 benchmarks/run_gpu.py --out "$OUT" --budget-s 360 --ours-extra-s 70 \
+    2>&1 | tee -a "$OUT/bench.log" | tail -170
+  for j in "$OUT"/*.json; do
+    case "$(basename "$j")" in inflight.json | tune_groups.json | policy-gpu.json) continue ;; esac
+    [ -e "${j%.json}.md" ] || python3 benchmarks/run_gpu.py --report "$j"
+  done
+  left=$(( 575 - SECONDS ))
+  [ "$left" -gt 20 ] && timeout "$left" python3 -m pytest tests/python/cuda -q -p no:cacheprovider \
+    --maxfail=40 -o addopts="" -k "block" 2>&1 | tee "$OUT/pytest.log" | tail -8
 fi
 if [ "$mode" = quick ]; then
   timeout 130 python3 benchmarks/run_gpu.py --quick --budget-s 80 --out "$OUT" 2>&1 \

@@ -17,12 +17,23 @@
 
 namespace ml::cuda {
 
+#if defined(ML_CUDA_HAVE_QR_HOUSEHOLDER_SMALL)
+extern const KernelDesc kQrHouseholderSmall;
+#endif
 #if defined(ML_CUDA_HAVE_QR_HOUSEHOLDER)
 extern const KernelDesc kQrHouseholder;
+#endif
+#if defined(ML_CUDA_HAVE_EIGH_JACOBI_SMALL)
+extern const KernelDesc kEighJacobiSmall;
+extern const KernelDesc kEigvalshJacobiSmall;
 #endif
 #if defined(ML_CUDA_HAVE_EIGH_TRIDIAG_QL)
 extern const KernelDesc kEighTridiagQl;
 extern const KernelDesc kEigvalshTridiagQl;
+#endif
+#if defined(ML_CUDA_HAVE_SVD_JACOBI_SMALL)
+extern const KernelDesc kSvdJacobiSmall;
+extern const KernelDesc kSvdvalsJacobiSmall;
 #endif
 #if defined(ML_CUDA_HAVE_SVD_BIDIAG_QR)
 extern const KernelDesc kSvdBidiagQr;
@@ -33,12 +44,23 @@ namespace {
 
 // Candidates per op, in order of preference; the first whose window covers the shape wins.
 const KernelDesc *const kKernels[] = {
+#if defined(ML_CUDA_HAVE_QR_HOUSEHOLDER_SMALL)
+    &kQrHouseholderSmall,
+#endif
 #if defined(ML_CUDA_HAVE_QR_HOUSEHOLDER)
     &kQrHouseholder,
+#endif
+#if defined(ML_CUDA_HAVE_EIGH_JACOBI_SMALL)
+    &kEighJacobiSmall,
+    &kEigvalshJacobiSmall,
 #endif
 #if defined(ML_CUDA_HAVE_EIGH_TRIDIAG_QL)
     &kEighTridiagQl,
     &kEigvalshTridiagQl,
+#endif
+#if defined(ML_CUDA_HAVE_SVD_JACOBI_SMALL)
+    &kSvdJacobiSmall,
+    &kSvdvalsJacobiSmall,
 #endif
 #if defined(ML_CUDA_HAVE_SVD_BIDIAG_QR)
     &kSvdBidiagQr,
@@ -126,12 +148,14 @@ int32_t kernel_flags(int32_t op, int64_t m, int64_t n, int32_t flags) {
   return flags;
 }
 
-const KernelDesc *pick(int32_t op, int64_t m, int64_t n, int32_t flags, int budget) {
+const KernelDesc *pick(int32_t op, int64_t m, int64_t n, int32_t flags, int budget,
+                       int64_t small_max_n) {
   if (op == ML_OP_SVD && flags != 0 && m != n) return nullptr;  // full U/V of non-square
   const int32_t kf = kernel_flags(op, m, n, flags);
   for (int i = 0; i < kNumKernels; ++i) {
     const KernelDesc *k = kKernels[i];
     if (k->op != op) continue;
+    if (!k->entry && std::max(m, n) > small_max_n) continue;  // register kernels: by policy
     if (m == 0 || n == 0) return k;  // nothing to compute; run_* only writes info
     if (shape_in_range(m, n, budget) &&
         k->fits(static_cast<int>(m), static_cast<int>(n), kf, budget))
@@ -148,11 +172,12 @@ struct KernelState {
 
 // Raises the kernel's dynamic shared-memory limit to the device's budget, once per device.
 // Done outside any stream capture in practice: the first call of each kernel prepares it.
-const KernelState &prepare(int k, int dev) {
-  static KernelState states[kMaxDevices][kNumKernels > 0 ? kNumKernels : 1];
-  KernelState &s = states[dev][k];
-  std::call_once(s.once, [&s, k, dev] {
-    const void *fn = reinterpret_cast<const void *>(kKernels[k]->entry);
+const KernelState &prepare(int k, int dev, bool lane) {
+  static KernelState states[kMaxDevices][kNumKernels > 0 ? kNumKernels : 1][2];
+  KernelState &s = states[dev][k][lane ? 1 : 0];
+  std::call_once(s.once, [&s, k, dev, lane] {
+    const void *fn =
+        reinterpret_cast<const void *>(lane ? kKernels[k]->lane_entry : kKernels[k]->entry);
     s.err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  device_info(dev).budget_floats * static_cast<int>(sizeof(float)));
     cudaFuncAttributes attr;
@@ -189,13 +214,29 @@ int threads_for(const KernelDesc *k, int m, int n, int64_t batch, int units, int
 // warp leaves SM warp slots empty (at most 32 blocks reside per SM), but on the H200 two to eight
 // groups per block measured no faster for n <= 32 (benchmarks/tune_cuda_groups.py), so the
 // default stays one; the tests run both.
+// Groups of fewer than 32 lanes (a power of two) always share warps: 32 / threads groups per
+// warp, times the forced count.
 int groups_per_block(int threads, int scratch_floats, int budget_floats, int max_threads) {
   static const int forced = env_int("METAL_LINALG_CUDA_GROUPS_PER_BLOCK");
-  if (threads != 32 || forced <= 1) return 1;
+  const bool sub_warp = threads < 32 && (32 % threads) == 0 && threads > 1;
+  if (!sub_warp && (threads != 32 || forced <= 1)) return 1;
   const int stride = (scratch_floats + 31) / 32 * 32;
-  int g = forced;
-  while (g > 1 && (g * 32 > max_threads || int64_t{g} * stride > budget_floats)) --g;
+  int g = sub_warp ? (32 / threads) * std::max(forced, 1) : forced;
+  const int step = sub_warp ? 32 / threads : 1;  // whole warps only
+  while (g > step && (g * threads > max_threads || int64_t{g} * stride > budget_floats)) g -= step;
+  while (g > 1 && int64_t{g} * stride > budget_floats) --g;  // (then a warp is partly idle)
   return g;
+}
+
+// Matrices per block of a lane-per-matrix launch (one warp by default; at most 32 blocks reside
+// per SM, so shared memory, not this, limits residency for all but the tiniest matrices),
+// METAL_LINALG_CUDA_LANE_MATRICES for experiments; capped by the batch, the kernel's thread
+// limit and the shared memory budget. stride: the odd slice size of one matrix.
+int lane_matrices(int64_t batch, int stride, int budget_floats, int max_threads) {
+  static const int forced = env_int("METAL_LINALG_CUDA_LANE_MATRICES");
+  int64_t g = forced > 0 ? forced : 32;
+  g = std::min<int64_t>({g, batch, max_threads, budget_floats / stride});
+  return static_cast<int>(std::max<int64_t>(g, 1));
 }
 
 ml_status cuda_fail(ml_status st, const char *what, cudaError_t err) {
@@ -209,26 +250,39 @@ ml_status launch(const KernelDesc *k, int dev, const Call &c, cudaStream_t strea
     const cudaError_t err = cudaMemsetAsync(c.info, 0, c.batch * sizeof(int32_t), stream);
     return err == cudaSuccess ? ML_OK : cuda_fail(ML_RUNTIME_ERROR, "cudaMemsetAsync", err);
   }
-  const KernelState &st = prepare(index_of(k), dev);
+  const bool lane = (c.variant == 1 && k->lane_entry != nullptr) || k->entry == nullptr;
+  const KernelState &st = prepare(index_of(k), dev, lane);
   if (st.err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, k->name, st.err);
   const int m = static_cast<int>(c.m), n = static_cast<int>(c.n);
+  const int budget = device_info(dev).budget_floats;
   ml_params p;
   std::memset(&p, 0, sizeof p);
   p.m = m;
   p.n = n;
   p.flags = kernel_flags(c.op, c.m, c.n, c.flags);
+  // A lane-per-matrix block shares the budget among its matrices: offer each a warp's share.
+  if (k->choose_flags) p.flags = k->choose_flags(m, n, p.flags, lane ? budget / 32 : budget);
   p.max_iter = 0;
   p.batch = c.batch;
   const int scratch = k->scratch_floats(m, n, p.flags);
-  const int threads =
-      threads_for(k, m, n, c.batch, device_info(dev).units, st.max_threads);
-  const int groups =
-      groups_per_block(threads, scratch, device_info(dev).budget_floats, st.max_threads);
-  // Each group's slice starts on a 128-byte boundary; the kernel derives the slice size from the
-  // launch's dynamic shared-memory size.
-  const size_t smem =
-      static_cast<size_t>(groups > 1 ? groups * ((scratch + 31) / 32 * 32) : scratch) *
-      sizeof(float);
+  int threads, groups;
+  size_t smem;
+  if (lane) {
+    // The kernel derives each matrix's slice from the launch's dynamic shared-memory size:
+    // an odd slice keeps the threads of a warp, at equal offsets in their slices, on distinct
+    // banks.
+    const int stride = scratch | 1;
+    threads = 1;
+    groups = lane_matrices(c.batch, stride, budget, st.max_threads);
+    smem = static_cast<size_t>(groups) * stride * sizeof(float);
+  } else {
+    threads = threads_for(k, m, n, c.batch, device_info(dev).units, st.max_threads);
+    groups = groups_per_block(threads, scratch, budget, st.max_threads);
+    // Each group's slice starts on a 128-byte boundary; the kernel derives the slice size from
+    // the launch's dynamic shared-memory size.
+    smem = static_cast<size_t>(groups > 1 ? groups * ((scratch + 31) / 32 * 32) : scratch) *
+           sizeof(float);
+  }
   const float *a = c.a;
   float *o0 = c.out0, *o1 = c.out1, *o2 = c.out2;
   int *info = c.info;
@@ -240,7 +294,8 @@ ml_status launch(const KernelDesc *k, int dev, const Call &c, cudaStream_t strea
     const int64_t todo = std::min(per_launch, c.batch - off);
     const unsigned blocks = static_cast<unsigned>((todo + groups - 1) / groups);
     const cudaError_t err =
-        cudaLaunchKernel(reinterpret_cast<const void *>(k->entry), dim3(blocks),
+        cudaLaunchKernel(reinterpret_cast<const void *>(lane ? k->lane_entry : k->entry),
+                         dim3(blocks),
                          dim3(threads, groups), args, smem, stream);
     if (err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, k->name, err);
   }
@@ -300,10 +355,16 @@ bool available() {
 
 const char *device_name() { return available() ? device_info(0).name.c_str() : ""; }
 
-const char *kernel_for(int32_t op, int64_t m, int64_t n, int32_t flags) {
+const char *kernel_for(int32_t op, int64_t m, int64_t n, int32_t flags, int64_t small_max_n) {
   if (!available()) return nullptr;
-  const KernelDesc *k = pick(op, m, n, flags, device_info(0).budget_floats);
+  const KernelDesc *k = pick(op, m, n, flags, device_info(0).budget_floats, small_max_n);
   return k ? k->name : nullptr;
+}
+
+bool has_lane_variant(int32_t op, int64_t m, int64_t n, int32_t flags, int64_t small_max_n) {
+  if (!available()) return false;
+  const KernelDesc *k = pick(op, m, n, flags, device_info(0).budget_floats, small_max_n);
+  return k && k->entry && k->lane_entry;
 }
 
 int64_t workspace_bytes(const Call &) { return 0; }
@@ -312,7 +373,8 @@ ml_status run_device(const ml_exec &exec, const Call &c) {
   if (exec.device < 0 || exec.device >= device_count() || !device_info(exec.device).ok)
     return fail(ML_INVALID_ARGUMENT, kWhere, "exec->device %d is not a usable CUDA device",
                 exec.device);
-  const KernelDesc *k = pick(c.op, c.m, c.n, c.flags, device_info(exec.device).budget_floats);
+  const KernelDesc *k =
+      pick(c.op, c.m, c.n, c.flags, device_info(exec.device).budget_floats, c.small_max_n);
   if (!k)
     return fail(ML_INVALID_ARGUMENT, kWhere, "no CUDA kernel covers op %d of %lld x %lld", c.op,
                 static_cast<long long>(c.m), static_cast<long long>(c.n));
@@ -321,8 +383,9 @@ ml_status run_device(const ml_exec &exec, const Call &c) {
 }
 
 ml_status run_host(const Call &c) {
-  const KernelDesc *k = available() ? pick(c.op, c.m, c.n, c.flags, device_info(0).budget_floats)
-                                    : nullptr;
+  const KernelDesc *k =
+      available() ? pick(c.op, c.m, c.n, c.flags, device_info(0).budget_floats, c.small_max_n)
+                  : nullptr;
   if (!k)
     return fail(ML_INVALID_ARGUMENT, kWhere, "no CUDA kernel covers op %d of %lld x %lld", c.op,
                 static_cast<long long>(c.m), static_cast<long long>(c.n));

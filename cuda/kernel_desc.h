@@ -26,7 +26,15 @@ struct KernelDesc {
   // Optional: the same knowing the batch and the device's multiprocessor count (null: use
   // group_size).
   int (*group_size_batch)(int m, int n, int64_t batch, int units) = nullptr;
+  // Optional: the lane-per-matrix entry (ML_CUDA_LANE_ENTRY_CONTEXT: one thread per matrix,
+  // blockDim = (1, matrices per block)), same signature and scratch per matrix.
+  EntryFn lane_entry = nullptr;
+  // Optional: kernel flags for a launch given the shared floats one matrix may use (a kernel
+  // may pick a faster layout that needs more scratch); null keeps the flags.
+  int (*choose_flags)(int m, int n, int flags, int budget_floats) = nullptr;
 };
+// A kernel with entry == nullptr has only lane_entry: a small-matrix kernel working in the
+// thread's registers (no group), routed only where max(m, n) <= the policy's gpu_small_max_n.
 
 }  // namespace ml::cuda
 
@@ -45,6 +53,19 @@ __device__ __forceinline__ unsigned ml_cuda_dynamic_smem_bytes() {
   ml_ctx ctx;                                                                              \
   ctx.lane = static_cast<int>(threadIdx.x);                                                \
   ctx.group_size = static_cast<int>(blockDim.x);                                           \
+  ctx.group_id = (p).group_offset + static_cast<ml_i64>(blockIdx.x) * blockDim.y + threadIdx.y; \
+  ctx.scratch = ml_cuda_scratch +                                                          \
+                threadIdx.y * (ml_cuda_dynamic_smem_bytes() / sizeof(float) / blockDim.y)
+
+// Context of a lane-per-matrix launch: every thread is a group of one lane with its own
+// matrix and its own slice of the dynamic shared memory (the launch makes the slice an odd
+// number of floats, so threads touching the same offset of their slices hit distinct banks).
+// group_size is the literal 1, which folds every barrier and simd call of the kernel away.
+#define ML_CUDA_LANE_ENTRY_CONTEXT(ctx, p)                                                 \
+  extern __shared__ float ml_cuda_scratch[];                                               \
+  ml_ctx ctx;                                                                              \
+  ctx.lane = 0;                                                                            \
+  ctx.group_size = 1;                                                                      \
   ctx.group_id = (p).group_offset + static_cast<ml_i64>(blockIdx.x) * blockDim.y + threadIdx.y; \
   ctx.scratch = ml_cuda_scratch +                                                          \
                 threadIdx.y * (ml_cuda_dynamic_smem_bytes() / sizeof(float) / blockDim.y)

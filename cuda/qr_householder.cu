@@ -1,4 +1,5 @@
-// CUDA entry point of core/kernels/qr_householder.h: qr in modes reduced, R only and complete.
+// CUDA entry points of core/kernels/qr_householder.h: qr in modes reduced, R only and complete;
+// a block per matrix, and a thread per matrix (lane-per-matrix, for large batches of tiny ones).
 #include "../core/kernels/compat_cuda.h"
 #include "../core/kernels/qr_householder.h"
 #include "kernel_desc.h"
@@ -6,6 +7,12 @@
 __global__ void ml_cuda_qr_householder(ml_params p, const float *a, float *q, float *r, float *,
                                        int *info) {
   ML_CUDA_ENTRY_CONTEXT(ctx, p);
+  ml_qr_householder(ctx, p, a, q, r, info);
+}
+
+__global__ void ml_cuda_qr_householder_lane(ml_params p, const float *a, float *q, float *r,
+                                            float *, int *info) {
+  ML_CUDA_LANE_ENTRY_CONTEXT(ctx, p);
   ml_qr_householder(ctx, p, a, q, r, info);
 }
 
@@ -20,6 +27,12 @@ bool qr_fits(int m, int n, int flags, int budget) {
 }
 }  // namespace
 
-extern const KernelDesc kQrHouseholder = {"qr_householder", 0, ml_cuda_qr_householder,
-                                          qr_scratch, qr_fits, ml_qr_householder_group_size};
+extern const KernelDesc kQrHouseholder = {"qr_householder",
+                                          0,
+                                          ml_cuda_qr_householder,
+                                          qr_scratch,
+                                          qr_fits,
+                                          ml_qr_householder_group_size,
+                                          nullptr,
+                                          ml_cuda_qr_householder_lane};
 }  // namespace ml::cuda

@@ -19,3 +19,19 @@ kernel void ml_qr_householder_kernel(device const float *a [[buffer(0)]],
   ctx.scratch = scratch;
   ml_qr_householder(ctx, p, a, q, r, info);
 }
+
+// Lane-per-matrix entry: each thread of the threadgroup runs one matrix in its own slice of the
+// scratch (large batches of tiny matrices; the host sizes threadgroups so each slice fits).
+kernel void ml_qr_householder_lane_kernel(device const float *a [[buffer(0)]], device float *q [[buffer(1)]], device float *r [[buffer(2)]], device int *info [[buffer(4)]],
+    constant ml_params &p [[buffer(5)]],
+    uint lane [[thread_position_in_threadgroup]],
+    uint threads [[threads_per_threadgroup]],
+    uint group [[threadgroup_position_in_grid]]) {
+  threadgroup float scratch[ML_METAL_SCRATCH_FLOATS];
+  ml_ctx ctx;
+  ctx.lane = 0;
+  ctx.group_size = 1;
+  ctx.group_id = p.group_offset + (ml_i64)group * (ml_i64)threads + (ml_i64)lane;
+  ctx.scratch = ml_lane_slice(scratch, ML_METAL_SCRATCH_FLOATS, (int)threads, (int)lane);
+  ml_qr_householder(ctx, p, a, q, r, info);
+}

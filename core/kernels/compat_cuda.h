@@ -26,19 +26,31 @@ ML_FN int ml_simd_lane(ML_CTX ctx) { return ctx.lane & 31; }
 ML_FN int ml_simd_id(ML_CTX ctx) { return ctx.lane >> 5; }
 ML_FN int ml_simd_count(ML_CTX ctx) { return (ctx.group_size + 31) >> 5; }
 ML_FN int ml_simd_width(ML_CTX ctx) {
+  if (ctx.group_size == 1) return 1;
   int w = ctx.group_size - (ctx.lane & ~31);
   return w < 32 ? w : 32;
 }
-// Lanes of this warp that exist (the last warp of a block may be partial).
+// First hardware lane of this group's part of the warp: 0, except for blocks of several
+// sub-warp groups (blockDim.x a power of two below 32, blockDim.y groups side by side in a
+// warp; cuda/ launches them only that way).
+ML_FN int ml_simd_base(ML_CTX ctx) {
+  return ctx.group_size < 32 ? (int)((threadIdx.y * blockDim.x) & 31u) : 0;
+}
+// Lanes of this warp that belong to the group (the last warp of a block may be partial).
 ML_FN unsigned ml_simd_mask(ML_CTX ctx) {
   int w = ml_simd_width(ctx);
-  return w == 32 ? 0xffffffffu : ((1u << w) - 1u);
+  return w == 32 ? 0xffffffffu : (((1u << w) - 1u) << ml_simd_base(ctx));
 }
 
 // A group of at most one warp syncs only its warp: cheaper, and it lets one block run several
 // one-warp groups (one matrix each, cuda/ launches them as blockDim.y groups) whose barrier
 // counts differ. The condition is group-uniform.
+// A group of one lane (the lane-per-matrix launches: blockDim.x == 1, one matrix per thread)
+// has nothing to wait for; its lanes run different code paths, so no warp-wide call may be
+// made on their behalf. Entry points that build such contexts set group_size to the literal 1,
+// so these tests fold away there.
 ML_FN void ml_barrier(ML_CTX ctx) {
+  if (ctx.group_size == 1) return;
   if (ctx.group_size <= 32)
     __syncwarp(ml_simd_mask(ctx));
   else
@@ -50,6 +62,7 @@ ML_FN void ml_barrier_device(ML_CTX ctx) { ml_barrier(ctx); }
 // stage adds the same two partial sums in either order). Partial warps: tree to lane 0,
 // then broadcast, for the same guarantee.
 ML_FN float ml_simd_sum(ML_CTX ctx, float x) {
+  if (ctx.group_size == 1) return x;
   int w = ml_simd_width(ctx);
   if (w == 32) {
     for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
@@ -61,9 +74,10 @@ ML_FN float ml_simd_sum(ML_CTX ctx, float x) {
     float y = __shfl_down_sync(mask, x, off);
     if (sl + off < w) x += y;
   }
-  return __shfl_sync(mask, x, 0);
+  return __shfl_sync(mask, x, ml_simd_base(ctx));
 }
 ML_FN float ml_simd_max(ML_CTX ctx, float x) {
+  if (ctx.group_size == 1) return x;
   int w = ml_simd_width(ctx);
   if (w == 32) {
     for (int off = 16; off > 0; off >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
@@ -75,9 +89,10 @@ ML_FN float ml_simd_max(ML_CTX ctx, float x) {
     float y = __shfl_down_sync(mask, x, off);
     if (sl + off < w) x = fmaxf(x, y);
   }
-  return __shfl_sync(mask, x, 0);
+  return __shfl_sync(mask, x, ml_simd_base(ctx));
 }
 ML_FN float ml_simd_min(ML_CTX ctx, float x) {
+  if (ctx.group_size == 1) return x;
   int w = ml_simd_width(ctx);
   if (w == 32) {
     for (int off = 16; off > 0; off >>= 1) x = fminf(x, __shfl_xor_sync(0xffffffffu, x, off));
@@ -89,19 +104,22 @@ ML_FN float ml_simd_min(ML_CTX ctx, float x) {
     float y = __shfl_down_sync(mask, x, off);
     if (sl + off < w) x = fminf(x, y);
   }
-  return __shfl_sync(mask, x, 0);
+  return __shfl_sync(mask, x, ml_simd_base(ctx));
 }
 // src: simd lane to read (< ml_simd_width).
 ML_FN float ml_simd_shuffle(ML_CTX ctx, float x, int src) {
-  return __shfl_sync(ml_simd_mask(ctx), x, src);
+  if (ctx.group_size == 1) return x;
+  return __shfl_sync(ml_simd_mask(ctx), x, ml_simd_base(ctx) + src);
 }
 // Reads lane (simd_lane ^ mask); a partner beyond the warp's width returns x itself.
 ML_FN float ml_simd_shuffle_xor(ML_CTX ctx, float x, int mask) {
+  if (ctx.group_size == 1) return x;
   float y = __shfl_xor_sync(ml_simd_mask(ctx), x, mask);
   return ((ctx.lane & 31) ^ mask) < ml_simd_width(ctx) ? y : x;
 }
 ML_FN float ml_simd_broadcast(ML_CTX ctx, float x, int src) {
-  return __shfl_sync(ml_simd_mask(ctx), x, src);
+  if (ctx.group_size == 1) return x;
+  return __shfl_sync(ml_simd_mask(ctx), x, ml_simd_base(ctx) + src);
 }
 
 ML_FN ml_u32 ml_float_as_uint(float x) { return __float_as_uint(x); }

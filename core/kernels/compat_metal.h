@@ -30,27 +30,44 @@ ML_FN int ml_simd_lane(ML_CTX ctx) { return ctx.lane & 31; }
 ML_FN int ml_simd_id(ML_CTX ctx) { return ctx.lane >> 5; }
 ML_FN int ml_simd_count(ML_CTX ctx) { return (ctx.group_size + 31) >> 5; }
 ML_FN int ml_simd_width(ML_CTX ctx) {
+  if (ctx.group_size == 1) return 1;
   int w = ctx.group_size - (ctx.lane & ~31);
   return w < 32 ? w : 32;
 }
 
-ML_FN void ml_barrier(ML_CTX) { metal::threadgroup_barrier(metal::mem_flags::mem_threadgroup); }
-ML_FN void ml_barrier_device(ML_CTX) {
+// A group of one lane (lane-per-matrix entry points: one matrix per thread, group_size the
+// literal 1) waits for nobody, and its simdgroup's other threads run other matrices: no
+// barrier or simd_* call may be made for it.
+ML_FN void ml_barrier(ML_CTX ctx) {
+  if (ctx.group_size == 1) return;
+  metal::threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+}
+ML_FN void ml_barrier_device(ML_CTX ctx) {
+  if (ctx.group_size == 1) return;
   metal::threadgroup_barrier(metal::mem_flags::mem_threadgroup | metal::mem_flags::mem_device);
 }
 
 // simd_* reduce over the active threads of the simdgroup, so partial ones work as is.
-ML_FN float ml_simd_sum(ML_CTX, float x) { return metal::simd_sum(x); }
-ML_FN float ml_simd_max(ML_CTX, float x) { return metal::simd_max(x); }
-ML_FN float ml_simd_min(ML_CTX, float x) { return metal::simd_min(x); }
-ML_FN float ml_simd_shuffle(ML_CTX, float x, int src) {
+ML_FN float ml_simd_sum(ML_CTX ctx, float x) {
+  return ctx.group_size == 1 ? x : metal::simd_sum(x);
+}
+ML_FN float ml_simd_max(ML_CTX ctx, float x) {
+  return ctx.group_size == 1 ? x : metal::simd_max(x);
+}
+ML_FN float ml_simd_min(ML_CTX ctx, float x) {
+  return ctx.group_size == 1 ? x : metal::simd_min(x);
+}
+ML_FN float ml_simd_shuffle(ML_CTX ctx, float x, int src) {
+  if (ctx.group_size == 1) return x;
   return metal::simd_shuffle(x, (ushort)src);
 }
 ML_FN float ml_simd_shuffle_xor(ML_CTX ctx, float x, int mask) {
+  if (ctx.group_size == 1) return x;
   float y = metal::simd_shuffle_xor(x, (ushort)mask);
   return ((ctx.lane & 31) ^ mask) < ml_simd_width(ctx) ? y : x;
 }
-ML_FN float ml_simd_broadcast(ML_CTX, float x, int src) {
+ML_FN float ml_simd_broadcast(ML_CTX ctx, float x, int src) {
+  if (ctx.group_size == 1) return x;
   return metal::simd_broadcast(x, (ushort)src);
 }
 
@@ -63,6 +80,16 @@ ML_FN float ml_fmin(float a, float b) { return metal::fmin(a, b); }
 ML_FN float ml_copysign(float a, float b) { return metal::copysign(a, b); }
 ML_FN float ml_fma(float a, float b, float c) { return metal::fma(a, b, c); }
 ML_FN float ml_rsqrt(float x) { return metal::precise::rsqrt(x); }
+
+// Slice of a threadgroup's scratch for thread t of a lane-per-matrix entry (every thread a
+// group of one with its own matrix): an odd number of floats, so threads at equal offsets of
+// their slices hit distinct banks.
+ML_FN threadgroup float *ml_lane_slice(threadgroup float *scratch, int total, int threads,
+                                       int t) {
+  int slice = total / threads;
+  slice -= (slice & 1) ? 0 : 1;
+  return scratch + t * slice;
+}
 
 #include "compat_common.h"
 

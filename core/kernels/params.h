@@ -29,6 +29,7 @@ typedef uint32_t ml_u32;
 #define ML_K_QR_COMPLETE 2 // Q (m x m) and R (m x n)
 #define ML_K_LOWER 0       // eigh: read the lower triangle only
 #define ML_K_UPPER 1       // eigh: read the upper triangle only
+#define ML_K_SVD_V_SHARED 0x100  // svd: V in shared scratch (ml_svd_bidiag_qr_choose_flags)
 
 // Scratch budgets per group, in floats. Metal entry points declare exactly this
 // threadgroup array (Apple GPUs: 32 KB). CUDA: dynamic shared memory up to 227 KB on

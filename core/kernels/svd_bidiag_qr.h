@@ -2,38 +2,87 @@
 // Householder bidiagonalisation, then implicit-shift QR on the bidiagonal (Golub-Kahan
 // step; Demmel-Kahan zero-shift sweep when the shift is negligible, which keeps small
 // singular values accurate). Wide matrices are handled as their transpose.
-// Lane 0 runs the O(n) scalar sweep and publishes its rotations; every lane then applies
-// them to the elements of the singular vectors it owns, so the rotations cost no barrier.
-// The right vectors are accumulated in the output buffer itself (lane-owned rows, so no
-// device-memory barrier is needed); shared scratch holds only the working matrix.
+// QR phase: lane 0 (the driver) runs the O(n) scalar steps and records each step's rotations
+// as two chains (U, V) in one of two buffers; after one barrier the workers (lanes 32.. for
+// group sizes >= 64, else lanes 1.., else lane 0) apply step t from one buffer while the driver
+// computes step t+1 into the other. Each worker owns fixed elements of every vector, so the
+// rotations need no barrier; within a chain the shared vector is carried in a register.
+// Where V (N x N) lives:
+//  - flag ML_K_SVD_V_SHARED: in shared scratch (odd stride, lane-owned rows), copied to the
+//    output once at the end (needs ml_svd_bidiag_qr_scratch_floats_flags);
+//  - otherwise in the output buffer that ends up holding it (vt tall / u wide), each worker
+//    owning fixed rows for the whole kernel, so no device-memory barrier is needed. This is
+//    the fallback for shapes whose shared V does not fit (slow: global read-modify-writes).
 #ifndef ML_KERNELS_SVD_BIDIAG_QR_H
 #define ML_KERNELS_SVD_BIDIAG_QR_H
 
 #include "householder.h"
 
 // Working problem: M x N with M = max(m, n) >= N = min(m, n), column-major, odd stride.
+// Scratch of the device-V mode (and of svdvals).
 ML_HOST_FN int ml_svd_bidiag_qr_scratch_floats(int m, int n) {
   int big = m > n ? m : n, k = m < n ? m : n;
-  // matrix + dot buffer (big) + d, e, tauq, taup (4k) + rotation lists (8k) + control
+  // matrix + dot buffer (big) + d, e, tauq, taup (4k) + rotation buffers (8k) + red + control
   return ml_shared_ld(big) * k + big + 12 * k + ML_RED_FLOATS + 4;
+}
+// Scratch for p.flags = flags (ML_K_SVD_V_SHARED adds V, k x odd stride, at the end).
+ML_HOST_FN int ml_svd_bidiag_qr_scratch_floats_flags(int m, int n, int flags) {
+  int k = m < n ? m : n;
+  int v = (flags & ML_K_SVD_V_SHARED) ? ml_shared_ld(k) * k : 0;
+  return ml_svd_bidiag_qr_scratch_floats(m, n) + v;
 }
 ML_HOST_FN int ml_svd_bidiag_qr_fits(int m, int n, int scratch_floats) {
   return m >= 1 && n >= 1 && ml_svd_bidiag_qr_scratch_floats(m, n) <= scratch_floats;
 }
-// Lanes mostly walk the long dimension (rows of the working matrix and of U).
+ML_HOST_FN int ml_svd_bidiag_qr_fits_flags(int m, int n, int flags, int scratch_floats) {
+  return m >= 1 && n >= 1 && ml_svd_bidiag_qr_scratch_floats_flags(m, n, flags) <= scratch_floats;
+}
+// flags | ML_K_SVD_V_SHARED when that mode fits budget_floats, else flags without it.
+ML_HOST_FN int ml_svd_bidiag_qr_choose_flags(int m, int n, int flags, int budget_floats) {
+  int f = flags & ~ML_K_SVD_V_SHARED;
+  return ml_svd_bidiag_qr_fits_flags(m, n, f | ML_K_SVD_V_SHARED, budget_floats)
+             ? (f | ML_K_SVD_V_SHARED)
+             : f;
+}
+// Lanes mostly walk the long dimension (rows of the working matrix and of U); beyond 24
+// one extra simdgroup whose lane 0 only drives the QR steps (the workers start at lane 32).
 ML_HOST_FN int ml_svd_bidiag_qr_group_size(int m, int n) {
   int big = m > n ? m : n;
   int g = (big + 31) / 32 * 32;
-  return g < 32 ? 32 : (g > 256 ? 256 : g);
+  g = g < 32 ? 32 : (g > 256 ? 256 : g);
+  return big > 24 ? g + 32 : g;
+}
+// The same knowing the batch and the GPU's compute units: with many matrices per unit the GPU
+// is throughput-bound and the driver's extra simdgroup costs more than it hides (H200, 4096 x
+// 32^2: 0.52 us per matrix with it, 0.41 without).
+ML_HOST_FN int ml_svd_bidiag_qr_group_size_batch(int m, int n, ml_i64 batch, int units) {
+  int big = m > n ? m : n;
+  int g = (big + 31) / 32 * 32;
+  g = g < 32 ? 32 : (g > 256 ? 256 : g);
+  if (units > 0 && batch >= 16 * (ml_i64)units) return g;
+  return ml_svd_bidiag_qr_group_size(m, n);
 }
 ML_HOST_FN int ml_svdvals_bidiag_qr_scratch_floats(int m, int n) {
+  return ml_svd_bidiag_qr_scratch_floats(m, n);
+}
+ML_HOST_FN int ml_svdvals_bidiag_qr_scratch_floats_flags(int m, int n, int flags) {
+  (void)flags;  // no vectors: the same for every flag
   return ml_svd_bidiag_qr_scratch_floats(m, n);
 }
 ML_HOST_FN int ml_svdvals_bidiag_qr_fits(int m, int n, int scratch_floats) {
   return ml_svd_bidiag_qr_fits(m, n, scratch_floats);
 }
+ML_HOST_FN int ml_svdvals_bidiag_qr_choose_flags(int m, int n, int flags, int budget_floats) {
+  (void)m;  // nothing to choose: no vectors
+  (void)n;
+  (void)budget_floats;
+  return flags;
+}
+// svdvals has no vectors and no rotation work: group size as the bidiagonalisation wants.
 ML_HOST_FN int ml_svdvals_bidiag_qr_group_size(int m, int n) {
-  return ml_svd_bidiag_qr_group_size(m, n);
+  int big = m > n ? m : n;
+  int g = (big + 31) / 32 * 32;
+  return g < 32 ? 32 : (g > 256 ? 256 : g);
 }
 
 // Givens rotation: c*f + s*g = r and -s*f + c*g = 0.
@@ -49,6 +98,8 @@ ML_FN void ml_svd_rot(float f, float g, ML_THREAD float *c, ML_THREAD float *s,
     *r = g;
   } else {
     // Direct sqrt while the squares are safely representable (the common case), else hypot.
+    // (Tried: ml_rsqrt instead of sqrt + division, as the eigh chase does: 15% faster on the
+    // H200 at n = 32..128, but the max residual grew ~7x at n = 128; kept the exact form.)
     const float t = f * f + g * g;
     const float rr = (t >= 1e-30f && t <= 1e30f) ? ml_sqrt(t) : ml_hypot(f, g);
     const float inv = 1.0f / rr;
@@ -69,35 +120,58 @@ ML_FN float ml_svd_smin2(float f, float g, float h) {
   return (mn / smax) * mx;  // smin * smax = |f h|
 }
 
-ML_FN void ml_svd_push(ML_SHARED float *list, ML_THREAD int *count, int a, int b, float c,
-                       float s) {
-  int t = *count;
-  list[4 * t] = (float)a;
-  list[4 * t + 1] = (float)b;
-  list[4 * t + 2] = c;
-  list[4 * t + 3] = s;
-  *count = t + 1;
+// A step's rotations form two chains (U, V). Header h (5 floats): count, kind, a0, da, b.
+// Rotation r of the chain acts on vectors (a, b): vector a becomes c*a + s*b and vector b
+// becomes c*b - s*a, with (c, s) = list[2r], list[2r + 1] and
+//   kind 0 (sweep): a = a0 + r, b = a0 + r + 1 (b of rotation r is a of rotation r + 1);
+//   kind 1 (chase): a = a0 + r*da, b fixed (b is rotated by every rotation).
+ML_FN void ml_svd_chain_hdr(ML_SHARED float *h, int count, int kind, int a0, int da, int b) {
+  h[0] = (float)count;
+  h[1] = (float)kind;
+  h[2] = (float)a0;
+  h[3] = (float)da;
+  h[4] = (float)b;
+}
+
+ML_FN void ml_svd_push(ML_SHARED float *list, int t, float c, float s) {
+  list[2 * t] = c;
+  list[2 * t + 1] = s;
+}
+
+// e[i] is negligible (deflation test).
+ML_FN int ml_svd_negligible(ML_SHARED const float *d, ML_SHARED const float *e, int i,
+                            float thresh) {
+  const float ae = ml_fabs(e[i]);
+  return ae <= thresh || ae <= ML_FLT_ULP * (ml_fabs(d[i]) + ml_fabs(d[i + 1]));
 }
 
 // One step of the bidiagonal iteration on d[0..k), e[0..k-1) (one lane only): deflate
 // negligible e, then chase out a negligible diagonal entry of the bottom unreduced block,
-// or run one QR sweep on it. Rotations go to rot_u / rot_v as (a, b, c, s): vector a
-// becomes c*a + s*b and vector b becomes c*b - s*a. Returns 0 when B is diagonal,
-// 1 after a sweep, 2 after a chase.
+// or run one QR sweep on it. Rotations: U chain header hu, list lu; V chain hv, lv (see
+// ml_svd_chain_hdr). Returns 0 when B is diagonal, 1 after a sweep, 2 after a chase.
+// *top: bottom of the unconverged part (k - 1 before the first step; below it every e is 0).
+// The deflation test runs only from *top down to the first negligible e (as LAPACK's
+// sbdsqr): a step changes only its block, so an e above it is tested later on the same values.
 ML_FN int ml_svd_bd_step(ML_SHARED float *d, ML_SHARED float *e, int k, float thresh,
-                         ML_SHARED float *rot_u, ML_SHARED float *rot_v, ML_THREAD int *nu,
-                         ML_THREAD int *nv) {
-  *nu = 0;
-  *nv = 0;
-  for (int i = 0; i + 1 < k; ++i) {
-    float ae = ml_fabs(e[i]);
-    if (ae <= thresh || ae <= ML_FLT_ULP * (ml_fabs(d[i]) + ml_fabs(d[i + 1]))) e[i] = 0.0f;
+                         ML_THREAD int *top, ML_SHARED float *hu, ML_SHARED float *lu,
+                         ML_SHARED float *hv, ML_SHARED float *lv) {
+  ml_svd_chain_hdr(hu, 0, 0, 0, 0, 0);
+  ml_svd_chain_hdr(hv, 0, 0, 0, 0, 0);
+  int hi = *top < k - 1 ? *top : k - 1;
+  while (hi > 0 && ml_svd_negligible(d, e, hi - 1, thresh)) {
+    e[hi - 1] = 0.0f;
+    --hi;
   }
-  int hi = k - 1;
-  while (hi > 0 && e[hi - 1] == 0.0f) --hi;
+  *top = hi;
   if (hi == 0) return 0;
   int lo = hi - 1;
-  while (lo > 0 && e[lo - 1] != 0.0f) --lo;
+  while (lo > 0) {
+    if (ml_svd_negligible(d, e, lo - 1, thresh)) {
+      e[lo - 1] = 0.0f;
+      break;
+    }
+    --lo;
+  }
   float c, s, r;
   for (int i = lo; i <= hi; ++i) {
     if (ml_fabs(d[i]) > thresh) continue;
@@ -109,12 +183,13 @@ ML_FN int ml_svd_bd_step(ML_SHARED float *d, ML_SHARED float *e, int k, float th
       for (int j = i + 1; j <= hi; ++j) {
         ml_svd_rot(d[j], f, &c, &s, &r);
         d[j] = r;
-        ml_svd_push(rot_u, nu, j, i, c, s);
+        ml_svd_push(lu, j - i - 1, c, s);
         if (j < hi) {
           f = -s * e[j];
           e[j] = c * e[j];
         }
       }
+      ml_svd_chain_hdr(hu, hi - i, 1, i + 1, 1, i);
     } else {
       // Column hi is zero but for e[hi-1]: rotate it into the columns left (acts on V).
       float f = e[hi - 1];
@@ -122,12 +197,13 @@ ML_FN int ml_svd_bd_step(ML_SHARED float *d, ML_SHARED float *e, int k, float th
       for (int j = hi - 1; j >= lo; --j) {
         ml_svd_rot(d[j], f, &c, &s, &r);
         d[j] = r;
-        ml_svd_push(rot_v, nv, j, hi, c, s);
+        ml_svd_push(lv, hi - 1 - j, c, s);
         if (j > lo) {
           f = -s * e[j - 1];
           e[j - 1] = c * e[j - 1];
         }
       }
+      ml_svd_chain_hdr(hv, hi - lo, 1, hi - 1, -1, hi);
     }
     return 2;
   }
@@ -143,51 +219,62 @@ ML_FN int ml_svd_bd_step(ML_SHARED float *d, ML_SHARED float *e, int k, float th
       float dn;
       ml_svd_rot(oldcs * r, d[i + 1] * sn, &oldcs, &oldsn, &dn);
       d[i] = dn;
-      ml_svd_push(rot_v, nv, i, i + 1, cs, sn);
-      ml_svd_push(rot_u, nu, i, i + 1, oldcs, oldsn);
+      ml_svd_push(lv, i - lo, cs, sn);
+      ml_svd_push(lu, i - lo, oldcs, oldsn);
     }
     float h = d[hi] * cs;
     d[hi] = h * oldcs;
     e[hi - 1] = h * oldsn;
   } else {
-    float dl = d[lo];
-    float f = (ml_fabs(dl) - shift) * (ml_copysign(1.0f, dl) + shift / dl);
-    float g = e[lo];
+    // d[i], e[i] are carried in registers (no shared store-to-load chain); same arithmetic
+    // as storing them (the intermediate e[i] is always overwritten, so it is not stored).
+    float di = d[lo], ei = e[lo];
+    float f = (ml_fabs(di) - shift) * (ml_copysign(1.0f, di) + shift / di);
+    float g = ei;
     float cl, sl;
     for (int i = lo; i < hi; ++i) {
+      const float di1 = d[i + 1];
+      const float ei1 = i + 1 < hi ? e[i + 1] : 0.0f;
       ml_svd_rot(f, g, &c, &s, &r);
       if (i > lo) e[i - 1] = r;
-      f = c * d[i] + s * e[i];
-      e[i] = c * e[i] - s * d[i];
-      g = s * d[i + 1];
-      d[i + 1] = c * d[i + 1];
-      ml_svd_push(rot_v, nv, i, i + 1, c, s);
+      f = c * di + s * ei;
+      const float et = c * ei - s * di;
+      g = s * di1;
+      float dt = c * di1;
+      ml_svd_push(lv, i - lo, c, s);
       ml_svd_rot(f, g, &cl, &sl, &r);
       d[i] = r;
-      f = cl * e[i] + sl * d[i + 1];
-      d[i + 1] = cl * d[i + 1] - sl * e[i];
+      f = cl * et + sl * dt;
+      dt = cl * dt - sl * et;
       if (i + 1 < hi) {
-        g = sl * e[i + 1];
-        e[i + 1] = cl * e[i + 1];
+        g = sl * ei1;
+        ei = cl * ei1;
       }
-      ml_svd_push(rot_u, nu, i, i + 1, cl, sl);
+      di = dt;
+      ml_svd_push(lu, i - lo, cl, sl);
     }
+    d[hi] = di;
     e[hi - 1] = f;
   }
+  ml_svd_chain_hdr(hu, hi - lo, 0, lo, 1, lo + 1);
+  ml_svd_chain_hdr(hv, hi - lo, 0, lo, 1, lo + 1);
   return 1;
 }
 
-// Runs ml_svd_bd_step once (lane 0), counting sweeps; -1 once the cap is reached.
+// Runs ml_svd_bd_step once (lane 0) into buffer header h (h[0] = command, h + 1 the U chain,
+// h + 6 the V chain), counting sweeps; -1 once the cap is reached.
 ML_FN int ml_svd_bd_next(ML_SHARED float *d, ML_SHARED float *e, int k, float thresh,
-                         ML_SHARED float *rot_u, ML_SHARED float *rot_v, ML_THREAD int *nu,
-                         ML_THREAD int *nv, ML_THREAD int *sweeps, int max_sweeps) {
+                         ML_THREAD int *top, ML_SHARED float *h, ML_SHARED float *lu,
+                         ML_SHARED float *lv, ML_THREAD int *sweeps, int max_sweeps) {
+  int cmd = -1;
   if (*sweeps >= max_sweeps) {
-    *nu = 0;
-    *nv = 0;
-    return -1;
+    ml_svd_chain_hdr(h + 1, 0, 0, 0, 0, 0);
+    ml_svd_chain_hdr(h + 6, 0, 0, 0, 0, 0);
+  } else {
+    cmd = ml_svd_bd_step(d, e, k, thresh, top, h + 1, lu, h + 6, lv);
+    if (cmd == 1) *sweeps += 1;
   }
-  int cmd = ml_svd_bd_step(d, e, k, thresh, rot_u, rot_v, nu, nv);
-  if (cmd == 1) *sweeps += 1;
+  h[0] = (float)cmd;
   return cmd;
 }
 
@@ -231,47 +318,128 @@ ML_FN void ml_svd_reflect_left(ML_CTX ctx, ML_SHARED const float *v, ML_SHARED f
 }
 
 // blk <- blk (I - tau v v^T) with v[c*ld] (a row of W). dots: rows floats. Each lane
-// accumulates the row products it owns column by column (contiguous reads). No end barrier.
+// accumulates the products of the rows it owns (lanes read contiguously). No end barrier.
 ML_FN void ml_svd_reflect_right(ML_CTX ctx, ML_SHARED const float *v, ML_SHARED float *blk,
                                 int ld, int rows, int cols, float tau, ML_SHARED float *dots) {
-  for (int r = ctx.lane; r < rows; r += ctx.group_size) dots[r] = 0.0f;
-  for (int c = 0; c < cols; ++c) {
-    const float k = v[c * ld];
-    ML_SHARED const float *col = blk + c * ld;
-    for (int r = ctx.lane; r < rows; r += ctx.group_size) dots[r] += k * col[r];
+  for (int r = ctx.lane; r < rows; r += ctx.group_size) {
+    float acc = 0.0f;  // in a register: no shared read-modify-write chain
+    for (int c = 0; c < cols; ++c) acc += v[c * ld] * blk[c * ld + r];
+    dots[r] = acc * tau;
   }
-  for (int r = ctx.lane; r < rows; r += ctx.group_size) dots[r] *= tau;
   ml_barrier(ctx);
   ml_svd_rank1(ctx, blk, ld, rows, cols, v, ld, dots);
 }
 
-// Applies a rotation list to the shared working matrix (vector j at base + j*ld). Each lane
-// owns elements lane, lane + group_size, ... of every vector, so the rotations need no barrier.
-ML_FN void ml_svd_rotate_shared(ML_CTX ctx, ML_SHARED const float *list, int count,
-                                ML_SHARED float *base, int len, int ld) {
-  for (int t = 0; t < count; ++t) {
-    ML_SHARED float *va = base + (int)list[4 * t] * ld;
-    ML_SHARED float *vb = base + (int)list[4 * t + 1] * ld;
-    const float c = list[4 * t + 2], s = list[4 * t + 3];
-    for (int i = ctx.lane; i < len; i += ctx.group_size) {
-      const float x = va[i], y = vb[i];
-      va[i] = c * x + s * y;
-      vb[i] = c * y - s * x;
+// Applies one chain (header h, list l) to elements first, first + step, ... < len of the
+// vectors at base + j*ld (shared). The carried vector stays in a register and the next
+// fresh element is loaded one rotation ahead, so only the FMAs are serial.
+ML_FN void ml_svd_chain_shared(ML_SHARED const float *h, ML_SHARED const float *l,
+                               ML_SHARED float *base, int len, int ld, int first, int step) {
+  const int cnt = (int)h[0];
+  if (cnt <= 0) return;
+  const int kind = (int)h[1], a0 = (int)h[2], da = (int)h[3], b = (int)h[4];
+  if (kind == 0) {
+    for (int i = first; i < len; i += step) {
+      ML_SHARED float *pa = base + a0 * ld + i;  // vector a0 + r at pa[r*ld]
+      float x = pa[0], y = pa[ld];
+      for (int r = 0; r < cnt; ++r) {
+        const float ynext = pa[(r + 2 <= cnt ? r + 2 : cnt) * ld];
+        const float c = l[2 * r], s = l[2 * r + 1];
+        pa[r * ld] = c * x + s * y;
+        x = c * y - s * x;
+        y = ynext;
+      }
+      pa[cnt * ld] = x;
+    }
+  } else {
+    const int sa = da * ld;
+    for (int i = first; i < len; i += step) {
+      ML_SHARED float *pa = base + a0 * ld + i;  // vector a0 + r*da at pa[r*sa]
+      ML_SHARED float *pb = base + b * ld + i;
+      float y = pb[0], x = pa[0];
+      for (int r = 0; r < cnt; ++r) {
+        const float xnext = pa[(r + 1 < cnt ? r + 1 : r) * sa];
+        const float c = l[2 * r], s = l[2 * r + 1];
+        pa[r * sa] = c * x + s * y;
+        y = c * y - s * x;
+        x = xnext;
+      }
+      pb[0] = y;
     }
   }
 }
 
-// Same for V in device memory: element i of vector j at base[i*rs + j*cs]; lane-owned rows.
-ML_FN void ml_svd_rotate_device(ML_CTX ctx, ML_SHARED const float *list, int count,
-                                ML_DEVICE float *base, int len, int rs, int cs) {
-  for (int t = 0; t < count; ++t) {
-    ML_DEVICE float *va = base + (int)list[4 * t] * cs;
-    ML_DEVICE float *vb = base + (int)list[4 * t + 1] * cs;
-    const float c = list[4 * t + 2], s = list[4 * t + 3];
-    for (int i = ctx.lane; i < len; i += ctx.group_size) {
-      const float x = va[i * rs], y = vb[i * rs];
-      va[i * rs] = c * x + s * y;
-      vb[i * rs] = c * y - s * x;
+// Same for V in device memory: element i of vector j at base[i*rs + j*cs].
+ML_FN void ml_svd_chain_device(ML_SHARED const float *h, ML_SHARED const float *l,
+                               ML_DEVICE float *base, int len, int rs, int cs, int first,
+                               int step) {
+  const int cnt = (int)h[0];
+  if (cnt <= 0) return;
+  const int kind = (int)h[1], a0 = (int)h[2], da = (int)h[3], b = (int)h[4];
+  if (kind == 0) {
+    for (int i = first; i < len; i += step) {
+      ML_DEVICE float *pa = base + i * rs + a0 * cs;
+      float x = pa[0], y = pa[cs];
+      for (int r = 0; r < cnt; ++r) {
+        const float ynext = pa[(r + 2 <= cnt ? r + 2 : cnt) * cs];
+        const float c = l[2 * r], s = l[2 * r + 1];
+        pa[r * cs] = c * x + s * y;
+        x = c * y - s * x;
+        y = ynext;
+      }
+      pa[cnt * cs] = x;
+    }
+  } else {
+    const int sa = da * cs;
+    for (int i = first; i < len; i += step) {
+      ML_DEVICE float *pa = base + i * rs + a0 * cs;
+      ML_DEVICE float *pb = base + i * rs + b * cs;
+      float y = pb[0], x = pa[0];
+      for (int r = 0; r < cnt; ++r) {
+        const float xnext = pa[(r + 1 < cnt ? r + 1 : r) * sa];
+        const float c = l[2 * r], s = l[2 * r + 1];
+        pa[r * sa] = c * x + s * y;
+        y = c * y - s * x;
+        x = xnext;
+      }
+      pb[0] = y;
+    }
+  }
+}
+
+// V = G_0 G_1 ... G_{N-3} (right reflectors, v_j in row j of w from column j+2 on), formed
+// row by row: rows first, first + step, ... (element (i, c) at base[i*rs + c*cs]).
+ML_FN void ml_svd_form_v_shared(ML_SHARED float *base, int rs, int cs, int N,
+                                ML_SHARED const float *w, int ld, ML_SHARED const float *taup,
+                                int first, int step) {
+  for (int i = first; i < N; i += step) {
+    ML_SHARED float *row = base + i * rs;
+    for (int c = 0; c < N; ++c) row[c * cs] = i == c ? 1.0f : 0.0f;
+    for (int j = 0; j + 2 < N; ++j) {
+      float tj = taup[j];
+      if (tj == 0.0f) continue;
+      float acc = row[(j + 1) * cs];
+      for (int c = j + 2; c < N; ++c) acc += row[c * cs] * w[c * ld + j];
+      acc *= tj;
+      row[(j + 1) * cs] -= acc;
+      for (int c = j + 2; c < N; ++c) row[c * cs] -= acc * w[c * ld + j];
+    }
+  }
+}
+ML_FN void ml_svd_form_v_device(ML_DEVICE float *base, int rs, int cs, int N,
+                                ML_SHARED const float *w, int ld, ML_SHARED const float *taup,
+                                int first, int step) {
+  for (int i = first; i < N; i += step) {
+    ML_DEVICE float *row = base + i * rs;
+    for (int c = 0; c < N; ++c) row[c * cs] = i == c ? 1.0f : 0.0f;
+    for (int j = 0; j + 2 < N; ++j) {
+      float tj = taup[j];
+      if (tj == 0.0f) continue;
+      float acc = row[(j + 1) * cs];
+      for (int c = j + 2; c < N; ++c) acc += row[c * cs] * w[c * ld + j];
+      acc *= tj;
+      row[(j + 1) * cs] -= acc;
+      for (int c = j + 2; c < N; ++c) row[c * cs] -= acc * w[c * ld + j];
     }
   }
 }
@@ -303,10 +471,14 @@ ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *
   ML_SHARED float *e = d + N;
   ML_SHARED float *tauq = e + N;
   ML_SHARED float *taup = tauq + N;
-  ML_SHARED float *rot_u = taup + N;
-  ML_SHARED float *rot_v = rot_u + 4 * N;
-  ML_SHARED float *red = rot_v + 4 * N;
-  ML_SHARED float *ctrl = red + ML_RED_FLOATS;
+  // taup + N: 8N floats, then red (64), then 4 spare floats. QR phase: the two rotation
+  // buffers' lists (4N each: U then V) from tauq on (tauq, taup are dead by then), their
+  // headers at red and red + 32; afterwards the permutation at dots, signs and swaps at
+  // tauq + 8N. Shared V (flag) after all of that.
+  ML_SHARED float *red = taup + 9 * N;
+  ML_SHARED float *vs = red + ML_RED_FLOATS + 4;  // V(i, j) at vs[j*ldv + i] (shared-V mode)
+  const int ldv = ml_shared_ld(N);
+  const int vshared = want_vectors && (p.flags & ML_K_SVD_V_SHARED) != 0;
 
   // Load: the working matrix is A (tall) or A^T (wide), column-major.
   float amax = 0.0f, bad = 0.0f;
@@ -389,24 +561,19 @@ ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *
     ml_barrier(ctx);
   }
 
-  // V (N x N), element (i, j) at vbase[i*vrs + j*vcs], built in the output that ends up
-  // holding it: vt = V^T for tall matrices, u = V for wide ones.
+  // QR-phase roles: lane 0 drives; the workers apply the rotations (and, for V in device
+  // memory, own the same rows of V from its formation to the end).
+  const int wfirst = gs >= 64 ? 32 : (gs > 1 ? 1 : 0);
+  const int worker = lane - wfirst, workers = gs - wfirst;
+  // V (N x N) in device mode: element (i, j) at vbase[i*vrs + j*vcs], in the output that ends
+  // up holding it: vt = V^T for tall matrices, u = V for wide ones.
   ML_DEVICE float *vbase = tall ? vt : u;
   const int vrs = tall ? 1 : N, vcs = tall ? N : 1;
   if (want_vectors) {
-    // V = G_0 G_1 ... G_{N-3}, applied to each lane's own rows from the right.
-    for (int i = lane; i < N; i += gs) {
-      ML_DEVICE float *row = vbase + i * vrs;
-      for (int c = 0; c < N; ++c) row[c * vcs] = i == c ? 1.0f : 0.0f;
-      for (int j = 0; j + 2 < N; ++j) {
-        float tj = taup[j];
-        if (tj == 0.0f) continue;
-        float acc = row[(j + 1) * vcs];
-        for (int c = j + 2; c < N; ++c) acc += row[c * vcs] * w[c * ld + j];
-        acc *= tj;
-        row[(j + 1) * vcs] -= acc;
-        for (int c = j + 2; c < N; ++c) row[c * vcs] -= acc * w[c * ld + j];
-      }
+    if (vshared) {
+      ml_svd_form_v_shared(vs, 1, ldv, N, w, ld, taup, lane, gs);
+    } else if (worker >= 0) {
+      ml_svd_form_v_device(vbase, vrs, vcs, N, w, ld, taup, worker, workers);
     }
     ml_barrier(ctx);
     // U (M x N) in place of W: H_0 ... H_{N-1} applied to I, backwards.
@@ -422,87 +589,107 @@ ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *
     }
   }
 
-  // Implicit QR on B: deflation thresholds relative to max |B| (backward stable).
+  // Implicit QR on B: deflation thresholds relative to max |B| (backward stable). Only lane 0
+  // reads d and e here: it starts changing them at once (other lanes reading them was a race).
   float bnorm = 0.0f;
-  for (int i = 0; i < N; ++i) {
-    bnorm = ml_fmax(bnorm, ml_fabs(d[i]));
-    if (i + 1 < N) bnorm = ml_fmax(bnorm, ml_fabs(e[i]));
+  if (lane == 0) {
+    for (int i = 0; i < N; ++i) {
+      bnorm = ml_fmax(bnorm, ml_fabs(d[i]));
+      if (i + 1 < N) bnorm = ml_fmax(bnorm, ml_fabs(e[i]));
+    }
   }
   const float thresh = ML_FLT_ULP * bnorm;
   const int max_sweeps = p.max_iter > 0 ? p.max_iter : 30 * N + 30;
-  int sweeps = 0, nu = 0, nv = 0, cmd = 0;
+  int sweeps = 0, cmd = 0, top = N - 1;
   if (want_vectors) {
-    for (;;) {
-      if (lane == 0) {
-        cmd = ml_svd_bd_next(d, e, N, thresh, rot_u, rot_v, &nu, &nv, &sweeps, max_sweeps);
-        ctrl[0] = (float)cmd;
-        ctrl[1] = (float)nu;
-        ctrl[2] = (float)nv;
+    // Step t goes to buffer t & 1; a buffer is rewritten (step t + 2) only after the barrier
+    // of step t + 1, which every worker reaches after applying step t.
+    for (int t = 0;; ++t) {
+      ML_SHARED float *h = red + 32 * (t & 1);
+      ML_SHARED float *lu = tauq + 4 * N * (t & 1);
+      ML_SHARED float *lv = lu + 2 * N;
+      if (lane == 0)
+        cmd = ml_svd_bd_next(d, e, N, thresh, &top, h, lu, lv, &sweeps, max_sweeps);
+      ml_barrier(ctx);
+      if (h[0] <= 0.0f) break;
+      if (worker < 0) continue;
+      ml_svd_chain_shared(h + 1, lu, w, M, ld, worker, workers);
+      if (vshared) {
+        ml_svd_chain_shared(h + 6, lv, vs, N, ldv, worker, workers);
+      } else {
+        ml_svd_chain_device(h + 6, lv, vbase, N, vrs, vcs, worker, workers);
       }
-      ml_barrier(ctx);
-      cmd = (int)ctrl[0];
-      if (cmd <= 0) break;
-      ml_svd_rotate_shared(ctx, rot_u, (int)ctrl[1], w, M, ld);
-      ml_svd_rotate_device(ctx, rot_v, (int)ctrl[2], vbase, N, vrs, vcs);
-      ml_barrier(ctx);
     }
   } else if (lane == 0) {
     do {
-      cmd = ml_svd_bd_next(d, e, N, thresh, rot_u, rot_v, &nu, &nv, &sweeps, max_sweeps);
+      cmd = ml_svd_bd_next(d, e, N, thresh, &top, red, tauq, tauq + 2 * N, &sweeps,
+                           max_sweeps);
     } while (cmd > 0);
   }
 
-  // Signs into V, then descending order as a list of swaps (lane 0 decides).
+  // Signs into V, then descending order (lane 0): as swaps sw[j] <-> j (selection sort) and as
+  // the permutation perm (output column j = working column perm[j]). The lists and headers of
+  // the last step are not touched (workers may still be reading the last header).
+  ML_SHARED float *perm = dots;
+  ML_SHARED float *sg = tauq + 8 * N;  // 1: V's working column j changes sign
+  ML_SHARED float *sw = sg + N;
   if (lane == 0) {
     for (int j = 0; j < N; ++j) {
-      rot_u[j] = d[j] < 0.0f ? 1.0f : 0.0f;
+      sg[j] = d[j] < 0.0f ? 1.0f : 0.0f;
       d[j] = ml_fabs(d[j]);
+      perm[j] = (float)j;
     }
-    int nsw = 0;
     for (int j = 0; j + 1 < N; ++j) {
       int q = j;
       for (int t = j + 1; t < N; ++t)
         if (d[t] > d[q]) q = t;
+      sw[j] = (float)q;
       if (q != j) {
         float tmp = d[j];
         d[j] = d[q];
         d[q] = tmp;
-        rot_v[2 * nsw] = (float)j;
-        rot_v[2 * nsw + 1] = (float)q;
-        ++nsw;
+        tmp = perm[j];
+        perm[j] = perm[q];
+        perm[q] = tmp;
       }
     }
-    ctrl[1] = (float)nsw;
-    ctrl[3] = (float)cmd;
   }
   ml_barrier(ctx);
   if (want_vectors) {
-    const int nsw = (int)ctrl[1];
-    for (int i = lane; i < N; i += gs) {
-      ML_DEVICE float *row = vbase + i * vrs;
-      for (int j = 0; j < N; ++j)
-        if (rot_u[j] != 0.0f) row[j * vcs] = -row[j * vcs];
-      for (int t = 0; t < nsw; ++t) {
-        int j = (int)rot_v[2 * t], q = (int)rot_v[2 * t + 1];
-        float tmp = row[j * vcs];
-        row[j * vcs] = row[q * vcs];
-        row[q * vcs] = tmp;
+    if (vshared) {
+      // V to the output: vt (tall, row j = V column perm[j]) or u (wide, u = V permuted).
+      const int di = gs / N, dj = gs - di * N;
+      for (int i = lane / N, j = lane % N; i < N;) {
+        // tall: vt[i*N + j] = V(j, perm[i]); wide: u[i*N + j] = V(i, perm[j])
+        const int r = tall ? j : i, c = (int)perm[tall ? i : j];
+        const float v = vs[c * ldv + r];
+        vbase[i * N + j] = sg[c] != 0.0f ? -v : v;
+        j += dj;
+        i += di;
+        if (j >= N) {
+          j -= N;
+          ++i;
+        }
+      }
+    } else if (worker >= 0) {
+      for (int i = worker; i < N; i += workers) {
+        ML_DEVICE float *row = vbase + i * vrs;
+        for (int j = 0; j < N; ++j)
+          if (sg[j] != 0.0f) row[j * vcs] = -row[j * vcs];
+        for (int j = 0; j + 1 < N; ++j) {
+          const int q = (int)sw[j];
+          if (q == j) continue;
+          float tmp = row[j * vcs];
+          row[j * vcs] = row[q * vcs];
+          row[q * vcs] = tmp;
+        }
       }
     }
-    for (int i = lane; i < M; i += gs) {
-      for (int t = 0; t < nsw; ++t) {
-        int j = (int)rot_v[2 * t], q = (int)rot_v[2 * t + 1];
-        float tmp = w[j * ld + i];
-        w[j * ld + i] = w[q * ld + i];
-        w[q * ld + i] = tmp;
-      }
-    }
-    ml_barrier(ctx);
     // The left vectors: u (m x N) for tall matrices, vt = U'^T (N x n) for wide ones.
     if (tall) {
       const int di = gs / N, dj = gs - di * N;
       for (int i = lane / N, j = lane % N; i < M;) {
-        u[i * N + j] = w[j * ld + i];
+        u[i * N + j] = w[(int)perm[j] * ld + i];
         j += dj;
         i += di;
         if (j >= N) {
@@ -511,27 +698,30 @@ ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *
         }
       }
     } else {
-      for (int j = 0; j < N; ++j)
-        for (int i = lane; i < M; i += gs) vt[j * M + i] = w[j * ld + i];
+      for (int j = 0; j < N; ++j) {
+        ML_SHARED const float *col = w + (int)perm[j] * ld;
+        for (int i = lane; i < M; i += gs) vt[j * M + i] = col[i];
+      }
     }
   }
   for (int j = lane; j < N; j += gs) s[j] = ml_ldexp(d[j], ex);
   if (lane == 0 && info) {
-    int flags = (int)ctrl[3] < 0 ? ML_INFO_NOT_CONVERGED : 0;
+    int flags = cmd < 0 ? ML_INFO_NOT_CONVERGED : 0;
     if (d[N - 1] <= (float)M * ML_FLT_ULP * d[0]) flags |= ML_INFO_RANK_DEFICIENT;
     info[g] = flags | (ml_imin(sweeps, 0xffff) << ML_INFO_SWEEPS_SHIFT);
   }
 }
 
-// Entry: u (m x k), s (k, descending, >= 0), vt (k x n), k = min(m, n); p.flags ignored
-// (full_matrices is only routed here for square matrices, where it is the same).
+// Entry: u (m x k), s (k, descending, >= 0), vt (k x n), k = min(m, n). p.flags: only
+// ML_K_SVD_V_SHARED is read (scratch: ml_svd_bidiag_qr_scratch_floats_flags); the other bits
+// are ignored (full_matrices is only routed here for square matrices, where it is the same).
 ML_FN void ml_svd_bidiag_qr(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                             ML_DEVICE float *u, ML_DEVICE float *s, ML_DEVICE float *vt,
                             ML_DEVICE int *info) {
   ml_svd_bidiag_qr_run(ctx, p, a, u, s, vt, info, 1);
 }
 
-// Entry: singular values only (no vectors are formed or rotated).
+// Entry: singular values only (no vectors are formed or rotated; p.flags ignored).
 ML_FN void ml_svdvals_bidiag_qr(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                                 ML_DEVICE float *s, ML_DEVICE int *info) {
   ml_svd_bidiag_qr_run(ctx, p, a, s, s, s, info, 0);

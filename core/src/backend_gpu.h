@@ -19,6 +19,12 @@ struct Call {
   const float *a;
   float *out0, *out1, *out2;
   int32_t *info;
+  // Launch shape the policy asks for (GPU backends): 0 = a group of lanes per matrix,
+  // 1 = one lane per matrix (taken only where the kernel has such an entry point).
+  int32_t variant = 0;
+  // GPU backends: register (thread-per-matrix, no group) kernels are candidates only for
+  // max(m, n) <= this (policy gpu_small_max_n).
+  int32_t small_max_n = 0;
 };
 
 #if defined(ML_WITH_CUDA)
@@ -29,7 +35,10 @@ bool available();
 const char *device_name();
 // Name of the kernel that handles this shape (e.g. "eigh_tridiag_ql"),
 // or nullptr when no GPU kernel covers it (the core then uses the CPU).
-const char *kernel_for(int32_t op, int64_t m, int64_t n, int32_t flags);
+// small_max_n: see Call::small_max_n.
+const char *kernel_for(int32_t op, int64_t m, int64_t n, int32_t flags, int64_t small_max_n);
+// Whether that kernel has a lane-per-matrix entry point (Call::variant 1 runs it).
+bool has_lane_variant(int32_t op, int64_t m, int64_t n, int32_t flags, int64_t small_max_n);
 // Device workspace bytes for a device-memory call.
 int64_t workspace_bytes(const Call &c);
 // Enqueue the call on exec->stream, device pointers, no host sync, no allocation.

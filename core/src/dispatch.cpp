@@ -19,7 +19,8 @@ const ml_exec kHostExec = {ML_MEMORY_HOST, 0, nullptr, nullptr, 0, {0, 0, 0, 0}}
 // GPU kernel for host buffers when the policy says the copies pay off.
 const char *host_gpu_kernel(const Call &c, const policy::Resolved &pol) {
   if (pol.force == policy::Force::kCpu || !cuda::available()) return nullptr;
-  const char *kernel = cuda::kernel_for(c.op, c.m, c.n, c.flags);
+  const char *kernel =
+      cuda::kernel_for(c.op, c.m, c.n, c.flags, pol.value[policy::kGpuSmallMaxN]);
   if (!kernel) return nullptr;
   if (pol.force == policy::Force::kGpu) return kernel;
   const int64_t min_work = pol.value[policy::kHostGpuMinWork];
@@ -32,11 +33,22 @@ const char *host_gpu_kernel(const Call &c, const policy::Resolved &pol) {
 // GPU kernel for device buffers; null means the caller should use the CPU.
 const char *device_gpu_kernel(const Call &c, const policy::Resolved &pol) {
   if (pol.force == policy::Force::kCpu || !cuda::available()) return nullptr;
-  const char *kernel = cuda::kernel_for(c.op, c.m, c.n, c.flags);
+  const char *kernel =
+      cuda::kernel_for(c.op, c.m, c.n, c.flags, pol.value[policy::kGpuSmallMaxN]);
   if (!kernel || pol.force == policy::Force::kGpu) return kernel;
   const bool fits = c.batch >= pol.value[policy::kGpuMinBatch] &&
                     std::max(c.m, c.n) <= pol.value[policy::kGpuMaxN];
   return fits ? kernel : nullptr;
+}
+
+// Launch shape for a GPU call: one lane per matrix for large batches of tiny matrices.
+int32_t gpu_variant(const Call &c, const policy::Resolved &pol) {
+  return std::max(c.m, c.n) <= pol.value[policy::kGpuLaneMaxN] &&
+                 c.batch >= pol.value[policy::kGpuLaneMinBatch] &&
+                 cuda::has_lane_variant(c.op, c.m, c.n, c.flags,
+                                        pol.value[policy::kGpuSmallMaxN])
+             ? 1
+             : 0;
 }
 #endif
 
@@ -53,7 +65,7 @@ ml_status dispatch(const char *where, const ml_exec *exec_in, const Call &c) {
   if (exec.memory == ML_MEMORY_CUDA) {
     // Device buffers run wherever a kernel covers the shape; the frontends ask
     // ml_backend first and copy to the host when it names the CPU.
-    if (!cuda::kernel_for(c.op, c.m, c.n, c.flags))
+    if (!cuda::kernel_for(c.op, c.m, c.n, c.flags, pol.value[policy::kGpuSmallMaxN]))
       return fail(ML_INVALID_ARGUMENT, where,
                   "no CUDA kernel covers %s of %lld x %lld (flags %d); ml_backend() names the "
                   "CPU for this shape: pass host buffers",
@@ -64,9 +76,19 @@ ml_status dispatch(const char *where, const ml_exec *exec_in, const Call &c) {
       return fail(ML_INVALID_ARGUMENT, where,
                   "exec->workspace must hold %lld bytes (ml_workspace_size), got %lld",
                   static_cast<long long>(need), static_cast<long long>(exec.workspace_bytes));
-    return cuda::run_device(exec, c);
+    Call gc = c;
+    gc.variant = gpu_variant(c, pol);
+    gc.small_max_n = static_cast<int32_t>(
+        std::min<int64_t>(pol.value[policy::kGpuSmallMaxN], int64_t{1} << 30));
+    return cuda::run_device(exec, gc);
   }
-  if (host_gpu_kernel(c, pol)) return cuda::run_host(c);
+  if (host_gpu_kernel(c, pol)) {
+    Call gc = c;
+    gc.variant = gpu_variant(c, pol);
+    gc.small_max_n = static_cast<int32_t>(
+        std::min<int64_t>(pol.value[policy::kGpuSmallMaxN], int64_t{1} << 30));
+    return cuda::run_host(gc);
+  }
 #endif
   return cpu::run(c, pol, where);
 }
@@ -86,7 +108,7 @@ const char *backend_for(int32_t op, int32_t memory, int64_t m, int64_t n, int64_
       memory == ML_MEMORY_CUDA ? device_gpu_kernel(c, pol) : host_gpu_kernel(c, pol);
   if (kernel) {
     static thread_local std::string name;
-    name = std::string("cuda:") + kernel;
+    name = std::string("cuda:") + kernel + (gpu_variant(c, pol) ? "/lane" : "");
     return name.c_str();
   }
 #endif
@@ -104,7 +126,9 @@ ml_status workspace_size(const ml_exec *exec_in, const Call &c, int64_t *bytes) 
   probe.batch = c.batch < 0 ? c.batch : 0;  // sizes and flags only: no buffers to check
   if (ml_status st = check_call(where, probe)) return st;
 #if defined(ML_WITH_CUDA)
-  if (exec.memory == ML_MEMORY_CUDA && c.batch > 0 && cuda::kernel_for(c.op, c.m, c.n, c.flags))
+  if (exec.memory == ML_MEMORY_CUDA && c.batch > 0 &&
+      cuda::kernel_for(c.op, c.m, c.n, c.flags,
+                       policy::resolve(c.op).value[policy::kGpuSmallMaxN]))
     *bytes = cuda::workspace_bytes(c);
 #endif
   return ML_OK;

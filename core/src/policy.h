@@ -15,7 +15,10 @@ enum Field : int {
   kGpuMinBatch = 1,     // device tensors go to the GPU only when batch >= this
   kGpuMaxN = 2,         // largest max(m,n) sent to the GPU kernels
   kHostGpuMinWork = 3,  // host buffers go to the GPU when batch*m*n >= this (0 = never)
-  kFieldCount = 4
+  kGpuLaneMaxN = 4,     // GPU: one lane per matrix when max(m,n) <= this (0 = never) ...
+  kGpuLaneMinBatch = 5, // ... and batch >= this; else a group of lanes per matrix
+  kGpuSmallMaxN = 6,    // GPU register kernels (a thread per matrix) when max(m,n) <= this
+  kFieldCount = 7
 };
 
 // Forced backend from METAL_LINALG_<OP>_BACKEND.

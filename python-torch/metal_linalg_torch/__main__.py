@@ -128,8 +128,33 @@ def cmd_calibrate(args) -> int:
     _import()
     from metal_linalg_torch import calibrate
 
-    path = calibrate.calibrate(args.ops or OPS, cuda=False if args.cpu_only else None)
+    cuda = False if args.cpu_only else None
+    if args.no_cpu and not calibrate.cuda_usable():
+        print("calibrate: --no-cpu but no usable CUDA device: nothing to measure", file=sys.stderr)
+        return 2
+    words = ["python -m metal_linalg_torch calibrate"]
+    words += ["--ops", *args.ops] if args.ops else []
+    words += [f for f, on in (("--cpu-only", args.cpu_only), ("--no-cpu", args.no_cpu)) if on]
+    for flag, value in (
+        ("--budget-s", args.budget_s),
+        ("--table-out", args.table_out),
+        ("--json-out", args.json_out),
+    ):
+        words += [flag, str(value)] if value is not None else []
+    command = " ".join(words)
+    path = calibrate.calibrate(
+        args.ops or OPS,
+        cuda=cuda,
+        cpu=not args.no_cpu,
+        budget_s=args.budget_s,
+        table_out=args.table_out,
+        json_out=args.json_out,
+        command=command,
+    )
     print(f"wrote {path}; the policy was reloaded (source now tuned:<device>)")
+    for label, out in (("table", args.table_out), ("timings", args.json_out)):
+        if out:
+            print(f"wrote {label} {out}")
     return 0
 
 
@@ -163,8 +188,23 @@ def main(argv=None) -> int:
         sub.add_parser("bench", help="compare against torch.linalg / NumPy (CuPy, JAX on CUDA)")
     )
     cal = sub.add_parser("calibrate", help="measure this machine and write its policy file")
-    cal.add_argument("--ops", nargs="+", choices=OPS)
-    cal.add_argument("--cpu-only", action="store_true", help="skip the GPU measurements")
+    cal.add_argument("--ops", nargs="+", choices=OPS, help="ops to measure (default: all)")
+    which = cal.add_mutually_exclusive_group()
+    which.add_argument("--cpu-only", action="store_true", help="skip the GPU measurements")
+    which.add_argument(
+        "--no-cpu", action="store_true", help="skip the CPU kernel measurement (cpu_kernel_max_n)"
+    )
+    cal.add_argument(
+        "--table-out",
+        metavar="PATH",
+        help="also write the measured fields as a core/tuned/<device>.policy table",
+    )
+    cal.add_argument("--json-out", metavar="PATH", help="also write every raw timing as JSON")
+    cal.add_argument(
+        "--budget-s",
+        type=float,
+        help="total seconds for the measurements; points beyond it are skipped (default: none)",
+    )
     _add_bench_args(sub.add_parser("demo", help="info + a quick bench (the default)"))
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in ("info", "bench", "calibrate", "demo", "-h", "--help"):

@@ -1,13 +1,27 @@
 """Measure this machine and write the per-machine policy file the core reads (ml_policy_file()).
 
 CPU: for each op, the largest n up to which the portable CPU kernel beats LAPACK on a batch
-(cpu_kernel_max_n). CUDA (when the core has it): the smallest batch at which device tensors are
-faster on the GPU than through the CPU backend (gpu_min_batch). Other fields keep their values.
+(cpu_kernel_max_n). CUDA (when the core has it):
+- gpu_min_batch: the smallest batch at which device tensors are faster on the GPU than through
+  the CPU backend;
+- gpu_lane_max_n / gpu_lane_min_batch: where the lane-per-matrix variant of the CUDA kernels (one
+  thread per matrix) beats the block variant (a group of threads per matrix) on device tensors
+  (only when the core has these fields);
+- host_gpu_min_work: the work batch*m*n from which host (CPU) tensors are faster sent through the
+  GPU, copies included, than computed by the CPU backend (0 = never).
+Other fields keep their values.
+
+The functions that turn timings into thresholds (choose_*) and the table writer are pure, so
+they can be tested without a GPU. measure() collects every raw timing (write_json()), calibrate()
+writes the per-machine policy file and, on request, a table in the core/tuned/*.policy format.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import platform
+import re
 import time
 
 import torch
@@ -20,9 +34,41 @@ CPU_SIZES = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 GPU_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 HUGE = 1 << 30
 
+# Host tensors: CPU backend vs the GPU route (copies included).
+HOST_SIZES = (8, 16, 32, 64, 128)
+HOST_BATCHES = (1, 16, 64, 256, 1024, 4096, 16384)
+HOST_MAX_WORK = 1 << 26  # batch * n * n
+HOST_BOTH_SLOW_S = 0.5  # stop growing the batch of an n once both routes take longer than this
+HOST_ONE_SLOW_S = 2.0  # ... or once one of them does
+HOST_PREDICTED_MAX_S = 4.0  # skip a point predicted (linearly in batch) to take longer
+
+# Device tensors: lane-per-matrix variant vs block variant.
+LANE_SIZES = (2, 3, 4, 6, 8, 12, 16, 24, 32)
+LANE_BATCHES = (256, 1024, 4096, 16384, 65536)
+LANE_GIVE_UP = 2.0  # past a loss of the lane variant by this factor, larger n are not timed
+
+SLOW_CALL_S = 0.25  # a call slower than this is timed once after its warm-up
+LANE_FIELDS = ("gpu_lane_max_n", "gpu_lane_min_batch")
+FIELD_ORDER = (
+    "cpu_kernel_max_n",
+    "gpu_min_batch",
+    "gpu_max_n",
+    "host_gpu_min_work",
+    "gpu_lane_max_n",
+    "gpu_lane_min_batch",
+)
+
 
 def _fn(op):
     return getattr(mlt, op)
+
+
+def _dims(op, n):
+    return (n,) if op.startswith("eig") else (n, n)
+
+
+def _backend(op, n, batch, device) -> str:
+    return getattr(mlt, f"{op}_backend")(*_dims(op, n), batch, device=device)
 
 
 def _input(op, n, batch, device):
@@ -30,6 +76,17 @@ def _input(op, n, batch, device):
     if op in ("eigh", "eigvalsh"):
         a = (a + a.mT) / 2
     return a.to(device)
+
+
+def _input_fast(op, n, batch, device):
+    """Like _input, generated on the GPU when there is one (large host batches: much faster)."""
+    if not torch.cuda.is_available():
+        return _input(op, n, batch, device)
+    g = torch.Generator(device="cuda").manual_seed(n * 7 + batch)
+    a = torch.randn(batch, n, n, generator=g, device="cuda")
+    if op in ("eigh", "eigvalsh"):
+        a = (a + a.mT) / 2
+    return a.to(device).contiguous()
 
 
 def _best(fn, x, sync=None, reps=5) -> float:
@@ -46,8 +103,10 @@ def _best(fn, x, sync=None, reps=5) -> float:
     return min(times)
 
 
-def cpu_kernel_max_n(op: str, batch: int = 256, log=print) -> int:
-    """Largest n of CPU_SIZES below which the kernel wins every size (0: LAPACK everywhere)."""
+def cpu_kernel_max_n(op: str, batch: int = 256, log=print, record=None) -> int:
+    """Largest n of CPU_SIZES below which the kernel wins every size (0: LAPACK everywhere).
+
+    record: an optional list that receives one dict of timings per measured size."""
     fn, best_n = _fn(op), 0
     try:
         for n in CPU_SIZES:
@@ -64,6 +123,8 @@ def cpu_kernel_max_n(op: str, batch: int = 256, log=print) -> int:
             log(
                 f"  {op:9s} n={n:3d} x{batch}: kernel {t_kernel * 1e3:8.3f} ms, lapack {t_lapack * 1e3:8.3f} ms"
             )
+            if record is not None:
+                record.append({"n": n, "batch": batch, "kernel_s": t_kernel, "lapack_s": t_lapack})
             if t_kernel >= t_lapack:
                 break
             best_n = n
@@ -72,8 +133,10 @@ def cpu_kernel_max_n(op: str, batch: int = 256, log=print) -> int:
     return best_n
 
 
-def gpu_min_batch(op: str, n: int = 32, log=print) -> int | None:
-    """Smallest batch of n x n device matrices where the GPU beats the CPU route (None: never)."""
+def gpu_min_batch(op: str, n: int = 32, log=print, record=None) -> int | None:
+    """Smallest batch of n x n device matrices where the GPU beats the CPU route (None: never).
+
+    record: an optional list that receives one dict of timings per measured batch."""
     fn, sync = _fn(op), torch.cuda.synchronize
     try:
         for batch in GPU_BATCHES:
@@ -91,6 +154,8 @@ def gpu_min_batch(op: str, n: int = 32, log=print) -> int | None:
             log(
                 f"  {op:9s} {n}x{n} x{batch}: gpu {t_gpu * 1e3:8.3f} ms, via cpu {t_cpu * 1e3:8.3f} ms"
             )
+            if record is not None:
+                record.append({"n": n, "batch": batch, "gpu_s": t_gpu, "via_cpu_s": t_cpu})
             if t_gpu < t_cpu:
                 return batch
         return None
@@ -98,31 +163,558 @@ def gpu_min_batch(op: str, n: int = 32, log=print) -> int | None:
         queries.reset_policy(op)
 
 
-def calibrate(ops=OPS, cuda: bool | None = None, log=print) -> str:
-    """Measure, write the policy file, reload it; returns the file's path."""
+# ---------------------------------------------------------------------------------------------
+# Pure selection rules (timings in, thresholds out).
+
+
+def _wins(t_fast, t_slow) -> bool | None:
+    """Whether t_fast < t_slow; None when either was not measured."""
+    if t_fast is None or t_slow is None:
+        return None
+    return t_fast < t_slow
+
+
+def choose_host_gpu_min_work(points) -> int | None:
+    """host_gpu_min_work from (work, t_cpu, t_gpu) triples, work = batch*m*n, seconds per call.
+
+    The smallest measured work W at which the GPU route wins such that it wins at every measured
+    point with work >= W (W is a measured work: nothing is claimed about unmeasured work below it).
+    Returns 0 (the field's "never") when the GPU route loses at the largest work measured, and None
+    when nothing was measured. A point with t_gpu None (no GPU route for that shape) or t_cpu
+    None (not measured) is left out.
+    """
+    measured = [(int(w), bool(_wins(g, c))) for w, c, g in points if _wins(g, c) is not None]
+    if not measured:
+        return None
+    losing = [w for w, win in measured if not win]
+    above = [w for w, win in measured if win and (not losing or w > max(losing))]
+    return min(above) if above else 0
+
+
+def choose_lane(timings, sizes=LANE_SIZES, batches=LANE_BATCHES) -> tuple[int | None, int | None]:
+    """(gpu_lane_max_n, gpu_lane_min_batch) from {(n, batch): (t_lane, t_block)} in seconds.
+
+    t_lane None: the lane variant is not available (or failed) there, which counts as a loss; a
+    missing key, a None value or t_block None: not measured.
+    gpu_lane_max_n: the largest n of `sizes` such that the lane variant wins at the largest batch of
+    `batches` for every n' <= n of `sizes` (0 if it loses at the smallest n; the sizes from the
+    first one not measured at the largest batch on are not claimed). gpu_lane_min_batch: the
+    smallest batch of `batches` such that the lane variant wins at every measured batch >= it for
+    every n <= gpu_lane_max_n (points not measured there count as losses); None when
+    gpu_lane_max_n is 0 (the variant is off, the field does not matter).
+    Returns (None, None) when nothing usable was measured at the smallest n.
+    """
+    sizes, batches = sorted(sizes), sorted(batches)
+    top = batches[-1]
+
+    def result(n, b):
+        v = timings.get((n, b))
+        if v is None:
+            return None  # not measured
+        t_lane, t_block = v
+        if t_block is None:
+            return None
+        return t_lane is not None and t_lane < t_block
+
+    max_n = None
+    for n in sizes:
+        r = result(n, top)
+        if r is None:
+            break
+        if not r:
+            max_n = max_n or 0
+            break
+        max_n = n
+    if not max_n:
+        return max_n, None
+    covered = [n for n in sizes if n <= max_n]
+    for i, b in enumerate(batches):
+        if all(result(n, bb) is True for n in covered for bb in batches[i:]):
+            return max_n, b
+    return max_n, top  # unreachable: every covered n wins at the largest batch
+
+
+# ---------------------------------------------------------------------------------------------
+# Policy tables (core/tuned/README: "# device: <name>" first, then "<op> <field> <int>" lines).
+
+
+def table_file_name(device: str) -> str:
+    """<device>.policy with characters other than letters, digits, '.', '-', '_' replaced."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", device) + ".policy"
+
+
+def _comment(text: str) -> str:
+    # The core treats any comment holding "device:" as the device line: keep it out of the others.
+    return "# " + " ".join(str(text).split()).replace("device:", "device :")
+
+
+def format_table(device: str, values: dict, *, date: str, command: str, notes=()) -> str:
+    """A core/tuned/*.policy table: the device line, date and command comments, notes, then
+    "<op> <field> <value>" for each field in values ({op: {field: int}}), in a fixed order."""
+    if not device or "\n" in device:
+        raise ValueError(f"device name must be one non-empty line, got {device!r}")
+    lines = [f"# device: {device}", _comment(f"date: {date}"), _comment(f"command: {command}")]
+    lines += [_comment(note) for note in notes]
+    for op in [o for o in OPS if o in values] + sorted(set(values) - set(OPS)):
+        fields = values[op]
+        for field in [f for f in FIELD_ORDER if f in fields] + sorted(
+            set(fields) - set(FIELD_ORDER)
+        ):
+            value = fields[field]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{op} {field}: expected a non-negative int, got {value!r}")
+            lines.append(f"{op} {field} {value}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Measurements.
+
+
+class Budget:
+    """A total time budget spread over weighted phases: each phase may use its share of what is
+    left when it starts (time a phase leaves unused goes to the later ones). None: no limit."""
+
+    def __init__(self, total_s: float | None, clock=time.monotonic):
+        self.clock = clock
+        self.total_s = total_s
+        self.deadline = None if total_s is None else clock() + total_s
+        self.phase_deadline = None
+
+    def start_phase(self, weight: float, remaining_weight: float) -> None:
+        if self.deadline is None:
+            return
+        now = self.clock()
+        left = max(0.0, self.deadline - now)
+        self.phase_deadline = now + left * weight / max(remaining_weight, weight, 1e-9)
+
+    def expired(self) -> bool:
+        return self.phase_deadline is not None and self.clock() > self.phase_deadline
+
+
+def _call_time_wall(fn, x) -> float:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn(x)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def _call_time_events(fn, x) -> float:
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn(x)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3
+
+
+def _compare(fn, x, variants: dict, timer, min_reps=3, max_reps=10, point_s=0.3) -> dict:
+    """Best per-call seconds of fn(x) under each variant ({label: setup()}), timed in interleaved
+    rounds after one warm-up call each (one round only when a call of the first round is slower
+    than SLOW_CALL_S); a variant whose call raises gets None (and its error)."""
+    best = {label: None for label in variants}
+    errors = {}
+    for label, setup in variants.items():
+        setup()
+        try:
+            fn(x)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001 - recorded, the variant counts as unavailable
+            errors[label] = f"{type(exc).__name__}: {exc}"[:300]
+    live = [label for label in variants if label not in errors]
+    started = time.perf_counter()
+    rounds = 0
+    while live and rounds < max_reps:
+        if rounds == 1 and any(t is not None and t > SLOW_CALL_S for t in best.values()):
+            break
+        for label in list(live):
+            variants[label]()
+            try:
+                t = timer(fn, x)
+            except Exception as exc:  # noqa: BLE001
+                errors[label] = f"{type(exc).__name__}: {exc}"[:300]
+                best[label] = None
+                live.remove(label)
+                continue
+            best[label] = t if best[label] is None else min(best[label], t)
+        rounds += 1
+        if rounds >= min_reps and time.perf_counter() - started > point_s:
+            break
+    return {"best": best, "errors": errors}
+
+
+def _ms(t) -> str:
+    return "   -    " if t is None else f"{t * 1e3:8.3f}"
+
+
+def lane_timings(op: str, budget: Budget | None = None, log=print, record=None, base=None):
+    """{(n, batch): (t_lane, t_block)} for device tensors (see choose_lane). The largest batch of
+    every n first, then the other batches for the sizes up to the first loss at the largest batch.
+    record: list receiving one dict per point (timings, backends, errors, skips)."""
+    budget = budget or Budget(None)
+    fn = _fn(op)
+    out = {}
+    top = max(LANE_BATCHES)
+    gpu_max_n = max(max(LANE_SIZES), queries.policy(op)["gpu_max_n"])
+
+    # The register kernels (gpu_small_max_n) would take n <= 8 in both variants: off here, so
+    # the two launch shapes of the same kernels are compared.
+    small_off = {"gpu_small_max_n": 0} if "gpu_small_max_n" in queries.policy(op) else {}
+
+    def lane():
+        queries.set_policy(
+            op,
+            gpu_lane_max_n=HUGE,
+            gpu_lane_min_batch=1,
+            gpu_min_batch=1,
+            gpu_max_n=gpu_max_n,
+            **small_off,
+        )
+
+    def block():
+        queries.set_policy(op, gpu_lane_max_n=0, gpu_min_batch=1, gpu_max_n=gpu_max_n, **small_off)
+
+    def point(n, batch, skip=None):
+        entry = {"n": n, "batch": batch}
+        if skip or budget.expired():
+            entry["skipped"] = skip or "time budget"
+            if record is not None:
+                record.append(entry)
+            return
+        lane()
+        lane_name = _backend(op, n, batch, "cuda")
+        block()
+        block_name = _backend(op, n, batch, "cuda")
+        entry.update(lane_backend=lane_name, block_backend=block_name)
+        if not block_name.startswith("cuda:") or "/lane" in block_name:
+            entry["skipped"] = "block variant not routed to the GPU"
+        else:
+            variants = {"block": block}
+            if lane_name.endswith("/lane"):
+                variants["lane"] = lane
+            x = _input_fast(op, n, batch, "cuda")
+            r = _compare(fn, x, variants, _call_time_events)
+            del x
+            t_lane, t_block = r["best"].get("lane"), r["best"]["block"]
+            entry.update(lane_s=t_lane, block_s=t_block)
+            if r["errors"]:
+                entry["errors"] = r["errors"]
+            out[(n, batch)] = (t_lane, t_block)
+            note = "" if "lane" in variants else f" (no lane variant: {lane_name})"
+            log(
+                f"  {op:9s} {n:2d}x{n:<2d} x{batch:<6d} lane {_ms(t_lane)} ms, block "
+                f"{_ms(t_block)} ms{note}{' errors: ' + str(r['errors']) if r['errors'] else ''}"
+            )
+        if record is not None:
+            record.append(entry)
+
+    try:
+        if base:
+            queries.set_policy(op, **base)
+        stop = None
+        for n in LANE_SIZES:
+            point(n, top, stop)
+            t_lane, t_block = out.get((n, top), (None, None))
+            # Past the first loss the larger sizes only inform: leave them out once the lane
+            # variant is clearly behind or slow (a lane call of a large n can take seconds).
+            if stop or t_block is None:
+                continue
+            if t_lane is None or (
+                t_lane >= t_block and (t_lane > LANE_GIVE_UP * t_block or t_lane > SLOW_CALL_S)
+            ):
+                stop = f"lane variant missing, > {LANE_GIVE_UP}x slower or slow at a smaller n"
+        max_n, _ = choose_lane(out)
+        for n in [s for s in LANE_SIZES if max_n and s <= max_n]:
+            for batch in sorted(LANE_BATCHES, reverse=True)[1:]:
+                point(n, batch)
+    finally:
+        queries.reset_policy(op)
+    return out
+
+
+def host_timings(op: str, budget: Budget | None = None, log=print, record=None, base=None):
+    """[(work, t_cpu, t_gpu)] for host tensors: the CPU backend vs the GPU route (copies
+    included), square n of HOST_SIZES x HOST_BATCHES with batch*n*n <= HOST_MAX_WORK; the batch of
+    an n stops growing once both routes take > HOST_BOTH_SLOW_S or one > HOST_ONE_SLOW_S.
+    base: policy fields set for both routes (e.g. the cpu_kernel_max_n just measured)."""
+    budget = budget or Budget(None)
+    fn = _fn(op)
+    out = []
+    gpu_max_n = max(max(HOST_SIZES), queries.policy(op)["gpu_max_n"])
+
+    def cpu_route():
+        queries.set_policy(op, host_gpu_min_work=0)
+
+    def gpu_route():
+        queries.set_policy(op, host_gpu_min_work=1, gpu_min_batch=1, gpu_max_n=gpu_max_n)
+
+    def skip(entry, why):
+        entry["skipped"] = why
+        if record is not None:
+            record.append(entry)
+
+    try:
+        if base:
+            queries.set_policy(op, **base)
+        for n in HOST_SIZES:
+            prev = None  # (batch, slowest time) of the last point of this n
+            stop = None
+            for batch in HOST_BATCHES:
+                entry = {"n": n, "batch": batch, "work": batch * n * n}
+                if batch * n * n > HOST_MAX_WORK:
+                    continue  # outside the grid, not a skip
+                if stop:
+                    skip(entry, stop)
+                    continue
+                if budget.expired():
+                    skip(entry, "time budget")
+                    continue
+                if prev and prev[1] * batch / prev[0] > HOST_PREDICTED_MAX_S:
+                    skip(entry, f"predicted > {HOST_PREDICTED_MAX_S} s")
+                    stop = entry["skipped"]
+                    continue
+                cpu_route()
+                cpu_name = _backend(op, n, batch, "cpu")
+                gpu_route()
+                gpu_name = _backend(op, n, batch, "cpu")
+                entry.update(cpu_backend=cpu_name, gpu_backend=gpu_name)
+                if not cpu_name.startswith("cpu:"):
+                    skip(entry, "CPU route not on the CPU")
+                    continue
+                variants = {"cpu": cpu_route}
+                if gpu_name.startswith("cuda:"):
+                    variants["gpu"] = gpu_route
+                x = _input_fast(op, n, batch, "cpu")
+                r = _compare(fn, x, variants, _call_time_wall, min_reps=2, max_reps=7)
+                del x
+                t_cpu, t_gpu = r["best"]["cpu"], r["best"].get("gpu")
+                entry.update(cpu_s=t_cpu, gpu_s=t_gpu)
+                if r["errors"]:
+                    entry["errors"] = r["errors"]
+                if record is not None:
+                    record.append(entry)
+                out.append((batch * n * n, t_cpu, t_gpu))
+                note = "" if "gpu" in variants else f" (no GPU route: {gpu_name})"
+                log(
+                    f"  {op:9s} {n:3d}x{n:<3d} x{batch:<6d} cpu {_ms(t_cpu)} ms, gpu "
+                    f"{_ms(t_gpu)} ms{note}{' errors: ' + str(r['errors']) if r['errors'] else ''}"
+                )
+                times = [t for t in (t_cpu, t_gpu) if t is not None]
+                if not times:
+                    continue
+                prev = (batch, max(times))
+                if len(times) == 2 and min(times) > HOST_BOTH_SLOW_S:
+                    stop = f"both routes > {HOST_BOTH_SLOW_S} s at a smaller batch"
+                elif max(times) > HOST_ONE_SLOW_S:
+                    stop = f"a route > {HOST_ONE_SLOW_S} s at a smaller batch"
+    finally:
+        queries.reset_policy(op)
+    return out
+
+
+def _warm_gpu() -> None:
+    """Bring the GPU clocks up before timing."""
+    x = torch.randn(4096, 4096, device="cuda")
+    for _ in range(40):
+        x = x @ x
+        x /= x.norm()
+    torch.cuda.synchronize()
+
+
+def cuda_usable() -> bool:
+    return torch.cuda.is_available() and queries.backends_available()["cuda"]
+
+
+def has_lane_fields(op: str = "qr") -> bool:
+    return all(f in queries.policy(op) for f in LANE_FIELDS)
+
+
+PHASE_WEIGHTS = {"cpu_kernel": 1.0, "lane": 1.0, "gpu_min_batch": 0.25, "host": 2.0}
+
+
+def measure(
+    ops=OPS,
+    *,
+    cpu: bool = True,
+    cuda: bool | None = None,
+    budget_s: float | None = None,
+    log=print,
+) -> dict:
+    """Run the measurements; returns {"meta", "chosen": {op: {field: int}}, "notes": {op: [..]},
+    "points": {op: {phase: [raw timings]}}}. Only fields actually measured appear in "chosen"."""
     if cuda is None:
-        cuda = torch.cuda.is_available() and queries.backends_available()["cuda"]
+        cuda = cuda_usable()
+    lanes = bool(cuda) and has_lane_fields(ops[0] if ops else "qr")
+    phases = []
+    for op in ops:
+        if cpu:
+            phases.append((op, "cpu_kernel"))
+        if cuda:
+            if lanes:
+                phases.append((op, "lane"))
+            phases += [(op, "gpu_min_batch"), (op, "host")]
+    budget = Budget(budget_s)
+    result = {
+        "meta": {
+            "device": mlt.device_name(),
+            "version": mlt.version(),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "lapack": mlt.lapack_info(),
+            "cpu_threads": mlt.get_cpu_threads(),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "budget_s": budget_s,
+            "cpu": bool(cpu),
+            "cuda": bool(cuda),
+            "lane_fields": lanes,
+            "grids": {
+                "cpu_sizes": list(CPU_SIZES),
+                "gpu_batches": list(GPU_BATCHES),
+                "host_sizes": list(HOST_SIZES),
+                "host_batches": list(HOST_BATCHES),
+                "host_max_work": HOST_MAX_WORK,
+                "lane_sizes": list(LANE_SIZES),
+                "lane_batches": list(LANE_BATCHES),
+            },
+        },
+        "chosen": {op: {} for op in ops},
+        "notes": {op: [] for op in ops},
+        "points": {op: {} for op in ops},
+    }
+    if cuda and torch.cuda.is_available():
+        result["meta"]["torch_cuda_device"] = torch.cuda.get_device_name()
+        _warm_gpu()
+    if cuda and not lanes:
+        log("[calibrate] this core has no gpu_lane_* policy fields: lane variant not measured")
+    started = time.monotonic()
+    for i, (op, phase) in enumerate(phases):
+        chosen, notes = result["chosen"][op], result["notes"][op]
+        rec = result["points"][op].setdefault(phase, [])
+        budget.start_phase(PHASE_WEIGHTS[phase], sum(PHASE_WEIGHTS[p] for _, p in phases[i:]))
+        if budget.expired():
+            notes.append(f"{phase}: not measured (time budget)")
+            log(f"[calibrate] {op}: {phase} skipped (time budget)")
+            continue
+        # Fields measured so far apply while the later phases of the op run.
+        base = {f: v for f, v in chosen.items() if f in ("cpu_kernel_max_n", *LANE_FIELDS)}
+        try:
+            _phase(op, phase, chosen, notes, rec, base, budget, log)
+        except Exception as exc:  # noqa: BLE001 - one failing phase keeps the others' results
+            queries.reset_policy(op)
+            notes.append(f"{phase}: failed ({type(exc).__name__}: {exc})"[:400])
+            log(f"[calibrate] {op}: {phase} failed: {type(exc).__name__}: {exc}")
+        skipped = sum(1 for r in rec if r.get("skipped") == "time budget")
+        if skipped:
+            notes.append(f"{phase}: {skipped} of {len(rec)} points skipped (time budget)")
+    result["meta"]["elapsed_s"] = round(time.monotonic() - started, 1)
+    return result
+
+
+def _phase(op, phase, chosen, notes, rec, base, budget, log) -> None:
+    if phase == "cpu_kernel":
+        log(f"[calibrate] {op}: CPU kernel vs LAPACK")
+        chosen["cpu_kernel_max_n"] = cpu_kernel_max_n(op, log=log, record=rec)
+    elif phase == "lane":
+        log(f"[calibrate] {op}: lane-per-matrix vs block CUDA kernels (device tensors)")
+        max_n, min_batch = choose_lane(lane_timings(op, budget, log, rec, base))
+        if max_n is None:
+            notes.append("lane: nothing measured at the smallest n (field not set)")
+        else:
+            chosen["gpu_lane_max_n"] = max_n
+            if min_batch is not None:
+                chosen["gpu_lane_min_batch"] = min_batch
+    elif phase == "gpu_min_batch":
+        log(f"[calibrate] {op}: GPU vs CPU by batch (device tensors)")
+        if base:
+            queries.set_policy(op, **base)
+        found = gpu_min_batch(op, log=log, record=rec)
+        chosen["gpu_min_batch"] = found if found is not None else HUGE
+    elif phase == "host":
+        log(f"[calibrate] {op}: host tensors, CPU backend vs GPU route (copies included)")
+        work = choose_host_gpu_min_work(host_timings(op, budget, log, rec, base))
+        if work is None:
+            notes.append("host: nothing measured (host_gpu_min_work not set)")
+        else:
+            chosen["host_gpu_min_work"] = work
+
+
+def table_notes(result: dict) -> list:
+    meta = result["meta"]
+    budget = "no time budget" if meta["budget_s"] is None else f"time budget {meta['budget_s']} s"
+    notes = [
+        f"torch {meta['torch']}, core {meta['version']}, {budget}, took {meta.get('elapsed_s')} s",
+        "host_gpu_min_work 0 = host tensors never go to the GPU",
+        f"gpu_min_batch {HUGE} = device tensors never go to the GPU; gpu_lane_max_n 0 = lane off",
+    ]
+    for op, items in result["notes"].items():
+        notes += [f"{op}: {n}" for n in items]
+    return notes
+
+
+def write_table(path: str, result: dict, command: str) -> str:
+    text = format_table(
+        result["meta"]["device"],
+        result["chosen"],
+        date=result["meta"]["date"],
+        command=command,
+        notes=table_notes(result),
+    )
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def write_json(path: str, result: dict) -> str:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    return path
+
+
+def calibrate(
+    ops=OPS,
+    cuda: bool | None = None,
+    log=print,
+    *,
+    cpu: bool = True,
+    budget_s: float | None = None,
+    table_out: str | None = None,
+    json_out: str | None = None,
+    command: str = "python -m metal_linalg_torch calibrate",
+) -> str:
+    """Measure, write the policy file, reload it; returns the file's path. table_out / json_out:
+    also write a core/tuned table / all raw timings there."""
+    result = measure(ops, cpu=cpu, cuda=cuda, budget_s=budget_s, log=log)
     lines = [
         f"# metal-linalg policy measured by `python -m metal_linalg_torch calibrate` on {mlt.device_name()}",
         f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}",
     ]
+    measured = set()
     for op in ops:
-        log(f"[calibrate] {op}: CPU kernel vs LAPACK")
-        lines.append(f"{op} cpu_kernel_max_n {cpu_kernel_max_n(op, log=log)}")
-        if cuda:
-            log(f"[calibrate] {op}: GPU vs CPU by batch")
-            found = gpu_min_batch(op, log=log)
-            lines.append(f"{op} gpu_min_batch {found if found is not None else HUGE}")
+        for field in FIELD_ORDER:
+            if field in result["chosen"][op]:
+                lines.append(f"{op} {field} {result['chosen'][op][field]}")
+                measured.add((op, field))
     path = queries.policy_file()
-    if os.path.exists(path):  # keep what an earlier run measured for the other ops
+    if os.path.exists(path):  # keep what an earlier run measured and this one did not
         with open(path) as f:
-            lines += [
-                ln.rstrip("\n")
-                for ln in f
-                if ln.split() and ln.split()[0] in OPS and ln.split()[0] not in ops
-            ]
+            for ln in f:
+                words = ln.split()
+                if len(words) >= 2 and words[0] in OPS and (words[0], words[1]) not in measured:
+                    lines.append(ln.rstrip("\n"))
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     queries.reload_policy()
+    if table_out:
+        write_table(table_out, result, command)
+    if json_out:
+        write_json(json_out, result)
     return path

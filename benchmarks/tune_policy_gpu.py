@@ -1,0 +1,221 @@
+"""Measure the CUDA routing policy of this machine for every op (metal_linalg_torch.calibrate):
+host_gpu_min_work (host tensors: CPU backend vs the GPU route, copies included), gpu_lane_max_n /
+gpu_lane_min_batch (device tensors: lane-per-matrix vs block kernels, when the core has these
+fields) and gpu_min_batch (device tensors: GPU vs the CPU route), within a total time budget.
+
+Writes to --out: <device>.policy (the core/tuned table, device line = ml_device_name()),
+policy-gpu.json (every raw timing) and policy-gpu.md (chosen values and timing tables per op).
+Never touches the per-machine policy file of the user (METAL_LINALG_POLICY_FILE points into --out,
+and that file is neither read nor written).
+
+    python3 benchmarks/tune_policy_gpu.py --out "$OUT" --budget-s 240
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
+
+
+def _ms(t) -> str:
+    return "-" if t is None else f"{t * 1e3:.3g}"
+
+
+def _grid(points, key_a, key_b, cell) -> list:
+    rows = sorted({p[key_a] for p in points})
+    cols = sorted({p[key_b] for p in points})
+    at = {(p[key_a], p[key_b]): p for p in points}
+    out = [
+        f"| {key_a} \\ {key_b} | " + " | ".join(str(c) for c in cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
+    for r in rows:
+        out.append(f"| {r} | " + " | ".join(cell(at.get((r, c))) for c in cols) + " |")
+    return out
+
+
+def _lane_cell(p) -> str:
+    if p is None:
+        return ""
+    if p.get("skipped"):
+        return "skipped" if p["skipped"] == "time budget" else "-"
+    lane, block = p.get("lane_s"), p.get("block_s")
+    if lane is None:
+        return f"no lane / {_ms(block)}"
+    mark = " **L**" if block is not None and lane < block else ""
+    return f"{_ms(lane)} / {_ms(block)}{mark}"
+
+
+def _host_cell(p) -> str:
+    if p is None:
+        return ""
+    if p.get("skipped"):
+        return "skipped" if p["skipped"] == "time budget" else "-"
+    cpu, gpu = p.get("cpu_s"), p.get("gpu_s")
+    if gpu is None:
+        return f"{_ms(cpu)} / no GPU"
+    mark = " **G**" if cpu is not None and gpu < cpu else ""
+    return f"{_ms(cpu)} / {_ms(gpu)}{mark}"
+
+
+def markdown(result: dict, command: str) -> str:
+    meta = result["meta"]
+    lines = [
+        f"# Routing policy measured on {meta['device']}",
+        "",
+        (
+            f"Date {meta['date']}; torch {meta['torch']}, core {meta['version']}, LAPACK "
+            f"{meta['lapack']}, {meta['cpu_threads']} CPU threads; time budget "
+            f"{meta['budget_s']} s, took {meta.get('elapsed_s')} s. Command: `{command}`."
+        ),
+        (
+            "Best per-call time after a warm-up (device tensors: CUDA events; host tensors: "
+            "synchronize + wall clock), ms. host_gpu_min_work 0 = never; gpu_lane_max_n 0 = off."
+        ),
+        "",
+    ]
+    for op, chosen in result["chosen"].items():
+        lines += [f"## {op}", ""]
+        lines += [f"- `{op} {f} {v}`" for f, v in chosen.items()] or ["- nothing measured"]
+        lines += [f"- note: {n}" for n in result["notes"][op]]
+        pts = result["points"][op]
+        if pts.get("lane"):
+            lines += ["", "Device tensors, lane / block ms (**L**: lane faster):", ""]
+            lines += _grid(pts["lane"], "n", "batch", _lane_cell)
+        if pts.get("host"):
+            lines += ["", "Host tensors, CPU backend / GPU route ms (**G**: GPU faster):", ""]
+            lines += _grid(pts["host"], "n", "batch", _host_cell)
+        if pts.get("gpu_min_batch"):
+            lines += ["", "Device tensors 32x32, GPU / via CPU ms by batch:", ""]
+            lines += [
+                "- "
+                + ", ".join(
+                    f"x{p['batch']}: {_ms(p['gpu_s'])} / {_ms(p['via_cpu_s'])}"
+                    for p in pts["gpu_min_batch"]
+                )
+            ]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _setup_env(out: Path) -> None:
+    # Set before the library loads: no earlier calibration of this machine leaks into the run.
+    os.environ["METAL_LINALG_POLICY_FILE"] = str(out / "unused-machine.policy")
+    os.environ["METAL_LINALG_NO_CALIBRATION_NOTICE"] = "1"
+
+
+def child(args) -> int:
+    """One op in this process: a CUDA error or crash of one op cannot spoil the others."""
+    _setup_env(Path(args.out))
+    import metal_linalg_torch as mlt
+    import torch
+    from metal_linalg_torch import calibrate
+
+    if not calibrate.cuda_usable():
+        print(
+            f"no usable CUDA backend (torch.cuda {torch.cuda.is_available()}, core "
+            f"{mlt.backends_available()}): nothing to tune"
+        )
+        return 3
+    print(
+        f"== {args.child} on {mlt.device_name()} | torch {torch.__version__} | core "
+        f"{mlt.version()} | lane fields {'yes' if calibrate.has_lane_fields() else 'no'} | "
+        f"budget {args.budget_s:.0f} s",
+        flush=True,
+    )
+    result = calibrate.measure(
+        (args.child,),
+        cpu=args.with_cpu,
+        cuda=True,
+        budget_s=args.budget_s,
+        log=lambda s: print(s, flush=True),
+    )
+    calibrate.write_json(str(Path(args.out) / f"part-{args.child}.json"), result)
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="bench-out", help="folder for the table, JSON and Markdown")
+    p.add_argument("--budget-s", type=float, default=240.0, help="total seconds for all ops")
+    p.add_argument("--ops", nargs="+", choices=OPS, default=list(OPS))
+    p.add_argument(
+        "--with-cpu", action="store_true", help="also measure cpu_kernel_max_n on this host's CPU"
+    )
+    p.add_argument("--child", choices=OPS, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    forced = [k for k in os.environ if k.startswith("METAL_LINALG_") and k.endswith("_BACKEND")]
+    if forced:
+        print(f"unset {', '.join(forced)} first: forced backends defeat the measurement")
+        return 2
+    if args.child:
+        return child(args)
+    command = "python3 benchmarks/tune_policy_gpu.py " + " ".join(sys.argv[1:])
+    t0 = time.monotonic()
+    parts, failed = {}, {}
+    for i, op in enumerate(args.ops):
+        left = args.budget_s - (time.monotonic() - t0)
+        if left <= 0:
+            failed[op] = "not measured (time budget)"
+            continue
+        share = left / (len(args.ops) - i)
+        part = out / f"part-{op}.json"
+        part.unlink(missing_ok=True)
+        cmd = [sys.executable, __file__, "--child", op, "--out", str(out)]
+        cmd += ["--budget-s", f"{share:.1f}"] + (["--with-cpu"] if args.with_cpu else [])
+        try:
+            rc = subprocess.run(cmd, timeout=share + 120, check=False).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        if rc == 3:
+            return 2  # no usable CUDA backend: nothing to tune, no table
+        if rc == 0 and part.exists():
+            parts[op] = json.loads(part.read_text())
+            part.unlink()
+        else:
+            failed[op] = f"measurement process failed (exit status {rc}): no values"
+            print(f"== {op}: {failed[op]}", flush=True)
+    if not parts:
+        print("no op was measured: no table written")
+        return 1
+
+    _setup_env(out)
+    from metal_linalg_torch import calibrate
+
+    first = next(iter(parts.values()))
+    result = {
+        "meta": {**first["meta"], "budget_s": args.budget_s, "command": command},
+        "chosen": {},
+        "notes": {},
+        "points": {},
+    }
+    for op in args.ops:
+        got = parts.get(op, {})
+        for key in ("chosen", "notes", "points"):
+            result[key][op] = got.get(key, {}).get(op, [] if key == "notes" else {})
+        if op in failed:
+            result["notes"][op].append(failed[op])
+        elif got["meta"]["device"] != result["meta"]["device"]:
+            raise RuntimeError(f"device changed between ops: {got['meta']['device']}")
+    result["meta"]["elapsed_s"] = round(time.monotonic() - t0, 1)
+    table = out / calibrate.table_file_name(result["meta"]["device"])
+    calibrate.write_table(str(table), result, command)
+    calibrate.write_json(str(out / "policy-gpu.json"), result)
+    (out / "policy-gpu.md").write_text(markdown(result, command))
+    print(f"\n== {table} ({result['meta']['elapsed_s']:.0f} s)")
+    print(table.read_text())
+    print(f"wrote {table}, {out / 'policy-gpu.json'}, {out / 'policy-gpu.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+// Tests of the register kernel core/kernels/eigh_jacobi_small.h (eigh / eigvalsh, n <= 8, one
+// thread per matrix) through the CPU runner at group size 1: every n 1..8, both triangles,
+// the symmetric families of test_kernels (plus graded positive definite ones, 1e-30 / 1e37
+// scales, NaN garbage in the unread triangle, NaN / Inf matrices inside a batch), judged by
+// LAPACK's ratios in double as test_kernels' eigh checks; the sweep cap; group_offset.
+#include "../../core/src/kernel_runner.h"
+#include "../../core/kernels/eigh_jacobi_small.h"
+#include "kernel_test_util.h"
+
+using kt::Mat;
+using kt::Report;
+
+namespace {
+
+constexpr double kEigLimit = 60;  // DESIGN.md 3, as test_kernels
+
+struct EigArgs {
+  ml_params p;
+  const float *a;
+  float *w, *v;
+  int *info;
+};
+void eigh_entry(const ml_ctx &ctx, void *u) {
+  auto &x = *static_cast<EigArgs *>(u);
+  ml_ctx c = ctx;
+  c.group_id += x.p.group_offset;  // what an entry point does
+  ml_eigh_jacobi_small(c, x.p, x.a, x.w, x.v, x.info);
+}
+void eigvalsh_entry(const ml_ctx &ctx, void *u) {
+  auto &x = *static_cast<EigArgs *>(u);
+  ml_ctx c = ctx;
+  c.group_id += x.p.group_offset;
+  ml_eigvalsh_jacobi_small(c, x.p, x.a, x.w, x.info);
+}
+
+// Long-double Jacobi with a relative stopping test (accurate small eigenvalues of graded
+// matrices, where kt::jacobi_eigenvalues' absolute test is not), ascending.
+std::vector<double> ref_eigenvalues(const Mat &m) {
+  const int n = m.r;
+  std::vector<long double> a(size_t(n) * n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = m.v[i];
+  auto A = [&](int i, int j) -> long double & { return a[size_t(i) * n + j]; };
+  const long double eps = 1e-19L;
+  for (int sweep = 0; sweep < 60; ++sweep) {
+    bool rotated = false;
+    for (int p = 0; p < n - 1; ++p)
+      for (int q = p + 1; q < n; ++q) {
+        const long double apq = A(p, q);
+        if (std::fabs(apq) <= eps * std::sqrt(std::fabs(A(p, p) * A(q, q))) || apq == 0) continue;
+        rotated = true;
+        const long double theta = (A(q, q) - A(p, p)) / (2 * apq);
+        const long double t = (theta >= 0 ? 1 : -1) / (std::fabs(theta) + std::sqrt(theta * theta + 1));
+        const long double c = 1 / std::sqrt(t * t + 1), s = t * c;
+        for (int k = 0; k < n; ++k) {
+          const long double akp = A(k, p), akq = A(k, q);
+          A(k, p) = c * akp - s * akq;
+          A(k, q) = s * akp + c * akq;
+        }
+        for (int k = 0; k < n; ++k) {
+          const long double apk = A(p, k), aqk = A(q, k);
+          A(p, k) = c * apk - s * aqk;
+          A(q, k) = s * apk + c * aqk;
+        }
+        A(p, q) = A(q, p) = 0;
+      }
+    if (!rotated) break;
+  }
+  std::vector<double> w(n);
+  for (int i = 0; i < n; ++i) w[i] = double(A(i, i));
+  std::sort(w.begin(), w.end());
+  return w;
+}
+
+// test_kernels.cpp's symmetric families (same construction), plus graded positive definite
+// matrices D B D (B = I + small symmetric, so well conditioned; D = 1 .. 10^-g) whose small
+// eigenvalues are determined to high relative accuracy.
+std::vector<std::pair<std::string, Mat>> symmetric_families(int n, std::mt19937_64 &rng) {
+  std::vector<std::pair<std::string, Mat>> out;
+  Mat g = kt::gaussian(rng, n, n), sym(n, n);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) sym(i, j) = 0.5 * (g(i, j) + g(j, i));
+  out.push_back({"gaussian", sym});
+  out.push_back({"zero", Mat(n, n)});
+  out.push_back({"identity", kt::identity(n)});
+  Mat dg(n, n);
+  for (int i = 0; i < n; ++i) dg(i, i) = std::normal_distribution<>()(rng);
+  out.push_back({"diagonal", dg});
+  for (const char *kind : {"clustered", "clustered1", "geometric", "arithmetic", "randlog", "repeated", "rankdef"})
+    out.push_back({kind, kt::with_spectrum(rng, kt::spectrum(kind, n, rng))});
+  Mat gr = sym;  // graded D A D, D = 1 .. 1e-5 geometric
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      gr(i, j) *= std::pow(1e-5, n > 1 ? double(i + j) / (n - 1) : 0);
+  out.push_back({"graded", gr});
+  Mat wil(n, n);  // Wilkinson-like tridiagonal: close eigenvalue pairs
+  for (int i = 0; i < n; ++i) {
+    wil(i, i) = std::fabs(i - (n - 1) / 2.0);
+    if (i + 1 < n) wil(i, i + 1) = wil(i + 1, i) = 1;
+  }
+  out.push_back({"wilkinson", wil});
+  Mat fill = wil;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < i - 1; ++j) fill(i, j) = fill(j, i) = 1e-20 * sym(i, j);
+  out.push_back({"tridiag_fill", fill});
+  Mat zc = sym;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      if (i % 3 == 1 || j % 3 == 1) zc(i, j) = 0;
+      else if (i % 3 == 2 || j % 3 == 2) zc(i, j) *= 1e-36;
+    }
+  out.push_back({"zero_cols", zc});
+  Mat tiny = sym, huge = sym;
+  for (double &x : tiny.v) x *= 1e-30;
+  for (double &x : huge.v) x *= 1e37;
+  out.push_back({"scale1e-30", tiny});
+  out.push_back({"scale1e37", huge});
+  Mat ones(n, n);
+  for (double &x : ones.v) x = 1;
+  out.push_back({"ones", ones});
+  for (double grade : {1e-6, 1e-15}) {
+    Mat b = kt::identity(n), e = kt::gaussian(rng, n, n);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) b(i, j) += 0.05 * (e(i, j) + e(j, i));
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) {
+        const double di = std::pow(grade, n > 1 ? double(i) / (n - 1) : 0);
+        const double dj = std::pow(grade, n > 1 ? double(j) / (n - 1) : 0);
+        b(i, j) *= di * dj;
+      }
+    out.push_back({grade > 1e-10 ? "graded_pd1e-6" : "graded_pd1e-15", b});
+  }
+  return out;
+}
+
+std::string where(const char *op, int n, const std::string &fam, int idx) {
+  char b[160];
+  std::snprintf(b, sizeof b, "%s n=%d %s #%d", op, n, fam.c_str(), idx);
+  return b;
+}
+
+struct Worst {
+  double res = 0, orth = 0, err = 0, rel = 0;
+  int max_sweeps = 0;
+};
+
+// One batch: every family, with two poisoned matrices (NaN and Inf in the read triangle) in
+// the middle and at the end; NaN in every unread entry. eigh and eigvalsh on the same batch.
+void check_batch(Report &rep, int n, int uplo, std::mt19937_64 &rng, Worst &worst) {
+  auto fams = symmetric_families(n, rng);
+  const float qnan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<std::pair<std::string, Mat>> items;
+  std::vector<int> poison;  // 0 none, 1 NaN, 2 Inf, 3 -Inf
+  const size_t mid = fams.size() / 2;
+  for (size_t f = 0; f < fams.size(); ++f) {
+    if (f == mid) {
+      items.push_back({"nonfinite", fams[0].second});
+      poison.push_back(1 + int(rng() % 3));
+    }
+    items.push_back(fams[f]);
+    poison.push_back(0);
+  }
+  items.push_back({"nonfinite", kt::identity(n)});
+  poison.push_back(1 + int(rng() % 3));
+  const int batch = int(items.size());
+  std::vector<float> a;
+  for (int b = 0; b < batch; ++b) {
+    auto v = kt::to_float(items[b].second);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) {
+        const bool read = uplo == ML_K_LOWER ? i >= j : i <= j;
+        if (!read) v[size_t(i) * n + j] = qnan;
+      }
+    if (poison[b]) {
+      const int i = int(rng() % n), j = int(rng() % n);
+      v[uplo == ML_K_LOWER ? size_t(std::max(i, j)) * n + std::min(i, j)
+                           : size_t(std::min(i, j)) * n + std::max(i, j)] =
+          poison[b] == 1 ? qnan : poison[b] == 2 ? inf : -inf;
+    }
+    a.insert(a.end(), v.begin(), v.end());
+  }
+  std::vector<float> w(size_t(batch) * n, -7.f), v(size_t(batch) * n * n, -7.f), w2(w);
+  std::vector<int> info(batch, -1), info2(batch, -1);
+  EigArgs args{{n, n, uplo, 0, batch, 0}, a.data(), w.data(), v.data(), info.data()};
+  EigArgs args2{{n, n, uplo, 0, batch, 0}, a.data(), w2.data(), nullptr, info2.data()};
+  ml::kernel_runner::run(1, batch, 0, eigh_entry, &args);
+  ml::kernel_runner::run(1, batch, 0, eigvalsh_entry, &args2);
+  for (int b = 0; b < batch; ++b) {
+    const std::string fam = items[b].first;
+    const std::string at = where(uplo == ML_K_LOWER ? "eigh-L" : "eigh-U", n, fam, b);
+    const float *wb = w.data() + size_t(b) * n, *w2b = w2.data() + size_t(b) * n;
+    const float *vb = v.data() + size_t(b) * n * n;
+    if (poison[b]) {
+      rep.expect(kt::all_nan(wb, n) && kt::all_nan(vb, size_t(n) * n), at + " all NaN");
+      rep.expect(kt::all_nan(w2b, n), at + " eigvalsh all NaN");
+      rep.expect(info[b] == ML_INFO_NONFINITE && info2[b] == ML_INFO_NONFINITE, at + " info");
+      continue;
+    }
+    rep.expect(kt::all_finite(wb, n) && kt::all_finite(vb, size_t(n) * n), at + " finite");
+    rep.expect((info[b] & 0xffff) == 0 && (info2[b] & 0xffff) == 0, at + " info converged");
+    rep.expect(info[b] == info2[b], at + " eigvalsh info == eigh info");
+    rep.expect(std::memcmp(wb, w2b, sizeof(float) * n) == 0, at + " eigvalsh == eigh values");
+    const int sweeps = info[b] >> ML_INFO_SWEEPS_SHIFT;
+    worst.max_sweeps = std::max(worst.max_sweeps, sweeps);
+    if (fam == "gaussian" && n >= 2) rep.expect(sweeps > 0, at + " sweep count in info");
+    if (fam == "zero" || fam == "identity" || fam == "diagonal" || n == 1)
+      rep.expect(sweeps == 0, at + " no sweep for a diagonal matrix");
+    bool asc = true;
+    for (int i = 1; i < n; ++i) asc = asc && wb[i - 1] <= wb[i];
+    rep.expect(asc, at + " ascending");
+    Mat A(n, n);  // the matrix as the kernel saw it: the read triangle, mirrored
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) {
+        const bool read = uplo == ML_K_LOWER ? i >= j : i <= j;
+        A(i, j) = a[size_t(b) * n * n + (read ? size_t(i) * n + j : size_t(j) * n + i)];
+      }
+    const double an = kt::norm1(A);
+    Mat V = kt::from_float(vb, n, n), VW = V;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) VW(i, j) *= wb[j];
+    Mat R = kt::matmul(VW, kt::transpose(V));
+    for (size_t i = 0; i < R.v.size(); ++i) R.v[i] -= A.v[i];
+    const double den = an > 0 ? an * n * kt::kUlp : 1.0;
+    const double res = kt::norm1(R) / den, orth = kt::orth_defect(V) / (n * kt::kUlp);
+    rep.ratio(res, kEigLimit, at + " |A-VWVt|");
+    rep.ratio(orth, kEigLimit, at + " |I-VtV|");
+    const auto ref = ref_eigenvalues(A);
+    double err = 0, rel = 0;
+    for (int i = 0; i < n; ++i) {
+      err = std::max(err, std::fabs(wb[i] - ref[i]));
+      if (ref[i] != 0) rel = std::max(rel, std::fabs(wb[i] - ref[i]) / std::fabs(ref[i]));
+    }
+    rep.ratio(err / den, kEigLimit, at + " |w-w_ref|");
+    worst.res = std::max(worst.res, res);
+    worst.orth = std::max(worst.orth, orth);
+    worst.err = std::max(worst.err, err / den);
+    // Graded positive definite: every eigenvalue to high relative accuracy (B's condition
+    // number is ~2, so LAPACK-style n ulp per eigenvalue, times the same factor).
+    if (fam.rfind("graded_pd", 0) == 0) {
+      rep.ratio(rel / (n * kt::kUlp), kEigLimit, at + " relative |w-w_ref|/|w_ref|");
+      worst.rel = std::max(worst.rel, rel / (n * kt::kUlp));
+    }
+  }
+}
+
+// p.max_iter = 1 cannot converge a random 8 x 8 matrix: NOT_CONVERGED, one sweep, finite.
+void check_cap(Report &rep, std::mt19937_64 &rng) {
+  const int n = 8;
+  Mat g = kt::gaussian(rng, n, n);
+  auto a = kt::to_float(kt::matmul(g, kt::transpose(g)));
+  std::vector<float> w(n), v(n * n), w2(n);
+  int info = 0, info2 = 0;
+  EigArgs args{{n, n, ML_K_LOWER, 1, 1, 0}, a.data(), w.data(), v.data(), &info};
+  EigArgs args2{{n, n, ML_K_LOWER, 1, 1, 0}, a.data(), w2.data(), nullptr, &info2};
+  ml::kernel_runner::run(1, 1, 0, eigh_entry, &args);
+  ml::kernel_runner::run(1, 1, 0, eigvalsh_entry, &args2);
+  rep.expect((info & ML_INFO_NOT_CONVERGED) && (info >> ML_INFO_SWEEPS_SHIFT) == 1, "max_iter=1 NOT_CONVERGED");
+  rep.expect(info2 == info, "max_iter=1 eigvalsh info");
+  rep.expect(kt::all_finite(w.data(), n) && kt::all_finite(v.data(), size_t(n) * n), "max_iter=1 finite");
+}
+
+// group_offset shifts the matrices a launch handles; info may be null; groups >= batch return.
+void check_offset(Report &rep, std::mt19937_64 &rng) {
+  const int n = 5, batch = 3;
+  std::vector<float> a;
+  for (int b = 0; b < batch; ++b) {
+    auto v = kt::to_float(kt::with_spectrum(rng, kt::spectrum("randlog", n, rng)));
+    a.insert(a.end(), v.begin(), v.end());
+  }
+  std::vector<float> w(size_t(batch) * n, -7.f), v(size_t(batch) * n * n, -7.f);
+  EigArgs args{{n, n, ML_K_LOWER, 0, batch, 0}, a.data(), w.data(), v.data(), nullptr};
+  ml::kernel_runner::run(1, batch + 2, 0, eigh_entry, &args);  // two groups past the batch
+  rep.expect(kt::all_finite(w.data(), w.size()) && kt::all_finite(v.data(), v.size()), "info=null");
+  std::vector<float> w2(w.size(), -7.f), v2(v.size(), -7.f);
+  EigArgs off{{n, n, ML_K_LOWER, 0, batch, 2}, a.data(), w2.data(), v2.data(), nullptr};
+  ml::kernel_runner::run(1, batch, 0, eigh_entry, &off);
+  rep.expect(std::memcmp(w2.data() + 2 * n, w.data() + 2 * n, sizeof(float) * n) == 0 &&
+                 std::memcmp(v2.data() + 2 * n * n, v.data() + 2 * n * n, sizeof(float) * n * n) == 0 &&
+                 w2[0] == -7.f && w2[n] == -7.f,
+             "group_offset");
+  rep.expect(ml_eigh_jacobi_small_fits(8, 8, 0) && !ml_eigh_jacobi_small_fits(9, 9, 1 << 20) &&
+                 !ml_eigh_jacobi_small_fits(4, 5, 0) && !ml_eigh_jacobi_small_fits(0, 0, 0) &&
+                 ml_eigvalsh_jacobi_small_fits(1, 1, 0) && ml_eigh_jacobi_small_scratch_floats(8, 8) == 0,
+             "fits");
+}
+
+}  // namespace
+
+int main() {
+  Report rep;
+  std::mt19937_64 rng(2024);
+  const int reps = std::getenv("KT_REPS") ? std::atoi(std::getenv("KT_REPS")) : 200;
+  for (int n = 1; n <= 8; ++n) {
+    Worst worst;
+    {
+      kt::Timer timer("eigh_small", n, n, 1);
+      for (int r = 0; r < reps; ++r)
+        for (int uplo : {ML_K_LOWER, ML_K_UPPER}) check_batch(rep, n, uplo, rng, worst);
+    }
+    std::printf("n=%d: worst |A-VWVt| %.3g, |I-VtV| %.3g, |w-w_ref| %.3g, graded_pd relative %.3g; "
+                "max sweeps %d\n",
+                n, worst.res, worst.orth, worst.err, worst.rel, worst.max_sweeps);
+  }
+  check_cap(rep, rng);
+  check_offset(rep, rng);
+  std::printf("eigh_small: %d checks, %d failures, worst ratio %.3g (%s)\n", rep.checks,
+              rep.failures, rep.worst, rep.worst_where.c_str());
+  return rep.failures == 0 && rep.checks > 0 ? 0 : 1;
+}

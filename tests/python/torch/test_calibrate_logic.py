@@ -1,0 +1,286 @@
+"""The pure parts of calibrate: threshold selection from timings and the policy-table writer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from metal_linalg_torch import calibrate as cal
+
+FIELDS = {
+    "cpu_kernel_max_n",
+    "gpu_min_batch",
+    "gpu_max_n",
+    "host_gpu_min_work",
+    "gpu_lane_max_n",
+    "gpu_lane_min_batch",
+}
+
+
+def parse_table(text: str, device: str) -> dict:
+    """core/tuned/README (policy.cpp apply_table): a comment holding "device:" names the device
+    (another device: the table is skipped); other lines are "<op> <field> <non-negative int>"."""
+    values, device_seen, bad = {}, False, []
+    for i, line in enumerate(text.splitlines()):
+        if "#" in line:
+            comment = line[line.index("#") + 1 :]
+            if "device:" in comment:
+                assert comment.split("device:", 1)[1].strip(" \t\r") == device
+                assert i == 0, "the device line comes first"
+                device_seen = True
+            line = line[: line.index("#")]
+        words = line.split()
+        if not words:
+            continue
+        if (
+            len(words) != 3
+            or words[0] not in cal.OPS
+            or words[1] not in FIELDS
+            or not words[2].isdigit()
+        ):
+            bad.append(line)
+            continue
+        values.setdefault(words[0], {})[words[1]] = int(words[2])
+    assert device_seen and not bad, (device_seen, bad)
+    return values
+
+
+# --- host_gpu_min_work ----------------------------------------------------------------------
+
+
+def test_host_crossover_in_the_middle():
+    pts = [(64, 1e-5, 1e-4), (1024, 1e-4, 2e-4), (65536, 1e-3, 5e-4), (1 << 20, 1e-2, 1e-3)]
+    assert cal.choose_host_gpu_min_work(pts) == 65536
+
+
+def test_host_gpu_never_wins():
+    pts = [(64, 1e-5, 1e-4), (1024, 1e-4, 2e-4), (1 << 20, 1e-2, 2e-2)]
+    assert cal.choose_host_gpu_min_work(pts) == 0
+
+
+def test_host_gpu_loses_only_at_the_largest_work():
+    pts = [(64, 1e-3, 1e-4), (1024, 1e-3, 2e-4), (1 << 20, 1e-2, 2e-2)]
+    assert cal.choose_host_gpu_min_work(pts) == 0
+
+
+def test_host_gpu_always_wins():
+    pts = [(1 << 20, 1e-2, 1e-3), (64, 1e-3, 1e-4), (4096, 1e-3, 1e-4)]
+    assert cal.choose_host_gpu_min_work(pts) == 64
+
+
+def test_host_noisy_non_monotone():
+    # Wins at 4096, loses at 16384 (noise), wins from 65536 on: the threshold sits above the loss.
+    pts = [
+        (64, 1e-5, 1e-4),
+        (4096, 2e-4, 1e-4),
+        (16384, 3e-4, 3.1e-4),
+        (65536, 1e-3, 5e-4),
+        (1 << 20, 1e-2, 1e-3),
+    ]
+    assert cal.choose_host_gpu_min_work(pts) == 65536
+
+
+def test_host_equal_work_from_several_shapes():
+    # 8x8 x1024 and 32x32 x64 have the same work: one losing point at that work blocks it.
+    pts = [(65536, 1e-3, 5e-4), (65536, 1e-4, 2e-4), (262144, 1e-3, 5e-4)]
+    assert cal.choose_host_gpu_min_work(pts) == 262144
+
+
+def test_host_unmeasured_points_are_ignored():
+    pts = [(64, 1e-5, None), (4096, None, 1e-4), (65536, 1e-3, 5e-4)]
+    assert cal.choose_host_gpu_min_work(pts) == 65536
+    assert cal.choose_host_gpu_min_work([(64, 1e-5, None)]) is None
+    assert cal.choose_host_gpu_min_work([]) is None
+
+
+def test_host_tie_is_a_loss():
+    assert cal.choose_host_gpu_min_work([(64, 1e-3, 1e-3)]) == 0
+
+
+# --- gpu_lane_max_n / gpu_lane_min_batch ----------------------------------------------------
+
+SIZES = (2, 3, 4, 6, 8, 12, 16, 24, 32)
+BATCHES = (256, 1024, 4096, 16384, 65536)
+
+
+def lane_grid(wins) -> dict:
+    """{(n, batch): (t_lane, t_block)} with the lane variant winning where wins(n, batch)."""
+    return {
+        (n, b): ((0.5e-3, 1e-3) if wins(n, b) else (2e-3, 1e-3)) for n in SIZES for b in BATCHES
+    }
+
+
+def test_lane_crossover_in_the_middle():
+    # Lane wins for n <= 8 from batch 4096 on (n <= 4 from 1024 on).
+    t = lane_grid(lambda n, b: n <= 8 and (b >= 4096 or (n <= 4 and b >= 1024)))
+    assert cal.choose_lane(t, SIZES, BATCHES) == (8, 4096)
+
+
+def test_lane_never_wins():
+    assert cal.choose_lane(lane_grid(lambda n, b: False), SIZES, BATCHES) == (0, None)
+
+
+def test_lane_always_wins():
+    assert cal.choose_lane(lane_grid(lambda n, b: True), SIZES, BATCHES) == (32, 256)
+
+
+def test_lane_noisy_non_monotone():
+    # Wins at n = 2, 3, loses at 4 (largest batch), wins again at 6..12: max_n stops at 3.
+    # For n <= 3 a loss at 4096 (noise) among wins at 256 and 1024 pushes min_batch to 16384.
+    def wins(n, b):
+        if n == 4 and b == 65536:
+            return False
+        if n == 3 and b == 4096:
+            return False
+        return n <= 12
+
+    assert cal.choose_lane(lane_grid(wins), SIZES, BATCHES) == (3, 16384)
+
+
+def test_lane_unavailable_counts_as_a_loss():
+    t = lane_grid(lambda n, b: True)
+    for b in BATCHES:
+        t[(16, b)] = (None, 1e-3)  # no lane variant / the lane call failed
+    assert cal.choose_lane(t, SIZES, BATCHES) == (12, 256)
+
+
+def test_lane_unmeasured_points():
+    t = lane_grid(lambda n, b: True)
+    del t[(8, 65536)]  # budget ran out: sizes from 8 on are not claimed
+    t[(2, 256)] = None  # not measured: no claim for batch 256
+    assert cal.choose_lane(t, SIZES, BATCHES) == (6, 1024)
+    assert cal.choose_lane({}, SIZES, BATCHES) == (None, None)
+
+
+def test_lane_uses_the_default_grid():
+    t = {(n, b): (1e-4, 1e-3) for n in cal.LANE_SIZES for b in cal.LANE_BATCHES}
+    assert cal.choose_lane(t) == (max(cal.LANE_SIZES), min(cal.LANE_BATCHES))
+
+
+# --- the table writer -----------------------------------------------------------------------
+
+
+def test_table_format_round_trip():
+    values = {
+        "svd": {"gpu_lane_max_n": 8, "host_gpu_min_work": 0, "gpu_lane_min_batch": 4096},
+        "qr": {"host_gpu_min_work": 1 << 20, "gpu_min_batch": 1},
+    }
+    text = cal.format_table(
+        "NVIDIA H200",
+        values,
+        date="2026-12-01T00:00:00Z",
+        command="python3 benchmarks/tune_policy_gpu.py --out /tmp/x --budget-s 240",
+        notes=["svd: host: 3 of 34 points skipped (time budget)", "measured on device: H200"],
+    )
+    lines = text.splitlines()
+    assert lines[0] == "# device: NVIDIA H200"
+    assert all(ln.startswith("#") for ln in lines if ln.split()[0] not in cal.OPS)
+    assert parse_table(text, "NVIDIA H200") == values
+    # A fixed order: ops as in OPS, fields as in FIELD_ORDER.
+    entries = [ln for ln in lines if not ln.startswith("#")]
+    assert entries == [
+        "qr gpu_min_batch 1",
+        f"qr host_gpu_min_work {1 << 20}",
+        "svd host_gpu_min_work 0",
+        "svd gpu_lane_max_n 8",
+        "svd gpu_lane_min_batch 4096",
+    ]
+
+
+def test_table_rejects_bad_values():
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(ValueError):
+            cal.format_table("dev", {"qr": {"gpu_min_batch": bad}}, date="d", command="c")
+    with pytest.raises(ValueError):
+        cal.format_table("two\nlines", {}, date="d", command="c")
+
+
+def test_table_file_name():
+    assert cal.table_file_name("NVIDIA H200") == "NVIDIA_H200.policy"
+    assert cal.table_file_name("AMD EPYC 7B13 64-Core (x)") == "AMD_EPYC_7B13_64-Core__x_.policy"
+
+
+def test_write_table_from_a_result(tmp_path):
+    result = {
+        "meta": {"device": "NVIDIA H200", "date": "d", "torch": "t", "version": "v"},
+        "chosen": {"eigh": {"host_gpu_min_work": 4096}, "qr": {}},
+        "notes": {"eigh": ["lane: not measured (time budget)"], "qr": []},
+    }
+    result["meta"]["budget_s"] = 240.0
+    path = cal.write_table(str(tmp_path / "t.policy"), result, "cmd")
+    with open(path) as f:
+        text = f.read()
+    assert parse_table(text, "NVIDIA H200") == {"eigh": {"host_gpu_min_work": 4096}}
+    assert "# eigh: lane: not measured (time budget)" in text
+
+
+def test_budget_phases():
+    now = [0.0]
+    b = cal.Budget(100.0, clock=lambda: now[0])
+    b.start_phase(1.0, 4.0)  # a quarter of 100 s
+    assert not b.expired()
+    now[0] = 26.0
+    assert b.expired()
+    b.start_phase(1.0, 1.0)  # the last phase gets all that is left (74 s)
+    now[0] = 99.0
+    assert not b.expired()
+    now[0] = 101.0
+    assert b.expired()
+    unlimited = cal.Budget(None, clock=lambda: now[0])
+    unlimited.start_phase(1.0, 5.0)
+    assert not unlimited.expired()
+
+
+def test_measure_keeps_going_when_a_phase_fails(monkeypatch):
+    def boom(op, **kwargs):
+        raise RuntimeError("simulated failure")
+
+    monkeypatch.setattr(cal, "cpu_kernel_max_n", boom)
+    result = cal.measure(("qr", "svd"), cpu=True, cuda=False, log=lambda s: None)
+    assert result["chosen"] == {"qr": {}, "svd": {}}
+    assert result["notes"]["qr"] == ["cpu_kernel: failed (RuntimeError: simulated failure)"]
+    text = cal.format_table(
+        result["meta"]["device"],
+        result["chosen"],
+        date="d",
+        command="c",
+        notes=cal.table_notes(result),
+    )
+    assert parse_table(text, result["meta"]["device"]) == {}
+
+
+# --- the command line (CPU part only: CI has no GPU) ----------------------------------------
+
+
+def test_cli_table_and_json(tmp_path):
+    import metal_linalg_torch as mlt
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
+    env.update(
+        METAL_LINALG_POLICY_FILE=str(tmp_path / "machine.policy"),
+        METAL_LINALG_NO_CALIBRATION_NOTICE="1",
+    )
+    table, raw = tmp_path / "t.policy", tmp_path / "t.json"
+    args = ["--ops", "eigvalsh", "--cpu-only", "--table-out", str(table), "--json-out", str(raw)]
+    out = subprocess.run(
+        [sys.executable, "-m", "metal_linalg_torch", "calibrate", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    values = parse_table(table.read_text(), mlt.device_name())
+    assert list(values) == ["eigvalsh"] and list(values["eigvalsh"]) == ["cpu_kernel_max_n"]
+    data = json.loads(raw.read_text())
+    assert data["chosen"] == values and data["meta"]["device"] == mlt.device_name()
+    points = data["points"]["eigvalsh"]["cpu_kernel"]
+    assert points and all(p["kernel_s"] > 0 and p["lapack_s"] > 0 for p in points)
+    machine = (tmp_path / "machine.policy").read_text().split("\n")
+    assert [ln.split()[:2] for ln in machine if ln and not ln.startswith("#")] == [
+        ["eigvalsh", "cpu_kernel_max_n"]
+    ]
