@@ -52,15 +52,17 @@ if [ "$mode" = policy ]; then
   timeout 240 python3 -m pytest tests/python/cuda -q -p no:cacheprovider --maxfail=40 \
     -o addopts="" 2>&1 | tee "$OUT/pytest.log" | tail -15
   rc=${PIPESTATUS[0]}
-  # Sub-warp groups (16 lanes, two matrices per warp): correctness of every kernel, then speed.
+  # Sub-warp groups (16 lanes, two matrices per warp) for every launch: correctness of each kernel.
   METAL_LINALG_CUDA_GROUP_SIZE=16 timeout 120 python3 -m pytest tests/python/cuda -q \
     -p no:cacheprovider --maxfail=40 -o addopts="" -k "block" 2>&1 | tee "$OUT/pytest_g16.log" | tail -8
   rc=$(( rc | PIPESTATUS[0] ))
-  for gs in 16 32; do
-    METAL_LINALG_CUDA_GROUP_SIZE=$gs timeout 60 python3 benchmarks/lane_sweep.py --out "$OUT" \
-      --block-only --sizes 9 12 16 --batches 1024 16384 --tag _g$gs --budget-s 45 2>&1 | tail -16
-  done
-  timeout 330 python3 benchmarks/tune_policy_gpu.py --out "$OUT" --budget-s 210 \
+  if [ -n "${SWEEP_G16:-}" ]; then  # their speed against 32-lane groups (block variant)
+    for gs in 16 32; do
+      METAL_LINALG_CUDA_GROUP_SIZE=$gs timeout 60 python3 benchmarks/lane_sweep.py --out "$OUT" \
+        --block-only --sizes 9 12 16 --batches 1024 16384 --tag _g$gs --budget-s 45 2>&1 | tail -16
+    done
+  fi
+  timeout 330 python3 benchmarks/tune_policy_gpu.py --out "$OUT" --budget-s ${POLICY_BUDGET_S:-210} \
     2>&1 | tee "$OUT/policy-gpu.log" | tail -60
 fi
 if [ "$mode" = final ]; then  # the grid with the committed tuned table, then the CUDA tests

@@ -38,6 +38,9 @@ int eigvalsh_scratch(int, int n, int) { return ml_eigvalsh_tridiag_ql_scratch_fl
 bool eigvalsh_fits(int m, int n, int, int budget) {
   return m == n && ml_eigvalsh_tridiag_ql_fits(n, n, budget);
 }
+int eigvalsh_group_size_batch(int m, int n, int64_t batch, int units) {
+  return ml_eigvalsh_tridiag_ql_group_size_batch(m, n, batch, units);
+}
 int eigh_group_size_batch(int m, int n, int64_t batch, int units) {
   return ml_eigh_tridiag_ql_group_size_batch(m, n, batch, units);
 }
@@ -50,5 +53,5 @@ extern const KernelDesc kEighTridiagQl = {"eigh_tridiag_ql", 1, ml_cuda_eigh_tri
 extern const KernelDesc kEigvalshTridiagQl = {"eigvalsh_tridiag_ql", 2,
                                               ml_cuda_eigvalsh_tridiag_ql, eigvalsh_scratch,
                                               eigvalsh_fits, ml_eigvalsh_tridiag_ql_group_size,
-                                              nullptr, ml_cuda_eigvalsh_tridiag_ql_lane};
+                                              eigvalsh_group_size_batch, ml_cuda_eigvalsh_tridiag_ql_lane};
 }  // namespace ml::cuda

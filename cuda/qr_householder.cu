@@ -25,6 +25,9 @@ int qr_scratch(int m, int n, int flags) {
 bool qr_fits(int m, int n, int flags, int budget) {
   return ml_qr_householder_fits(m, n, 1 << 30) && qr_scratch(m, n, flags) <= budget;
 }
+int qr_group_size_batch(int m, int n, int64_t batch, int units) {
+  return ml_qr_householder_group_size_batch(m, n, batch, units);
+}
 }  // namespace
 
 extern const KernelDesc kQrHouseholder = {"qr_householder",
@@ -33,6 +36,6 @@ extern const KernelDesc kQrHouseholder = {"qr_householder",
                                           qr_scratch,
                                           qr_fits,
                                           ml_qr_householder_group_size,
-                                          nullptr,
+                                          qr_group_size_batch,
                                           ml_cuda_qr_householder_lane};
 }  // namespace ml::cuda

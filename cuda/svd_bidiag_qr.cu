@@ -42,6 +42,9 @@ int svd_choose_flags(int m, int n, int flags, int budget) {
 int svd_group_size_batch(int m, int n, int64_t batch, int units) {
   return ml_svd_bidiag_qr_group_size_batch(m, n, batch, units);
 }
+int svdvals_group_size_batch(int m, int n, int64_t batch, int units) {
+  return ml_svdvals_bidiag_qr_group_size_batch(m, n, batch, units);
+}
 int svdvals_scratch(int m, int n, int) { return ml_svdvals_bidiag_qr_scratch_floats(m, n); }
 bool svdvals_fits(int m, int n, int, int budget) {
   return ml_svdvals_bidiag_qr_fits(m, n, budget);
@@ -54,6 +57,7 @@ extern const KernelDesc kSvdBidiagQr = {"svd_bidiag_qr", 3, ml_cuda_svd_bidiag_q
                                         svd_choose_flags};
 extern const KernelDesc kSvdvalsBidiagQr = {"svdvals_bidiag_qr", 4, ml_cuda_svdvals_bidiag_qr,
                                             svdvals_scratch, svdvals_fits,
-                                            ml_svdvals_bidiag_qr_group_size, nullptr,
+                                            ml_svdvals_bidiag_qr_group_size,
+                                            svdvals_group_size_batch,
                                             ml_cuda_svdvals_bidiag_qr_lane};
 }  // namespace ml::cuda

@@ -51,8 +51,13 @@ ML_HOST_FN int ml_eigh_tridiag_ql_group_size(int m, int n) {
 // the GPU is throughput-bound and the extra simdgroup for n <= 32 costs more than it hides.
 // H200, 32^2: 16384 matrices 3.55 ms with 32 lanes, 4.15 with 64; 1024 matrices 0.53 vs 0.40.
 ML_HOST_FN int ml_eigh_tridiag_ql_group_size_batch(int m, int n, ml_i64 batch, int units) {
-  if (n <= 32 && units > 0 && batch >= 16 * (ml_i64)units) return 32;
+  if (n <= 32 && units > 0 && batch >= 16 * (ml_i64)units)
+    return ml_group_size_throughput(32, m, n, batch, units);
   return ml_eigh_tridiag_ql_group_size(m, n);
+}
+ML_HOST_FN int ml_eigvalsh_tridiag_ql_group_size(int m, int n);
+ML_HOST_FN int ml_eigvalsh_tridiag_ql_group_size_batch(int m, int n, ml_i64 batch, int units) {
+  return ml_group_size_throughput(ml_eigvalsh_tridiag_ql_group_size(m, n), m, n, batch, units);
 }
 // eigvalsh: one simdgroup for n <= 32 (no rotations to hand to a second one; H200, 16384 x
 // 32^2: 1.78 ms vs 3.20 with 64 lanes), else as eigh's old rule (96 lanes measured faster

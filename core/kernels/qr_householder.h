@@ -43,6 +43,9 @@ ML_HOST_FN int ml_qr_householder_group_size(int m, int n) {
   c = (c + 31) / 32 * 32;
   return c < 256 ? c : 256;
 }
+ML_HOST_FN int ml_qr_householder_group_size_batch(int m, int n, ml_i64 batch, int units) {
+  return ml_group_size_throughput(ml_qr_householder_group_size(m, n), m, n, batch, units);
+}
 
 // q: m x k (reduced) or m x m (complete), unused in R mode; r: k x n (m x n complete).
 ML_FN void ml_qr_householder(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,

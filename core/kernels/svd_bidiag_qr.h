@@ -59,8 +59,12 @@ ML_HOST_FN int ml_svd_bidiag_qr_group_size_batch(int m, int n, ml_i64 batch, int
   int big = m > n ? m : n;
   int g = (big + 31) / 32 * 32;
   g = g < 32 ? 32 : (g > 256 ? 256 : g);
-  if (units > 0 && batch >= 16 * (ml_i64)units) return g;
+  if (units > 0 && batch >= 16 * (ml_i64)units) return ml_group_size_throughput(g, m, n, batch, units);
   return ml_svd_bidiag_qr_group_size(m, n);
+}
+ML_HOST_FN int ml_svdvals_bidiag_qr_group_size(int m, int n);
+ML_HOST_FN int ml_svdvals_bidiag_qr_group_size_batch(int m, int n, ml_i64 batch, int units) {
+  return ml_group_size_throughput(ml_svdvals_bidiag_qr_group_size(m, n), m, n, batch, units);
 }
 ML_HOST_FN int ml_svdvals_bidiag_qr_scratch_floats(int m, int n) {
   return ml_svd_bidiag_qr_scratch_floats(m, n);
