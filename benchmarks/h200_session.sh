@@ -9,6 +9,7 @@
 #   bash benchmarks/h200_session.sh policy       # CUDA pytest (also 16-lane groups) + routing policy
 #                                                # measurement (tune_policy_gpu.py)
 #   bash benchmarks/h200_session.sh final        # the whole grid (< 470 s), then CUDA pytest
+#   bash benchmarks/h200_session.sh check        # CUDA pytest + the grid's points of n <= 32
 # Build the wheel here first:
 #   python3 -m pip wheel --no-build-isolation --no-deps ./python-torch -w .whl
 set -uo pipefail
@@ -75,6 +76,13 @@ if [ "$mode" = final ]; then  # the grid with the committed tuned table, then th
   left=$(( 575 - SECONDS ))
   [ "$left" -gt 20 ] && timeout "$left" python3 -m pytest tests/python/cuda -q -p no:cacheprovider \
     --maxfail=40 -o addopts="" -k "block" 2>&1 | tee "$OUT/pytest.log" | tail -8
+fi
+if [ "$mode" = check ]; then
+  timeout 200 python3 -m pytest tests/python/cuda -q -p no:cacheprovider --maxfail=40 \
+    -o addopts="" 2>&1 | tee "$OUT/pytest.log" | tail -8
+  rc=${PIPESTATUS[0]}
+  timeout 240 python3 benchmarks/run_gpu.py --out "$OUT" --shapes 8x8 16x16 32x32 --budget-s 150 \
+    --ours-extra-s 40 2>&1 | tee -a "$OUT/bench.log" | tail -70
 fi
 if [ "$mode" = quick ]; then
   timeout 130 python3 benchmarks/run_gpu.py --quick --budget-s 80 --out "$OUT" 2>&1 \

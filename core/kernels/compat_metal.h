@@ -18,6 +18,9 @@
 #define ML_HOST_FN inline
 #define ML_CTX thread const ml_ctx &
 #define ML_PARAMS constant const ml_params &
+// Full unrolling of a loop with compile-time bounds (the register kernels *_small.h: their
+// private arrays must only see constant indices).
+#define ML_UNROLL _Pragma("unroll")
 
 struct ml_ctx {
   int lane;         // [[thread_position_in_threadgroup]] (1-D groups)

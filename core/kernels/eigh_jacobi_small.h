@@ -28,12 +28,6 @@
 #ifndef ML_KERNELS_EIGH_JACOBI_SMALL_H
 #define ML_KERNELS_EIGH_JACOBI_SMALL_H
 
-#if defined(ML_TARGET_CPU)
-#define ML_EJS_UNROLL _Pragma("GCC unroll 64")
-#else
-#define ML_EJS_UNROLL _Pragma("unroll")
-#endif
-
 #define ML_EJS_MAX_N 8
 #define ML_EJS_MAX_SWEEPS 20
 
@@ -85,9 +79,9 @@ ML_FN void ml_ejs_solve(ML_PARAMS p, ML_DEVICE const float *am, ML_DEVICE float 
   float a[N][N];
   float amax = 0.0f;
   bool finite = true;
-  ML_EJS_UNROLL
+  ML_UNROLL
   for (int i = 0; i < N; ++i) {
-    ML_EJS_UNROLL
+    ML_UNROLL
     for (int j = i; j < N; ++j) {
       const float x = am[lower ? j * N + i : i * N + j];
       a[i][j] = x;
@@ -97,10 +91,10 @@ ML_FN void ml_ejs_solve(ML_PARAMS p, ML_DEVICE const float *am, ML_DEVICE float 
   }
   if (!finite) {
     const float qnan = ml_nan();
-    ML_EJS_UNROLL
+    ML_UNROLL
     for (int j = 0; j < N; ++j) wm[j] = qnan;
     if (VEC) {
-      ML_EJS_UNROLL
+      ML_UNROLL
       for (int t = 0; t < N * N; ++t) vm[t] = qnan;
     }
     if (info) info[g] = ML_INFO_NONFINITE;
@@ -111,18 +105,18 @@ ML_FN void ml_ejs_solve(ML_PARAMS p, ML_DEVICE const float *am, ML_DEVICE float 
   {
     const int e1 = (-ex) / 2;
     const float f1 = ml_exp2i(e1), f2 = ml_exp2i(-ex - e1);
-    ML_EJS_UNROLL
+    ML_UNROLL
     for (int i = 0; i < N; ++i) {
-      ML_EJS_UNROLL
+      ML_UNROLL
       for (int j = i; j < N; ++j) a[i][j] = (a[i][j] * f1) * f2;
     }
   }
 
   float v[VEC ? N : 1][VEC ? N : 1];
   if (VEC) {
-    ML_EJS_UNROLL
+    ML_UNROLL
     for (int i = 0; i < N; ++i) {
-      ML_EJS_UNROLL
+      ML_UNROLL
       for (int j = 0; j < N; ++j) v[i][j] = i == j ? 1.0f : 0.0f;
     }
   }
@@ -143,12 +137,12 @@ ML_FN void ml_ejs_solve(ML_PARAMS p, ML_DEVICE const float *am, ML_DEVICE float 
   bool converged = false;
   for (int sw = 0; sw < cap; ++sw) {
     bool any = false;
-    ML_EJS_UNROLL
+    ML_UNROLL
     for (int r = 0; r < M - 1; ++r) {
       float cr[M / 2], sr[M / 2];
       bool round_any = false;
       // Rotations of the round's disjoint pairs, each from its own 2 x 2 block.
-      ML_EJS_UNROLL
+      ML_UNROLL
       for (int k = 0; k < M / 2; ++k) {
         const int i0 = ml_ejs_pair_a(M, r, k), i1 = ml_ejs_pair_b(M, r, k);
         const int pp = i0 < i1 ? i0 : i1, qq = i0 < i1 ? i1 : i0;
@@ -182,13 +176,13 @@ ML_FN void ml_ejs_solve(ML_PARAMS p, ML_DEVICE const float *am, ML_DEVICE float 
       if (!round_any) continue;
       any = true;
       // A := J^T A J on the off-block entries (upper storage), V := V J; pair by pair.
-      ML_EJS_UNROLL
+      ML_UNROLL
       for (int k = 0; k < M / 2; ++k) {
         const int i0 = ml_ejs_pair_a(M, r, k), i1 = ml_ejs_pair_b(M, r, k);
         const int pp = i0 < i1 ? i0 : i1, qq = i0 < i1 ? i1 : i0;
         if (qq >= N) continue;
         const float c = cr[k], s = sr[k];
-        ML_EJS_UNROLL
+        ML_UNROLL
         for (int l = 0; l < N; ++l) {
           if (l == pp || l == qq) continue;
           const int lp0 = l < pp ? l : pp, lp1 = l < pp ? pp : l;
@@ -198,7 +192,7 @@ ML_FN void ml_ejs_solve(ML_PARAMS p, ML_DEVICE const float *am, ML_DEVICE float 
           a[lq0][lq1] = s * y + c * z;
         }
         if (VEC) {
-          ML_EJS_UNROLL
+          ML_UNROLL
           for (int l = 0; l < N; ++l) {
             const float y = v[l][pp], z = v[l][qq];
             v[l][pp] = c * y - s * z;
@@ -217,19 +211,19 @@ ML_FN void ml_ejs_solve(ML_PARAMS p, ML_DEVICE const float *am, ML_DEVICE float 
   // Ascending: rank of each eigenvalue (ties by index; NaN last, so the ranks are always a
   // permutation), written to its column; eigenvalues scaled back by 2^ex (two exact factors).
   float key[N];
-  ML_EJS_UNROLL
+  ML_UNROLL
   for (int j = 0; j < N; ++j) key[j] = ml_isnan(a[j][j]) ? ml_inf() : a[j][j];
   const int e1 = ex / 2;
   const float g1 = ml_exp2i(e1), g2 = ml_exp2i(ex - e1);
-  ML_EJS_UNROLL
+  ML_UNROLL
   for (int j = 0; j < N; ++j) {
     int rank = 0;
-    ML_EJS_UNROLL
+    ML_UNROLL
     for (int i = 0; i < N; ++i)
       if (i != j) rank += (i < j ? key[i] <= key[j] : key[i] < key[j]) ? 1 : 0;
     wm[rank] = (a[j][j] * g1) * g2;
     if (VEC) {
-      ML_EJS_UNROLL
+      ML_UNROLL
       for (int i = 0; i < N; ++i) vm[i * N + rank] = v[i][j];
     }
   }

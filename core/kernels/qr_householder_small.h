@@ -10,17 +10,6 @@
 
 #include "householder.h"  // ML_HOUSE_TINY / UP / DOWN: the same reflector rule
 
-// Full unrolling of the compile-time loops (private arrays must only see constant indices).
-#ifndef ML_UNROLL
-#if defined(__CUDACC__) || defined(__METAL_VERSION__) || defined(__clang__)
-#define ML_UNROLL _Pragma("unroll")
-#elif defined(__GNUC__)
-#define ML_UNROLL _Pragma("GCC unroll 64")
-#else
-#define ML_UNROLL
-#endif
-#endif
-
 #define ML_QR_SMALL_MAX_N 8
 
 // Shapes and modes the register kernel covers (every mode for 1 <= m, n <= 8).

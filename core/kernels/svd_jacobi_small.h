@@ -17,17 +17,6 @@
 #ifndef ML_KERNELS_SVD_JACOBI_SMALL_H
 #define ML_KERNELS_SVD_JACOBI_SMALL_H
 
-// Full unrolling of the compile-time loops (private arrays must only see constant indices).
-#ifndef ML_UNROLL
-#if defined(__CUDACC__) || defined(__METAL_VERSION__) || defined(__clang__)
-#define ML_UNROLL _Pragma("unroll")
-#elif defined(__GNUC__)
-#define ML_UNROLL _Pragma("GCC unroll 64")
-#else
-#define ML_UNROLL
-#endif
-#endif
-
 #define ML_SVD_SMALL_MAX_N 8
 #define ML_SVDJ_TINY 7.8886091e-31f  // 2^-100: a column norm^2 below this counts as zero
 #define ML_SVDJ_UP 1.1529215e+18f    // 2^60

@@ -1,8 +1,8 @@
 """Shared plumbing of the ops: input checks, output shapes and the call into the C core.
 
 CPU tensors are computed in place into preallocated torch outputs. CUDA tensors run on
-the caller's current stream when the core has a CUDA kernel for the shape (workspace and
-info from torch's allocator, no synchronisation); anything else goes through host memory.
+the caller's current stream when the core has a CUDA kernel for the shape (workspace from
+torch's allocator, no info array, no synchronisation); anything else goes through host memory.
 """
 
 from __future__ import annotations
@@ -123,28 +123,49 @@ def _cuda_kernel(op: str, m: int, n: int, batch: int) -> bool:
     return name.startswith("cuda:")
 
 
+# Device workspace bytes per (op, batch, m, n, flags): the CUDA backend's workspace depends on
+# the call's shape alone (no policy field changes it), so one query per shape is enough.
+_WORKSPACE = {}
+
+
+def _current_stream(index: int) -> int:
+    """cudaStream_t of torch's current stream on device `index` (the raw handle, skipping the
+    Stream object torch.cuda.current_stream builds: a few microseconds per call)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(index)
+    return torch.cuda.current_stream(index).cuda_stream
+
+
 def _run_cuda(op, A, batch, m, n, flags, outs) -> None:
     device = A.device
     index = device.index if device.index is not None else torch.cuda.current_device()
     ex = _lib.MlExec()
     ex.memory = _lib.ML_MEMORY_CUDA
     ex.device = index
-    ex.stream = torch.cuda.current_stream(device).cuda_stream
-    nbytes = ctypes.c_int64(0)
-    _lib.check(
-        lib.ml_workspace_size(
-            ctypes.byref(ex), _lib.OP_ID[op], batch, m, n, flags, ctypes.byref(nbytes)
-        ),
-        op,
-    )
-    # Stream-ordered caching allocator: freeing these after enqueueing is safe.
+    ex.stream = _current_stream(index)
+    key = (op, batch, m, n, flags)
+    nbytes = _WORKSPACE.get(key)
+    if nbytes is None:
+        size = ctypes.c_int64(0)
+        _lib.check(
+            lib.ml_workspace_size(
+                ctypes.byref(ex), _lib.OP_ID[op], batch, m, n, flags, ctypes.byref(size)
+            ),
+            op,
+        )
+        nbytes = size.value
+        if len(_WORKSPACE) < 4096:
+            _WORKSPACE[key] = nbytes
+    # Stream-ordered caching allocator: freeing the workspace after enqueueing is safe.
     workspace = None
-    if nbytes.value > 0:
-        workspace = torch.empty(nbytes.value, dtype=torch.uint8, device=device)
+    if nbytes > 0:
+        workspace = torch.empty(nbytes, dtype=torch.uint8, device=device)
         ex.workspace = workspace.data_ptr()
-        ex.workspace_bytes = nbytes.value
-    info = torch.empty(batch, dtype=torch.int32, device=device)
-    _c_call(op, ctypes.byref(ex), A.data_ptr(), batch, m, n, flags, outs, info.data_ptr())
+        ex.workspace_bytes = nbytes
+    # No info array: nothing here reads it (a non-finite matrix shows as NaN in its outputs),
+    # and the C API accepts NULL.
+    _c_call(op, ctypes.byref(ex), A.data_ptr(), batch, m, n, flags, outs, None)
 
 
 def _host_empty(shapes: list) -> list:

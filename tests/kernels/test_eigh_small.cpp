@@ -8,18 +8,13 @@
 #include "kernel_test_util.h"
 
 using kt::Mat;
+using kt::EigArgs;
 using kt::Report;
 
 namespace {
 
 constexpr double kEigLimit = 60;  // DESIGN.md 3, as test_kernels
 
-struct EigArgs {
-  ml_params p;
-  const float *a;
-  float *w, *v;
-  int *info;
-};
 void eigh_entry(const ml_ctx &ctx, void *u) {
   auto &x = *static_cast<EigArgs *>(u);
   ml_ctx c = ctx;
@@ -33,87 +28,11 @@ void eigvalsh_entry(const ml_ctx &ctx, void *u) {
   ml_eigvalsh_jacobi_small(c, x.p, x.a, x.w, x.info);
 }
 
-// Long-double Jacobi with a relative stopping test (accurate small eigenvalues of graded
-// matrices, where kt::jacobi_eigenvalues' absolute test is not), ascending.
-std::vector<double> ref_eigenvalues(const Mat &m) {
-  const int n = m.r;
-  std::vector<long double> a(size_t(n) * n);
-  for (size_t i = 0; i < a.size(); ++i) a[i] = m.v[i];
-  auto A = [&](int i, int j) -> long double & { return a[size_t(i) * n + j]; };
-  const long double eps = 1e-19L;
-  for (int sweep = 0; sweep < 60; ++sweep) {
-    bool rotated = false;
-    for (int p = 0; p < n - 1; ++p)
-      for (int q = p + 1; q < n; ++q) {
-        const long double apq = A(p, q);
-        if (std::fabs(apq) <= eps * std::sqrt(std::fabs(A(p, p) * A(q, q))) || apq == 0) continue;
-        rotated = true;
-        const long double theta = (A(q, q) - A(p, p)) / (2 * apq);
-        const long double t = (theta >= 0 ? 1 : -1) / (std::fabs(theta) + std::sqrt(theta * theta + 1));
-        const long double c = 1 / std::sqrt(t * t + 1), s = t * c;
-        for (int k = 0; k < n; ++k) {
-          const long double akp = A(k, p), akq = A(k, q);
-          A(k, p) = c * akp - s * akq;
-          A(k, q) = s * akp + c * akq;
-        }
-        for (int k = 0; k < n; ++k) {
-          const long double apk = A(p, k), aqk = A(q, k);
-          A(p, k) = c * apk - s * aqk;
-          A(q, k) = s * apk + c * aqk;
-        }
-        A(p, q) = A(q, p) = 0;
-      }
-    if (!rotated) break;
-  }
-  std::vector<double> w(n);
-  for (int i = 0; i < n; ++i) w[i] = double(A(i, i));
-  std::sort(w.begin(), w.end());
-  return w;
-}
-
-// test_kernels.cpp's symmetric families (same construction), plus graded positive definite
+// kt::symmetric_families (test_kernels.cpp's), plus all ones and graded positive definite
 // matrices D B D (B = I + small symmetric, so well conditioned; D = 1 .. 10^-g) whose small
 // eigenvalues are determined to high relative accuracy.
-std::vector<std::pair<std::string, Mat>> symmetric_families(int n, std::mt19937_64 &rng) {
-  std::vector<std::pair<std::string, Mat>> out;
-  Mat g = kt::gaussian(rng, n, n), sym(n, n);
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j) sym(i, j) = 0.5 * (g(i, j) + g(j, i));
-  out.push_back({"gaussian", sym});
-  out.push_back({"zero", Mat(n, n)});
-  out.push_back({"identity", kt::identity(n)});
-  Mat dg(n, n);
-  for (int i = 0; i < n; ++i) dg(i, i) = std::normal_distribution<>()(rng);
-  out.push_back({"diagonal", dg});
-  for (const char *kind : {"clustered", "clustered1", "geometric", "arithmetic", "randlog", "repeated", "rankdef"})
-    out.push_back({kind, kt::with_spectrum(rng, kt::spectrum(kind, n, rng))});
-  Mat gr = sym;  // graded D A D, D = 1 .. 1e-5 geometric
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j)
-      gr(i, j) *= std::pow(1e-5, n > 1 ? double(i + j) / (n - 1) : 0);
-  out.push_back({"graded", gr});
-  Mat wil(n, n);  // Wilkinson-like tridiagonal: close eigenvalue pairs
-  for (int i = 0; i < n; ++i) {
-    wil(i, i) = std::fabs(i - (n - 1) / 2.0);
-    if (i + 1 < n) wil(i, i + 1) = wil(i + 1, i) = 1;
-  }
-  out.push_back({"wilkinson", wil});
-  Mat fill = wil;
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < i - 1; ++j) fill(i, j) = fill(j, i) = 1e-20 * sym(i, j);
-  out.push_back({"tridiag_fill", fill});
-  Mat zc = sym;
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j) {
-      if (i % 3 == 1 || j % 3 == 1) zc(i, j) = 0;
-      else if (i % 3 == 2 || j % 3 == 2) zc(i, j) *= 1e-36;
-    }
-  out.push_back({"zero_cols", zc});
-  Mat tiny = sym, huge = sym;
-  for (double &x : tiny.v) x *= 1e-30;
-  for (double &x : huge.v) x *= 1e37;
-  out.push_back({"scale1e-30", tiny});
-  out.push_back({"scale1e37", huge});
+kt::Families symmetric_families(int n, std::mt19937_64 &rng) {
+  kt::Families out = kt::symmetric_families(n, rng, true);
   Mat ones(n, n);
   for (double &x : ones.v) x = 1;
   out.push_back({"ones", ones});
@@ -208,23 +127,14 @@ void check_batch(Report &rep, int n, int uplo, std::mt19937_64 &rng, Worst &wors
     bool asc = true;
     for (int i = 1; i < n; ++i) asc = asc && wb[i - 1] <= wb[i];
     rep.expect(asc, at + " ascending");
-    Mat A(n, n);  // the matrix as the kernel saw it: the read triangle, mirrored
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) {
-        const bool read = uplo == ML_K_LOWER ? i >= j : i <= j;
-        A(i, j) = a[size_t(b) * n * n + (read ? size_t(i) * n + j : size_t(j) * n + i)];
-      }
-    const double an = kt::norm1(A);
-    Mat V = kt::from_float(vb, n, n), VW = V;
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) VW(i, j) *= wb[j];
-    Mat R = kt::matmul(VW, kt::transpose(V));
-    for (size_t i = 0; i < R.v.size(); ++i) R.v[i] -= A.v[i];
-    const double den = an > 0 ? an * n * kt::kUlp : 1.0;
-    const double res = kt::norm1(R) / den, orth = kt::orth_defect(V) / (n * kt::kUlp);
+    // The matrix as the kernel saw it: the read triangle, mirrored.
+    const Mat A = kt::read_symmetric(a.data() + size_t(b) * n * n, n, uplo == ML_K_LOWER);
+    const kt::EigRatios x = kt::eig_ratios(A, wb, vb);
+    const double den = x.scale, res = x.resid, orth = x.orth;
     rep.ratio(res, kEigLimit, at + " |A-VWVt|");
     rep.ratio(orth, kEigLimit, at + " |I-VtV|");
-    const auto ref = ref_eigenvalues(A);
+    // Relative stopping test: graded matrices' small eigenvalues to high relative accuracy.
+    const auto ref = kt::jacobi_eigenvalues_relative(A);
     double err = 0, rel = 0;
     for (int i = 0; i < n; ++i) {
       err = std::max(err, std::fabs(wb[i] - ref[i]));

@@ -11,6 +11,8 @@
 #include "kernel_test_util.h"
 
 using kt::Mat;
+using kt::EigArgs;
+using kt::QrArgs;
 using kt::Report;
 
 namespace {
@@ -86,50 +88,16 @@ void test_runner(Report &rep) {
 }
 
 // ---------------- QR ----------------
-struct QrArgs {
-  ml_params p;
-  const float *a;
-  float *q, *r;
-  int *info;
-};
 void qr_entry(const ml_ctx &ctx, void *u) {
   auto &x = *static_cast<QrArgs *>(u);
   ml_qr_householder(ctx, x.p, x.a, x.q, x.r, x.info);
-}
-
-std::vector<std::pair<std::string, Mat>> general_families(int m, int n, std::mt19937_64 &rng) {
-  std::vector<std::pair<std::string, Mat>> out;
-  const int k = std::min(m, n);
-  out.push_back({"gaussian", kt::gaussian(rng, m, n)});
-  out.push_back({"zero", Mat(m, n)});
-  Mat id(m, n);
-  for (int i = 0; i < k; ++i) id(i, i) = 1;
-  out.push_back({"identity", id});
-  for (const char *kind : {"clustered", "geometric", "rankdef", "repeated"}) {
-    auto s = kt::spectrum(kind, k, rng);
-    for (double &x : s) x = std::fabs(x);
-    std::sort(s.rbegin(), s.rend());
-    out.push_back({kind, kt::with_singular_values(rng, m, n, s)});
-  }
-  Mat gr = kt::gaussian(rng, m, n);  // graded: D1 A D2, D = 1 .. 1e-6 geometric
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j)
-      gr(i, j) *= std::pow(1e-6, m > 1 ? double(i) / (m - 1) : 0) *
-                  std::pow(1e-6, n > 1 ? double(j) / (n - 1) : 0);
-  out.push_back({"graded", gr});
-  Mat tiny = kt::gaussian(rng, m, n), huge = kt::gaussian(rng, m, n);
-  for (double &x : tiny.v) x *= 1e-30;
-  for (double &x : huge.v) x *= 1e37;
-  out.push_back({"scale1e-30", tiny});
-  out.push_back({"scale1e37", huge});
-  return out;
 }
 
 // Runs a batch through the kernel; the last matrix is poisoned with a NaN/Inf when poison is
 // set, and every other matrix must stay finite and accurate.
 void check_qr(Report &rep, int m, int n, int mode, int gs, std::mt19937_64 &rng, int families) {
   kt::Timer timer("qr", m, n, gs);
-  auto fams = general_families(m, n, rng);
+  auto fams = kt::general_families(m, n, rng);
   keep_families(fams, families);
   const int k = std::min(m, n);
   const int qcols = mode == ML_K_QR_COMPLETE ? m : k, rrows = mode == ML_K_QR_COMPLETE ? m : k;
@@ -237,12 +205,6 @@ void test_qr(Report &rep) {
 
 
 // ---------------- eigh / eigvalsh ----------------
-struct EigArgs {
-  ml_params p;
-  const float *a;
-  float *w, *v;
-  int *info;
-};
 void eigh_entry(const ml_ctx &ctx, void *u) {
   auto &x = *static_cast<EigArgs *>(u);
   ml_eigh_tridiag_ql(ctx, x.p, x.a, x.w, x.v, x.info);
@@ -252,60 +214,11 @@ void eigvalsh_entry(const ml_ctx &ctx, void *u) {
   ml_eigvalsh_tridiag_ql(ctx, x.p, x.a, x.w, x.info);
 }
 
-std::vector<std::pair<std::string, Mat>> symmetric_families(int n, std::mt19937_64 &rng, bool huge_ok) {
-  std::vector<std::pair<std::string, Mat>> out;
-  Mat g = kt::gaussian(rng, n, n), sym(n, n);
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j) sym(i, j) = 0.5 * (g(i, j) + g(j, i));
-  out.push_back({"gaussian", sym});
-  out.push_back({"zero", Mat(n, n)});
-  out.push_back({"identity", kt::identity(n)});
-  Mat dg(n, n);
-  for (int i = 0; i < n; ++i) dg(i, i) = std::normal_distribution<>()(rng);
-  out.push_back({"diagonal", dg});
-  for (const char *kind : {"clustered", "clustered1", "geometric", "arithmetic", "randlog", "repeated", "rankdef"})
-    out.push_back({kind, kt::with_spectrum(rng, kt::spectrum(kind, n, rng))});
-  Mat gr = sym;  // graded D A D, D = 1 .. 1e-5 geometric
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j)
-      gr(i, j) *= std::pow(1e-5, n > 1 ? double(i + j) / (n - 1) : 0);
-  out.push_back({"graded", gr});
-  Mat wil(n, n);  // Wilkinson-like tridiagonal: close eigenvalue pairs
-  for (int i = 0; i < n; ++i) {
-    wil(i, i) = std::fabs(i - (n - 1) / 2.0);
-    if (i + 1 < n) wil(i, i + 1) = wil(i + 1, i) = 1;
-  }
-  out.push_back({"wilkinson", wil});
-  // Already nearly tridiagonal: the reflectors see columns of ~1e-20 below the subdiagonal, the
-  // rescaled path of the tridiagonalisation.
-  Mat fill = wil;
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < i - 1; ++j) fill(i, j) = fill(j, i) = 1e-20 * sym(i, j);
-  out.push_back({"tridiag_fill", fill});
-  // Rows/columns exactly zero and ~1e-36 (tiny and zero reflector columns).
-  Mat zc = sym;
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j) {
-      if (i % 3 == 1 || j % 3 == 1) zc(i, j) = 0;
-      else if (i % 3 == 2 || j % 3 == 2) zc(i, j) *= 1e-36;
-    }
-  out.push_back({"zero_cols", zc});
-  Mat tiny = sym;
-  for (double &x : tiny.v) x *= 1e-30;
-  out.push_back({"scale1e-30", tiny});
-  if (huge_ok) {
-    Mat huge = sym;
-    for (double &x : huge.v) x *= 1e37;
-    out.push_back({"scale1e37", huge});
-  }
-  return out;
-}
-
 // eigh and eigvalsh on the same batch at group size gs. The unread triangle holds NaN, the
 // last matrix is non-finite in its read triangle.
 void check_eig(Report &rep, int n, int uplo, int gs, std::mt19937_64 &rng, int families) {
   kt::Timer timer("eig", n, n, gs);
-  auto fams = symmetric_families(n, rng, n <= 100);
+  auto fams = kt::symmetric_families(n, rng, n <= 100);
   keep_families(fams, families);
   const int batch = int(fams.size()) + 1;
   const float qnan = std::numeric_limits<float>::quiet_NaN();
@@ -366,25 +279,14 @@ void check_eig(Report &rep, int n, int uplo, int gs, std::mt19937_64 &rng, int f
     for (int i = 1; i < n; ++i) asc = asc && wb[i - 1] <= wb[i];
     rep.expect(asc, at + " ascending");
     // The matrix as the kernel saw it: the read triangle, mirrored.
-    Mat A(n, n);
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) {
-        const bool read = uplo == ML_K_LOWER ? i >= j : i <= j;
-        A(i, j) = a[size_t(b) * n * n + (read ? size_t(i) * n + j : size_t(j) * n + i)];
-      }
-    const double an = kt::norm1(A);
-    Mat V = kt::from_float(vb, n, n), VW = V;
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) VW(i, j) *= wb[j];
-    Mat R = kt::matmul(VW, kt::transpose(V));
-    for (size_t i = 0; i < R.v.size(); ++i) R.v[i] -= A.v[i];
-    const double den = an > 0 ? an * n * kt::kUlp : 1.0;
-    rep.ratio(kt::norm1(R) / den, kEigLimit, at + " |A-VWVt|");
-    rep.ratio(kt::orth_defect(V) / (n * kt::kUlp), kEigLimit, at + " |I-VtV|");
+    const Mat A = kt::read_symmetric(a.data() + size_t(b) * n * n, n, uplo == ML_K_LOWER);
+    const kt::EigRatios x = kt::eig_ratios(A, wb, vb);
+    rep.ratio(x.resid, kEigLimit, at + " |A-VWVt|");
+    rep.ratio(x.orth, kEigLimit, at + " |I-VtV|");
     const auto ref = kt::jacobi_eigenvalues(A);
     double err = 0;
     for (int i = 0; i < n; ++i) err = std::max(err, std::fabs(wb[i] - ref[i]));
-    rep.ratio(err / den, kEigLimit, at + " |w-w_ref|");
+    rep.ratio(err / x.scale, kEigLimit, at + " |w-w_ref|");
   }
 }
 
@@ -440,7 +342,7 @@ void test_eigh(Report &rep) {
 // svd / svdvals of the group-size-1 build (the kernel itself is tested through the runner by
 // test_svd.cpp): LAPACK's ratios, values against double eigenvalues of A^T A, NaN isolation.
 void check_svd_serial(Report &rep, int m, int n, std::mt19937_64 &rng) {
-  auto fams = general_families(m, n, rng);
+  auto fams = kt::general_families(m, n, rng);
   const int k = std::min(m, n);
   std::vector<float> work(size_t(ml::cpu_kernels::scratch_floats(ML_OP_SVD, m, n)));
   std::vector<float> work2(size_t(ml::cpu_kernels::scratch_floats(ML_OP_SVDVALS, m, n)));

@@ -10,6 +10,7 @@
 #include "kernel_test_util.h"
 
 using kt::Mat;
+using kt::QrArgs;
 using kt::Report;
 
 namespace {
@@ -17,12 +18,6 @@ namespace {
 constexpr double kQrLimit = 30;     // DESIGN.md 3
 constexpr double kAgreeLimit = 30;  // |X_small - X_group| / (max(m,n) ulp), scaled as below
 
-struct QrArgs {
-  ml_params p;
-  const float *a;
-  float *q, *r;
-  int *info;
-};
 void qr_small_entry(const ml_ctx &ctx, void *u) {
   auto &x = *static_cast<QrArgs *>(u);
   ml_qr_householder_small(ctx, x.p, x.a, x.q, x.r, x.info);
@@ -38,32 +33,10 @@ std::string where(const char *op, int m, int n, const std::string &fam, int idx)
   return b;
 }
 
-// test_kernels.cpp's general families, plus exact zero columns (R's diagonal exactly 0).
-std::vector<std::pair<std::string, Mat>> families(int m, int n, std::mt19937_64 &rng) {
-  std::vector<std::pair<std::string, Mat>> out;
-  const int k = std::min(m, n);
-  out.push_back({"gaussian", kt::gaussian(rng, m, n)});
-  out.push_back({"zero", Mat(m, n)});
-  Mat id(m, n);
-  for (int i = 0; i < k; ++i) id(i, i) = 1;
-  out.push_back({"identity", id});
-  for (const char *kind : {"clustered", "geometric", "rankdef", "repeated"}) {
-    auto s = kt::spectrum(kind, k, rng);
-    for (double &x : s) x = std::fabs(x);
-    std::sort(s.rbegin(), s.rend());
-    out.push_back({kind, kt::with_singular_values(rng, m, n, s)});
-  }
-  Mat gr = kt::gaussian(rng, m, n);  // graded: D1 A D2, D = 1 .. 1e-6 geometric
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j)
-      gr(i, j) *= std::pow(1e-6, m > 1 ? double(i) / (m - 1) : 0) *
-                  std::pow(1e-6, n > 1 ? double(j) / (n - 1) : 0);
-  out.push_back({"graded", gr});
-  Mat tiny = kt::gaussian(rng, m, n), huge = kt::gaussian(rng, m, n);
-  for (double &x : tiny.v) x *= 1e-30;
-  for (double &x : huge.v) x *= 1e37;
-  out.push_back({"scale1e-30", tiny});
-  out.push_back({"scale1e37", huge});
+// kt::general_families (test_kernels.cpp's QR families), plus exact zero columns (R's
+// diagonal exactly 0) and a power-of-two scaled matrix.
+kt::Families families(int m, int n, std::mt19937_64 &rng) {
+  kt::Families out = kt::general_families(m, n, rng);
   Mat zc = kt::gaussian(rng, m, n);  // column 0 (and the last when n > 2) exactly zero
   for (int i = 0; i < m; ++i) {
     zc(i, 0) = 0;

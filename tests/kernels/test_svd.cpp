@@ -11,17 +11,12 @@
 
 using kt::Mat;
 using kt::Report;
+using kt::SvdArgs;
 
 namespace {
 
 constexpr double kSvdLimit = 35;  // DESIGN.md 3
 
-struct SvdArgs {
-  ml_params p;
-  const float *a;
-  float *u, *s, *vt;
-  int *info;
-};
 void svd_entry(const ml_ctx &ctx, void *user) {
   auto &x = *static_cast<SvdArgs *>(user);
   ml_svd_bidiag_qr(ctx, x.p, x.a, x.u, x.s, x.vt, x.info);
@@ -29,88 +24,6 @@ void svd_entry(const ml_ctx &ctx, void *user) {
 void svdvals_entry(const ml_ctx &ctx, void *user) {
   auto &x = *static_cast<SvdArgs *>(user);
   ml_svdvals_bidiag_qr(ctx, x.p, x.a, x.s, x.info);
-}
-
-// Singular values of a in double by one-sided (Hestenes) Jacobi, descending.
-std::vector<double> reference_singular_values(const Mat &a) {
-  const bool tall = a.r >= a.c;
-  const int rows = tall ? a.r : a.c, cols = tall ? a.c : a.r;
-  std::vector<double> x(size_t(rows) * cols);  // column j at x[j*rows]
-  for (int i = 0; i < a.r; ++i)
-    for (int j = 0; j < a.c; ++j)
-      x[tall ? size_t(j) * rows + i : size_t(i) * rows + j] = a(i, j);
-  for (int sweep = 0; sweep < 80; ++sweep) {
-    bool rotated = false;
-    for (int p = 0; p + 1 < cols; ++p)
-      for (int q = p + 1; q < cols; ++q) {
-        double *xp = &x[size_t(p) * rows], *xq = &x[size_t(q) * rows];
-        double al = 0, be = 0, ga = 0;
-        for (int i = 0; i < rows; ++i) {
-          al += xp[i] * xp[i];
-          be += xq[i] * xq[i];
-          ga += xp[i] * xq[i];
-        }
-        if (ga == 0 || std::fabs(ga) <= 1e-17 * std::sqrt(al * be)) continue;
-        rotated = true;
-        const double zeta = (be - al) / (2 * ga);
-        const double t = (zeta >= 0 ? 1 : -1) / (std::fabs(zeta) + std::sqrt(1 + zeta * zeta));
-        const double c = 1 / std::sqrt(1 + t * t), s = c * t;
-        for (int i = 0; i < rows; ++i) {
-          const double u = xp[i], v = xq[i];
-          xp[i] = c * u - s * v;
-          xq[i] = s * u + c * v;
-        }
-      }
-    if (!rotated) break;
-  }
-  std::vector<double> sv(cols);
-  for (int j = 0; j < cols; ++j) {
-    double t = 0;
-    for (int i = 0; i < rows; ++i) t += x[size_t(j) * rows + i] * x[size_t(j) * rows + i];
-    sv[j] = std::sqrt(t);
-  }
-  std::sort(sv.rbegin(), sv.rend());
-  return sv;
-}
-
-std::vector<std::pair<std::string, Mat>> svd_families(int m, int n, std::mt19937_64 &rng,
-                                                      bool all) {
-  std::vector<std::pair<std::string, Mat>> out;
-  const int k = std::min(m, n);
-  out.push_back({"gaussian", kt::gaussian(rng, m, n)});
-  if (!all) return out;
-  out.push_back({"zero", Mat(m, n)});
-  Mat id(m, n);
-  for (int i = 0; i < k; ++i) id(i, i) = 1;
-  out.push_back({"identity", id});
-  for (const char *kind :
-       {"clustered", "clustered1", "geometric", "arithmetic", "randlog", "rankdef", "repeated"}) {
-    auto s = kt::spectrum(kind, k, rng);
-    for (double &x : s) x = std::fabs(x);
-    std::sort(s.rbegin(), s.rend());
-    out.push_back({kind, kt::with_singular_values(rng, m, n, s)});
-  }
-  Mat shift(m, n), ones(m, n);  // shift: zero diagonal, exercises the zero-d chase
-  for (int i = 0; i < m && i + 1 < n; ++i) shift(i, i + 1) = 1;
-  for (double &x : ones.v) x = 1;
-  out.push_back({"shift", shift});
-  out.push_back({"ones", ones});
-  Mat gr = kt::gaussian(rng, m, n);  // graded D1 A D2, D = 1 .. 1e-6 geometric
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j)
-      gr(i, j) *= std::pow(1e-6, m > 1 ? double(i) / (m - 1) : 0) *
-                  std::pow(1e-6, n > 1 ? double(j) / (n - 1) : 0);
-  out.push_back({"graded", gr});
-  Mat tiny = kt::gaussian(rng, m, n), huge = kt::gaussian(rng, m, n);
-  for (double &x : tiny.v) x *= 1e-30;
-  for (double &x : huge.v) x *= 1e37;
-  out.push_back({"scale1e-30", tiny});
-  out.push_back({"scale1e37", huge});
-  auto gs = kt::spectrum("geometric", k, rng);
-  for (double &x : gs) x = std::fabs(x) * 1e-30;
-  std::sort(gs.rbegin(), gs.rend());
-  out.push_back({"geometric1e-30", kt::with_singular_values(rng, m, n, gs)});
-  return out;
 }
 
 std::string where(const char *op, int m, int n, int gs, int flags, const std::string &fam,
@@ -127,8 +40,8 @@ std::string where(const char *op, int m, int n, int gs, int flags, const std::st
 std::vector<float> check_svd(Report &rep, int m, int n, int gs, std::mt19937_64 &rng, bool all,
                              int flags = 0) {
   kt::Timer timer((flags & ML_K_SVD_V_SHARED) ? "svd[vshared]" : "svd", m, n, gs);
-  auto fams = svd_families(m, n, rng, all);
-  const int k = std::min(m, n), big = std::max(m, n);
+  auto fams = kt::svd_families(m, n, rng, all);
+  const int k = std::min(m, n);
   const int poisoned = int(fams.size()) / 2, batch = int(fams.size()) + 1;
   std::vector<float> a;
   std::vector<std::string> names;
@@ -160,49 +73,15 @@ std::vector<float> check_svd(Report &rep, int m, int n, int gs, std::mt19937_64 
     const float *ub = u.data() + size_t(b) * m * k, *vb = vt.data() + size_t(b) * k * n;
     const float *sb = s.data() + size_t(b) * k, *s2b = s2.data() + size_t(b) * k;
     if (b == poisoned) {
-      rep.expect(kt::all_nan(ub, size_t(m) * k) && kt::all_nan(vb, size_t(k) * n) &&
-                     kt::all_nan(sb, k) && kt::all_nan(s2b, k),
-                 at + " all NaN");
-      rep.expect(info[b] == ML_INFO_NONFINITE && info2[b] == ML_INFO_NONFINITE,
-                 at + " info NONFINITE");
+      kt::expect_svd_nonfinite(rep, at, m, n, ub, sb, vb, s2b, info[b], info2[b]);
       continue;
     }
-    rep.expect(kt::all_finite(ub, size_t(m) * k) && kt::all_finite(vb, size_t(k) * n) &&
-                   kt::all_finite(sb, k),
-               at + " finite");
-    bool ordered = true;
-    for (int i = 0; i < k; ++i) ordered = ordered && sb[i] >= 0 && (i == 0 || sb[i] <= sb[i - 1]);
-    rep.expect(ordered, at + " s descending, >= 0");
-    rep.expect(std::memcmp(sb, s2b, sizeof(float) * k) == 0 && info[b] == info2[b],
-               at + " svdvals == svd values, same info");
-    rep.expect((info[b] & (ML_INFO_NOT_CONVERGED | ML_INFO_NONFINITE)) == 0, at + " info");
+    kt::expect_svd_outputs(rep, at, m, n, ub, sb, vb, s2b, info[b], info2[b]);
     if (names[b] == "gaussian" && k >= 2)
       rep.expect((info[b] >> ML_INFO_SWEEPS_SHIFT) > 0, at + " sweeps counted");
 
-    Mat A = kt::from_float(a.data() + size_t(b) * m * n, m, n);
-    Mat U = kt::from_float(ub, m, k), Vt = kt::from_float(vb, k, n);
-    Mat us = U;
-    for (int i = 0; i < m; ++i)
-      for (int j = 0; j < k; ++j) us(i, j) *= sb[j];
-    Mat r = kt::matmul(us, Vt);
-    for (size_t i = 0; i < r.v.size(); ++i) r.v[i] -= A.v[i];
-    const double an = kt::norm1(A);
-    rep.ratio(an > 0 ? kt::norm1(r) / (an * big * kt::kUlp) : kt::norm1(r), kSvdLimit,
-              at + " |A-USVt|");
-    rep.ratio(kt::orth_defect(U) / (m * kt::kUlp), kSvdLimit, at + " |I-UtU|");
-    rep.ratio(kt::orth_defect(kt::transpose(Vt)) / (n * kt::kUlp), kSvdLimit, at + " |I-VVt|");
-
-    const auto ref = reference_singular_values(A);
-    double err = 0;
-    for (int i = 0; i < k; ++i) err = std::max(err, std::fabs(sb[i] - ref[i]));
-    rep.ratio(ref[0] > 0 ? err / (ref[0] * big * kt::kUlp) : err, kSvdLimit, at + " s vs double");
-
-    // Rank-deficiency bit where the family decides it unambiguously.
-    const bool rd = (info[b] & ML_INFO_RANK_DEFICIENT) != 0;
-    if (names[b] == "zero") rep.expect(rd, at + " zero is rank-deficient");
-    if (names[b] == "identity") rep.expect(!rd, at + " identity has full rank");
-    if (names[b] == "rankdef" && k >= 2) rep.expect(rd, at + " rankdef flagged");
-    if (names[b] == "ones" && k >= 2) rep.expect(rd, at + " ones flagged");
+    kt::check_svd_ratios(rep, at, names[b], kt::from_float(a.data() + size_t(b) * m * n, m, n),
+                         ub, sb, vb, info[b], kSvdLimit);
   }
   return s;
 }
