@@ -458,12 +458,9 @@ int64_t kernel_max_n(int32_t op, const policy::Resolved &pol) {
 const char *backend_name(int32_t op, int64_t m, int64_t n, const policy::Resolved &pol) {
   if (std::max(m, n) > kernel_max_n(op, pol)) return "cpu:lapack";
   // Named after the core/kernels header each op's portable kernel comes from.
-  switch (op) {
-    case ML_OP_QR: return "cpu:kernel:qr_householder";
-    case ML_OP_EIGH:
-    case ML_OP_EIGVALSH: return "cpu:kernel:eigh_tridiag_ql";
-    default: return "cpu:kernel:svd_bidiag_qr";
-  }
+  static thread_local std::string out;
+  out = std::string("cpu:kernel:") + cpu_kernels::name(op, m, n);
+  return out.c_str();
 }
 
 ml_status run(const Call &c, const policy::Resolved &pol, const char *where) {

@@ -4,9 +4,12 @@
 #include <algorithm>
 
 #include "../kernels/compat_cpu.h"
+#include "../kernels/eigh_jacobi_small.h"
 #include "../kernels/eigh_tridiag_ql.h"
 #include "../kernels/qr_householder.h"
+#include "../kernels/qr_householder_small.h"
 #include "../kernels/svd_bidiag_qr.h"
+#include "../kernels/svd_jacobi_small.h"
 #include "cpu_kernels.h"
 #include "metal_linalg/metal_linalg.h"
 
@@ -23,6 +26,38 @@ int64_t max_n(int32_t op) {
     case ML_OP_SVD: return 24;      // measured by helper K3 (core/kernels/README.md)
     case ML_OP_SVDVALS: return 16;
     default: return 0;
+  }
+}
+
+int64_t small_max_n(int32_t op) {
+  // Where the register kernels (core/kernels/*_small.h) beat the group kernels at group size 1
+  // on one core of the 2-core development machine (g++ -O2, 4096 matrices, us per matrix):
+  // qr 8x8 0.88 vs 2.46; eigh 5x5 1.55 vs 1.63, 6x6 2.82 vs 1.96; eigvalsh 5x5 1.15 vs 1.30,
+  // 6x6 1.54 vs 1.44; svd 5x5 1.76 vs 2.92, 6x6 3.00 vs 3.29, 7x7 5.30 vs 4.43; svdvals 4x4
+  // 0.77 vs 1.88, 5x5 1.75 vs 1.48. Jacobi does more arithmetic than tridiagonal/bidiagonal QR,
+  // which the CPU pays for beyond n ~ 5 (a GPU thread hides it: there they cover n <= 8).
+  switch (op) {
+    case ML_OP_QR: return 8;
+    case ML_OP_EIGH:
+    case ML_OP_EIGVALSH:
+    case ML_OP_SVD: return 5;
+    case ML_OP_SVDVALS: return 4;
+    default: return 0;
+  }
+}
+
+bool small(int32_t op, int64_t m, int64_t n) {
+  const int64_t k = small_max_n(op);
+  return m >= 1 && n >= 1 && m <= k && n <= k;
+}
+
+const char *name(int32_t op, int64_t m, int64_t n) {
+  const bool s = small(op, m, n);
+  switch (op) {
+    case ML_OP_QR: return s ? "qr_householder_small" : "qr_householder";
+    case ML_OP_EIGH:
+    case ML_OP_EIGVALSH: return s ? "eigh_jacobi_small" : "eigh_tridiag_ql";
+    default: return s ? "svd_jacobi_small" : "svd_bidiag_qr";
   }
 }
 
@@ -45,6 +80,17 @@ int32_t run(int32_t op, int64_t m, int64_t n, int32_t flags, const float *a, flo
   ml_ctx ctx{0, work};
   ml_params p{static_cast<ml_i32>(m), static_cast<ml_i32>(n), flags, 0, 1, 0};
   int info = 0;
+  if (small(op, m, n)) {  // the register kernels: no scratch
+    switch (op) {
+      case ML_OP_QR: ml_qr_householder_small(ctx, p, a, out0, out1, &info); break;
+      case ML_OP_EIGH: ml_eigh_jacobi_small(ctx, p, a, out0, out1, &info); break;
+      case ML_OP_EIGVALSH: ml_eigvalsh_jacobi_small(ctx, p, a, out0, &info); break;
+      case ML_OP_SVD: ml_svd_jacobi_small(ctx, p, a, out0, out1, out2, &info); break;
+      case ML_OP_SVDVALS: ml_svdvals_jacobi_small(ctx, p, a, out1, &info); break;
+      default: return ML_INFO_NOT_CONVERGED;
+    }
+    return info;
+  }
   switch (op) {
     case ML_OP_QR: ml_qr_householder(ctx, p, a, out0, out1, &info); break;
     case ML_OP_EIGH: ml_eigh_tridiag_ql(ctx, p, a, out0, out1, &info); break;

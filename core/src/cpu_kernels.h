@@ -5,6 +5,11 @@
 #include <cstdint>
 
 namespace ml::cpu_kernels {
+// Up to this m and n (per op) the register kernels (core/kernels/*_small.h) run instead.
+int64_t small_max_n(int32_t op);
+bool small(int32_t op, int64_t m, int64_t n);
+// core/kernels header (without .h) the kernel of this op and shape comes from.
+const char *name(int32_t op, int64_t m, int64_t n);
 // Largest n (and m) each kernel accepts; 0 when the kernel does not exist yet.
 int64_t max_n(int32_t op);
 // One row-major matrix. Same output conventions as the C API. Returns the info word.
