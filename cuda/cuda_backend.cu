@@ -243,6 +243,12 @@ ml_status cuda_fail(ml_status st, const char *what, cudaError_t err) {
   return fail(st, kWhere, "%s: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err));
 }
 
+// Whether c runs one thread per matrix: always for register kernels, by policy for the others.
+bool runs_lane(const KernelDesc *k, const Call &c) {
+  if (!k->entry) return true;
+  return k->lane_entry && std::max(c.m, c.n) <= c.lane_max_n && c.batch >= c.lane_min_batch;
+}
+
 // Enqueues the kernel for c (device pointers) on stream; the current device is already set.
 ml_status launch(const KernelDesc *k, int dev, const Call &c, cudaStream_t stream) {
   if (c.m == 0 || c.n == 0) {
@@ -250,7 +256,7 @@ ml_status launch(const KernelDesc *k, int dev, const Call &c, cudaStream_t strea
     const cudaError_t err = cudaMemsetAsync(c.info, 0, c.batch * sizeof(int32_t), stream);
     return err == cudaSuccess ? ML_OK : cuda_fail(ML_RUNTIME_ERROR, "cudaMemsetAsync", err);
   }
-  const bool lane = (c.variant == 1 && k->lane_entry != nullptr) || k->entry == nullptr;
+  const bool lane = runs_lane(k, c);
   const KernelState &st = prepare(index_of(k), dev, lane);
   if (st.err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, k->name, st.err);
   const int m = static_cast<int>(c.m), n = static_cast<int>(c.n);
@@ -361,10 +367,13 @@ const char *kernel_for(int32_t op, int64_t m, int64_t n, int32_t flags, int64_t 
   return k ? k->name : nullptr;
 }
 
-bool has_lane_variant(int32_t op, int64_t m, int64_t n, int32_t flags, int64_t small_max_n) {
-  if (!available()) return false;
-  const KernelDesc *k = pick(op, m, n, flags, device_info(0).budget_floats, small_max_n);
-  return k && k->entry && k->lane_entry;
+const char *launch_name(const Call &c) {
+  if (!available()) return nullptr;
+  const KernelDesc *k = pick(c.op, c.m, c.n, c.flags, device_info(0).budget_floats, c.small_max_n);
+  if (!k) return nullptr;
+  static thread_local std::string name;
+  name = std::string(k->name) + (k->entry && runs_lane(k, c) ? "/lane" : "");
+  return name.c_str();
 }
 
 int64_t workspace_bytes(const Call &) { return 0; }

@@ -335,54 +335,18 @@ ML_FN void ml_svd_reflect_right(ML_CTX ctx, ML_SHARED const float *v, ML_SHARED 
 }
 
 // Applies one chain (header h, list l) to elements first, first + step, ... < len of the
-// vectors at base + j*ld (shared). The carried vector stays in a register and the next
-// fresh element is loaded one rotation ahead, so only the FMAs are serial.
-ML_FN void ml_svd_chain_shared(ML_SHARED const float *h, ML_SHARED const float *l,
-                               ML_SHARED float *base, int len, int ld, int first, int step) {
+// vectors, element i of vector j at base[i*rs + j*cs]; P is the pointer type (shared U and V:
+// rs 1, cs the stride; V in device memory: the output's strides). The carried vector stays in a
+// register and the next fresh element is loaded one rotation ahead, so only the FMAs are serial.
+template <typename P>
+ML_FN void ml_svd_chain(ML_SHARED const float *h, ML_SHARED const float *l, P base, int len,
+                        int rs, int cs, int first, int step) {
   const int cnt = (int)h[0];
   if (cnt <= 0) return;
   const int kind = (int)h[1], a0 = (int)h[2], da = (int)h[3], b = (int)h[4];
   if (kind == 0) {
     for (int i = first; i < len; i += step) {
-      ML_SHARED float *pa = base + a0 * ld + i;  // vector a0 + r at pa[r*ld]
-      float x = pa[0], y = pa[ld];
-      for (int r = 0; r < cnt; ++r) {
-        const float ynext = pa[(r + 2 <= cnt ? r + 2 : cnt) * ld];
-        const float c = l[2 * r], s = l[2 * r + 1];
-        pa[r * ld] = c * x + s * y;
-        x = c * y - s * x;
-        y = ynext;
-      }
-      pa[cnt * ld] = x;
-    }
-  } else {
-    const int sa = da * ld;
-    for (int i = first; i < len; i += step) {
-      ML_SHARED float *pa = base + a0 * ld + i;  // vector a0 + r*da at pa[r*sa]
-      ML_SHARED float *pb = base + b * ld + i;
-      float y = pb[0], x = pa[0];
-      for (int r = 0; r < cnt; ++r) {
-        const float xnext = pa[(r + 1 < cnt ? r + 1 : r) * sa];
-        const float c = l[2 * r], s = l[2 * r + 1];
-        pa[r * sa] = c * x + s * y;
-        y = c * y - s * x;
-        x = xnext;
-      }
-      pb[0] = y;
-    }
-  }
-}
-
-// Same for V in device memory: element i of vector j at base[i*rs + j*cs].
-ML_FN void ml_svd_chain_device(ML_SHARED const float *h, ML_SHARED const float *l,
-                               ML_DEVICE float *base, int len, int rs, int cs, int first,
-                               int step) {
-  const int cnt = (int)h[0];
-  if (cnt <= 0) return;
-  const int kind = (int)h[1], a0 = (int)h[2], da = (int)h[3], b = (int)h[4];
-  if (kind == 0) {
-    for (int i = first; i < len; i += step) {
-      ML_DEVICE float *pa = base + i * rs + a0 * cs;
+      P pa = base + i * rs + a0 * cs;
       float x = pa[0], y = pa[cs];
       for (int r = 0; r < cnt; ++r) {
         const float ynext = pa[(r + 2 <= cnt ? r + 2 : cnt) * cs];
@@ -396,8 +360,8 @@ ML_FN void ml_svd_chain_device(ML_SHARED const float *h, ML_SHARED const float *
   } else {
     const int sa = da * cs;
     for (int i = first; i < len; i += step) {
-      ML_DEVICE float *pa = base + i * rs + a0 * cs;
-      ML_DEVICE float *pb = base + i * rs + b * cs;
+      P pa = base + i * rs + a0 * cs;
+      P pb = base + i * rs + b * cs;
       float y = pb[0], x = pa[0];
       for (int r = 0; r < cnt; ++r) {
         const float xnext = pa[(r + 1 < cnt ? r + 1 : r) * sa];
@@ -412,29 +376,13 @@ ML_FN void ml_svd_chain_device(ML_SHARED const float *h, ML_SHARED const float *
 }
 
 // V = G_0 G_1 ... G_{N-3} (right reflectors, v_j in row j of w from column j+2 on), formed
-// row by row: rows first, first + step, ... (element (i, c) at base[i*rs + c*cs]).
-ML_FN void ml_svd_form_v_shared(ML_SHARED float *base, int rs, int cs, int N,
-                                ML_SHARED const float *w, int ld, ML_SHARED const float *taup,
-                                int first, int step) {
+// row by row: rows first, first + step, ... (element (i, c) at base[i*rs + c*cs]); P is the
+// pointer type (V in shared or in device memory).
+template <typename P>
+ML_FN void ml_svd_form_v(P base, int rs, int cs, int N, ML_SHARED const float *w, int ld,
+                         ML_SHARED const float *taup, int first, int step) {
   for (int i = first; i < N; i += step) {
-    ML_SHARED float *row = base + i * rs;
-    for (int c = 0; c < N; ++c) row[c * cs] = i == c ? 1.0f : 0.0f;
-    for (int j = 0; j + 2 < N; ++j) {
-      float tj = taup[j];
-      if (tj == 0.0f) continue;
-      float acc = row[(j + 1) * cs];
-      for (int c = j + 2; c < N; ++c) acc += row[c * cs] * w[c * ld + j];
-      acc *= tj;
-      row[(j + 1) * cs] -= acc;
-      for (int c = j + 2; c < N; ++c) row[c * cs] -= acc * w[c * ld + j];
-    }
-  }
-}
-ML_FN void ml_svd_form_v_device(ML_DEVICE float *base, int rs, int cs, int N,
-                                ML_SHARED const float *w, int ld, ML_SHARED const float *taup,
-                                int first, int step) {
-  for (int i = first; i < N; i += step) {
-    ML_DEVICE float *row = base + i * rs;
+    P row = base + i * rs;
     for (int c = 0; c < N; ++c) row[c * cs] = i == c ? 1.0f : 0.0f;
     for (int j = 0; j + 2 < N; ++j) {
       float tj = taup[j];
@@ -575,9 +523,9 @@ ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *
   const int vrs = tall ? 1 : N, vcs = tall ? N : 1;
   if (want_vectors) {
     if (vshared) {
-      ml_svd_form_v_shared(vs, 1, ldv, N, w, ld, taup, lane, gs);
+      ml_svd_form_v(vs, 1, ldv, N, w, ld, taup, lane, gs);
     } else if (worker >= 0) {
-      ml_svd_form_v_device(vbase, vrs, vcs, N, w, ld, taup, worker, workers);
+      ml_svd_form_v(vbase, vrs, vcs, N, w, ld, taup, worker, workers);
     }
     ml_barrier(ctx);
     // U (M x N) in place of W: H_0 ... H_{N-1} applied to I, backwards.
@@ -617,11 +565,11 @@ ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *
       ml_barrier(ctx);
       if (h[0] <= 0.0f) break;
       if (worker < 0) continue;
-      ml_svd_chain_shared(h + 1, lu, w, M, ld, worker, workers);
+      ml_svd_chain(h + 1, lu, w, M, 1, ld, worker, workers);
       if (vshared) {
-        ml_svd_chain_shared(h + 6, lv, vs, N, ldv, worker, workers);
+        ml_svd_chain(h + 6, lv, vs, N, 1, ldv, worker, workers);
       } else {
-        ml_svd_chain_device(h + 6, lv, vbase, N, vrs, vcs, worker, workers);
+        ml_svd_chain(h + 6, lv, vbase, N, vrs, vcs, worker, workers);
       }
     }
   } else if (lane == 0) {

@@ -19,12 +19,11 @@ struct Call {
   const float *a;
   float *out0, *out1, *out2;
   int32_t *info;
-  // Launch shape the policy asks for (GPU backends): 0 = a group of lanes per matrix,
-  // 1 = one lane per matrix (taken only where the kernel has such an entry point).
-  int32_t variant = 0;
-  // GPU backends: register (thread-per-matrix, no group) kernels are candidates only for
-  // max(m, n) <= this (policy gpu_small_max_n).
-  int32_t small_max_n = 0;
+  // GPU launch policy (filled by the core from the op's policy; GPU backends read it):
+  // register kernels (thread per matrix, no group) are candidates for max(m, n) <= small_max_n;
+  // a group kernel runs one lane per matrix for max(m, n) <= lane_max_n and
+  // batch >= lane_min_batch (where it has such an entry point), else a group per matrix.
+  int64_t small_max_n = 0, lane_max_n = 0, lane_min_batch = 1;
 };
 
 #if defined(ML_WITH_CUDA)
@@ -37,8 +36,9 @@ const char *device_name();
 // or nullptr when no GPU kernel covers it (the core then uses the CPU).
 // small_max_n: see Call::small_max_n.
 const char *kernel_for(int32_t op, int64_t m, int64_t n, int32_t flags, int64_t small_max_n);
-// Whether that kernel has a lane-per-matrix entry point (Call::variant 1 runs it).
-bool has_lane_variant(int32_t op, int64_t m, int64_t n, int32_t flags, int64_t small_max_n);
+// The kernel and launch shape run_device / run_host would use for c ("eigh_tridiag_ql",
+// "eigh_tridiag_ql/lane"), or nullptr when no kernel covers it.
+const char *launch_name(const Call &c);
 // Device workspace bytes for a device-memory call.
 int64_t workspace_bytes(const Call &c);
 // Enqueue the call on exec->stream, device pointers, no host sync, no allocation.

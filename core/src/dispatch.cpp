@@ -41,14 +41,13 @@ const char *device_gpu_kernel(const Call &c, const policy::Resolved &pol) {
   return fits ? kernel : nullptr;
 }
 
-// Launch shape for a GPU call: one lane per matrix for large batches of tiny matrices.
-int32_t gpu_variant(const Call &c, const policy::Resolved &pol) {
-  return std::max(c.m, c.n) <= pol.value[policy::kGpuLaneMaxN] &&
-                 c.batch >= pol.value[policy::kGpuLaneMinBatch] &&
-                 cuda::has_lane_variant(c.op, c.m, c.n, c.flags,
-                                        pol.value[policy::kGpuSmallMaxN])
-             ? 1
-             : 0;
+// c with the op's GPU launch policy filled in (Call::small_max_n, lane_max_n, lane_min_batch).
+Call with_gpu_policy(const Call &c, const policy::Resolved &pol) {
+  Call g = c;
+  g.small_max_n = pol.value[policy::kGpuSmallMaxN];
+  g.lane_max_n = pol.value[policy::kGpuLaneMaxN];
+  g.lane_min_batch = pol.value[policy::kGpuLaneMinBatch];
+  return g;
 }
 #endif
 
@@ -76,19 +75,9 @@ ml_status dispatch(const char *where, const ml_exec *exec_in, const Call &c) {
       return fail(ML_INVALID_ARGUMENT, where,
                   "exec->workspace must hold %lld bytes (ml_workspace_size), got %lld",
                   static_cast<long long>(need), static_cast<long long>(exec.workspace_bytes));
-    Call gc = c;
-    gc.variant = gpu_variant(c, pol);
-    gc.small_max_n = static_cast<int32_t>(
-        std::min<int64_t>(pol.value[policy::kGpuSmallMaxN], int64_t{1} << 30));
-    return cuda::run_device(exec, gc);
+    return cuda::run_device(exec, with_gpu_policy(c, pol));
   }
-  if (host_gpu_kernel(c, pol)) {
-    Call gc = c;
-    gc.variant = gpu_variant(c, pol);
-    gc.small_max_n = static_cast<int32_t>(
-        std::min<int64_t>(pol.value[policy::kGpuSmallMaxN], int64_t{1} << 30));
-    return cuda::run_host(gc);
-  }
+  if (host_gpu_kernel(c, pol)) return cuda::run_host(with_gpu_policy(c, pol));
 #endif
   return cpu::run(c, pol, where);
 }
@@ -108,7 +97,7 @@ const char *backend_for(int32_t op, int32_t memory, int64_t m, int64_t n, int64_
       memory == ML_MEMORY_CUDA ? device_gpu_kernel(c, pol) : host_gpu_kernel(c, pol);
   if (kernel) {
     static thread_local std::string name;
-    name = std::string("cuda:") + kernel + (gpu_variant(c, pol) ? "/lane" : "");
+    name = std::string("cuda:") + cuda::launch_name(with_gpu_policy(c, pol));
     return name.c_str();
   }
 #endif

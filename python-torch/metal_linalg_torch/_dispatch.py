@@ -128,12 +128,15 @@ def _cuda_kernel(op: str, m: int, n: int, batch: int) -> bool:
 _WORKSPACE = {}
 
 
+# torch's raw current-stream query (CUDA builds of torch), looked up once.
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _current_stream(index: int) -> int:
     """cudaStream_t of torch's current stream on device `index` (the raw handle, skipping the
     Stream object torch.cuda.current_stream builds: a few microseconds per call)."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw(index)
+    if _RAW_STREAM is not None:
+        return _RAW_STREAM(index)
     return torch.cuda.current_stream(index).cuda_stream
 
 
