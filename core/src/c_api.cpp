@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend_gpu.h"
+#include "cpu_kernels.h"
 #include "device.h"
 #include "dispatch.h"
 #include "errors.h"
@@ -78,6 +79,20 @@ ML_API const char *ml_last_error(void) { return ml::last_error(); }
 ML_API int32_t ml_api_version(void) { return ML_API_VERSION; }
 
 ML_API const char *ml_version_string(void) { return ML_VERSION_STRING; }
+
+ML_API ml_status ml_take_warnings(char *buf, size_t buf_len, size_t *needed) {
+  return guarded("take_warnings", [&] { return ml::take_warnings(buf, buf_len, needed); });
+}
+
+ML_API int32_t ml_pending_warnings(void) { return ml::pending_warnings(); }
+
+ML_API ml_status ml_set_iteration_cap(int32_t cap) {
+  ml::clear_error();
+  if (cap < 0)
+    return ml::fail(ML_INVALID_ARGUMENT, "set_iteration_cap", "cap must be >= 0, got %d", cap);
+  ml::cpu_kernels::set_max_iter(cap);
+  return ML_OK;
+}
 
 ML_API const char *ml_device_name(void) {
   try {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 
 #include "device.h"
 #include "errors.h"
@@ -10,12 +11,53 @@
 namespace ml {
 namespace {
 
-// LAPACK indexes a matrix with 32-bit integers.
-constexpr int64_t kMaxMatrixElements = INT32_MAX;
+// 32-bit LAPACK addresses every array (and its workspace) with int indices.
+constexpr int64_t kLapackMax = INT32_MAX;
 
 bool mul_fits(int64_t a, int64_t b, int64_t limit) { return a == 0 || b <= limit / a; }
 
+// Saturating a * b for positive sizes (the callers compare the result with kLapackMax).
+int64_t mul_sat(int64_t a, int64_t b) { return mul_fits(a, b, INT64_MAX) ? a * b : INT64_MAX; }
+
+// A size formula evaluated in double (exact far beyond kLapackMax), saturated to int64.
+int64_t sat(double v) { return v >= 9.0e18 ? INT64_MAX : static_cast<int64_t>(v); }
+
 }  // namespace
+
+LapackSizes lapack_sizes(int32_t op, int32_t flags, int64_t m, int64_t n) {
+  const int64_t k = std::min(m, n), big = std::max(m, n);
+  const double kd = static_cast<double>(k), nd = static_cast<double>(n);
+  const double bigd = static_cast<double>(big);
+  LapackSizes s{};
+  switch (op) {
+    case ML_OP_QR:
+      // The column-major copy of A, widened to m x m when a complete Q is formed in it.
+      s.array = mul_sat(m, flags == ML_QR_COMPLETE ? big : n);
+      s.array_what = flags == ML_QR_COMPLETE ? "the m x max(m, n) array of a complete Q" : "A";
+      s.min_lwork = big;  // sgeqrf: n, sorgqr: the columns of Q
+      break;
+    case ML_OP_EIGH:
+    case ML_OP_EIGVALSH:
+      s.array = mul_sat(n, n);
+      s.array_what = "A";
+      // ssyevd (jobz = 'V'): 1 + 6n + 2n^2; eigenvalues only: 2n + 1.
+      s.min_lwork = sat(op == ML_OP_EIGH ? 1 + 6 * nd + 2 * nd * nd : 2 * nd + 1);
+      break;
+    case ML_OP_SVD:
+      s.array = mul_sat(m, n);
+      s.array_what = "A";
+      // sgesdd (jobz = 'S'): 4k^2 + 7k, plus max(m, n) on the path without a QR first.
+      s.min_lwork = sat(4 * kd * kd + 7 * kd + bigd);
+      break;
+    default:
+      s.array = mul_sat(m, n);
+      s.array_what = "A";
+      // sgesdd (jobz = 'N'): 3k + max(max(m, n), 7k); sgebrd + slasq1 need less.
+      s.min_lwork = sat(3 * kd + std::max(bigd, 7 * kd));
+      break;
+  }
+  return s;
+}
 
 ml_status check_exec(const char *where, const ml_exec &exec) {
   for (int i = 0; i < 4; ++i)
@@ -42,7 +84,25 @@ ml_status check_exec(const char *where, const ml_exec &exec) {
               "exec->memory must be ML_MEMORY_HOST (0) or ML_MEMORY_CUDA (1), got %d", exec.memory);
 }
 
-ml_status check_shape(const char *where, int32_t op, int64_t batch, int64_t m, int64_t n) {
+ml_status check_lapack_sizes(const char *where, int32_t op, int32_t flags, int64_t m, int64_t n) {
+  const LapackSizes s = lapack_sizes(op, flags, m, n);
+  if (s.array > kLapackMax)
+    return fail(ML_INVALID_ARGUMENT, where,
+                "%s of %lld x %lld: %s would have %lld elements, more than 32-bit LAPACK "
+                "addresses (%lld)",
+                op_name(op), static_cast<long long>(m), static_cast<long long>(n), s.array_what,
+                static_cast<long long>(s.array), static_cast<long long>(kLapackMax));
+  if (s.min_lwork > kLapackMax)
+    return fail(ML_INVALID_ARGUMENT, where,
+                "%s of %lld x %lld needs a LAPACK workspace of at least %lld floats, more than "
+                "32-bit LAPACK addresses (%lld)",
+                op_name(op), static_cast<long long>(m), static_cast<long long>(n),
+                static_cast<long long>(s.min_lwork), static_cast<long long>(kLapackMax));
+  return ML_OK;
+}
+
+ml_status check_shape(const char *where, int32_t op, int64_t batch, int64_t m, int64_t n,
+                      int32_t flags) {
   if (!valid_op(op)) return fail(ML_INVALID_ARGUMENT, where, "invalid op %d", op);
   if (batch < 0)
     return fail(ML_INVALID_ARGUMENT, where, "batch must be >= 0, got %lld",
@@ -54,13 +114,12 @@ ml_status check_shape(const char *where, int32_t op, int64_t batch, int64_t m, i
   if ((op == ML_OP_EIGH || op == ML_OP_EIGVALSH) && m != n)
     return fail(ML_INVALID_ARGUMENT, where, "%s needs a square matrix, got %lld x %lld",
                 op_name(op), static_cast<long long>(m), static_cast<long long>(n));
-  // Largest per-matrix buffer: a complete Q is m x m.
-  const int64_t big = std::max(m, n);
-  if (!mul_fits(m, n, kMaxMatrixElements) || !mul_fits(big, big, kMaxMatrixElements))
-    return fail(ML_INVALID_ARGUMENT, where, "matrix of %lld x %lld is too large (max %lld elements)",
-                static_cast<long long>(m), static_cast<long long>(n),
-                static_cast<long long>(kMaxMatrixElements));
-  if (!mul_fits(batch, big * big, INT64_MAX / 4))
+  if (ml_status st = check_lapack_sizes(where, op, flags, m, n)) return st;
+  // The largest per-matrix buffer any mode of op writes, times batch, in 64-bit bytes.
+  const int64_t per = std::max(mul_sat(m, n), op == ML_OP_QR && flags == ML_QR_COMPLETE
+                                                   ? mul_sat(m, m)
+                                                   : (op == ML_OP_EIGH ? mul_sat(n, n) : 0));
+  if (!mul_fits(batch, per, INT64_MAX / 4))
     return fail(ML_INVALID_ARGUMENT, where, "batch %lld of %lld x %lld overflows 64-bit sizes",
                 static_cast<long long>(batch), static_cast<long long>(m),
                 static_cast<long long>(n));
@@ -68,7 +127,7 @@ ml_status check_shape(const char *where, int32_t op, int64_t batch, int64_t m, i
 }
 
 ml_status check_call(const char *where, const Call &c) {
-  if (ml_status st = check_shape(where, c.op, c.batch, c.m, c.n)) return st;
+  if (ml_status st = check_shape(where, c.op, c.batch, c.m, c.n, c.flags)) return st;
   switch (c.op) {
     case ML_OP_QR:
       if (c.flags != ML_QR_REDUCED && c.flags != ML_QR_R && c.flags != ML_QR_COMPLETE)
@@ -120,6 +179,15 @@ ml_status check_call(const char *where, const Call &c) {
       break;
   }
   if (missing) return fail(ML_INVALID_ARGUMENT, where, "%s is NULL", missing);
+  // Host buffers are read as floats and int32s; CUDA ones likewise by the kernels.
+  const struct {
+    const void *p;
+    const char *name;
+  } bufs[] = {{c.a, "a"}, {c.out0, "first output"}, {c.out1, "second output"},
+              {c.out2, "third output"}, {c.info, "info"}};
+  for (const auto &b : bufs)
+    if (reinterpret_cast<uintptr_t>(b.p) % 4 != 0)
+      return fail(ML_INVALID_ARGUMENT, where, "%s (%p) is not aligned to 4 bytes", b.name, b.p);
   return ML_OK;
 }
 

@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "checks.h"
 #include "cpu_kernels.h"
 #include "errors.h"
 #include "lapack.h"
@@ -114,14 +115,27 @@ struct Lwork {
 using LworkKey = std::tuple<const void *, int32_t, int32_t, int64_t, int64_t>;
 std::mutex g_lwork_mutex;
 std::map<LworkKey, Lwork> g_lwork;
+constexpr size_t kLworkCacheMax = 256;
 
 // Singular values of a tall rows x cols matrix: reduce to R first when that
 // is cheaper than bidiagonalising the whole matrix (LAPACK's own crossover).
 bool qr_first(int rows, int cols) { return int64_t(rows) * 6 >= int64_t(cols) * 11; }
 
-int from_query(float q) {
-  // Some LAPACKs round the float-returned size down; a little slack is cheap.
-  return static_cast<int>(q * (1.f + 4 * kEps)) + 1;
+// A size returned by a workspace query, in 64-bit. Some LAPACKs round the
+// float-returned size down; a little slack is cheap.
+int64_t from_query(float q) {
+  const double v = static_cast<double>(q) * (1.0 + 4 * kEps) + 1;
+  return v > 9.0e18 || !(v > 0) ? 0 : static_cast<int64_t>(v);
+}
+
+// The workspace handed to LAPACK: the query's (optimal) size when it fits a
+// 32-bit int and is at least the documented minimum, else the minimum. A
+// 32-bit LAPACK computes the optimal size in int and can wrap it (ssyevd at
+// n >= 32767): such an answer falls below the minimum and is not used. The
+// minimum itself always fits: larger sizes fail check_lapack_sizes().
+int lwork_from(int64_t queried, int64_t minimum) {
+  const int64_t v = queried >= minimum && queried <= INT32_MAX ? queried : minimum;
+  return static_cast<int>(std::clamp<int64_t>(v, 1, INT32_MAX));
 }
 
 Lwork query(const lapack::Provider &lp, const Call &c) {
@@ -136,14 +150,15 @@ Lwork query(const lapack::Provider &lp, const Call &c) {
   int info = 0;
   float q = 0.f, dummy[2] = {0.f, 0.f};
   Lwork w;
+  int64_t lw = 1;  // the largest queried size, in 64-bit
   switch (c.op) {
     case ML_OP_QR: {
       lp.sgeqrf(&m, &n, dummy, &m, dummy, &q, &minus1, &info);
-      w.lwork = from_query(q);
+      lw = from_query(q);
       if (c.flags != ML_QR_R) {
         const int qcols = c.flags == ML_QR_COMPLETE ? m : k;
         lp.sorgqr(&m, &qcols, &k, dummy, &m, dummy, &q, &minus1, &info);
-        w.lwork = std::max(w.lwork, from_query(q));
+        lw = std::max(lw, from_query(q));
       }
       break;
     }
@@ -151,7 +166,7 @@ Lwork query(const lapack::Provider &lp, const Call &c) {
       if (lp.ssytrd) {
         const char uplo = 'L';
         lp.ssytrd(&uplo, &n, dummy, &n, dummy, dummy, dummy, &q, &minus1, &info, 1);
-        w.lwork = from_query(q);
+        lw = from_query(q);
         break;
       }
       [[fallthrough]];
@@ -159,8 +174,8 @@ Lwork query(const lapack::Provider &lp, const Call &c) {
       const char jobz = c.op == ML_OP_EIGH ? 'V' : 'N', uplo = 'L';
       int iq = 0;
       lp.ssyevd(&jobz, &uplo, &n, dummy, &n, dummy, &q, &minus1, &iq, &minus1, &info, 1, 1);
-      w.lwork = from_query(q);
-      w.liwork = std::max(iq, 1);
+      lw = from_query(q);
+      w.liwork = std::max(iq, 3 + 5 * n);  // ssyevd's documented minimum for jobz = 'V'
       break;
     }
     case ML_OP_SVDVALS:
@@ -168,12 +183,12 @@ Lwork query(const lapack::Provider &lp, const Call &c) {
         const int rows = std::max(m, n), cols = k;
         if (qr_first(rows, cols)) {
           lp.sgeqrf(&rows, &cols, dummy, &rows, dummy, &q, &minus1, &info);
-          w.lwork = from_query(q);
+          lw = from_query(q);
           lp.sgebrd(&cols, &cols, dummy, &cols, dummy, dummy, dummy, dummy, &q, &minus1, &info);
         } else {
           lp.sgebrd(&rows, &cols, dummy, &rows, dummy, dummy, dummy, dummy, &q, &minus1, &info);
         }
-        w.lwork = std::max({w.lwork, from_query(q), 4 * cols});  // slasq1 needs 4k
+        lw = std::max({lw, from_query(q), 4 * int64_t(cols)});  // slasq1 needs 4k
         break;
       }
       [[fallthrough]];
@@ -184,12 +199,15 @@ Lwork query(const lapack::Provider &lp, const Call &c) {
       int iw[1];
       lp.sgesdd(&jobz, &n, &m, dummy, &n, dummy, dummy, &ldu, dummy, &ldvt, &q, &minus1, iw, &info,
                 1);
-      w.lwork = from_query(q);
+      lw = from_query(q);
       w.liwork = 8 * k;
       break;
     }
   }
+  w.lwork = lwork_from(lw, lapack_sizes(c.op, c.flags, c.m, c.n).min_lwork);
   std::lock_guard<std::mutex> lock(g_lwork_mutex);
+  // Bounded: many distinct shapes must not grow the cache without end.
+  if (g_lwork.size() >= kLworkCacheMax) g_lwork.clear();
   g_lwork[key] = w;
   return w;
 }
@@ -212,6 +230,17 @@ struct Scratch {
 Scratch &scratch() {
   thread_local Scratch s;
   return s;
+}
+
+// Scratch a thread keeps between matrices; larger buffers (matrices of n >~ 500,
+// whose O(n^3) work dwarfs an allocation) are freed after each matrix, so many
+// distinct large shapes do not pin memory in every worker.
+constexpr size_t kScratchKeepBytes = size_t(4) << 20;
+
+void trim_scratch() {
+  Scratch &s = scratch();
+  if (s.f.capacity() * sizeof(float) > kScratchKeepBytes) std::vector<float>().swap(s.f);
+  if (s.i.capacity() * sizeof(int) > kScratchKeepBytes) std::vector<int>().swap(s.i);
 }
 
 // ---- one matrix ----
@@ -428,7 +457,12 @@ void one_matrix(Job &job, int64_t i) {
       return;
     }
     const int64_t k = std::min(c.m, c.n);
-    if (c.op == ML_OP_QR) {
+    if (info & ML_INFO_NOT_CONVERGED) {
+      // An unconverged result is not an answer: mark the whole matrix, as for NaN input.
+      fill_nan(o0, sz.out0);
+      fill_nan(o1, sz.out1);
+      fill_nan(o2, sz.out2);
+    } else if (c.op == ML_OP_QR) {
       for (int64_t d = 0; d < k; ++d)
         if (o1[d * c.n + d] == 0.f) info |= ML_INFO_RANK_DEFICIENT;
     } else if (c.op == ML_OP_SVD || c.op == ML_OP_SVDVALS) {
@@ -439,6 +473,7 @@ void one_matrix(Job &job, int64_t i) {
     }
   }
   if (c.info) c.info[i] = info;
+  trim_scratch();
 }
 
 void task(void *ctx, int64_t i) { one_matrix(*static_cast<Job *>(ctx), i); }

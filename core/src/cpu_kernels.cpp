@@ -2,6 +2,7 @@
 // every barrier and simd op folds away) for the CPU backend's small-matrix path.
 #define ML_CPU_SERIAL 1
 #include <algorithm>
+#include <atomic>
 
 #include "../kernels/compat_cpu.h"
 #include "../kernels/eigh_jacobi_small.h"
@@ -14,6 +15,11 @@
 #include "metal_linalg/metal_linalg.h"
 
 namespace ml::cpu_kernels {
+namespace {
+std::atomic<int32_t> g_max_iter{0};
+}
+
+void set_max_iter(int32_t cap) { g_max_iter.store(cap, std::memory_order_relaxed); }
 
 int64_t max_n(int32_t op) {
   // The kernels are correct for any n; these caps are where the single-threaded kernel stops
@@ -78,7 +84,8 @@ int32_t run(int32_t op, int64_t m, int64_t n, int32_t flags, const float *a, flo
             float *out1, float *out2, float *work) {
   if (std::max(m, n) > max_n(op) || m < 1 || n < 1) return ML_INFO_NOT_CONVERGED;
   ml_ctx ctx{0, work};
-  ml_params p{static_cast<ml_i32>(m), static_cast<ml_i32>(n), flags, 0, 1, 0};
+  ml_params p{static_cast<ml_i32>(m), static_cast<ml_i32>(n), flags,
+              g_max_iter.load(std::memory_order_relaxed), 1, 0};
   int info = 0;
   if (small(op, m, n)) {  // the register kernels: no scratch
     switch (op) {

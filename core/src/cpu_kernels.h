@@ -15,6 +15,8 @@ int64_t max_n(int32_t op);
 // One row-major matrix. Same output conventions as the C API. Returns the info word.
 // work: at least scratch_floats(op, m, n) floats.
 int64_t scratch_floats(int32_t op, int64_t m, int64_t n);
+// Iteration/sweep cap handed to the kernels (0 = each kernel's default); tests lower it.
+void set_max_iter(int32_t cap);
 int32_t run(int32_t op, int64_t m, int64_t n, int32_t flags, const float *a, float *out0,
             float *out1, float *out2, float *work);
 }  // namespace ml::cpu_kernels

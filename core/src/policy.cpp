@@ -1,14 +1,18 @@
 #include "policy.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "cpu_kernels.h"
 #include "device.h"
@@ -113,8 +117,7 @@ int apply_table(State &s, const std::string &text, bool require_device) {
     int op, field;
     int64_t value;
   };
-  Line lines[256];
-  int count = 0;
+  std::vector<Line> lines;
   while (std::getline(in, line)) {
     const size_t hash = line.find('#');
     if (hash != std::string::npos) {
@@ -137,22 +140,65 @@ int apply_table(State &s, const std::string &text, bool require_device) {
     const int op = op_from_name(op_s.c_str());
     const int field = (words >> field_s) ? field_from_name(field_s.c_str()) : -1;
     if (op < 0 || field < 0 || !(words >> value_s) || !parse_int(value_s.c_str(), value) ||
-        (words >> extra) || count == 256) {
+        (words >> extra)) {
       ++bad;
       continue;
     }
-    lines[count++] = {op, field, value};
+    lines.push_back({op, field, value});
   }
   if (!device_ok) return -1;
-  for (int i = 0; i < count; ++i) {
-    s.entry[lines[i].op][lines[i].field] = {lines[i].value, kTuned, ""};
-    s.tuned_op[lines[i].op] = true;
+  for (const Line &l : lines) {
+    s.entry[l.op][l.field] = {l.value, kTuned, ""};
+    s.tuned_op[l.op] = true;
   }
   return bad;
 }
 
+// The policy file's text, or "" when there is none. Only a regular file of at
+// most kMaxPolicyFileBytes is read: a FIFO must not block (opened non-blocking,
+// then checked), a device such as /dev/zero must not be read without end.
+constexpr int64_t kMaxPolicyFileBytes = 1 << 20;
+
+std::string read_policy_file(const std::string &path, bool report) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (report && errno != ENOENT)
+      warn("policy file %s cannot be opened (%s): ignored", path.c_str(), std::strerror(errno));
+    return "";
+  }
+  std::string text;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (report) warn("policy file %s is not a regular file: ignored", path.c_str());
+  } else if (st.st_size > kMaxPolicyFileBytes) {
+    if (report)
+      warn("policy file %s has %lld bytes, more than the %lld a policy file may have: ignored",
+           path.c_str(), static_cast<long long>(st.st_size),
+           static_cast<long long>(kMaxPolicyFileBytes));
+  } else {
+    char buf[65536];
+    for (;;) {
+      const ssize_t got = ::read(fd, buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      text.append(buf, static_cast<size_t>(got));
+      if (static_cast<int64_t>(text.size()) > kMaxPolicyFileBytes) {  // grew while read
+        if (report) warn("policy file %s grew past %lld bytes while read: ignored", path.c_str(),
+                         static_cast<long long>(kMaxPolicyFileBytes));
+        text.clear();
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
 // Rebuilds every non-user source. Returns the malformed line count of the file.
-int load(State &s) {
+// Every setting that is ignored gets a warning; malformed lines too when
+// warn_malformed (reload() returns their count as an error instead).
+int load(State &s, bool warn_malformed) {
+  const bool report = true;
   for (int op = 0; op < ML_OP_COUNT; ++op) {
     s.tuned_op[op] = false;
     for (int f = 0; f < kFieldCount; ++f) s.entry[op][f] = {default_value(op, f), kDefault, ""};
@@ -161,12 +207,13 @@ int load(State &s) {
   s.file = policy_file_path();
   int bad = 0;
   {
-    std::ifstream f(s.file);
-    if (f) {
-      std::stringstream text;
-      text << f.rdbuf();
-      bad = apply_table(s, text.str(), false);
+    const std::string text = read_policy_file(s.file, report);
+    if (!text.empty()) {
+      bad = apply_table(s, text, false);
       if (bad < 0) bad = 0;
+      if (bad > 0 && warn_malformed)
+        warn("%d malformed line(s) in policy file %s ignored (expected \"<op> <field> <value>\")",
+             bad, s.file.c_str());
     }
   }
   for (int op = 0; op < ML_OP_COUNT; ++op) {
@@ -174,13 +221,30 @@ int load(State &s) {
       std::string var = std::string("METAL_LINALG_") + op_env_name(op) + "_";
       for (const char *c = kFieldNames[f]; *c; ++c) var += static_cast<char>(std::toupper(*c));
       int64_t v = 0;
-      if (parse_int(std::getenv(var.c_str()), v)) s.entry[op][f] = {v, kEnv, var};
+      const char *text = std::getenv(var.c_str());
+      if (parse_int(text, v))
+        s.entry[op][f] = {v, kEnv, var};
+      else if (text && report)
+        warn("%s='%s' is not a non-negative integer: ignored", var.c_str(), text);
     }
     s.force[op] = Force::kAuto;
     const std::string var = std::string("METAL_LINALG_") + op_env_name(op) + "_BACKEND";
     if (const char *b = std::getenv(var.c_str())) {
-      if (std::strcmp(b, "cpu") == 0) s.force[op] = Force::kCpu;
-      if (std::strcmp(b, "gpu") == 0) s.force[op] = Force::kGpu;
+      if (std::strcmp(b, "cpu") == 0) {
+        s.force[op] = Force::kCpu;
+      } else if (std::strcmp(b, "gpu") == 0) {
+        s.force[op] = Force::kGpu;
+        if (report && !cuda_usable())
+          warn("%s=gpu but no GPU backend is usable (%s): %s runs on the CPU", var.c_str(),
+#if defined(ML_WITH_CUDA)
+               "no CUDA device or driver",
+#else
+               "this library was built without one",
+#endif
+               op_name(op));
+      } else if (std::strcmp(b, "auto") != 0 && *b && report) {
+        warn("%s='%s' is not cpu, gpu or auto: ignored", var.c_str(), b);
+      }
     }
   }
   s.loaded = true;
@@ -188,7 +252,7 @@ int load(State &s) {
 }
 
 State &state() {
-  if (!g_state.loaded) load(g_state);
+  if (!g_state.loaded) load(g_state, true);
   return g_state;
 }
 
@@ -309,7 +373,7 @@ const char *file() {
 
 ml_status reload() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  const int bad = load(g_state);
+  const int bad = load(g_state, false);
   if (bad > 0)
     return fail(ML_INVALID_ARGUMENT, "policy_reload",
                 "%d malformed line(s) in %s ignored (expected \"<op> <field> <value>\")", bad,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cerrno>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -10,19 +11,41 @@
 
 #include <unistd.h>
 
+#include "errors.h"
+
 namespace ml {
 namespace {
 
 std::atomic<int32_t> g_user_threads{0};
 
+int32_t core_count() {
+  const unsigned hw = std::thread::hardware_concurrency();
+  return static_cast<int32_t>(hw ? std::min(hw, 1024u) : 1);
+}
+
+// Far more threads than cores only adds switching and memory (a stack and a
+// scratch buffer each): requests above this are capped, with a warning.
+int32_t max_threads() { return 4 * core_count(); }
+
 int32_t default_threads() {
   static const int32_t value = [] {
-    if (const char *env = std::getenv("METAL_LINALG_CPU_THREADS")) {
-      const long v = std::strtol(env, nullptr, 10);
-      if (v > 0) return static_cast<int32_t>(std::min<long>(v, 1024));
+    const int32_t cores = core_count(), cap = max_threads();
+    if (const char *env = std::getenv("METAL_LINALG_CPU_THREADS"); env && *env) {
+      char *end = nullptr;
+      errno = 0;
+      const long long v = std::strtoll(env, &end, 10);
+      if (errno || *end != 0 || v < 0) {
+        warn("METAL_LINALG_CPU_THREADS='%s' is not a non-negative integer: ignored (using %d)",
+             env, cores);
+      } else if (v > cap) {
+        warn("METAL_LINALG_CPU_THREADS=%lld is more than 4 x the %d cores: using %d", v, cores,
+             cap);
+        return cap;
+      } else if (v > 0) {
+        return static_cast<int32_t>(v);
+      }
     }
-    const unsigned hw = std::thread::hardware_concurrency();
-    return static_cast<int32_t>(hw ? hw : 1);
+    return cores;
   }();
   return value;
 }
@@ -131,7 +154,12 @@ int32_t cpu_threads() {
 }
 
 void set_cpu_threads(int32_t n) {
-  g_user_threads.store(n > 0 ? std::min<int32_t>(n, 1024) : 0, std::memory_order_relaxed);
+  const int32_t cap = max_threads();
+  if (n > cap) {
+    warn("set_cpu_threads(%d): more than 4 x the %d cores, using %d", n, core_count(), cap);
+    n = cap;
+  }
+  g_user_threads.store(n > 0 ? n : 0, std::memory_order_relaxed);
 }
 
 void parallel_for(int64_t count, void (*task)(void *ctx, int64_t i), void *ctx) {

@@ -10,7 +10,12 @@ Functions take torch.linalg's arguments and return its result types:
 
 Results are float32 on the input's device (other real dtypes are converted, complex raises
 TypeError); mode="complete" / full_matrices=True need square matrices (NotImplementedError).
-A matrix with NaN/Inf gives NaN for that matrix only. The same computations are the
+A matrix with NaN/Inf gives NaN for that matrix only, as does one whose iteration did not
+converge. The *_ex variants (qr_ex, eigh_ex, eigvalsh_ex, svd_ex, svdvals_ex) also return
+the per-matrix info word (int32, batch shape; bit 0x1 not converged, 0x2 non-finite input,
+0x4 rank deficient, bits 16+ sweeps), like torch.linalg.cholesky_ex; check_errors=True
+raises torch.linalg.LinAlgError for a non-converged or non-finite matrix. UPLO may be
+'L', 'U', 'l' or 'u'. Ignored or adjusted settings raise MetalLinalgWarning. The same computations are the
 custom ops torch.ops.metal_linalg.{qr, eigh, eigvalsh, svd, svdvals} (torch.compile and
 autograd work; eigvalsh/svdvals compute vectors when the input requires grad).
 
@@ -29,9 +34,9 @@ Policy precedence: set_<op>_policy (user) > environment (env:) > measured table 
 
 from __future__ import annotations
 
-from ._lib import MetalLinalgError
-from .eigh import eigh, eigvalsh
-from .qr import qr
+from ._lib import MetalLinalgError, MetalLinalgWarning
+from .eigh import eigh, eigh_ex, eigvalsh, eigvalsh_ex
+from .qr import qr, qr_ex
 from .queries import (
     CalibrationWarning,
     backends_available,
@@ -69,21 +74,24 @@ from .queries import (
     svdvals_policy_source,
     version,
 )
-from .svd import svd, svdvals
+from .svd import svd, svd_ex, svdvals, svdvals_ex
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CalibrationWarning",
     "MetalLinalgError",
+    "MetalLinalgWarning",
     "backends_available",
     "calibration_status",
     "device_name",
     "eigh",
+    "eigh_ex",
     "eigh_backend",
     "eigh_policy",
     "eigh_policy_source",
     "eigvalsh",
+    "eigvalsh_ex",
     "eigvalsh_backend",
     "eigvalsh_policy",
     "eigvalsh_policy_source",
@@ -91,6 +99,7 @@ __all__ = [
     "lapack_info",
     "policy_file",
     "qr",
+    "qr_ex",
     "qr_backend",
     "qr_policy",
     "qr_policy_source",
@@ -107,10 +116,12 @@ __all__ = [
     "set_svd_policy",
     "set_svdvals_policy",
     "svd",
+    "svd_ex",
     "svd_backend",
     "svd_policy",
     "svd_policy_source",
     "svdvals",
+    "svdvals_ex",
     "svdvals_backend",
     "svdvals_policy",
     "svdvals_policy_source",
@@ -120,3 +131,7 @@ __all__ = [
 from .queries import warn_untuned as _warn_untuned
 
 _warn_untuned()
+# Settings the core read while loading (environment, policy file) warn now, at import.
+from ._lib import emit_warnings as _emit_warnings  # noqa: E402
+
+_emit_warnings()

@@ -15,7 +15,8 @@ from . import _lib
 from ._lib import lib
 
 QR_MODES = {"reduced": _lib.ML_QR_REDUCED, "r": _lib.ML_QR_R, "complete": _lib.ML_QR_COMPLETE}
-UPLOS = {"L": _lib.ML_LOWER, "U": _lib.ML_UPPER}
+# torch.linalg accepts either case.
+UPLOS = {"L": _lib.ML_LOWER, "U": _lib.ML_UPPER, "l": _lib.ML_LOWER, "u": _lib.ML_UPPER}
 
 # Whether the core was built with a usable CUDA backend (fixed for the process).
 CUDA_CORE = bool(lib.ml_backend_available(b"cuda"))
@@ -54,7 +55,9 @@ def check_qr_mode(mode: str, m: int, n: int) -> None:
 
 def check_uplo(UPLO: str, name: str) -> None:
     if UPLO not in UPLOS:
-        raise ValueError(f"[metal_linalg.{name}] UPLO must be 'L' or 'U', got {UPLO!r}")
+        raise ValueError(
+            f"[metal_linalg.{name}] UPLO must be 'L' or 'U' (either case), got {UPLO!r}"
+        )
 
 
 def check_full_matrices(full_matrices: bool, m: int, n: int) -> None:
@@ -101,6 +104,15 @@ def output_shapes(op: str, batch: tuple, m, n, k, flags: int) -> list:
     return [(*batch, k)]  # svdvals
 
 
+def _readable(A: torch.Tensor) -> torch.Tensor:
+    """A float32, contiguous tensor whose memory holds its values: the negative and conjugate
+    bits (torch._neg_view, .conj() of a complex tensor and its .imag) are lazy flags that
+    data_ptr() does not apply, so they are materialised first."""
+    if A.dtype != torch.float32:
+        A = A.to(torch.float32)
+    return A.resolve_conj().resolve_neg().contiguous()
+
+
 def _c_call(op, exec_ptr, a, batch, m, n, flags, outs, info) -> None:
     p = [t.data_ptr() or None for t in outs]  # an empty Q (qr mode 'r') passes NULL
     if op == "qr":
@@ -140,7 +152,7 @@ def _current_stream(index: int) -> int:
     return torch.cuda.current_stream(index).cuda_stream
 
 
-def _run_cuda(op, A, batch, m, n, flags, outs) -> None:
+def _run_cuda(op, A, batch, m, n, flags, outs, info=None) -> None:
     device = A.device
     index = device.index if device.index is not None else torch.cuda.current_device()
     ex = _lib.MlExec()
@@ -166,9 +178,10 @@ def _run_cuda(op, A, batch, m, n, flags, outs) -> None:
         workspace = torch.empty(nbytes, dtype=torch.uint8, device=device)
         ex.workspace = workspace.data_ptr()
         ex.workspace_bytes = nbytes
-    # No info array: nothing here reads it (a non-finite matrix shows as NaN in its outputs),
-    # and the C API accepts NULL.
-    _c_call(op, ctypes.byref(ex), A.data_ptr(), batch, m, n, flags, outs, None)
+    # No info array unless an *_ex function asks: a non-finite or unconverged matrix shows as
+    # NaN in its outputs, and the C API accepts NULL.
+    info_ptr = info.data_ptr() if info is not None else None
+    _c_call(op, ctypes.byref(ex), A.data_ptr(), batch, m, n, flags, outs, info_ptr)
 
 
 def _host_empty(shapes: list) -> list:
@@ -178,8 +191,9 @@ def _host_empty(shapes: list) -> list:
     return [torch.empty(s, dtype=torch.float32) for s in shapes]
 
 
-def run(op: str, A: torch.Tensor, flags: int) -> list:
-    """Compute op on A (any real dtype, any layout, any device); float32 outputs on A's device."""
+def run(op: str, A: torch.Tensor, flags: int, with_info: bool = False) -> list:
+    """Compute op on A (any real dtype, any layout, any device); float32 outputs on A's device.
+    with_info: also return the per-matrix info words (int32, batch shape) as the last item."""
     shape = A.shape
     m, n = shape[-2], shape[-1]
     batch_shape = shape[:-2]
@@ -189,24 +203,60 @@ def run(op: str, A: torch.Tensor, flags: int) -> list:
         batch *= dim
     if batch == 0 or m == 0 or n == 0:
         # Non-square complete/full modes are rejected earlier, so every output is empty.
-        return [torch.empty(s, dtype=torch.float32, device=A.device) for s in shapes]
-    if A.dtype != torch.float32:
-        A = A.to(torch.float32)
-    A = A.contiguous()
+        outs = [torch.empty(s, dtype=torch.float32, device=A.device) for s in shapes]
+        if with_info:
+            outs.append(torch.zeros(batch_shape, dtype=torch.int32, device=A.device))
+        return outs
+    A = _readable(A)
     if A.is_cpu:
         outs = _host_empty(shapes)
-        _c_call(op, None, A.data_ptr(), batch, m, n, flags, outs, None)
-        return outs
+        info = torch.empty(batch_shape, dtype=torch.int32) if with_info else None
+        _c_call(op, None, A.data_ptr(), batch, m, n, flags, outs, _ptr(info))
+        return outs + [info] if with_info else outs
     device = A.device
     if A.is_cuda and _cuda_kernel(op, m, n, batch):
         outs = [torch.empty(s, dtype=torch.float32, device=device) for s in shapes]
-        _run_cuda(op, A, batch, m, n, flags, outs)
-        return outs
+        info = torch.empty(batch_shape, dtype=torch.int32, device=device) if with_info else None
+        _run_cuda(op, A, batch, m, n, flags, outs, info)
+        return outs + [info] if with_info else outs
     # Anything else (CUDA shapes without a GPU kernel, MPS, ...) goes through host memory.
     outs = _host_empty(shapes)
+    info = torch.empty(batch_shape, dtype=torch.int32) if with_info else None
     host = A.cpu()  # keep the copy alive for the whole call: data_ptr() does not
-    _c_call(op, None, host.data_ptr(), batch, m, n, flags, outs, None)
+    _c_call(op, None, host.data_ptr(), batch, m, n, flags, outs, _ptr(info))
+    outs = outs + [info] if with_info else outs
     return [t.to(device) for t in outs]
+
+
+def _ptr(t):
+    return None if t is None else t.data_ptr()
+
+
+def check_info(info: torch.Tensor, name: str) -> None:
+    """check_errors=True of the *_ex functions: torch.linalg.LinAlgError for the first matrix
+    that did not converge or had a non-finite entry."""
+    bad = (info & (_lib.ML_INFO_NOT_CONVERGED | _lib.ML_INFO_NONFINITE)) != 0
+    if bool(bad.any()):
+        flat = info.reshape(-1).cpu()
+        i = int(bad.reshape(-1).nonzero()[0, 0])
+        why = "did not converge" if flat[i] & _lib.ML_INFO_NOT_CONVERGED else "has NaN/Inf entries"
+        where = f" (batch index {i})" if info.dim() else ""
+        raise torch.linalg.LinAlgError(f"[metal_linalg.{name}] the input matrix{where} {why}")
+
+
+def run_ex(op: str, A: torch.Tensor, flags: int, public, check_errors: bool, name: str) -> list:
+    """The *_ex functions: the op's outputs and the per-matrix info words. Eagerly, one call
+    computes both; when A requires grad (or under compile), the outputs come from `public`
+    (differentiable) and the info from a second, gradient-free call."""
+    if eager(A):
+        out = run(op, A, flags, with_info=True)
+    else:
+        with torch.no_grad():
+            info = run(op, A.detach(), flags, with_info=True)[-1]
+        out = [*public(), info]
+    if check_errors:
+        check_info(out[-1], name)
+    return out
 
 
 def fake(op: str, A: torch.Tensor, flags: int) -> list:

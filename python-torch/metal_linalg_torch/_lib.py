@@ -10,6 +10,7 @@ import ctypes
 import glob
 import os
 import sys
+import warnings
 
 ML_OK = 0
 ML_INVALID_ARGUMENT = 1
@@ -78,7 +79,18 @@ _SIGNATURES = {
     "ml_get_cpu_threads": (_i32, []),
     "ml_set_lapack": (_i32, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]),
     "ml_lapack_info": (ctypes.c_char_p, []),
+    "ml_take_warnings": (
+        _i32,
+        [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
+    ),
+    "ml_pending_warnings": (_i32, []),
+    "ml_set_iteration_cap": (_i32, [_i32]),
 }
+
+# Per-matrix info word bits (metal_linalg.h); bits 16+ count sweeps.
+ML_INFO_NOT_CONVERGED = 0x1
+ML_INFO_NONFINITE = 0x2
+ML_INFO_RANK_DEFICIENT = 0x4
 
 API_VERSION = 1
 
@@ -120,6 +132,9 @@ def _load() -> ctypes.CDLL:
         raise ImportError(
             f"[metal_linalg_torch] core library API version {version}, expected {API_VERSION}"
         )
+    # Claim the core's warnings: from now on they queue for emit_warnings() instead of
+    # going to stderr.
+    lib.ml_take_warnings(None, 0, None)
     openblas = _openblas_path()
     if openblas is not None and lib.ml_set_lapack(openblas.encode(), b"scipy_", b"_") != ML_OK:
         raise ImportError(
@@ -132,12 +147,31 @@ class MetalLinalgError(RuntimeError):
     """The core reported a runtime failure."""
 
 
+class MetalLinalgWarning(UserWarning):
+    """A setting was ignored or adjusted where it took effect (a garbage METAL_LINALG_* value,
+    a forced GPU backend without a GPU, an unreadable or malformed policy file, ...)."""
+
+
+def emit_warnings() -> None:
+    """Raise the core's pending warnings as MetalLinalgWarning (each distinct text once)."""
+    buf = ctypes.create_string_buffer(4096)
+    while lib.ml_pending_warnings() > 0:
+        lib.ml_take_warnings(buf, len(buf), None)
+        for line in buf.value.decode(errors="replace").splitlines():
+            if line:
+                warnings.warn(line, MetalLinalgWarning, stacklevel=3)
+
+
 def check(status: int, name: str) -> None:
-    """Raise the core's per-thread error message for a non-OK status of function `name`."""
+    """Raise the core's per-thread error message for a non-OK status of function `name`;
+    hand on the core's pending warnings first."""
+    if lib.ml_pending_warnings():
+        emit_warnings()
     if status == ML_OK:
         return
     message = (lib.ml_last_error() or b"").decode(errors="replace")
-    text = f"[metal_linalg.{name}] {message or 'failed'} (status {status})"
+    # The core's message names its function already ("[metal_linalg::qr] ...").
+    text = f"{message} (status {status})" if message else f"[metal_linalg.{name}] failed"
     if status == ML_INVALID_ARGUMENT:
         raise ValueError(text)
     if status == ML_OUT_OF_MEMORY:

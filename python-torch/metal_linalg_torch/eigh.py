@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from . import _dispatch as d
@@ -100,3 +102,38 @@ def eigvalsh(A: torch.Tensor, UPLO: str = "L") -> torch.Tensor:
     if d.eager(A):
         return d.run("eigvalsh", A, d.UPLOS[UPLO])[0]
     return torch.ops.metal_linalg.eigvalsh(A, UPLO)
+
+
+class EighEx(NamedTuple):
+    eigenvalues: torch.Tensor
+    eigenvectors: torch.Tensor
+    info: torch.Tensor
+
+
+class EigvalshEx(NamedTuple):
+    eigenvalues: torch.Tensor
+    info: torch.Tensor
+
+
+def eigh_ex(A: torch.Tensor, UPLO: str = "L", *, check_errors: bool = False) -> EighEx:
+    """eigh plus the per-matrix info word (int32, batch shape), like torch.linalg.cholesky_ex:
+    ML_INFO_NOT_CONVERGED (1) and ML_INFO_NONFINITE (2) mark matrices whose outputs are NaN.
+    check_errors=True raises torch.linalg.LinAlgError for such a matrix."""
+    d.check_input(A, "eigh", square=True)
+    d.check_uplo(UPLO, "eigh")
+    A = d.to_float32(A)
+    L, V, info = d.run_ex(
+        "eigh", A, d.UPLOS[UPLO], lambda: eigh(A, UPLO), check_errors, "eigh_ex"
+    )
+    return EighEx(L, V, info)
+
+
+def eigvalsh_ex(A: torch.Tensor, UPLO: str = "L", *, check_errors: bool = False) -> EigvalshEx:
+    """eigvalsh plus the per-matrix info word (see eigh_ex)."""
+    d.check_input(A, "eigvalsh", square=True)
+    d.check_uplo(UPLO, "eigvalsh")
+    A = d.to_float32(A)
+    L, info = d.run_ex(
+        "eigvalsh", A, d.UPLOS[UPLO], lambda: (eigvalsh(A, UPLO),), check_errors, "eigvalsh_ex"
+    )
+    return EigvalshEx(L, info)

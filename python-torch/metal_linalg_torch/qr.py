@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from . import _dispatch as d
@@ -90,3 +92,24 @@ def qr(A: torch.Tensor, mode: str = "reduced") -> torch.return_types.linalg_qr:
     else:
         Q, R = torch.ops.metal_linalg.qr(A, mode)
     return torch.return_types.linalg_qr((Q, R))
+
+
+class QrEx(NamedTuple):
+    Q: torch.Tensor
+    R: torch.Tensor
+    info: torch.Tensor
+
+
+def qr_ex(A: torch.Tensor, mode: str = "reduced", *, check_errors: bool = False) -> QrEx:
+    """qr plus the per-matrix info word (int32, batch shape), like torch.linalg.cholesky_ex:
+    ML_INFO_NONFINITE (2) marks a matrix with NaN/Inf (NaN outputs), ML_INFO_RANK_DEFICIENT (4)
+    one with a zero on R's diagonal. check_errors=True raises torch.linalg.LinAlgError for a
+    non-finite matrix."""
+    d.check_input(A, "qr")
+    d.check_qr_mode(mode, A.shape[-2], A.shape[-1])
+    A = d.to_float32(A)
+    run_mode = "reduced" if mode == "complete" else mode  # complete is square only
+    Q, R, info = d.run_ex(
+        "qr", A, d.QR_MODES[run_mode], lambda: qr(A, mode), check_errors, "qr_ex"
+    )
+    return QrEx(Q, R, info)

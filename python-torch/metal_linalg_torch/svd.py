@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from . import _dispatch as d
@@ -119,3 +121,34 @@ def svdvals(A: torch.Tensor) -> torch.Tensor:
     if d.eager(A):
         return d.run("svdvals", A, 0)[0]
     return torch.ops.metal_linalg.svdvals(A)
+
+
+class SvdEx(NamedTuple):
+    U: torch.Tensor
+    S: torch.Tensor
+    Vh: torch.Tensor
+    info: torch.Tensor
+
+
+class SvdvalsEx(NamedTuple):
+    S: torch.Tensor
+    info: torch.Tensor
+
+
+def svd_ex(A: torch.Tensor, full_matrices: bool = False, *, check_errors: bool = False) -> SvdEx:
+    """svd plus the per-matrix info word (int32, batch shape), like torch.linalg.cholesky_ex:
+    ML_INFO_NOT_CONVERGED (1) and ML_INFO_NONFINITE (2) mark matrices whose outputs are NaN.
+    check_errors=True raises torch.linalg.LinAlgError for such a matrix."""
+    d.check_input(A, "svd")
+    d.check_full_matrices(full_matrices, A.shape[-2], A.shape[-1])
+    A = d.to_float32(A)
+    U, S, Vh, info = d.run_ex("svd", A, 0, lambda: svd(A, full_matrices), check_errors, "svd_ex")
+    return SvdEx(U, S, Vh, info)
+
+
+def svdvals_ex(A: torch.Tensor, *, check_errors: bool = False) -> SvdvalsEx:
+    """svdvals plus the per-matrix info word (see svd_ex)."""
+    d.check_input(A, "svdvals")
+    A = d.to_float32(A)
+    S, info = d.run_ex("svdvals", A, 0, lambda: (svdvals(A),), check_errors, "svdvals_ex")
+    return SvdvalsEx(S, info)

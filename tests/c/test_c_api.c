@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "metal_linalg/metal_linalg.h"
 
@@ -773,6 +775,167 @@ static void set_kernels(int on) {
   }
 }
 
+/* ---- size limits follow each op's arrays and 32-bit LAPACK's reach ---- */
+
+static void test_size_limits(void) {
+  const int64_t m = 100000, n = 3;
+  float *a = alloc_f((size_t)(m * n)), *q = alloc_f((size_t)(m * n)), *r = alloc_f(9);
+  float *u = alloc_f((size_t)(m * n)), *s = alloc_f(3), *vt = alloc_f(9), *s2 = alloc_f(3);
+  int64_t bytes = 0;
+  int32_t info[1];
+  fill_random(a, (size_t)(m * n));
+  /* Tall-skinny: 100000 x 3 stores 300000 floats, far within LAPACK's int. */
+  expect_ok(ml_qr(NULL, a, 1, m, n, ML_QR_REDUCED, q, r, info), "qr 100000x3");
+  check_qr_one(a, m, n, ML_QR_REDUCED, q, r, "qr 100000x3");
+  expect_ok(ml_svd(NULL, a, 1, m, n, 0, u, s, vt, info), "svd 100000x3");
+  check_svd_one(a, m, n, u, s, vt, "svd 100000x3");
+  expect_ok(ml_svdvals(NULL, a, 1, m, n, s2, info), "svdvals 100000x3");
+  CHECK(fabsf(s2[0] - s[0]) <= 1e-4f * s[0] && fabsf(s2[2] - s[2]) <= 1e-4f * s[0],
+        "svdvals %g %g vs svd %g %g\n", s2[0], s2[2], s[0], s[2]);
+  /* The wide transpose (3 x 100000) too. */
+  expect_ok(ml_svdvals(NULL, a, 1, n, m, s2, info), "svdvals 3x100000");
+  expect_ok(ml_workspace_size(NULL, ML_OP_QR, 1, 1000000, 3, ML_QR_REDUCED, &bytes),
+            "workspace qr 10^6 x 3");
+  CHECK(strcmp(ml_backend(ML_OP_SVD, ML_MEMORY_HOST, 1000000, 3, 1), "cpu:lapack") == 0,
+        "backend of svd 10^6 x 3: %s\n", ml_backend(ML_OP_SVD, ML_MEMORY_HOST, 1000000, 3, 1));
+  /* A complete Q of 100000 x 100000 is beyond LAPACK's int: rejected, naming the reason. */
+  expect_invalid(ml_qr(NULL, a, 1, m, n, ML_QR_COMPLETE, q, r, info), "qr complete 100000x3");
+  CHECK(strstr(ml_last_error(), "32-bit LAPACK") != NULL, "message: %s\n", ml_last_error());
+  /* Arrays of more than INT32_MAX elements. */
+  expect_invalid(ml_workspace_size(NULL, ML_OP_QR, 1, 46341, 46341, 0, &bytes), "qr 46341^2");
+  expect_invalid(ml_workspace_size(NULL, ML_OP_SVD, 1, 3, 1000000000, 0, &bytes), "svd 3x10^9");
+  /* Workspaces a 32-bit LAPACK cannot address even though the matrix fits: ssyevd needs
+   * 1 + 6n + 2n^2 floats (its own query wraps at n = 32767), sgesdd 4k^2 + 7k + max(m, n). */
+  expect_ok(ml_workspace_size(NULL, ML_OP_EIGH, 1, 32766, 32766, 0, &bytes), "eigh 32766");
+  expect_invalid(ml_workspace_size(NULL, ML_OP_EIGH, 1, 32767, 32767, 0, &bytes), "eigh 32767");
+  CHECK(strstr(ml_last_error(), "workspace") != NULL, "message: %s\n", ml_last_error());
+  expect_ok(ml_workspace_size(NULL, ML_OP_EIGVALSH, 1, 40000, 40000, 0, &bytes), "eigvalsh 40000");
+  expect_invalid(ml_workspace_size(NULL, ML_OP_SVD, 1, 27000, 27000, 0, &bytes), "svd 27000");
+  expect_ok(ml_workspace_size(NULL, ML_OP_SVDVALS, 1, 27000, 27000, 0, &bytes), "svdvals 27000");
+  free(a), free(q), free(r), free(u), free(s), free(vt), free(s2);
+}
+
+/* Misaligned buffers are refused (they would be misaligned float accesses). */
+static void test_alignment(void) {
+  float storage[40], w[4];
+  const float *bad = (const float *)(const void *)((const char *)storage + 2);
+  memset(storage, 0, sizeof storage);
+  expect_invalid(ml_eigvalsh(NULL, bad, 1, 4, ML_LOWER, w, NULL), "misaligned a");
+  CHECK(strstr(ml_last_error(), "aligned") != NULL, "message: %s\n", ml_last_error());
+  expect_invalid(ml_eigvalsh(NULL, storage, 1, 4, ML_LOWER, (float *)((char *)w + 1), NULL),
+                 "misaligned w");
+}
+
+/* A matrix whose iteration does not converge gives NaN and ML_INFO_NOT_CONVERGED,
+ * its neighbours are untouched (the iteration cap is lowered to reach it). */
+static void test_not_converged(void) {
+  enum { B = 3, N = 12 };
+  float a[B * N * N], w[B * N], v[B * N * N], w_ok[B * N], u[B * N * N], s[B * N], vt[B * N * N];
+  int32_t info[B], i;
+  for (i = 0; i < B; ++i) fill_symmetric(a + i * N * N, N);
+  expect_ok(ml_policy_set(ML_OP_EIGH, "cpu_kernel_max_n", 24), "eigh kernels on");
+  expect_ok(ml_policy_set(ML_OP_SVD, "cpu_kernel_max_n", 24), "svd kernels on");
+  expect_ok(ml_eigh(NULL, a, B, N, ML_LOWER, w_ok, v, info), "eigh default cap");
+  for (i = 0; i < B; ++i) CHECK(FLAGS(info[i]) == 0, "eigh converged: info %d\n", info[i]);
+  expect_invalid(ml_set_iteration_cap(-1), "iteration cap -1");
+  expect_ok(ml_set_iteration_cap(1), "iteration cap 1");
+  expect_ok(ml_eigh(NULL, a, B, N, ML_LOWER, w, v, info), "eigh cap 1");
+  for (i = 0; i < B; ++i) {
+    CHECK(info[i] & ML_INFO_NOT_CONVERGED, "eigh cap 1: info %d\n", info[i]);
+    CHECK(all_nan(w + i * N, N) && all_nan(v + i * N * N, N * N), "eigh cap 1: not NaN\n");
+  }
+  expect_ok(ml_svd(NULL, a, B, N, N, 0, u, s, vt, info), "svd cap 1");
+  for (i = 0; i < B; ++i) {
+    CHECK(info[i] & ML_INFO_NOT_CONVERGED, "svd cap 1: info %d\n", info[i]);
+    CHECK(all_nan(u + i * N * N, N * N) && all_nan(s + i * N, N) && all_nan(vt + i * N * N, N * N),
+          "svd cap 1: not NaN\n");
+  }
+  expect_ok(ml_set_iteration_cap(0), "iteration cap default");
+  expect_ok(ml_eigh(NULL, a, B, N, ML_LOWER, w, v, info), "eigh default cap again");
+  CHECK(memcmp(w, w_ok, sizeof w) == 0, "eigenvalues differ after the cap is restored\n");
+  expect_ok(ml_policy_reset(ML_OP_EIGH), "eigh policy reset");
+  expect_ok(ml_policy_reset(ML_OP_SVD), "svd policy reset");
+}
+
+/* Settings that are ignored or adjusted warn once, where they take effect; broken policy
+ * files (a FIFO, a device, more than 256 valid lines) neither hang nor are misread. */
+static void test_warnings(void) {
+  char buf[4096], path[256], old_file[1024];
+  size_t needed = 0;
+  const char *prev = getenv("METAL_LINALG_POLICY_FILE");
+  FILE *f;
+  int i;
+  sprintf(old_file, "%.1000s", prev ? prev : "");
+  expect_ok(ml_take_warnings(buf, sizeof buf, &needed), "take warnings (claim)");
+  expect_invalid(ml_take_warnings(NULL, 8, &needed), "take warnings NULL buf");
+  CHECK(ml_pending_warnings() == 0, "pending %d\n", ml_pending_warnings());
+
+  set_env("METAL_LINALG_QR_GPU_MAX_N", "3abc");
+  set_env("METAL_LINALG_SVD_BACKEND", "gpx");
+  expect_ok(ml_policy_reload(), "reload with garbage env");
+  CHECK(ml_pending_warnings() == 2, "pending %d\n", ml_pending_warnings());
+  expect_ok(ml_take_warnings(buf, sizeof buf, &needed), "take warnings");
+  CHECK(strstr(buf, "METAL_LINALG_QR_GPU_MAX_N='3abc'") && strstr(buf, "METAL_LINALG_SVD_BACKEND"),
+        "warnings: %s\n", buf);
+  CHECK(needed > strlen(buf), "needed %lu\n", (unsigned long)needed);
+  CHECK(ml_pending_warnings() == 0, "pending after take %d\n", ml_pending_warnings());
+  set_env("METAL_LINALG_QR_GPU_MAX_N", NULL);
+  set_env("METAL_LINALG_SVD_BACKEND", NULL);
+  if (!ml_backend_available("cuda")) {
+    set_env("METAL_LINALG_EIGH_BACKEND", "gpu");
+    expect_ok(ml_policy_reload(), "reload with BACKEND=gpu");
+    expect_ok(ml_take_warnings(buf, sizeof buf, &needed), "take warnings gpu");
+    CHECK(strstr(buf, "METAL_LINALG_EIGH_BACKEND=gpu") && strstr(buf, "CPU"), "warning: %s\n", buf);
+    set_env("METAL_LINALG_EIGH_BACKEND", NULL);
+  }
+
+  /* A FIFO: opening it must not wait for a writer. */
+  sprintf(path, "/tmp/ml_test_fifo_%ld", (long)getpid());
+  unlink(path);
+  if (mkfifo(path, 0600) == 0) {
+    set_env("METAL_LINALG_POLICY_FILE", path);
+    expect_ok(ml_policy_reload(), "reload FIFO");
+    expect_ok(ml_take_warnings(buf, sizeof buf, &needed), "take warnings FIFO");
+    CHECK(strstr(buf, "not a regular file") != NULL, "FIFO warning: %s\n", buf);
+    unlink(path);
+  }
+  set_env("METAL_LINALG_POLICY_FILE", "/dev/zero");
+  expect_ok(ml_policy_reload(), "reload /dev/zero");
+  expect_ok(ml_take_warnings(buf, sizeof buf, &needed), "take warnings /dev/zero");
+  CHECK(strstr(buf, "/dev/zero is not a regular file") != NULL, "/dev/zero warning: %s\n", buf);
+
+  /* 300 valid lines: all applied, none called malformed; the last one wins. */
+  sprintf(path, "/tmp/ml_test_policy_%ld", (long)getpid());
+  f = fopen(path, "w");
+  CHECK(f != NULL, "cannot write %s\n", path);
+  if (f) {
+    for (i = 0; i < 300; ++i) fprintf(f, "svdvals gpu_min_batch %d\n", i + 1);
+    fclose(f);
+    set_env("METAL_LINALG_POLICY_FILE", path);
+    expect_ok(ml_policy_reload(), "reload 300 lines");
+    expect_ok(ml_policy_get(ML_OP_SVDVALS, buf, sizeof buf, &needed), "policy get 300");
+    CHECK(strstr(buf, "gpu_min_batch=300;") != NULL, "policy after 300 lines: %s\n", buf);
+    unlink(path);
+  }
+  set_env("METAL_LINALG_POLICY_FILE", old_file[0] ? old_file : NULL);
+  expect_ok(ml_policy_reload(), "reload restored");
+  expect_ok(ml_take_warnings(buf, sizeof buf, &needed), "drain");
+}
+
+/* Thread counts above 4 x the cores are capped, with a warning. */
+static void test_thread_cap(void) {
+  char buf[1024];
+  const int32_t before = ml_get_cpu_threads();
+  expect_ok(ml_take_warnings(buf, sizeof buf, NULL), "drain");
+  expect_ok(ml_set_cpu_threads(100000), "threads 100000");
+  CHECK(ml_get_cpu_threads() < 100000 && ml_get_cpu_threads() >= 4, "threads %d\n",
+        ml_get_cpu_threads());
+  expect_ok(ml_take_warnings(buf, sizeof buf, NULL), "take thread warning");
+  CHECK(strstr(buf, "set_cpu_threads(100000)") != NULL, "warning: %s\n", buf);
+  expect_ok(ml_set_cpu_threads(0), "threads 0");
+  CHECK(ml_get_cpu_threads() == before, "threads %d vs %d\n", ml_get_cpu_threads(), before);
+}
+
 int main(void) {
   int pass;
   test_versions_and_devices();
@@ -791,6 +954,11 @@ int main(void) {
   test_policy();
   test_threads();
   test_lapack_provider();
+  test_size_limits();
+  test_alignment();
+  test_not_converged();
+  test_warnings();
+  test_thread_cap();
   printf("%d checks, %d failures (device: %s; LAPACK: %s)\n", g_checks, g_failures,
          ml_device_name(), ml_lapack_info());
   return g_failures ? 1 : 0;

@@ -8,6 +8,19 @@
  * with ml_last_error() when it returns anything but ML_OK.
  * Per-matrix outcome: the optional `info` array (one int32 per matrix, in the
  * same memory space as the data) receives ML_INFO_* bits and the sweep count.
+ * A matrix with NaN/Inf (ML_INFO_NONFINITE) or one whose iteration did not
+ * converge (ML_INFO_NOT_CONVERGED: LAPACK info > 0 or a kernel's sweep cap)
+ * gets NaN in every output; the other matrices of the batch are unaffected.
+ *
+ * Sizes: m and n must be >= 1, also when batch = 0 (frontends handle empty
+ * matrices themselves); batch may be 0, and then no pointer is read. Every
+ * per-matrix array must be addressable by 32-bit LAPACK: each op checks the
+ * arrays it really stores (qr: m x n, plus m x m for ML_QR_COMPLETE; eigh:
+ * n x n; svd: m x n) and its LAPACK workspace, and rejects larger sizes with
+ * ML_INVALID_ARGUMENT, so tall-skinny matrices (10^6 x 3) are accepted.
+ *
+ * Alignment: a, the outputs and info must be aligned to 4 bytes (float /
+ * int32); a misaligned pointer is ML_INVALID_ARGUMENT.
  */
 #ifndef METAL_LINALG_H
 #define METAL_LINALG_H
@@ -105,6 +118,22 @@ ML_API const char *ml_last_error(void);      /* per thread; "" when none */
 ML_API int32_t ml_api_version(void);         /* ML_API_VERSION of the library */
 ML_API const char *ml_version_string(void);  /* e.g. "0.1.0" */
 
+/* ---- warnings ----
+ * A setting that is ignored or adjusted where it takes effect (a garbage
+ * METAL_LINALG_* value, METAL_LINALG_<OP>_BACKEND=gpu without a usable GPU, a
+ * policy file that is not a regular file, is too large or has malformed
+ * lines, a thread count above the core count) gives one warning per distinct
+ * text and process. They are printed to stderr until a caller first calls
+ * ml_take_warnings; from then on they queue (up to 64) for the caller, which
+ * hands them to its user (the Python frontends raise Python warnings).
+ * ml_take_warnings writes the pending warnings, one per line, into buf
+ * (NUL-terminated; whole lines that fit, at least one, truncated if it must
+ * be) and removes them; *needed receives the bytes all pending ones need.
+ * buf = NULL with buf_len = 0 only claims / measures.
+ * ml_pending_warnings: how many are queued (cheap; for polling after calls). */
+ML_API ml_status ml_take_warnings(char *buf, size_t buf_len, size_t *needed);
+ML_API int32_t ml_pending_warnings(void);
+
 /* ---- devices and backends ----
  * ml_device_name: the device policies are tuned for: the CUDA device name when
  * the CUDA backend is usable, else the CPU model name.
@@ -144,6 +173,12 @@ ML_API int32_t ml_get_cpu_threads(void);
  * then METAL_LINALG_LAPACK. */
 ML_API ml_status ml_set_lapack(const char *path, const char *prefix, const char *suffix);
 ML_API const char *ml_lapack_info(void);
+
+/* ---- testing ----
+ * Caps the iterations (sweeps) of the portable kernels' eigen- and singular
+ * value iterations at `cap` (0 restores each kernel's own default), so tests
+ * can reach the not-converged outcome cheaply. Process-wide; not for production. */
+ML_API ml_status ml_set_iteration_cap(int32_t cap);
 
 #ifdef __cplusplus
 }
