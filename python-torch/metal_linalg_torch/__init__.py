@@ -86,21 +86,21 @@ __all__ = [
     "calibration_status",
     "device_name",
     "eigh",
-    "eigh_ex",
     "eigh_backend",
+    "eigh_ex",
     "eigh_policy",
     "eigh_policy_source",
     "eigvalsh",
-    "eigvalsh_ex",
     "eigvalsh_backend",
+    "eigvalsh_ex",
     "eigvalsh_policy",
     "eigvalsh_policy_source",
     "get_cpu_threads",
     "lapack_info",
     "policy_file",
     "qr",
-    "qr_ex",
     "qr_backend",
+    "qr_ex",
     "qr_policy",
     "qr_policy_source",
     "reload_policy",
@@ -116,13 +116,13 @@ __all__ = [
     "set_svd_policy",
     "set_svdvals_policy",
     "svd",
-    "svd_ex",
     "svd_backend",
+    "svd_ex",
     "svd_policy",
     "svd_policy_source",
     "svdvals",
-    "svdvals_ex",
     "svdvals_backend",
+    "svdvals_ex",
     "svdvals_policy",
     "svdvals_policy_source",
     "version",
@@ -131,7 +131,10 @@ __all__ = [
 from .queries import warn_untuned as _warn_untuned
 
 _warn_untuned()
-# Settings the core read while loading (environment, policy file) warn now, at import.
-from ._lib import emit_warnings as _emit_warnings  # noqa: E402
+# The core reads the environment and the policy file now (not at the first call), so settings
+# it ignores or adjusts warn at import.
+from ._lib import emit_warnings as _emit_warnings
+from ._lib import lib as _core
 
+_core.ml_policy_source(0)
 _emit_warnings()

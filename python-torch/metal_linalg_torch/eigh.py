@@ -122,9 +122,7 @@ def eigh_ex(A: torch.Tensor, UPLO: str = "L", *, check_errors: bool = False) -> 
     d.check_input(A, "eigh", square=True)
     d.check_uplo(UPLO, "eigh")
     A = d.to_float32(A)
-    L, V, info = d.run_ex(
-        "eigh", A, d.UPLOS[UPLO], lambda: eigh(A, UPLO), check_errors, "eigh_ex"
-    )
+    L, V, info = d.run_ex("eigh", A, d.UPLOS[UPLO], lambda: eigh(A, UPLO), check_errors, "eigh_ex")
     return EighEx(L, V, info)
 
 

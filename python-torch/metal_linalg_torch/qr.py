@@ -109,7 +109,5 @@ def qr_ex(A: torch.Tensor, mode: str = "reduced", *, check_errors: bool = False)
     d.check_qr_mode(mode, A.shape[-2], A.shape[-1])
     A = d.to_float32(A)
     run_mode = "reduced" if mode == "complete" else mode  # complete is square only
-    Q, R, info = d.run_ex(
-        "qr", A, d.QR_MODES[run_mode], lambda: qr(A, mode), check_errors, "qr_ex"
-    )
+    Q, R, info = d.run_ex("qr", A, d.QR_MODES[run_mode], lambda: qr(A, mode), check_errors, "qr_ex")
     return QrEx(Q, R, info)
