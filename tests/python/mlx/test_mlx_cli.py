@@ -204,10 +204,10 @@ def test_cli_calibrate_writes_policy_and_prints_real_source(tmp_path):
     check = run_python(
         "import metal_linalg as ml\n"
         "print(ml.calibration_status()['eigvalsh'], ml.eigvalsh_policy()['cpu_kernel_max_n'],"
-        " ml.qr_policy()['gpu_min_batch'], ml.eigvalsh_policy_source())\n",
+        " ml.qr_policy()['gpu_min_batch'], ml.eigvalsh_policy_source(), sep='|')\n",
         env,
     )
-    status, got, qr_batch, source = check.stdout.split()
+    status, got, qr_batch, source = check.stdout.strip().split("|")
     assert (status, got, qr_batch) == ("tuned", str(value), "7")
     assert "<device>" not in out.stdout and f"source {source}" in out.stdout
 
@@ -283,3 +283,22 @@ def test_calibrate_module_reports_host_phase_only_without_gpu():
     assert phases == [("qr", "cpu_kernel")]
     phases = calibrate.plan_phases(["qr"], cpu=False, host_gpu=True, device_gpu=True, lanes=True)
     assert phases == [("qr", "lane"), ("qr", "gpu_min_batch"), ("qr", "host")]
+
+
+def test_gpu_bench_implementations():
+    """--device gpu: ours with stream=mx.gpu, mx.linalg (CPU stream) and NumPy as peers, and the
+    torch package as a reference exactly when torch with CUDA is importable."""
+    from metal_linalg import _frontend
+
+    fe = _frontend.MlxFrontend()
+    impls = fe.implementations("gpu")
+    names = [i.name for i in impls]
+    assert names[:3] == ["metal_linalg", "mx.linalg", "numpy"]
+    peer, why = _frontend.torch_peer()
+    if peer is None:
+        assert names == ["metal_linalg", "mx.linalg", "numpy"]
+        assert fe.metadata("gpu")["unavailable_peers"] == {"metal_linalg_torch": why}
+    else:
+        assert names[3] == "metal_linalg_torch" and impls[3].reference
+    assert [i.name for i in fe.implementations("gpu", peers=["numpy"])] == ["metal_linalg", "numpy"]
+    assert "metal_linalg_torch" not in [i.name for i in fe.implementations("cpu")]
