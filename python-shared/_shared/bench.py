@@ -198,36 +198,42 @@ def time_runs(call, x, impl: Impl, min_runs: int, budget_s: float, slow_s: float
     return out
 
 
-def estimate_seconds(points, per_call_s, n_impls: int, min_runs, budget_s, slow_s) -> float:
-    """Seconds a grid is expected to take when each implementation's call of a point takes
-    per_call_s(point) seconds: the warm-up plus the planned runs, for every implementation."""
+def estimate_seconds(points, per_call_s, names, min_runs, budget_s, slow_s) -> float:
+    """Seconds a grid is expected to take when implementation `name`'s call of a point takes
+    per_call_s(name, point) seconds: the warm-up plus the planned runs, for every implementation."""
     total = 0.0
     for p in points:
-        t = per_call_s(p)
-        total += n_impls * t * (1 + planned_runs(t, min_runs, budget_s, slow_s))
+        for name in names:
+            t = per_call_s(name, p)
+            total += t * (1 + planned_runs(t, min_runs, budget_s, slow_s))
     return total
 
 
-def probe_rates(fe, device, ops, probe_n: int = 32, probe_batch: int = 64) -> dict:
-    """{op: (fixed_s, flop_rate)} of our call on this device from two small probe calls, to
-    extrapolate the time of a grid (a rough figure, printed before a long run)."""
-    ours = fe.implementations(device, peers=[])[0]
+def probe_rates(impls, ops, probe_n: int = 32, probe_batch: int = 64) -> dict:
+    """{(impl name, op): (fixed_s, flop_rate)} from two small probe calls of each implementation
+    (8x8 x1 and probe_n^2 x probe_batch), to extrapolate the time of a grid: a rough figure,
+    printed before a long run. A failed probe counts as free (its error under "failed")."""
     rates = {}
-    for op in ops:
-        call = ours.run(op)
-        times = []
-        for n, batch in ((8, 1), (probe_n, probe_batch)):
-            x = ours.prepare(make_input(Point(op, n, n, batch)))
-            times.append(min(time_runs(call, x, ours, 2, 0.05, 1.0)) / 1e3)
-        fixed = times[0]
-        work = probe_batch * nominal_flops(op, probe_n, probe_n)
-        rates[op] = (fixed, work / max(times[1] - fixed, 1e-7))
+    for impl in impls:
+        for op in ops:
+            try:
+                call = impl.run(op)
+                times = []
+                for n, batch in ((8, 1), (probe_n, probe_batch)):
+                    x = impl.prepare(make_input(Point(op, n, n, batch)))
+                    times.append(min(time_runs(call, x, impl, 2, 0.02, 1.0)) / 1e3)
+            except Exception as exc:  # noqa: BLE001 (the grid run records the failure)
+                rates[(impl.name, op)] = (0.0, math.inf)
+                rates.setdefault("failed", {})[(impl.name, op)] = repr(exc)[:200]
+            else:
+                work = probe_batch * nominal_flops(op, probe_n, probe_n)
+                rates[(impl.name, op)] = (times[0], work / max(times[1] - times[0], 1e-7))
     return rates
 
 
 def per_call_from_rates(rates):
-    def per_call(p: Point) -> float:
-        fixed, rate = rates[p.op]
+    def per_call(name: str, p: Point) -> float:
+        fixed, rate = rates.get((name, p.op), (0.0, math.inf))
         return fixed + p.batch * nominal_flops(p.op, p.m, p.n) / rate
 
     return per_call
@@ -493,7 +499,18 @@ def plot(records, path: str, title: str) -> dict:
         lo = min([0.5, *values]) / 1.3
         hi = max([2.0, *values]) * 1.3
         ax.set_ylim(lo, hi)
+        ax.yaxis.set_major_locator(ticker.LogLocator(base=2))
         ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+        for i, v in enumerate(values):
+            ax.annotate(
+                f"{v:.2f}",
+                (i, v),
+                xytext=(0, 2 if v >= 1 else -2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom" if v >= 1 else "top",
+                fontsize=6,
+            )
         ax.yaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_xticks(range(len(rows)))
         ax.set_xticklabels([f"{r.m}x{r.n}\nx{r.batch}" for r in rows], fontsize=6)

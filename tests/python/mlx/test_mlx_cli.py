@@ -127,14 +127,36 @@ def test_speedup_bars_start_at_1x(tmp_path):
 def test_time_estimate_follows_the_timing_rules():
     points = bench.grid(["eigh"], [(8, 8)], [1, 64], 10**9)
 
-    def per_call(p):
-        return 0.001 * p.batch
+    def per_call(name, p):
+        return (0.001 if name == "ours" else 0.002) * p.batch
 
-    # 1 ms calls: warm-up + 20 runs; 64 ms calls: warm-up + max(3, int(1 / 0.064)) = 15 runs.
-    est = bench.estimate_seconds(points, per_call, 3, 3, 1.0, 10.0)
-    assert math.isclose(est, 3 * (0.001 * 21 + 0.064 * 16))
+    # ours: 1 ms -> warm-up + 20 runs; 64 ms -> warm-up + max(3, int(1 / 0.064)) = 15 runs.
+    # peer: 2 ms -> warm-up + 20 runs; 128 ms -> warm-up + max(3, int(1 / 0.128)) = 7 runs.
+    est = bench.estimate_seconds(points, per_call, ["ours", "peer"], 3, 1.0, 10.0)
+    assert math.isclose(est, 0.001 * 21 + 0.064 * 16 + 0.002 * 21 + 0.128 * 8)
     # A call slower than slow_s is timed once.
-    assert math.isclose(bench.estimate_seconds(points[:1], lambda p: 20.0, 2, 3, 1.0, 10.0), 40.0)
+    slow = bench.estimate_seconds(points[:1], lambda n, p: 20.0, ["a", "b"], 3, 1.0, 10.0)
+    assert math.isclose(slow, 40.0)
+
+
+def test_probe_rates_extrapolate_linearly_in_batch():
+    calls = []
+
+    def run(op):
+        def call(x):
+            calls.append(x.shape)
+
+        return call
+
+    impl = bench.Impl("fake", lambda a: a, run)
+    rates = bench.probe_rates([impl], ["qr"])
+    fixed, rate = rates[("fake", "qr")]
+    assert fixed >= 0 and rate > 0
+    assert {(1, 8, 8), (64, 32, 32)} <= set(calls)
+    per_call = bench.per_call_from_rates(rates)
+    small, big = bench.Point("qr", 32, 32, 64), bench.Point("qr", 32, 32, 6400)
+    assert per_call("fake", big) > per_call("fake", small) >= fixed
+    assert per_call("unprobed", big) == 0.0  # an implementation not probed adds nothing
 
 
 def test_cli_bench_files_and_flags(tmp_path):
