@@ -12,8 +12,8 @@ ML_BUILD_CUDA=${ML_BUILD_CUDA:-OFF} bash tools/setup.sh
 . .venv/bin/activate
 
 echo "== lint (ruff)"
-ruff check python-torch python-mlx tests benchmarks tools
-ruff format --check python-torch python-mlx tests benchmarks tools
+ruff check python-shared python-torch python-mlx tests benchmarks tools
+ruff format --check python-shared python-torch python-mlx tests benchmarks tools
 
 echo "== C API, kernels and Metal-dialect check (ctest)"
 if ! command -v clang-14 >/dev/null 2>&1; then

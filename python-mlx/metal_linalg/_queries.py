@@ -1,185 +1,96 @@
-"""Device, backend, routing-policy, calibration and thread queries over the C core."""
+"""Device, backend, routing-policy, calibration and thread queries over the C core: the shared
+functions (`_shared.queries`) over this package's compiled module."""
 
 from __future__ import annotations
 
-import operator
-import os
-import warnings
-
 from ._loader import ext
+from ._shared import queries as _shared
+from ._shared.queries import OP_ID, OPS, CalibrationWarning  # noqa: F401 (re-exported)
 
-# Op names in ml_op order; also the names used in policy files and environment variables.
-OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
-OP_ID = {name: i for i, name in enumerate(OPS)}
-
-
-class CalibrationWarning(UserWarning):
-    """A decomposition runs with the cautious default policy: this machine was never measured."""
+PACKAGE = "metal_linalg"
 
 
-def device_name() -> str:
-    """The device policies are tuned for: the CUDA device when usable, else the CPU model."""
-    return ext.device_name()
-
-
-def version() -> str:
-    """Version of the core library."""
-    return ext.version_string()
-
-
-def lapack_info() -> str:
-    """The LAPACK provider the CPU backend uses."""
-    return ext.lapack_info()
-
-
-def backends_available() -> dict:
-    return {b: ext.backend_available(b) for b in ("cpu", "cuda", "metal")}
-
-
-def _op_id(op: str) -> int:
-    if op not in OP_ID:
-        raise ValueError(f"[metal_linalg] unknown op {op!r}; ops: {', '.join(OPS)}")
-    return OP_ID[op]
-
-
-def _backend(op: str, m: int, n: int, batch: int) -> str:
-    for label, value in (("m", m), ("n", n), ("batch", batch)):
-        if operator.index(value) < 1:
-            raise ValueError(f"[metal_linalg.{op}_backend] {label} must be >= 1, got {value}")
-    return ext.backend(_op_id(op), m, n, batch)
-
-
-def qr_backend(m: int, n: int, batch: int = 1) -> str:
-    """Kernel a qr of `batch` m x n matrices would use ("cpu:lapack", "cpu:kernel:<k>", ...)."""
-    return _backend("qr", m, n, batch)
-
-
-def eigh_backend(n: int, batch: int = 1) -> str:
-    """Kernel an eigh of `batch` n x n matrices would use."""
-    return _backend("eigh", n, n, batch)
-
-
-def eigvalsh_backend(n: int, batch: int = 1) -> str:
-    """Kernel an eigvalsh of `batch` n x n matrices would use."""
-    return _backend("eigvalsh", n, n, batch)
-
-
-def svd_backend(m: int, n: int, batch: int = 1) -> str:
-    """Kernel an svd of `batch` m x n matrices would use."""
-    return _backend("svd", m, n, batch)
-
-
-def svdvals_backend(m: int, n: int, batch: int = 1) -> str:
-    """Kernel an svdvals of `batch` m x n matrices would use."""
-    return _backend("svdvals", m, n, batch)
-
-
-def policy(op: str) -> dict:
-    """The routing policy of op as {field: int}."""
-    fields = {}
-    for item in ext.policy_get(_op_id(op)).split(";"):
-        if "=" in item:
-            key, value = item.split("=", 1)
-            fields[key.strip()] = int(value)
-    return fields
-
-
-def set_policy(op: str, **fields) -> None:
-    """Set policy fields of op (its source becomes "user"); unknown fields raise ValueError."""
-    valid = policy(op)
-    unknown = sorted(set(fields) - set(valid))
-    if unknown:
+def _host(device, name: str) -> None:
+    """Routing can be queried for data in host memory (MLX's CPU stream) only."""
+    if device is not None and "cpu" not in str(device).lower():
         raise ValueError(
-            f"[metal_linalg.set_{op}_policy] unknown field(s) {', '.join(unknown)}; "
-            f"valid fields: {', '.join(sorted(valid))}"
+            f"[metal_linalg.{name}] device must be 'cpu' (the route of host data), got {device!r}"
         )
-    for key, value in fields.items():
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(
-                f"[metal_linalg.set_{op}_policy] {key} must be an int, got {type(value).__name__}"
-            )
-    for key, value in fields.items():
-        ext.policy_set(_op_id(op), key, value)
 
 
-def reset_policy(op: str) -> None:
-    """Drop user settings of op: back to env > tuned > default."""
-    ext.policy_reset(_op_id(op))
+class _Core:
+    """The compiled module's calls, in the shape `_shared.queries.Queries` expects."""
+
+    device_name = staticmethod(ext.device_name)
+    version = staticmethod(ext.version_string)
+    lapack_info = staticmethod(ext.lapack_info)
+    backend_available = staticmethod(ext.backend_available)
+    policy_get = staticmethod(ext.policy_get)
+    policy_set = staticmethod(ext.policy_set)
+    policy_reset = staticmethod(ext.policy_reset)
+    policy_source = staticmethod(ext.policy_source)
+    calibration_status = staticmethod(ext.calibration_status)
+    policy_file = staticmethod(ext.policy_file)
+    policy_reload = staticmethod(ext.policy_reload)
+    set_cpu_threads = staticmethod(ext.set_cpu_threads)
+    get_cpu_threads = staticmethod(ext.get_cpu_threads)
+
+    @staticmethod
+    def backend(op: int, m: int, n: int, batch: int, device) -> str:
+        _host(device, f"{OPS[op]}_backend")
+        return ext.backend(op, m, n, batch)
 
 
-def policy_source(op: str) -> str:
-    """ "user", "env:<VAR>", "tuned:<device>" or "default:untuned-device"."""
-    return ext.policy_source(_op_id(op))
+_q = _shared.Queries(_Core(), PACKAGE)
 
-
-def calibration_status() -> dict:
-    """{op: "tuned" | "untuned"} for every decomposition."""
-    return {op: ext.calibration_status(OP_ID[op]) for op in OPS}
-
-
-def policy_file() -> str:
-    """The per-machine policy file the core reads (`python -m metal_linalg calibrate` writes it)."""
-    return ext.policy_file()
-
-
-def reload_policy() -> None:
-    """Re-read the per-machine policy file."""
-    ext.policy_reload()
-
-
-def set_cpu_threads(n: int) -> None:
-    """Threads for CPU batches (0 = all cores). Also METAL_LINALG_CPU_THREADS."""
-    n = operator.index(n)
-    if n < 0:
-        raise ValueError(f"[metal_linalg.set_cpu_threads] n must be >= 0, got {n}")
-    ext.set_cpu_threads(n)
-
-
-def get_cpu_threads() -> int:
-    return ext.get_cpu_threads()
-
-
-def _make(op: str):
-    def get() -> dict:
-        return policy(op)
-
-    def set_(**fields) -> None:
-        set_policy(op, **fields)
-
-    def reset() -> None:
-        reset_policy(op)
-
-    def source() -> str:
-        return policy_source(op)
-
-    get.__name__, get.__doc__ = f"{op}_policy", f"The routing policy of {op} as {{field: int}}."
-    set_.__name__ = f"set_{op}_policy"
-    set_.__doc__ = f"Set fields of the {op} policy, e.g. set_{op}_policy(cpu_kernel_max_n=16)."
-    reset.__name__, reset.__doc__ = f"reset_{op}_policy", f"Drop user settings of the {op} policy."
-    source.__name__, source.__doc__ = f"{op}_policy_source", f"Where the {op} policy comes from."
-    return get, set_, reset, source
-
-
-qr_policy, set_qr_policy, reset_qr_policy, qr_policy_source = _make("qr")
-eigh_policy, set_eigh_policy, reset_eigh_policy, eigh_policy_source = _make("eigh")
-eigvalsh_policy, set_eigvalsh_policy, reset_eigvalsh_policy, eigvalsh_policy_source = _make(
-    "eigvalsh"
+device_name = _q.device_name
+version = _q.version
+lapack_info = _q.lapack_info
+backends_available = _q.backends_available
+policy = _q.policy
+set_policy = _q.set_policy
+reset_policy = _q.reset_policy
+policy_source = _q.policy_source
+calibration_status = _q.calibration_status
+policy_file = _q.policy_file
+reload_policy = _q.reload_policy
+set_cpu_threads = _q.set_cpu_threads
+get_cpu_threads = _q.get_cpu_threads
+qr_backend, qr_policy, set_qr_policy, reset_qr_policy, qr_policy_source = (
+    _q.qr_backend,
+    _q.qr_policy,
+    _q.set_qr_policy,
+    _q.reset_qr_policy,
+    _q.qr_policy_source,
 )
-svd_policy, set_svd_policy, reset_svd_policy, svd_policy_source = _make("svd")
-svdvals_policy, set_svdvals_policy, reset_svdvals_policy, svdvals_policy_source = _make("svdvals")
+eigh_backend, eigh_policy, set_eigh_policy, reset_eigh_policy, eigh_policy_source = (
+    _q.eigh_backend,
+    _q.eigh_policy,
+    _q.set_eigh_policy,
+    _q.reset_eigh_policy,
+    _q.eigh_policy_source,
+)
+eigvalsh_backend, eigvalsh_policy, set_eigvalsh_policy = (
+    _q.eigvalsh_backend,
+    _q.eigvalsh_policy,
+    _q.set_eigvalsh_policy,
+)
+reset_eigvalsh_policy, eigvalsh_policy_source = _q.reset_eigvalsh_policy, _q.eigvalsh_policy_source
+svd_backend, svd_policy, set_svd_policy, reset_svd_policy, svd_policy_source = (
+    _q.svd_backend,
+    _q.svd_policy,
+    _q.set_svd_policy,
+    _q.reset_svd_policy,
+    _q.svd_policy_source,
+)
+svdvals_backend, svdvals_policy, set_svdvals_policy = (
+    _q.svdvals_backend,
+    _q.svdvals_policy,
+    _q.set_svdvals_policy,
+)
+reset_svdvals_policy, svdvals_policy_source = _q.reset_svdvals_policy, _q.svdvals_policy_source
 
 
 def warn_untuned() -> None:
-    """One CalibrationWarning per untuned decomposition (called at import)."""
-    if os.environ.get("METAL_LINALG_NO_CALIBRATION_NOTICE", "") not in ("", "0"):
-        return
-    device = device_name()
-    for op, status in calibration_status().items():
-        if status != "tuned":
-            warnings.warn(
-                f"metal_linalg: {op} uses the default routing policy on {device!r} ({status}); "
-                "run `python -m metal_linalg calibrate` to measure this machine, or set "
-                "METAL_LINALG_NO_CALIBRATION_NOTICE=1 to silence this notice",
-                CalibrationWarning,
-                stacklevel=3,
-            )
+    """One short CalibrationWarning per untuned decomposition (called at import)."""
+    _q.warn_untuned(stacklevel=4)

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from metal_linalg_torch import calibrate as cal
+from metal_linalg_torch._shared import calibrate as shared_cal
 
 FIELDS = {
     "cpu_kernel_max_n",
@@ -235,10 +236,10 @@ def test_budget_phases():
 
 
 def test_measure_keeps_going_when_a_phase_fails(monkeypatch):
-    def boom(op, **kwargs):
+    def boom(fe, op, **kwargs):
         raise RuntimeError("simulated failure")
 
-    monkeypatch.setattr(cal, "cpu_kernel_max_n", boom)
+    monkeypatch.setattr(shared_cal, "cpu_kernel_max_n", boom)
     result = cal.measure(("qr", "svd"), cpu=True, cuda=False, log=lambda s: None)
     assert result["chosen"] == {"qr": {}, "svd": {}}
     assert result["notes"]["qr"] == ["cpu_kernel: failed (RuntimeError: simulated failure)"]
@@ -284,3 +285,96 @@ def test_cli_table_and_json(tmp_path):
     assert [ln.split()[:2] for ln in machine if ln and not ln.startswith("#")] == [
         ["eigvalsh", "cpu_kernel_max_n"]
     ]
+
+
+# --- cpu_kernel_max_n, the policy file merge and the destination check ----------------------
+
+
+def test_cpu_kernel_max_n_stops_at_the_first_loss():
+    assert shared_cal.choose_cpu_kernel_max_n([(2, 1, 2), (4, 1, 2), (8, 3, 2), (16, 1, 2)]) == 4
+    assert shared_cal.choose_cpu_kernel_max_n([(2, 2, 1)]) == 0
+    assert shared_cal.choose_cpu_kernel_max_n([(2, 1, 1)]) == 0  # a tie is not a win
+    assert shared_cal.choose_cpu_kernel_max_n([]) == 0
+
+
+def test_policy_file_merge_keeps_other_lines():
+    old = (
+        "# metal-linalg policy measured by `python -m x calibrate` on D, then\n"
+        "# my note\n"
+        "qr gpu_min_batch 7\n"
+        "eigh cpu_kernel_max_n 99  # old\n"
+        "eigh gpu_max_n 64\n"
+    )
+    text = cal.merge_policy_file(
+        old, {"eigh": {"cpu_kernel_max_n": 8}, "qr": {}}, "# metal-linalg policy measured by now"
+    )
+    lines = text.splitlines()
+    assert lines[0] == "# metal-linalg policy measured by now"
+    assert lines[1] == "eigh cpu_kernel_max_n 8"
+    assert lines[2:] == ["# my note", "qr gpu_min_batch 7", "eigh gpu_max_n 64"]
+    # Merging twice gives the same file: no header piles up.
+    again = cal.merge_policy_file(
+        text, {"eigh": {"cpu_kernel_max_n": 8}}, "# metal-linalg policy measured by now"
+    )
+    assert again == text
+
+
+def test_destination_check(tmp_path):
+    shared_cal.check_destination(str(tmp_path / "new" / "dir" / "machine.policy"))
+    assert (tmp_path / "new" / "dir").is_dir()
+    assert list((tmp_path / "new" / "dir").iterdir()) == []  # the probe file is removed
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(shared_cal.DestinationError, match="cannot write"):
+        shared_cal.check_destination(str(blocker / "sub" / "machine.policy"))
+    with pytest.raises(shared_cal.DestinationError, match="directory"):
+        shared_cal.check_destination(str(tmp_path))
+
+
+def test_cli_unwritable_policy_file_fails_before_measuring(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
+    env.update(
+        METAL_LINALG_POLICY_FILE=str(blocker / "cache" / "machine.policy"),
+        METAL_LINALG_NO_CALIBRATION_NOTICE="1",
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "metal_linalg_torch", "calibrate", "--cpu-only"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+    assert "cannot write" in out.stderr and "nothing was measured" in out.stderr
+    assert "METAL_LINALG_POLICY_FILE" in out.stderr
+    assert "measured:" not in out.stdout and "calibrating" not in out.stdout
+
+
+def test_cli_write_failure_after_measuring_keeps_the_measurements(tmp_path, monkeypatch, capsys):
+    from metal_linalg_torch._frontend import frontend
+    from metal_linalg_torch._shared import cli
+
+    result = {
+        "meta": {"device": "D", "date": "d", "torch": "t", "version": "v", "budget_s": None},
+        "chosen": {"qr": {"cpu_kernel_max_n": 8}},
+        "notes": {"qr": []},
+        "points": {"qr": {"cpu_kernel": [{"n": 8, "kernel_s": 1e-4, "lapack_s": 2e-4}]}},
+    }
+    monkeypatch.setattr(shared_cal, "measure", lambda *a, **k: result)
+
+    def fail(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(shared_cal, "write_policy", fail)
+    monkeypatch.chdir(tmp_path)
+    args = cli.parser("metal_linalg_torch").parse_args(["calibrate", "--ops", "qr", "--cpu-only"])
+    assert cli.cmd_calibrate(frontend(), args) == 1
+    err = capsys.readouterr()
+    assert "qr cpu_kernel_max_n 8" in err.out
+    assert "writing failed after measuring" in err.err and "No space left" in err.err
+    saved = list(tmp_path.glob("metal_linalg_torch-calibration-*.json"))
+    assert len(saved) == 1 and json.loads(saved[0].read_text())["chosen"] == result["chosen"]

@@ -45,6 +45,7 @@ def test_info_and_bench(tmp_path):
         "--quick",
     )
     assert out.returncode == 0, out.stderr
+    assert "estimated time: about" in out.stdout
     data = json.loads((tmp_path / "t.json").read_text())
     points = {(r["op"], r["m"], r["n"], r["batch"]) for r in data["results"]}
     assert points == {
@@ -69,6 +70,7 @@ def test_calibrate_writes_policy_file(tmp_path):
     env = {"METAL_LINALG_POLICY_FILE": str(path), "METAL_LINALG_NO_CALIBRATION_NOTICE": "1"}
     out = _cli("calibrate", "--ops", "qr", "--cpu-only", env_extra=env)
     assert out.returncode == 0, out.stderr
+    printed = out.stdout
     lines = [ln.split() for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
     assert [ln[:2] for ln in lines] == [["qr", "cpu_kernel_max_n"]] and int(lines[0][2]) >= 0
     code = (
@@ -85,3 +87,33 @@ def test_calibrate_writes_policy_file(tmp_path):
     )
     status, source = json.loads(out.stdout.strip().splitlines()[-1])
     assert status == "tuned" and source.startswith("tuned:")
+    # calibrate printed the real source of each op, the one a fresh import sees.
+    assert "<device>" not in printed and f"source {source}" in printed
+
+
+def test_no_subcommand_runs_the_demo(tmp_path):
+    """No subcommand: info, then a quick bench (bench options may follow)."""
+    out = _cli(
+        "--ops", "eigvalsh", "--n", "8", "--batch", "4", "--out", str(tmp_path), "--name", "demo"
+    )
+    assert out.returncode == 0, out.stderr
+    assert "routing policy per op" in out.stdout and "backend per call" in out.stdout
+    data = json.loads((tmp_path / "demo.json").read_text())
+    assert [(r["op"], r["n"], r["batch"]) for r in data["results"]] == [("eigvalsh", 8, 4)]
+
+
+def test_info_shows_every_policy_field_whole():
+    import metal_linalg_torch as mlt
+    from metal_linalg_torch._frontend import frontend
+    from metal_linalg_torch._shared import cli
+    from rich.console import Console
+
+    for width in (80, 160):
+        con = Console(width=width, record=True, color_system=None)
+        assert cli.cmd_info(frontend(), None, out=con) == 0
+        text = con.export_text()
+        for field in mlt.eigh_policy():
+            assert field in text, (width, field)
+        for op in ("qr", "eigh", "eigvalsh", "svd", "svdvals"):
+            assert op in text
+        assert "…" not in text

@@ -1,0 +1,200 @@
+"""The MLX side of the shared calibration, benchmark and command line (`_shared`): how to build
+inputs, run an op on a stream, wait for it, and which peers to compare with. Imported by the
+command line and the benchmark only. torch is imported only by the optional benchmark peer
+(`metal_linalg_torch` on CUDA, for the same data), never by this package's import."""
+
+from __future__ import annotations
+
+import time
+
+import mlx.core as mx
+import numpy as np
+
+import metal_linalg as ml
+
+from . import _queries as queries
+from ._shared import bench
+from ._shared.bench import Impl
+
+OPS = queries.OPS
+TORCH_PEER = "metal_linalg_torch"
+
+
+def _stream(device):
+    return mx.gpu if device == "gpu" else mx.cpu
+
+
+def _ours(op, device):
+    """Our op on MLX's stream of `device`, passed explicitly; returns once the result exists."""
+    stream = _stream(device)
+    fn = getattr(ml, op)
+    if op in ("qr", "eigh", "svd"):
+        return lambda x: mx.eval(*fn(x, stream=stream))
+    return lambda x: mx.eval(fn(x, stream=stream))
+
+
+def _mx_linalg(op):
+    """mx.linalg on the CPU stream (MLX has no GPU decompositions); its svd forms full U, Vt."""
+    la, cpu = mx.linalg, mx.cpu
+    return {
+        "qr": lambda x: mx.eval(*la.qr(x, stream=cpu)),
+        "eigh": lambda x: mx.eval(*la.eigh(x, stream=cpu)),
+        "eigvalsh": lambda x: mx.eval(la.eigvalsh(x, stream=cpu)),
+        "svd": lambda x: mx.eval(*la.svd(x, stream=cpu)),
+        "svdvals": lambda x: mx.eval(la.svd(x, compute_uv=False, stream=cpu)),
+    }[op]
+
+
+def _to_mx(a):
+    x = mx.array(a)
+    mx.eval(x)
+    return x
+
+
+def torch_peer():
+    """(Impl of metal_linalg_torch on CUDA tensors, None) when torch with CUDA and the torch
+    package are importable, else (None, reason). Imported here only, on request."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None, "torch has no CUDA device"
+        import metal_linalg_torch as mlt
+    except Exception as exc:  # noqa: BLE001 (any import or driver failure: peer absent)
+        return None, f"{type(exc).__name__}: {exc}"[:200]
+
+    def run(op):
+        if op == "svd":
+            return lambda a: mlt.svd(a, full_matrices=False)
+        return getattr(mlt, op)
+
+    # Wall clock around the call and a synchronisation, as for the MLX calls (mx.eval waits).
+    return Impl(
+        TORCH_PEER, lambda a: torch.from_numpy(a).cuda(), run, torch.cuda.synchronize, None, True
+    ), None
+
+
+class MlxFrontend:
+    package = "metal_linalg"
+    framework = "mlx"
+    framework_version = mx.__version__
+    version = ml.__version__
+    q = queries
+    devices = ("cpu", "gpu")
+    gpu_name = "gpu"
+    # Calibration with data in GPU memory is measured through the torch package; here host data
+    # only (cpu_kernel_max_n, and host_gpu_min_work when the core has a GPU backend).
+    gpu = None
+
+    def __init__(self):
+        self.unavailable = {}
+
+    # ---- command line ----
+
+    def default_device(self) -> str:
+        return "gpu" if mx.is_available(mx.gpu) else "cpu"
+
+    def device_problem(self, device: str) -> str | None:
+        if device == "gpu" and not mx.is_available(mx.gpu):
+            return f"this MLX ({mx.__version__}) has no GPU"
+        return None
+
+    def info_lines(self) -> list:
+        return [f"MLX default device: {mx.default_device()}, GPU: {mx.is_available(mx.gpu)}"]
+
+    def peer_names(self, device: str) -> tuple:
+        return ("mx.linalg", "numpy", TORCH_PEER) if device == "gpu" else ("mx.linalg", "numpy")
+
+    # ---- calibration ----
+
+    def op(self, op, device):
+        return _ours(op, device)
+
+    def sync(self, device) -> None:
+        mx.synchronize()
+
+    def random_input(self, op, n, batch, device, seed):
+        return _to_mx(bench.make_input(bench.Point(op, n, n, batch), seed))
+
+    def event_timer(self, device):
+        return None
+
+    def warm_gpu(self) -> None:
+        pass
+
+    def calibration_meta(self) -> dict:
+        return {}
+
+    # ---- benchmark ----
+
+    def implementations(self, device: str, peers=None) -> list:
+        impls = [
+            Impl("metal_linalg", _to_mx, lambda op: _ours(op, device)),
+            Impl("mx.linalg", _to_mx, _mx_linalg),
+            bench.numpy_impl(),
+        ]
+        if device == "gpu" and (peers is None or TORCH_PEER in peers):
+            impl, why = torch_peer()
+            if impl is None:
+                self.unavailable[TORCH_PEER] = why
+            else:
+                impls.append(impl)
+        if peers is not None:
+            impls = [i for i in impls if i.name == "metal_linalg" or i.name in peers]
+        return impls
+
+    def backend_label(self, op, m, n, batch, device) -> str:
+        q = getattr(queries, f"{op}_backend")
+        dims = (n,) if op in ("eigh", "eigvalsh") else (m, n)
+        try:
+            return q(*dims, batch, device=device)
+        except ValueError:
+            return f"mlx:{device}-stream"  # the route on a GPU stream is not queryable here
+
+    def machine_peaks(self, device: str) -> dict:
+        if device == "cpu":
+            return bench.numpy_peaks()
+        s = mx.gpu
+        src = mx.ones((1 << 24,), stream=s)
+        a = mx.random.normal((2048, 2048), stream=s)
+        mx.eval(src, a)
+
+        def best(fn, reps):
+            fn()
+            times = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+            return min(times)
+
+        copy_s = best(lambda: mx.eval(mx.add(src, 0.0, stream=s)), 5)
+        gemm_s = best(lambda: mx.eval(mx.matmul(a, a, stream=s)), 3)
+        return {
+            "copy_bytes_per_s": 2 * 4 * (1 << 24) / copy_s,
+            "fp32_flops_per_s": 2 * 2048**3 / gemm_s,
+        }
+
+    def metadata(self, device: str) -> dict:
+        notes = ["mx.linalg runs on MLX's CPU stream (its only option); its svd forms full U, Vt."]
+        if device == "gpu":
+            notes.append(
+                f"metal_linalg runs with stream=mx.gpu; {TORCH_PEER} (reference) on CUDA tensors "
+                "of the same data, wall clock with a synchronisation as for MLX."
+            )
+        return {
+            "unavailable_peers": dict(self.unavailable),
+            "mlx_default_device": str(mx.default_device()),
+            "numpy_input": str(np.float32),
+            "notes": notes,
+        }
+
+
+_FRONTEND = None
+
+
+def frontend() -> MlxFrontend:
+    global _FRONTEND
+    if _FRONTEND is None:
+        _FRONTEND = MlxFrontend()
+    return _FRONTEND

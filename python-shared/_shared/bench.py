@@ -1,0 +1,605 @@
+"""The benchmark both frontends run: grid, timing, nominal flops, roofline and reports.
+
+The grid: ops x (square n in 8..1024 and tall 64x32, 256x128, 1024x512) x batch in
+{1, 64, 1024, 16384}, capped at batch*m*n <= 2^27. Every implementation gets the same input (one
+NumPy array per point, converted by each implementation) in one run; each is timed after a
+warm-up and reported as best and median of several runs. run_grid() returns Records;
+write_results() writes JSON, a Markdown table and a PNG plot.
+
+The frontend adapter `fe` provides `package`, `framework`, `framework_version`, `q` (its
+Queries), `implementations(device, peers)` -> [Impl] (ours first), `backend_label(op, m, n,
+batch, device)`, `machine_peaks(device)` and `metadata(device)`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .queries import OPS
+
+SQUARE_N = (8, 16, 32, 64, 128, 256, 512, 1024)
+TALL = ((64, 32), (256, 128), (1024, 512))
+BATCHES = (1, 64, 1024, 16384)
+MAX_WORK = 2**27
+QUICK_SHAPES = ((8, 8), (16, 16), (32, 32), (64, 32))
+QUICK_BATCHES = (1, 64, 1024)
+OURS = "metal_linalg"
+# Timing rules (also used by the time estimate).
+RUNS_MAX = 20
+MIN_RUNS, BUDGET_S = 3, 1.0
+QUICK_MIN_RUNS, QUICK_BUDGET_S = 2, 0.3
+
+
+@dataclass
+class Point:
+    op: str
+    m: int
+    n: int
+    batch: int
+
+
+@dataclass
+class Impl:
+    """One implementation of the ops on one device.
+
+    prepare(np_array) -> its input; run(op) -> fn(input); sync(): waits for queued work;
+    timer: None (wall clock around run + sync) or fn(call, x) -> milliseconds; reference: shown
+    with its own ratio but not counted as a peer (e.g. our other frontend)."""
+
+    name: str
+    prepare: object
+    run: object
+    sync: object = None
+    timer: object = None
+    reference: bool = False
+
+
+@dataclass
+class Record:
+    op: str
+    m: int
+    n: int
+    batch: int
+    backend: str
+    times: dict = field(default_factory=dict)  # impl -> {"best_ms", "median_ms", "runs"}
+    roofline_ms: float = 0.0
+    references: list = field(default_factory=list)  # impl names that are not peers
+
+    @property
+    def ours_ms(self) -> float:
+        return self.times.get(OURS, {}).get("best_ms", math.nan)
+
+    @property
+    def best_peer(self):
+        peers = [
+            (t["best_ms"], name)
+            for name, t in self.times.items()
+            if name != OURS and name not in self.references
+        ]
+        peers = [p for p in peers if not math.isnan(p[0])]
+        return min(peers)[::-1] if peers else (None, math.nan)
+
+    @property
+    def speedup(self) -> float:
+        return self.best_peer[1] / self.ours_ms if self.ours_ms > 0 else math.nan
+
+    def ratio(self, name: str) -> float:
+        """Time of implementation `name` / ours (> 1: ours is faster)."""
+        t = self.times.get(name, {}).get("best_ms", math.nan)
+        return t / self.ours_ms if self.ours_ms > 0 else math.nan
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        peer, peer_ms = self.best_peer
+        d.update(
+            ours_ms=self.ours_ms,
+            us_per_matrix=self.ours_ms * 1e3 / self.batch,
+            best_peer=peer,
+            best_peer_ms=peer_ms,
+            speedup_vs_best_peer=self.speedup,
+            roofline_fraction=self.roofline_ms / self.ours_ms if self.ours_ms > 0 else math.nan,
+        )
+        return d
+
+
+def grid(ops=OPS, shapes=None, batches=BATCHES, max_work=MAX_WORK) -> list:
+    """The benchmark points, shapes as (m, n) pairs (default: the square + tall grid)."""
+    shapes = shapes or [(n, n) for n in SQUARE_N] + list(TALL)
+    points = []
+    for op in ops:
+        for m, n in shapes:
+            if op in ("eigh", "eigvalsh") and m != n:
+                continue
+            for b in batches:
+                if b * m * n <= max_work:
+                    points.append(Point(op, m, n, b))
+    return points
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    """ "64x32" -> (64, 32); "16" -> (16, 16)."""
+    parts = text.lower().split("x")
+    if len(parts) == 1:
+        parts = parts * 2
+    try:
+        m, n = (int(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"shape {text!r}: expected N or MxN, e.g. 64x32") from None
+    if m < 1 or n < 1:
+        raise ValueError(f"shape {text!r}: sizes must be >= 1")
+    return m, n
+
+
+def make_input(point: Point, seed: int = 0) -> np.ndarray:
+    """The point's float32 input (symmetric for the eigen-ops), shared by every implementation."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((point.batch, point.m, point.n), dtype=np.float32)
+    if point.op in ("eigh", "eigvalsh"):
+        a = (a + np.swapaxes(a, -1, -2)) * np.float32(0.5)
+    return np.ascontiguousarray(a)
+
+
+def numpy_fns(xp, op):
+    """op on an array module with NumPy's linalg names (NumPy, CuPy, jax.numpy)."""
+    la = xp.linalg
+    return {
+        "qr": lambda a: la.qr(a),
+        "eigh": lambda a: la.eigh(a),
+        "eigvalsh": lambda a: la.eigvalsh(a),
+        "svd": lambda a: la.svd(a, full_matrices=False),
+        "svdvals": lambda a: la.svd(a, compute_uv=False),
+    }[op]
+
+
+def numpy_impl() -> Impl:
+    return Impl("numpy", lambda a: a, lambda op: numpy_fns(np, op))
+
+
+# ---- timing ----
+
+
+def planned_runs(warm_s: float, min_runs: int, budget_s: float, slow_s: float) -> int:
+    """Timed runs after a warm-up call of warm_s seconds (0: the warm-up is the measurement)."""
+    if warm_s > slow_s:
+        return 0
+    return max(min_runs, min(RUNS_MAX, int(budget_s / max(warm_s, 1e-6))))
+
+
+def time_runs(call, x, impl: Impl, min_runs: int, budget_s: float, slow_s: float) -> list:
+    """Per-run milliseconds after one warm-up; fewer runs for slow points."""
+    t0 = time.perf_counter()
+    call(x)
+    if impl.sync:
+        impl.sync()
+    warm = time.perf_counter() - t0
+    runs = planned_runs(warm, min_runs, budget_s, slow_s)
+    if runs == 0:
+        return [warm * 1e3]
+    out = []
+    for _ in range(runs):
+        if impl.timer:
+            out.append(impl.timer(call, x))
+            continue
+        t0 = time.perf_counter()
+        call(x)
+        if impl.sync:
+            impl.sync()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def estimate_seconds(points, per_call_s, names, min_runs, budget_s, slow_s) -> float:
+    """Seconds a grid is expected to take when implementation `name`'s call of a point takes
+    per_call_s(name, point) seconds: the warm-up plus the planned runs, for every implementation."""
+    total = 0.0
+    for p in points:
+        for name in names:
+            t = per_call_s(name, p)
+            total += t * (1 + planned_runs(t, min_runs, budget_s, slow_s))
+    return total
+
+
+def probe_rates(impls, ops, probe_n: int = 32, probe_batch: int = 64) -> dict:
+    """{(impl name, op): (fixed_s, flop_rate)} from two small probe calls of each implementation
+    (8x8 x1 and probe_n^2 x probe_batch), to extrapolate the time of a grid: a rough figure,
+    printed before a long run. A failed probe counts as free (its error under "failed")."""
+    rates = {}
+    for impl in impls:
+        for op in ops:
+            try:
+                call = impl.run(op)
+                times = []
+                for n, batch in ((8, 1), (probe_n, probe_batch)):
+                    x = impl.prepare(make_input(Point(op, n, n, batch)))
+                    times.append(min(time_runs(call, x, impl, 2, 0.02, 1.0)) / 1e3)
+            except Exception as exc:  # noqa: BLE001 (the grid run records the failure)
+                rates[(impl.name, op)] = (0.0, math.inf)
+                rates.setdefault("failed", {})[(impl.name, op)] = repr(exc)[:200]
+            else:
+                work = probe_batch * nominal_flops(op, probe_n, probe_n)
+                rates[(impl.name, op)] = (times[0], work / max(times[1] - times[0], 1e-7))
+    return rates
+
+
+def per_call_from_rates(rates):
+    def per_call(name: str, p: Point) -> float:
+        fixed, rate = rates.get((name, p.op), (0.0, math.inf))
+        return fixed + p.batch * nominal_flops(p.op, p.m, p.n) / rate
+
+    return per_call
+
+
+# ---- roofline ----
+
+
+def nominal_flops(op: str, m: int, n: int) -> float:
+    """Nominal LAPACK flop counts per matrix (Golub & Van Loan; LAPACK Working Notes)."""
+    k, big = min(m, n), max(m, n)
+    if op == "qr":  # geqrf + orgqr of the thin Q
+        return 4.0 * big * k * k - 4.0 * k**3 / 3
+    if op == "eigh":
+        return 9.0 * n**3
+    if op == "eigvalsh":
+        return 4.0 * n**3 / 3
+    if op == "svd":
+        return 4.0 * big * k * k + 22.0 * k**3
+    return 4.0 * big * k * k - 4.0 * k**3 / 3  # svdvals: bidiagonalisation
+
+
+def output_floats(op: str, m: int, n: int) -> int:
+    k = min(m, n)
+    return {
+        "qr": m * k + k * n,
+        "eigh": n + n * n,
+        "eigvalsh": n,
+        "svd": m * k + k + k * n,
+        "svdvals": k,
+    }[op]
+
+
+def roofline_ms(point: Point, peaks: dict) -> float:
+    """max(bytes / copy bandwidth, nominal flops / fp32 GEMM rate) in milliseconds."""
+    nbytes = 4 * point.batch * (point.m * point.n + output_floats(point.op, point.m, point.n))
+    flops = point.batch * nominal_flops(point.op, point.m, point.n)
+    return 1e3 * max(nbytes / peaks["copy_bytes_per_s"], flops / peaks["fp32_flops_per_s"])
+
+
+def numpy_peaks() -> dict:
+    """Host copy bandwidth and float32 GEMM rate measured with NumPy."""
+    src = np.ones(1 << 24, dtype=np.float32)
+    dst = np.empty_like(src)
+    copy_s = min(_seconds(lambda: np.copyto(dst, src)) for _ in range(5))
+    a = np.random.default_rng(0).standard_normal((1024, 1024), dtype=np.float32)
+    a @ a
+    gemm_s = min(_seconds(lambda: a @ a) for _ in range(3))
+    return {"copy_bytes_per_s": 2 * src.nbytes / copy_s, "fp32_flops_per_s": 2 * 1024**3 / gemm_s}
+
+
+def _seconds(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+# ---- driver ----
+
+
+def run_grid(
+    fe,
+    points,
+    device: str,
+    peers=None,
+    min_runs: int = MIN_RUNS,
+    budget_s: float = BUDGET_S,
+    slow_s: float = 10.0,
+    progress: bool = True,
+    console=None,
+) -> list:
+    """Time every implementation on every point; returns [Record]. A peer failing a point is
+    recorded with its error (not raised)."""
+    impls = fe.implementations(device, peers)
+    peaks = fe.machine_peaks(device)
+    refs = [i.name for i in impls if i.reference]
+    records = []
+    bar = task = None
+    if progress:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+        )
+        task = bar.add_task("bench", total=len(points) * len(impls))
+        bar.start()
+    try:
+        for i, point in enumerate(points):
+            a = make_input(point, seed=i)
+            rec = Record(
+                point.op,
+                point.m,
+                point.n,
+                point.batch,
+                fe.backend_label(point.op, point.m, point.n, point.batch, device),
+                references=refs,
+            )
+            rec.roofline_ms = roofline_ms(point, peaks)
+            for impl in impls:
+                if bar:
+                    bar.update(
+                        task,
+                        description=f"{point.op} {point.m}x{point.n} x{point.batch} {impl.name}",
+                    )
+                try:
+                    ms = time_runs(
+                        impl.run(point.op), impl.prepare(a), impl, min_runs, budget_s, slow_s
+                    )
+                    rec.times[impl.name] = {
+                        "best_ms": min(ms),
+                        "median_ms": statistics.median(ms),
+                        "runs": len(ms),
+                    }
+                except Exception as exc:  # noqa: BLE001 (a peer failing a shape is a result)
+                    rec.times[impl.name] = {
+                        "best_ms": math.nan,
+                        "median_ms": math.nan,
+                        "runs": 0,
+                        "error": f"{type(exc).__name__}: {exc}"[:200],
+                    }
+                if bar:
+                    bar.advance(task)
+            records.append(rec)
+    finally:
+        if bar:
+            bar.stop()
+    return records
+
+
+# ---- reporting ----
+
+
+def _impl_names(records) -> list:
+    names = []
+    for r in records:
+        for name in r.times:
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def _refs(records) -> list:
+    return list(dict.fromkeys(n for r in records for n in r.references))
+
+
+def _fmt(ms: float) -> str:
+    if ms is None or math.isnan(ms):
+        return "-"
+    return f"{ms:.3g}" if ms < 100 else f"{ms:.0f}"
+
+
+def _x(v: float) -> str:
+    return "-" if v is None or math.isnan(v) else f"{v:.2f}x"
+
+
+def rich_table(records, title: str):
+    from rich.table import Table
+
+    names, refs = _impl_names(records), _refs(records)
+    table = Table(title=title)
+    for col in ("op", "shape", "batch", "backend"):
+        table.add_column(col)
+    for name in names:
+        table.add_column(f"{name} ms", justify="right")
+    table.add_column("vs best peer", justify="right")
+    for ref in refs:
+        table.add_column(f"vs {ref}", justify="right")
+    table.add_column("roofline", justify="right")
+    for r in records:
+        s = r.speedup
+        colour = "green" if s >= 1 else "red"
+        roof = r.roofline_ms / r.ours_ms if r.ours_ms > 0 else math.nan
+        table.add_row(
+            r.op,
+            f"{r.m}x{r.n}",
+            str(r.batch),
+            r.backend,
+            *(_fmt(r.times.get(n, {}).get("best_ms", math.nan)) for n in names),
+            f"[{colour}]{s:.2f}x[/{colour}]" if not math.isnan(s) else "-",
+            *(_x(r.ratio(ref)) for ref in refs),
+            f"{roof:.1%}" if not math.isnan(roof) else "-",
+        )
+    return table
+
+
+def markdown_table(records) -> str:
+    names, refs = _impl_names(records), _refs(records)
+    head = ["op", "shape", "batch", "backend"] + [f"{n} ms" for n in names]
+    head += ["us/matrix", "vs best peer"] + [f"vs {ref}" for ref in refs] + ["roofline"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in records:
+        d = r.as_dict()
+        cells = [r.op, f"{r.m}x{r.n}", str(r.batch), f"`{r.backend}`"]
+        cells += [_fmt(r.times.get(n, {}).get("best_ms", math.nan)) for n in names]
+        cells += [f"{d['us_per_matrix']:.3g}", _x(r.speedup)]
+        cells += [_x(r.ratio(ref)) for ref in refs]
+        cells += [
+            f"{d['roofline_fraction']:.1%}" if not math.isnan(d["roofline_fraction"]) else "-"
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def summary(records) -> str:
+    """One line: geometric-mean speedup over the best peer, overall and on batches >= 64 with
+    n <= 32, and the number of points where a peer is faster."""
+    all_ = [r.speedup for r in records]
+    small = [r.speedup for r in records if r.batch >= 64 and max(r.m, r.n) <= 32]
+    slower = sum(1 for s in all_ if not math.isnan(s) and s < 1)
+    text = f"geometric-mean speedup vs best peer: {geomean(all_):.2f}x over {_count(all_)} points"
+    if _count(small):
+        text += f" (batch >= 64 and n <= 32: {geomean(small):.2f}x)"
+    return text + f"; slower than the best peer on {slower}"
+
+
+def _count(values) -> int:
+    return sum(1 for v in values if v > 0 and not math.isnan(v))
+
+
+def bar_spans(values) -> list:
+    """(bottom, top) of each speedup bar: bars start at 1x, so 0.997x is a sliver below the
+    1x line and 2x as tall (on the log axis) as 0.5x is deep."""
+    return [(min(1.0, v), max(1.0, v)) for v in values]
+
+
+def plot(records, path: str, title: str) -> dict:
+    """One panel per op: a bar per point from 1x to its speedup vs the best peer (log axis).
+    Returns {op: [(bottom, top) of each bar drawn]}."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib import ticker
+
+    ops = [op for op in OPS if any(r.op == op for r in records)]
+    fig, axes = plt.subplots(len(ops), 1, figsize=(11, 2.7 * len(ops)), squeeze=False)
+    drawn = {}
+    for ax, op in zip(axes[:, 0], ops):
+        rows = [r for r in records if r.op == op and not math.isnan(r.speedup)]
+        values = [r.speedup for r in rows]
+        spans = bar_spans(values)
+        bars = ax.bar(
+            range(len(rows)),
+            [top - bottom for bottom, top in spans],
+            bottom=[bottom for bottom, _ in spans],
+            color=["tab:green" if v >= 1 else "tab:red" for v in values],
+        )
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_yscale("log")
+        lo = min([0.5, *values]) / 1.3
+        hi = max([2.0, *values]) * 1.3
+        ax.set_ylim(lo, hi)
+        ax.yaxis.set_major_locator(ticker.LogLocator(base=2))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+        for i, v in enumerate(values):
+            ax.annotate(
+                f"{v:.2f}",
+                (i, v),
+                xytext=(0, 2 if v >= 1 else -2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom" if v >= 1 else "top",
+                fontsize=6,
+            )
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.set_xticks(range(len(rows)))
+        ax.set_xticklabels([f"{r.m}x{r.n}\nx{r.batch}" for r in rows], fontsize=6)
+        ax.set_xlim(-0.6, max(len(rows), 1) - 0.4)
+        ax.set_ylabel("speedup vs best peer")
+        ax.set_title(op, fontsize=9)
+        drawn[op] = [(b.get_y(), b.get_y() + b.get_height()) for b in bars]
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return drawn
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "device"
+
+
+def metadata(fe, device: str, peaks=None) -> dict:
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "package": fe.package,
+        "device": device,
+        "device_name": fe.q.device_name(),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        fe.framework: fe.framework_version,
+        "numpy": np.__version__,
+        "metal_linalg": fe.q.version(),
+        "lapack": fe.q.lapack_info(),
+        "cpu_threads": fe.q.get_cpu_threads(),
+        "policies": {
+            op: {
+                "policy": getattr(fe.q, f"{op}_policy")(),
+                "source": getattr(fe.q, f"{op}_policy_source")(),
+            }
+            for op in OPS
+        },
+    }
+    if peaks:
+        meta["peaks"] = peaks
+    meta.update(fe.metadata(device))
+    return meta
+
+
+def default_name(fe, device: str, device_name: str) -> str:
+    return f"{slug(device_name)}-{fe.framework}-{device}"
+
+
+def write_results(fe, records, out_dir: str, device: str, name: str | None = None) -> dict:
+    """Write <name>.json, <name>.md and <name>.png into out_dir; returns the paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    meta = metadata(fe, device)
+    name = name or default_name(fe, device, meta["device_name"])
+    paths = {ext: os.path.join(out_dir, f"{name}.{ext}") for ext in ("json", "md", "png")}
+    with open(paths["json"], "w") as f:
+        json.dump(
+            {"meta": meta, "results": [r.as_dict() for r in records]}, f, indent=1, default=str
+        )
+    title = f"{fe.package} vs peers on {meta['device_name']} ({device}), {meta['date']}"
+    refs = _refs(records)
+    with open(paths["md"], "w") as f:
+        f.write(
+            f"# {title}\n\n{fe.framework} {fe.framework_version}, NumPy {np.__version__}, core "
+            f"{meta['metal_linalg']}, LAPACK: {meta['lapack']}. Best of several runs after a "
+            "warm-up, milliseconds per call of the whole batch; `vs best peer` > 1 means "
+            "metal_linalg is faster"
+            + (f" (`{'`, `'.join(refs)}`: shown for reference, not a peer)" if refs else "")
+            + "; roofline = max(bytes / measured copy bandwidth, nominal LAPACK flops / measured "
+            "fp32 GEMM rate) / measured time.\n\n"
+        )
+        notes = meta.get("notes")
+        if notes:
+            f.write("".join(f"- {n}\n" for n in notes) + "\n")
+        f.write(markdown_table(records))
+        f.write("\n" + summary(records) + ".\n")
+    plot(records, paths["png"], title)
+    return paths
+
+
+def load_records(path: str) -> list:
+    """Records back from a JSON file written by write_results (e.g. to re-plot or merge runs)."""
+    with open(path) as f:
+        rows = json.load(f)["results"]
+    names = {f.name for f in Record.__dataclass_fields__.values()}
+    return [Record(**{k: v for k, v in row.items() if k in names}) for row in rows]
+
+
+def geomean(values) -> float:
+    vals = [v for v in values if v > 0 and not math.isnan(v)]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else math.nan

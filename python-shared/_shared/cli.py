@@ -1,0 +1,376 @@
+"""The command line of both packages: `python -m <package> [info | bench | calibrate | demo]`.
+
+Same subcommands, flags, files and behaviour for both; no subcommand runs the demo (info and a
+quick bench). The frontend (loaded only when a command needs it) supplies the peers and devices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+from .queries import OPS
+
+DEVICES = ("cpu", "gpu", "cuda")
+COMMANDS = ("info", "bench", "calibrate", "demo")
+
+
+def console(width: int | None = None):
+    """A rich console that does not squeeze tables to 80 columns when piped."""
+    from rich.console import Console
+
+    if width is None and not sys.stdout.isatty():
+        width = 160
+    return Console(width=width)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(seconds, 1):.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+# ---- info ----
+
+
+def policy_table(q, ops=OPS):
+    """Rows: calibration, source, then each policy field; a column per op (short headers, so
+    nothing is cut however narrow the terminal)."""
+    from rich.table import Table
+
+    policies = {op: getattr(q, f"{op}_policy")() for op in ops}
+    fields = list(dict.fromkeys(k for p in policies.values() for k in p))
+    status = q.calibration_status()
+    table = Table(title="routing policy per op")
+    table.add_column("field", no_wrap=True)
+    for op in ops:
+        table.add_column(op, overflow="fold")
+    table.add_row(
+        "calibration",
+        *(f"[{'green' if status[op] == 'tuned' else 'yellow'}]{status[op]}[/]" for op in ops),
+    )
+    table.add_row("source", *(getattr(q, f"{op}_policy_source")() for op in ops))
+    for f in fields:
+        table.add_row(f, *(str(policies[op].get(f, "-")) for op in ops))
+    return table
+
+
+def routes_table(q, ops=OPS):
+    from rich.table import Table
+
+    examples = ((8, 8, 1024), (32, 32, 64), (64, 32, 1024), (512, 512, 1))
+    table = Table(title="backend per call (m x n x batch)")
+    table.add_column("op", no_wrap=True)
+    for m, n, b in examples:
+        table.add_column(f"{m}x{n} x{b}", overflow="fold")
+    for op in ops:
+        backend = getattr(q, f"{op}_backend")
+        if op.startswith("eig"):
+            table.add_row(op, *(backend(n, b) if m == n else "-" for m, n, b in examples))
+        else:
+            table.add_row(op, *(backend(m, n, b) for m, n, b in examples))
+    return table
+
+
+def cmd_info(fe, args, out=None) -> int:
+    out = out or console()
+    q = fe.q
+    out.print(
+        f"[bold]{fe.package}[/bold] {fe.version} (core {q.version()}), "
+        f"{fe.framework} {fe.framework_version}"
+    )
+    avail = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in q.backends_available().items())
+    threads = q.get_cpu_threads()
+    lines = [
+        ("device", q.device_name()),
+        ("backends", avail),
+        *(tuple(s.split(": ", 1)) for s in fe.info_lines()),
+        ("LAPACK", q.lapack_info()),
+        ("CPU threads", f"{threads or 'all'} (of {os.cpu_count()})"),
+        ("policy file", q.policy_file()),
+    ]
+    for key, value in lines:
+        out.print(f"{key + ':':20s}{value}", highlight=False)
+    out.print(policy_table(q))
+    out.print(routes_table(q))
+    if any(s != "tuned" for s in q.calibration_status().values()):
+        out.print(
+            f"[yellow]untuned ops use cautious defaults: run `python -m {fe.package} "
+            "calibrate`[/yellow]"
+        )
+    return 0
+
+
+# ---- bench ----
+
+
+def _device(fe, text: str | None) -> str:
+    if text is None:
+        return fe.default_device()
+    return "cpu" if text == "cpu" else fe.gpu_name
+
+
+def bench_plan(args):
+    """(shapes or None for the default grid, batches, min_runs, budget_s) of the options."""
+    from . import bench
+
+    if args.n or args.shapes:
+        shapes = [(n, n) for n in (args.n or [])]
+        shapes += [bench.parse_shape(s) for s in args.shapes or []]
+    else:
+        shapes = list(bench.QUICK_SHAPES) if args.quick else None
+    batches = args.batch or (bench.QUICK_BATCHES if args.quick else bench.BATCHES)
+    if args.quick:
+        return shapes, batches, bench.QUICK_MIN_RUNS, bench.QUICK_BUDGET_S
+    return shapes, batches, bench.MIN_RUNS, bench.BUDGET_S
+
+
+def cmd_bench(fe, args) -> int:
+    from . import bench
+
+    out = console()
+    device = _device(fe, args.device)
+    problem = fe.device_problem(device)
+    if problem:
+        print(f"bench: --device {args.device}: {problem}", file=sys.stderr)
+        return 2
+    known = fe.peer_names(device)
+    unknown = [p for p in args.peers or [] if p not in known]
+    if unknown:
+        print(
+            f"bench: unknown peer(s) {', '.join(unknown)} on {device}; peers: {', '.join(known)}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        shapes, batches, min_runs, budget_s = bench_plan(args)
+    except ValueError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    ops = args.ops or OPS
+    points = bench.grid(ops, shapes, batches, args.max_work)
+    if not points:
+        print("bench: no grid point matches the options", file=sys.stderr)
+        return 2
+    impls = fe.implementations(device, args.peers)
+    names = [i.name for i in impls]
+    per_call = bench.per_call_from_rates(bench.probe_rates(impls, sorted({p.op for p in points})))
+    estimate = bench.estimate_seconds(points, per_call, names, min_runs, budget_s, args.slow)
+    out.print(
+        f"[bold]{len(points)} point{'s' if len(points) != 1 else ''}[/bold] on {device} ({fe.q.device_name()}); "
+        f"{impls[0].name} vs {', '.join(i.name for i in impls[1:]) or 'no peer'}"
+    )
+    out.print(
+        f"estimated time: about {_duration(estimate)} (extrapolated from two probe calls per op "
+        "and implementation; more on a busy machine)",
+        highlight=False,
+    )
+    if not args.quick and shapes is None:
+        quick = bench.grid(ops, bench.QUICK_SHAPES, bench.QUICK_BATCHES, args.max_work)
+        q_est = bench.estimate_seconds(
+            quick, per_call, names, bench.QUICK_MIN_RUNS, bench.QUICK_BUDGET_S, args.slow
+        )
+        out.print(
+            f"`--quick` runs {len(quick)} points instead (about {_duration(q_est)})",
+            highlight=False,
+        )
+    records = bench.run_grid(
+        fe,
+        points,
+        device,
+        peers=args.peers,
+        min_runs=min_runs,
+        budget_s=budget_s,
+        slow_s=args.slow,
+        console=out,
+    )
+    out.print(bench.rich_table(records, f"{fe.package} on {device} (best ms per call)"))
+    out.print(bench.summary(records), highlight=False)
+    paths = bench.write_results(fe, records, args.out, device, args.name)
+    out.print("wrote " + ", ".join(paths.values()), highlight=False)
+    return 0
+
+
+# ---- calibrate ----
+
+
+def _calibrate_command(package: str, args) -> str:
+    words = [f"python -m {package} calibrate"]
+    words += ["--ops", *args.ops] if args.ops else []
+    words += [f for f, on in (("--cpu-only", args.cpu_only), ("--no-cpu", args.no_cpu)) if on]
+    for flag, value in (
+        ("--budget-s", args.budget_s),
+        ("--table-out", args.table_out),
+        ("--json-out", args.json_out),
+    ):
+        words += [flag, str(value)] if value is not None else []
+    return " ".join(words)
+
+
+def _save_somewhere(result, package: str) -> str | None:
+    """The measurements, when a destination failed after measuring: a JSON file in the current
+    folder or the temporary folder (None if neither can be written)."""
+    from . import calibrate
+
+    name = f"{package}-calibration-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    for folder in (os.getcwd(), tempfile.gettempdir()):
+        path = os.path.join(folder, name)
+        try:
+            return calibrate.write_json(path, result)
+        except OSError:
+            continue
+    return None
+
+
+def cmd_calibrate(fe, args) -> int:
+    from . import calibrate
+
+    q = fe.q
+    policy = q.policy_file()
+    targets = [] if args.dry_run else [("policy file", policy)]
+    targets += [
+        (label, p)
+        for label, p in (("--table-out", args.table_out), ("--json-out", args.json_out))
+        if p
+    ]
+    for label, path in targets:
+        try:
+            calibrate.check_destination(path)
+        except calibrate.DestinationError as exc:
+            hint = (
+                " (set METAL_LINALG_POLICY_FILE to a writable file, or use --dry-run)"
+                if label == "policy file"
+                else ""
+            )
+            print(f"calibrate: {label}: {exc}{hint}; nothing was measured", file=sys.stderr)
+            return 2
+    gpu = False if args.cpu_only else None
+    if args.no_cpu and not calibrate.gpu_in_core(fe):
+        print(
+            "calibrate: --no-cpu but the core has no GPU backend: nothing to measure",
+            file=sys.stderr,
+        )
+        return 2
+    print(f"calibrating {', '.join(args.ops or OPS)} on {q.device_name()} ({q.lapack_info()})")
+    result = calibrate.measure(
+        fe, tuple(args.ops or OPS), cpu=not args.no_cpu, gpu=gpu, budget_s=args.budget_s
+    )
+    lines = calibrate.policy_lines(result)
+    print("measured:" + "".join(f"\n  {ln}" for ln in lines) if lines else "measured: nothing")
+    if args.dry_run:
+        print(f"dry run: {policy} not written")
+        return 0
+    written = []
+    try:
+        written.append(calibrate.write_policy(fe, result, policy))
+        if args.table_out:
+            written.append(
+                calibrate.write_table(args.table_out, result, _calibrate_command(fe.package, args))
+            )
+        if args.json_out:
+            written.append(calibrate.write_json(args.json_out, result))
+    except OSError as exc:
+        saved = _save_somewhere(result, fe.package)
+        where = (
+            f"the measurements are saved in {saved}"
+            if saved
+            else "the lines above are the measurements"
+        )
+        print(f"calibrate: writing failed after measuring: {exc}; {where}", file=sys.stderr)
+        return 1
+    print("wrote " + ", ".join(written))
+    status = q.calibration_status()
+    for op in args.ops or OPS:
+        print(f"  {op:9s}{status[op]:9s}source {getattr(q, f'{op}_policy_source')()}")
+    return 0
+
+
+# ---- parser ----
+
+
+def _bench_args(p, package: str) -> None:
+    p.add_argument("--ops", nargs="+", choices=OPS, help="ops to run (default: all)")
+    p.add_argument("--n", nargs="+", type=int, help="square sizes (default: 8 16 ... 1024)")
+    p.add_argument(
+        "--shapes", nargs="+", help="M x N shapes, e.g. 64x32 (default: 64x32 256x128 1024x512)"
+    )
+    p.add_argument("--batch", nargs="+", type=int, help="batch sizes (default: 1 64 1024 16384)")
+    p.add_argument(
+        "--max-work",
+        type=int,
+        default=2**27,
+        help="skip points with batch*m*n above this (default 2^27)",
+    )
+    p.add_argument(
+        "--device",
+        choices=DEVICES,
+        help="where the data lives: cpu, or the GPU (gpu and cuda are the same); default: the GPU when there is one",
+    )
+    p.add_argument("--peers", nargs="+", help="only these peers (the default: every one available)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a small grid (54 points) with fewer runs: 1-2 minutes on a 2-core CPU",
+    )
+    p.add_argument(
+        "--out",
+        default="bench-out",
+        help="folder for the JSON, Markdown and PNG (default bench-out)",
+    )
+    p.add_argument("--name", help="file name stem (default: <device name>-<framework>-<device>)")
+    p.add_argument(
+        "--slow", type=float, default=10.0, help="seconds: a call slower than this is timed once"
+    )
+
+
+def parser(package: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=f"python -m {package}",
+        description=f"{package}: info, benchmark and calibration. No subcommand: the demo.",
+    )
+    sub = p.add_subparsers(dest="cmd")
+    sub.add_parser("info", help="device, backends, LAPACK, policies and calibration status")
+    _bench_args(
+        sub.add_parser("bench", help="time against the peers, write JSON/Markdown/PNG"), package
+    )
+    cal = sub.add_parser("calibrate", help="measure this machine and write its policy file")
+    cal.add_argument("--ops", nargs="+", choices=OPS, help="ops to measure (default: all)")
+    which = cal.add_mutually_exclusive_group()
+    which.add_argument("--cpu-only", action="store_true", help="skip the GPU measurements")
+    which.add_argument(
+        "--no-cpu", action="store_true", help="skip the CPU kernel measurement (cpu_kernel_max_n)"
+    )
+    cal.add_argument(
+        "--budget-s", type=float, help="total seconds; points beyond it are skipped (default: none)"
+    )
+    cal.add_argument(
+        "--table-out",
+        metavar="PATH",
+        help="also write the measured fields as a core/tuned/<device>.policy table",
+    )
+    cal.add_argument("--json-out", metavar="PATH", help="also write every raw timing as JSON")
+    cal.add_argument("--dry-run", action="store_true", help="measure and print, write nothing")
+    _bench_args(sub.add_parser("demo", help="info + a quick bench (the default)"), package)
+    return p
+
+
+def main(package: str, load_frontend, argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in (*COMMANDS, "-h", "--help"):
+        argv = ["demo", *argv]  # no subcommand: the demo, with any bench options given
+    args = parser(package).parse_args(argv)
+    fe = load_frontend()
+    if args.cmd == "info":
+        return cmd_info(fe, args)
+    if args.cmd == "bench":
+        return cmd_bench(fe, args)
+    if args.cmd == "calibrate":
+        return cmd_calibrate(fe, args)
+    cmd_info(fe, args)
+    args.quick = True
+    return cmd_bench(fe, args)

@@ -1,0 +1,205 @@
+"""Device, backend, routing-policy, calibration and thread queries over the C core.
+
+`Queries(core, package)` turns a frontend's raw core calls into the public functions both
+packages export under the same names. `core` provides:
+
+    device_name() version() lapack_info() -> str; backend_available(name) -> bool
+    backend(op_id, m, n, batch, device) -> str    (device as the user passed it; the core's
+                                                 route for data there; ValueError if unsupported)
+    policy_get(op_id) -> "field=value;..."; policy_set(op_id, field, value); policy_reset(op_id)
+    policy_source(op_id), calibration_status(op_id), policy_file() -> str; policy_reload()
+    set_cpu_threads(n); get_cpu_threads() -> int
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import warnings
+
+# Op names in ml_op order; also the names used in policy files and environment variables.
+OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
+OP_ID = {name: i for i, name in enumerate(OPS)}
+INT64_MAX = 2**63 - 1
+
+
+class CalibrationWarning(UserWarning):
+    """A decomposition runs with the cautious default policy: this machine was never measured."""
+
+
+def op_id(op: str) -> int:
+    if op not in OP_ID:
+        raise ValueError(f"[metal_linalg] unknown op {op!r}; ops: {', '.join(OPS)}")
+    return OP_ID[op]
+
+
+def parse_policy(text: str) -> dict:
+    """ "field=value;field=value" -> {field: int}."""
+    fields = {}
+    for item in text.split(";"):
+        if "=" in item:
+            key, value = item.split("=", 1)
+            fields[key.strip()] = int(value)
+    return fields
+
+
+def check_policy_fields(op: str, valid, fields: dict) -> None:
+    """Every problem with a set_<op>_policy call, raised before any field is set (so a bad call
+    changes nothing): unknown names -> ValueError, non-int -> TypeError, out of range -> ValueError."""
+    unknown = sorted(set(fields) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"[metal_linalg.set_{op}_policy] unknown field(s) {', '.join(unknown)}; "
+            f"valid fields: {', '.join(sorted(valid))}"
+        )
+    for key, value in fields.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(
+                f"[metal_linalg.set_{op}_policy] {key} must be an int, got {type(value).__name__}"
+            )
+        if not 0 <= value <= INT64_MAX:
+            raise ValueError(
+                f"[metal_linalg.set_{op}_policy] {key} must be in [0, 2**63 - 1], got {value}"
+            )
+
+
+def calibration_notice(package: str, op: str, device: str) -> str:
+    """The CalibrationWarning text: one short line."""
+    return (
+        f"{package}: {op} uses untuned defaults on {device!r}; `python -m {package} calibrate` "
+        "(METAL_LINALG_NO_CALIBRATION_NOTICE=1 hides this)"
+    )
+
+
+class Queries:
+    """The public query/setting functions of one package over its core adapter."""
+
+    def __init__(self, core, package: str):
+        self.core = core
+        self.package = package
+        for op in OPS:
+            self._make(op)
+
+    def device_name(self) -> str:
+        """The device policies are tuned for: the CUDA device when usable, else the CPU model."""
+        return self.core.device_name()
+
+    def version(self) -> str:
+        """Version of the core library."""
+        return self.core.version()
+
+    def lapack_info(self) -> str:
+        """The LAPACK provider the CPU backend uses."""
+        return self.core.lapack_info()
+
+    def backends_available(self) -> dict:
+        """{"cpu": bool, "cuda": bool, "metal": bool}: backends compiled in and usable."""
+        return {b: bool(self.core.backend_available(b)) for b in ("cpu", "cuda", "metal")}
+
+    def backend(self, op: str, m: int, n: int, batch: int = 1, device=None) -> str:
+        """Kernel a call of op on `batch` m x n matrices would use ("cpu:lapack", ...)."""
+        for label, value in (("n", n), ("m", m), ("batch", batch)):
+            if operator.index(value) < 1:
+                raise ValueError(f"[metal_linalg.{op}_backend] {label} must be >= 1, got {value}")
+        return self.core.backend(op_id(op), int(m), int(n), int(batch), device)
+
+    def policy(self, op: str) -> dict:
+        """The routing policy of op as {field: int}."""
+        return parse_policy(self.core.policy_get(op_id(op)))
+
+    def set_policy(self, op: str, **fields) -> None:
+        """Set policy fields of op (its source becomes "user"). All fields are checked before any
+        is set: unknown names raise ValueError, non-ints TypeError, negative values ValueError."""
+        check_policy_fields(op, self.policy(op), fields)
+        for key, value in fields.items():
+            self.core.policy_set(op_id(op), key, value)
+
+    def reset_policy(self, op: str) -> None:
+        """Drop user settings of op: back to env > tuned > default."""
+        self.core.policy_reset(op_id(op))
+
+    def policy_source(self, op: str) -> str:
+        """ "user", "env:<VAR>", "tuned:<device>" or "default:untuned-device"."""
+        return self.core.policy_source(op_id(op))
+
+    def calibration_status(self) -> dict:
+        """{op: "tuned" | "untuned"} for every decomposition."""
+        return {op: self.core.calibration_status(OP_ID[op]) for op in OPS}
+
+    def policy_file(self) -> str:
+        """The per-machine policy file the core reads (`calibrate` writes it)."""
+        return self.core.policy_file()
+
+    def reload_policy(self) -> None:
+        """Re-read the per-machine policy file."""
+        self.core.policy_reload()
+
+    def set_cpu_threads(self, n: int) -> None:
+        """Threads for CPU batches (0 = all cores). Also METAL_LINALG_CPU_THREADS."""
+        n = operator.index(n)
+        if n < 0:
+            raise ValueError(f"[metal_linalg.set_cpu_threads] n must be >= 0, got {n}")
+        self.core.set_cpu_threads(n)
+
+    def get_cpu_threads(self) -> int:
+        """Threads for CPU batches (0 = all cores)."""
+        return int(self.core.get_cpu_threads())
+
+    def warn_untuned(self, stacklevel: int = 3) -> None:
+        """One short CalibrationWarning per untuned decomposition (called at import)."""
+        if os.environ.get("METAL_LINALG_NO_CALIBRATION_NOTICE", "") not in ("", "0"):
+            return
+        device = self.device_name()
+        for op, status in self.calibration_status().items():
+            if status != "tuned":
+                warnings.warn(
+                    calibration_notice(self.package, op, device),
+                    CalibrationWarning,
+                    stacklevel=stacklevel,
+                )
+
+    def _make(self, op: str) -> None:
+        dims = "n" if op.startswith("eig") else "m, n"
+
+        if op.startswith("eig"):
+
+            def backend(n: int, batch: int = 1, *, device=None) -> str:
+                return self.backend(op, n, n, batch, device)
+        else:
+
+            def backend(m: int, n: int, batch: int = 1, *, device=None) -> str:
+                return self.backend(op, m, n, batch, device)
+
+        def get() -> dict:
+            return self.policy(op)
+
+        def set_(**fields) -> None:
+            self.set_policy(op, **fields)
+
+        def reset() -> None:
+            self.reset_policy(op)
+
+        def source() -> str:
+            return self.policy_source(op)
+
+        backend.__name__ = f"{op}_backend"
+        backend.__doc__ = (
+            f"Kernel a {op} of `batch` matrices ({dims}) would use, e.g. 'cpu:lapack'; device: "
+            "where the data lives (default: the package's default device)."
+        )
+        get.__name__, get.__doc__ = f"{op}_policy", f"The routing policy of {op} as {{field: int}}."
+        set_.__name__ = f"set_{op}_policy"
+        set_.__doc__ = (
+            f"Set fields of the {op} policy, e.g. set_{op}_policy(cpu_kernel_max_n=16); a bad "
+            "field or value raises and changes nothing."
+        )
+        reset.__name__, reset.__doc__ = (
+            f"reset_{op}_policy",
+            f"Drop user settings of the {op} policy.",
+        )
+        source.__name__, source.__doc__ = (
+            f"{op}_policy_source",
+            f"Where the {op} policy comes from.",
+        )
+        for fn in (backend, get, set_, reset, source):
+            setattr(self, fn.__name__, fn)

@@ -1,0 +1,326 @@
+"""The MLX package's command line, its shared code and its policy rules: the same commands, flags
+and files as the torch package, no torch import, bars of the plot drawn from 1x."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import metal_linalg as ml
+import pytest
+from metal_linalg import _shared
+from metal_linalg._shared import bench, calibrate, cli
+
+OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
+REPO_SHARED = Path(__file__).resolve().parents[3] / "python-shared" / "_shared"
+
+BLOCK = """
+import importlib.abc, sys
+class _Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == {top!r} or name.startswith({top!r} + "."):
+            raise ImportError("blocked for this test: " + name)
+        return None
+sys.meta_path.insert(0, _Block())
+"""
+
+
+def run_python(code: str, env_extra: dict | None = None, args=("-c",), timeout=300):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
+    env["METAL_LINALG_NO_CALIBRATION_NOTICE"] = "1"
+    env.update(env_extra or {})
+    return subprocess.run(
+        [sys.executable, *args, textwrap.dedent(code)] if code else [sys.executable, *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=str(Path(__file__).parent),
+    )
+
+
+def cli_run(*args, env_extra=None):
+    return run_python("", env_extra, args=("-m", "metal_linalg", *args))
+
+
+# ---- shared code: shipped, identical, no torch ----
+
+
+def test_shared_code_ships_inside_the_installed_package():
+    package_dir = Path(ml.__file__).parent
+    assert Path(_shared.__file__).parent == package_dir / "_shared"
+    if REPO_SHARED.is_dir():
+        names = sorted(p.name for p in REPO_SHARED.glob("*.py"))
+        assert names and sorted(p.name for p in (package_dir / "_shared").glob("*.py")) == names
+        _, mismatch, errors = filecmp.cmpfiles(REPO_SHARED, package_dir / "_shared", names, False)
+        assert not mismatch and not errors, (mismatch, errors)
+
+
+def test_package_cli_and_bench_work_with_torch_not_importable(tmp_path):
+    code = BLOCK.format(top="torch") + textwrap.dedent(
+        f"""
+        import mlx.core as mx
+        import metal_linalg as ml
+        from metal_linalg import __main__, _bench, _calibrate, _frontend
+        w = ml.eigvalsh(mx.array([[2.0, 1.0], [1.0, 2.0]]))
+        assert [round(v, 5) for v in w.tolist()] == [1.0, 3.0]
+        impl, why = _frontend.torch_peer()
+        assert impl is None and "blocked" in why, why
+        rc = __main__.main(["info"])
+        rc |= __main__.main(["bench", "--device", "cpu", "--ops", "qr", "--n", "4", "--batch", "2",
+                             "--quick", "--out", {str(tmp_path)!r}, "--name", "b"])
+        bad = [m for m in sys.modules if m.split(".")[0] in ("torch", "metal_linalg_torch")]
+        assert not bad, bad
+        raise SystemExit(rc)
+        """
+    )
+    out = run_python(code)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert (tmp_path / "b.json").exists()
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_bad_policy_update_changes_nothing(op):
+    get, set_ = getattr(ml, f"{op}_policy"), getattr(ml, f"set_{op}_policy")
+    source = getattr(ml, f"{op}_policy_source")
+    before, src = get(), source()
+    try:
+        with pytest.raises(TypeError, match="gpu_min_batch must be an int"):
+            set_(cpu_kernel_max_n=before["cpu_kernel_max_n"] + 3, gpu_min_batch=1.5)
+        assert get() == before and source() == src
+        with pytest.raises(ValueError, match="must be in"):
+            set_(cpu_kernel_max_n=before["cpu_kernel_max_n"] + 3, gpu_max_n=-4)
+        assert get() == before and source() == src
+    finally:
+        getattr(ml, f"reset_{op}_policy")()
+
+
+def test_backend_query_names_the_device_it_answers_for():
+    assert ml.eigh_backend(8, 4, device="cpu").startswith("cpu:")
+    with pytest.raises(ValueError, match="device must be 'cpu'"):
+        ml.eigh_backend(8, 4, device="gpu")
+
+
+# ---- bench: plot, estimate, the CLI ----
+
+
+def test_speedup_bars_start_at_1x(tmp_path):
+    rec = [
+        bench.Record(
+            "qr", 8, 8, b, "cpu:x", {"metal_linalg": {"best_ms": 1.0}, "numpy": {"best_ms": t}}
+        )
+        for b, t in ((1, 0.997), (2, 1.3), (4, 0.5))
+    ]
+    spans = bench.plot(rec, str(tmp_path / "p.png"), "t")
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+    expected = [(0.997, 1.0), (1.0, 1.3), (0.5, 1.0)]
+    assert [tuple(round(v, 6) for v in s) for s in spans["qr"]] == expected
+
+
+def test_time_estimate_follows_the_timing_rules():
+    points = bench.grid(["eigh"], [(8, 8)], [1, 64], 10**9)
+
+    def per_call(name, p):
+        return (0.001 if name == "ours" else 0.002) * p.batch
+
+    # ours: 1 ms -> warm-up + 20 runs; 64 ms -> warm-up + max(3, int(1 / 0.064)) = 15 runs.
+    # peer: 2 ms -> warm-up + 20 runs; 128 ms -> warm-up + max(3, int(1 / 0.128)) = 7 runs.
+    est = bench.estimate_seconds(points, per_call, ["ours", "peer"], 3, 1.0, 10.0)
+    assert math.isclose(est, 0.001 * 21 + 0.064 * 16 + 0.002 * 21 + 0.128 * 8)
+    # A call slower than slow_s is timed once.
+    slow = bench.estimate_seconds(points[:1], lambda n, p: 20.0, ["a", "b"], 3, 1.0, 10.0)
+    assert math.isclose(slow, 40.0)
+
+
+def test_probe_rates_extrapolate_linearly_in_batch():
+    calls = []
+
+    def run(op):
+        def call(x):
+            calls.append(x.shape)
+
+        return call
+
+    impl = bench.Impl("fake", lambda a: a, run)
+    rates = bench.probe_rates([impl], ["qr"])
+    fixed, rate = rates[("fake", "qr")]
+    assert fixed >= 0 and rate > 0
+    assert {(1, 8, 8), (64, 32, 32)} <= set(calls)
+    per_call = bench.per_call_from_rates(rates)
+    small, big = bench.Point("qr", 32, 32, 64), bench.Point("qr", 32, 32, 6400)
+    assert per_call("fake", big) > per_call("fake", small) >= fixed
+    assert per_call("unprobed", big) == 0.0  # an implementation not probed adds nothing
+
+
+def test_cli_bench_files_and_flags(tmp_path):
+    out = cli_run(
+        "bench", "--device", "cpu", "--ops", "eigh", "svd", "--n", "4", "--shapes", "6x3",
+        "--batch", "1", "8", "--quick", "--out", str(tmp_path), "--name", "t",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "estimated time: about" in out.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json", "t.md", "t.png"]
+    data = json.loads((tmp_path / "t.json").read_text())
+    points = {(r["op"], r["m"], r["n"], r["batch"]) for r in data["results"]}
+    assert points == {
+        ("eigh", 4, 4, 1), ("eigh", 4, 4, 8), ("svd", 4, 4, 1), ("svd", 4, 4, 8),
+        ("svd", 6, 3, 1), ("svd", 6, 3, 8),
+    }  # fmt: skip
+    for r in data["results"]:
+        assert set(r["times"]) == {"metal_linalg", "mx.linalg", "numpy"}
+        assert r["times"]["metal_linalg"]["best_ms"] > 0 and r["speedup_vs_best_peer"] > 0
+    assert data["meta"]["device"] == "cpu" and data["meta"]["mlx"]
+    assert (tmp_path / "t.md").read_text().count("\n| svd |") == 4
+
+
+def test_cli_default_bench_offers_quick_mode(tmp_path):
+    # The default grid, capped so that only its 8x8 batch-1 point remains.
+    out = cli_run(
+        "bench", "--device", "cpu", "--ops", "eigvalsh", "--max-work", "64", "--out", str(tmp_path)
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 point on cpu" in out.stdout and "estimated time: about" in out.stdout
+    assert "`--quick` runs" in out.stdout
+
+
+def test_cli_rejects_unknown_peer_and_missing_gpu():
+    import mlx.core as mx
+
+    out = cli_run("bench", "--device", "cpu", "--peers", "cupy")
+    assert out.returncode == 2 and "unknown peer" in out.stderr and "Traceback" not in out.stderr
+    if not mx.is_available(mx.gpu):
+        out = cli_run("bench", "--device", "gpu", "--quick")
+        assert out.returncode == 2 and "has no GPU" in out.stderr
+
+
+def test_cli_calibrate_dry_run_writes_nothing(tmp_path):
+    policy = tmp_path / "machine.policy"
+    out = cli_run(
+        "calibrate", "--ops", "eigvalsh", "--dry-run",
+        env_extra={"METAL_LINALG_POLICY_FILE": str(policy)},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "eigvalsh cpu_kernel_max_n" in out.stdout and "not written" in out.stdout
+    assert not policy.exists()
+
+
+def test_cli_calibrate_writes_policy_and_prints_real_source(tmp_path):
+    policy = tmp_path / "machine.policy"
+    policy.write_text("# kept\nqr gpu_min_batch 7\neigvalsh cpu_kernel_max_n 999\n")
+    env = {"METAL_LINALG_POLICY_FILE": str(policy)}
+    out = cli_run("calibrate", "--ops", "eigvalsh", env_extra=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = [ln for ln in policy.read_text().splitlines() if ln and not ln.startswith("#")]
+    measured = [ln for ln in lines if ln.startswith("eigvalsh cpu_kernel_max_n ")]
+    assert "qr gpu_min_batch 7" in lines and len(measured) == 1
+    assert "# kept" in policy.read_text()
+    value = int(measured[0].split()[2])
+    assert 0 <= value < 999
+    check = run_python(
+        "import metal_linalg as ml\n"
+        "print(ml.calibration_status()['eigvalsh'], ml.eigvalsh_policy()['cpu_kernel_max_n'],"
+        " ml.qr_policy()['gpu_min_batch'], ml.eigvalsh_policy_source(), sep='|')\n",
+        env,
+    )
+    status, got, qr_batch, source = check.stdout.strip().split("|")
+    assert (status, got, qr_batch) == ("tuned", str(value), "7")
+    assert "<device>" not in out.stdout and f"source {source}" in out.stdout
+
+
+def test_cli_calibrate_checks_the_destination_first(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    env = {"METAL_LINALG_POLICY_FILE": str(blocker / "cache" / "m.policy")}
+    out = cli_run("calibrate", env_extra=env)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr and "nothing was measured" in out.stderr
+    assert "calibrating" not in out.stdout
+    out = cli_run("calibrate", "--ops", "qr", "--json-out", str(blocker / "x.json"))
+    assert out.returncode == 2 and "--json-out" in out.stderr
+
+
+def test_cli_same_commands_and_flags_as_the_torch_package():
+    ours = cli.parser("metal_linalg")
+    theirs = cli.parser("metal_linalg_torch")
+
+    def flags(p):
+        sub = next(a for a in p._actions if a.dest == "cmd")
+        return {
+            name: sorted(o for a in sp._actions for o in a.option_strings)
+            for name, sp in sub.choices.items()
+        }
+
+    assert flags(ours) == flags(theirs)
+    assert set(flags(ours)) == {"info", "bench", "calibrate", "demo"}
+
+
+def test_no_subcommand_runs_the_demo(tmp_path):
+    out = cli_run(
+        "--device",
+        "cpu",
+        "--ops",
+        "svdvals",
+        "--n",
+        "5",
+        "--batch",
+        "3",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "d",
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "routing policy per op" in out.stdout
+    data = json.loads((tmp_path / "d.json").read_text())
+    assert [(r["op"], r["n"], r["batch"]) for r in data["results"]] == [("svdvals", 5, 3)]
+
+
+def test_calibration_notice_is_short_and_one_line():
+    code = (
+        "import warnings, json\n"
+        "warnings.simplefilter('always')\n"
+        "with warnings.catch_warnings(record=True) as rec:\n"
+        "    import metal_linalg as ml\n"
+        "print(json.dumps([str(w.message) for w in rec if w.category is ml.CalibrationWarning]))\n"
+    )
+    out = run_python(
+        code,
+        {"METAL_LINALG_NO_CALIBRATION_NOTICE": "", "METAL_LINALG_POLICY_FILE": "/nonexistent/p"},
+    )
+    hits = json.loads(out.stdout.strip().splitlines()[-1])
+    assert hits, "no untuned op on this machine?"
+    for h in hits:
+        assert "\n" not in h and len(h) <= 200 and "python -m metal_linalg calibrate" in h
+
+
+def test_calibrate_module_reports_host_phase_only_without_gpu():
+    phases = calibrate.plan_phases(["qr"], cpu=True, host_gpu=False, device_gpu=False, lanes=False)
+    assert phases == [("qr", "cpu_kernel")]
+    phases = calibrate.plan_phases(["qr"], cpu=False, host_gpu=True, device_gpu=True, lanes=True)
+    assert phases == [("qr", "lane"), ("qr", "gpu_min_batch"), ("qr", "host")]
+
+
+def test_gpu_bench_implementations():
+    """--device gpu: ours with stream=mx.gpu, mx.linalg (CPU stream) and NumPy as peers, and the
+    torch package as a reference exactly when torch with CUDA is importable."""
+    from metal_linalg import _frontend
+
+    fe = _frontend.MlxFrontend()
+    impls = fe.implementations("gpu")
+    names = [i.name for i in impls]
+    assert names[:3] == ["metal_linalg", "mx.linalg", "numpy"]
+    peer, why = _frontend.torch_peer()
+    if peer is None:
+        assert names == ["metal_linalg", "mx.linalg", "numpy"]
+        assert fe.metadata("gpu")["unavailable_peers"] == {"metal_linalg_torch": why}
+    else:
+        assert names[3] == "metal_linalg_torch" and impls[3].reference
+    assert [i.name for i in fe.implementations("gpu", peers=["numpy"])] == ["metal_linalg", "numpy"]
+    assert "metal_linalg_torch" not in [i.name for i in fe.implementations("cpu")]
