@@ -226,7 +226,9 @@ std::vector<mx::array> build(const mx::array &a_in, Spec spec, std::optional<mx:
   if (name == nullptr || *name == '\0')
     throw CoreError{ML_INVALID_ARGUMENT, error_message(spec.op, ml_last_error())};
   const mx::Stream s = placement(spec, shape, requested);
-  mx::array a = mx::contiguous(mx::astype(a_in, mx::float32, s), false, s);
+  // MLX's GPU backends have no float64: such input is cast on the CPU stream.
+  const mx::Stream cast_on = a_in.dtype() == mx::float64 ? mx::default_stream(mx::Device::cpu) : s;
+  mx::array a = mx::contiguous(mx::astype(a_in, mx::float32, cast_on), false, s);
   return mx::array::make_arrays(std::move(shapes), dtypes,
                                 std::make_shared<LinalgPrimitive>(s, spec), {a});
 }
