@@ -4,9 +4,16 @@
 // into MLX's CUDA graph (the encoder's capture context), so they run in order with the MLX ops
 // around them. Nothing here waits for the GPU.
 //
+// The first launch of each kernel kind (the core's launch name, e.g. "cuda:eigh_jacobi_small/lane")
+// is not captured: it goes straight onto MLX's stream after committing the work MLX has
+// encoded so far, so the kernel's module loading and shared-memory attribute setting happen
+// outside any stream capture. Stream order keeps it between the MLX work before and after it.
+//
 // MLX's allocator hands out unified (managed) memory to code outside libmlx; the kernels use
 // it through its device address.
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -25,6 +32,21 @@ bool gpu_covers(const Spec &spec, int64_t batch, int64_t m, int64_t n) {
   const char *name = ml_backend(spec.op, ML_MEMORY_CUDA, m, n, batch);
   return name != nullptr && std::strncmp(name, "cuda:", 5) == 0;
 }
+
+namespace {
+
+// True the first time a launch kind (op, flags and the core's launch name) is seen.
+bool first_launch_of_kind(const Spec &spec, int64_t batch, int64_t m, int64_t n) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  const char *name = ml_backend(spec.op, ML_MEMORY_CUDA, m, n, batch);
+  std::string key = std::to_string(spec.op) + "/" + std::to_string(spec.flags) + "/" +
+                    (name != nullptr ? name : "");
+  std::lock_guard<std::mutex> lock(mu);
+  return seen.insert(std::move(key)).second;
+}
+
+}  // namespace
 
 void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::array> &inputs,
               std::vector<mx::array> &outputs) {
@@ -61,7 +83,11 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
   const CorePointers p =
       output_pointers(spec, outputs, [](mx::array &o) { return mx::gpu_ptr<void>(o); });
   std::string error;
-  {
+  if (first_launch_of_kind(spec, batch, m, n)) {
+    enc.commit();
+    if (run_core(&ex, spec, mx::gpu_ptr<float>(a), batch, m, n, p) != ML_OK)
+      error = error_message(spec.op, ml_last_error());
+  } else {
     auto capture = enc.capture_context();
     if (run_core(&ex, spec, mx::gpu_ptr<float>(a), batch, m, n, p) != ML_OK) {
       error = error_message(spec.op, ml_last_error());
