@@ -292,3 +292,19 @@ def test_grad_through_compile_and_vmap():
     # per-matrix gradients through vmap: d(sum w)/dA = I for symmetric input
     g_v = mx.vmap(mx.grad(lambda x: ml.eigvalsh(x).sum()))(mx.array(a))
     assert np.allclose(np.array(g_v), np.broadcast_to(np.eye(4), a.shape), atol=1e-5)
+
+
+def test_qr_complete_square_and_svd_full_square_grads():
+    rng = np.random.default_rng(10)
+    a = separated_general((2,), 4, 4, rng)
+    f_mx, f_np = qr_losses((2, 4, 4), rng, mode="complete")
+    g = mx.grad(f_mx)(mx.array(a))
+    assert rel_err(np.array(g), fd_grad(f_np, a)) < RTOL
+    c = mx.array(rng.standard_normal((2, 4, 4)).astype(np.float32))
+
+    def loss(full):
+        return lambda x: (ml.svd(x, full_matrices=full)[0] ** 2 * c).sum() + ml.svd(x)[1].sum()
+
+    g_full, g_thin = mx.grad(loss(True))(mx.array(a)), mx.grad(loss(False))(mx.array(a))
+    assert rel_err(np.array(g_full), np.array(g_thin)) < 1e-5
+    assert np.linalg.norm(np.array(g_thin)) > 0.1

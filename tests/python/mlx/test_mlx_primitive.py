@@ -144,6 +144,7 @@ OOM_SCRIPT = textwrap.dedent(
     import mlx.core as mx
     import numpy as np
     import metal_linalg as ml
+    mx.set_default_device(mx.cpu)  # the core's host path; no GPU driver under the cap
     n = 6000
     a = mx.array(np.eye(n, dtype=np.float32))
     mx.eval(a)
