@@ -20,10 +20,16 @@ export PYTHONPATH=$SITE
 echo "== installing MLX (CUDA flavour) and nanobind into $SITE"
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$SITE" \
   "$WHL"/mlx-0.32.4-*.whl "$WHL"/mlx_cuda_13-0.32.4-*.whl "$WHL"/nanobind-3.1.0-*.whl || exit 1
-for extra in "$WHL"/scipy_openblas32-*.whl "$WHL"/metal_linalg_torch-*.whl; do
+for extra in "$WHL"/scipy_openblas32-*.whl "$WHL"/metal_linalg_torch-*.whl "$WHL"/nvidia_*.whl; do
   [ -e "$extra" ] && python3 -m pip install -q --no-index --no-deps --no-compile --upgrade \
     --target "$SITE" "$extra"
 done
+# libmlx finds cuBLAS, cuDNN, NCCL, cuFFT, cuSOLVER and NVRTC through $ORIGIN/../../nvidia/*/lib,
+# i.e. in $SITE/nvidia. Without their wheels in WHEEL_DIR, use the ones torch brought.
+if [ ! -e "$SITE/nvidia" ]; then
+  nv=$(env -u PYTHONPATH python3 -c 'import nvidia, os; print([p for p in nvidia.__path__ if os.path.isdir(p)][0])' 2>/dev/null)
+  [ -n "$nv" ] && ln -s "$nv" "$SITE/nvidia" && echo "using CUDA libraries from $nv"
+fi
 python3 -c 'import mlx.core as mx; print("MLX", mx.__version__, "gpu:", mx.is_available(mx.gpu))' \
   | tee "$OUT/env.log"
 nvidia-smi --query-gpu=name,driver_version --format=csv | tee -a "$OUT/env.log"

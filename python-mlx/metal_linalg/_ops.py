@@ -11,6 +11,8 @@ sweep count) as their last output.
 
 from __future__ import annotations
 
+import warnings
+
 import mlx.core as mx
 import numpy as np
 
@@ -43,14 +45,38 @@ def _as_array(a, op: str) -> mx.array:
     return mx.array(np.ascontiguousarray(arr, dtype=np.float32))
 
 
+_GPU_PATH = ext.gpu_path()
+_warned_no_gpu_path = False
+
+
+def _note_cpu_placement(device) -> None:
+    """One warning per process when MLX's GPU stream is asked for but this build has no GPU
+    path for it (Apple's Metal MLX for now): the work runs on the CPU stream instead."""
+    global _warned_no_gpu_path
+    if _warned_no_gpu_path or _GPU_PATH != "none" or device != mx.gpu:
+        return
+    _warned_no_gpu_path = True
+    warnings.warn(
+        "metal_linalg has no path on this MLX's GPU stream yet: calls on it run on the CPU "
+        "stream (MLX orders the two); pass stream=mx.cpu to silence this",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
 def _stream(stream, op: str):
     """The mx.Stream a call runs on, or None for the default stream of the default device."""
-    if stream is None or isinstance(stream, mx.Stream):
+    if stream is None:
+        _note_cpu_placement(mx.default_device())
+        return None
+    if isinstance(stream, mx.Stream):
+        _note_cpu_placement(stream.device)
         return stream
-    if isinstance(stream, mx.Device):
-        return mx.default_stream(stream)
     if isinstance(stream, mx.DeviceType):
-        return mx.default_stream(mx.Device(stream))
+        stream = mx.Device(stream)
+    if isinstance(stream, mx.Device):
+        _note_cpu_placement(stream)
+        return mx.default_stream(stream)
     raise TypeError(
         f"[metal_linalg.{op}] stream must be None, an mx.Stream or an mx.Device, "
         f"got {type(stream).__name__}"
