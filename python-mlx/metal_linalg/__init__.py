@@ -8,13 +8,19 @@ Functions mirror mx.linalg's names and return float32 mx.array:
     svd(a, compute_uv=True, *, full_matrices=False) -> (U, S, Vt), or S when compute_uv=False
     svdvals(a)                                   -> S (descending)
 
-Every function also takes mx.linalg's keyword-only `stream` (accepted, so calls written for
-mx.linalg work unchanged; the work runs in this library's backends, not on an MLX stream).
+Each call is a lazy MLX primitive: it returns unevaluated arrays that compose with other MLX
+ops in one graph (mx.eval / mx.async_eval run it), with gradients (mx.grad, mx.vjp, mx.jvp),
+mx.vmap over any axis and mx.compile. The keyword-only `stream` (None, an mx.Stream or an
+mx.Device) picks where it runs; None means MLX's default device. On MLX's CPU stream the core's
+host path (LAPACK spread over the cores, or its own small-matrix kernels) runs as an MLX task;
+on the GPU stream of a CUDA MLX (mlx[cuda13]) the core's CUDA kernels run on MLX's CUDA stream,
+and shapes no CUDA kernel covers run on the CPU stream. A Metal MLX has no GPU path here yet
+(gpu_path() == "none"): calls on its GPU stream run on the CPU stream.
 Inputs: mx.array, NumPy arrays or nested lists of any real dtype (converted to float32;
 complex raises TypeError), any number of batch dimensions, zero-size batches. A matrix with
 NaN/Inf gives NaN for that matrix only. mode="complete" / full_matrices=True need square
-matrices for now (NotImplementedError). The work runs in the metal_linalg core (CPU:
-LAPACK spread over the cores, or its own small-matrix kernels), not on an MLX stream.
+matrices for now (NotImplementedError). qr_ex, eigh_ex, eigvalsh_ex, svd_ex, svdvals_ex add the
+per-matrix info word (int32 [...], 0 when the matrix converged and was finite).
 
 Routing queries: device_name(), <op>_backend(...), <op>_policy(), set_<op>_policy(**fields),
 reset_<op>_policy(), <op>_policy_source(), calibration_status(), set_cpu_threads(n),
@@ -30,7 +36,19 @@ Environment variables (read by the core when it loads):
 from __future__ import annotations
 
 from ._loader import check_mlx_version
-from ._ops import eigh, eigvalsh, qr, svd, svdvals
+from ._ops import (
+    eigh,
+    eigh_ex,
+    eigvalsh,
+    eigvalsh_ex,
+    gpu_path,
+    qr,
+    qr_ex,
+    svd,
+    svd_ex,
+    svdvals,
+    svdvals_ex,
+)
 from ._queries import (
     CalibrationWarning,
     backends_available,
@@ -80,17 +98,21 @@ __all__ = [
     "device_name",
     "eigh",
     "eigh_backend",
+    "eigh_ex",
     "eigh_policy",
     "eigh_policy_source",
     "eigvalsh",
     "eigvalsh_backend",
+    "eigvalsh_ex",
     "eigvalsh_policy",
     "eigvalsh_policy_source",
     "get_cpu_threads",
+    "gpu_path",
     "lapack_info",
     "policy_file",
     "qr",
     "qr_backend",
+    "qr_ex",
     "qr_policy",
     "qr_policy_source",
     "reload_policy",
@@ -107,10 +129,12 @@ __all__ = [
     "set_svdvals_policy",
     "svd",
     "svd_backend",
+    "svd_ex",
     "svd_policy",
     "svd_policy_source",
     "svdvals",
     "svdvals_backend",
+    "svdvals_ex",
     "svdvals_policy",
     "svdvals_policy_source",
     "version",

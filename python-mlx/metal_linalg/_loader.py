@@ -38,7 +38,30 @@ def check_mlx_version(built: str, running: str) -> None:
         )
 
 
+def _installed_flavour() -> str:
+    """ "cuda" when an mlx-cuda-* distribution is installed, else "other"."""
+    import importlib.metadata as md
+
+    for dist in md.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name.startswith("mlx-cuda"):
+            return "cuda"
+    return "other"
+
+
+def check_mlx_flavour(built: str, installed: str) -> None:
+    """Raise ImportError when a module built for MLX's CUDA flavour meets another flavour."""
+    if built == "cuda" and installed != "cuda":
+        raise ImportError(
+            "metal_linalg was built for MLX's CUDA flavour (mlx[cuda13]) but the installed MLX "
+            "is not it; install mlx[cuda13]==0.32.4 or rebuild metal_linalg against the "
+            "installed MLX"
+        )
+
+
 check_mlx_version(_build_info.MLX_VERSION, mx.__version__)
+if getattr(_build_info, "MLX_FLAVOUR", "cpu") == "cuda":
+    check_mlx_flavour("cuda", _installed_flavour())
 
 # only after the version check
 from . import _ext

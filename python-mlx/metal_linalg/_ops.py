@@ -1,11 +1,17 @@
-"""The decompositions: argument checks and conversions here, the work in _ext (C API).
+"""The decompositions: argument checks here, the work in lazy MLX primitives (_ext).
 
-Signatures follow mx.linalg's (svd's second positional argument is compute_uv). Each takes
-a keyword-only `stream` so calls written for mx.linalg run unchanged; the decomposition
-itself runs in metal_linalg's backends as its routing policy says, not on an MLX stream.
+Signatures follow mx.linalg's (svd's second positional argument is compute_uv). Each call
+returns unevaluated mx.array outputs of one graph node; `mx.eval` (or any use that needs the
+values) runs it on the stream given by the keyword-only `stream` (None: the default stream of
+MLX's default device; an mx.Stream; or an mx.Device / mx.cpu / mx.gpu for its default stream).
+The `*_ex` variants add the per-matrix info word (int32 [...]; 0 = converged and finite; bits
+ML_INFO_* of the C API: 1 not converged, 2 non-finite input, 4 rank deficient; bits 16..31 the
+sweep count) as their last output.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import mlx.core as mx
 import numpy as np
@@ -14,10 +20,16 @@ from ._loader import ext
 
 ML_QR_MODES = {"reduced": 0, "r": 1, "complete": 2}
 ML_UPLO = {"L": 0, "U": 1}
+OP_QR, OP_EIGH, OP_EIGVALSH, OP_SVD, OP_SVDVALS = range(5)
+
+INFO_NOT_CONVERGED = 0x1
+INFO_NONFINITE = 0x2
+INFO_RANK_DEFICIENT = 0x4
+INFO_SWEEPS_SHIFT = 16
 
 
 def _as_array(a, op: str) -> mx.array:
-    """a as an mx.array of a real dtype (cast to float32 happens in _ext)."""
+    """a as an mx.array of a real dtype (the cast to float32 is an MLX op in the graph)."""
     if isinstance(a, mx.array):
         if mx.issubdtype(a.dtype, mx.complexfloating):
             raise TypeError(f"[metal_linalg.{op}] complex input is not supported (got {a.dtype})")
@@ -31,6 +43,44 @@ def _as_array(a, op: str) -> mx.array:
         raise TypeError(f"[metal_linalg.{op}] expected a real numeric array, got {arr.dtype}")
     # float32 on the NumPy side: MLX has no float64 on every device.
     return mx.array(np.ascontiguousarray(arr, dtype=np.float32))
+
+
+_GPU_PATH = ext.gpu_path()
+_warned_no_gpu_path = False
+
+
+def _note_cpu_placement(device) -> None:
+    """One warning per process when MLX's GPU stream is asked for but this build has no GPU
+    path for it (Apple's Metal MLX for now): the work runs on the CPU stream instead."""
+    global _warned_no_gpu_path
+    if _warned_no_gpu_path or _GPU_PATH != "none" or device != mx.gpu:
+        return
+    _warned_no_gpu_path = True
+    warnings.warn(
+        "metal_linalg has no path on this MLX's GPU stream yet: calls on it run on the CPU "
+        "stream (MLX orders the two); pass stream=mx.cpu to silence this",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+def _stream(stream, op: str):
+    """The mx.Stream a call runs on, or None for the default stream of the default device."""
+    if stream is None:
+        _note_cpu_placement(mx.default_device())
+        return None
+    if isinstance(stream, mx.Stream):
+        _note_cpu_placement(stream.device)
+        return stream
+    if isinstance(stream, mx.DeviceType):
+        stream = mx.Device(stream)
+    if isinstance(stream, mx.Device):
+        _note_cpu_placement(stream)
+        return mx.default_stream(stream)
+    raise TypeError(
+        f"[metal_linalg.{op}] stream must be None, an mx.Stream or an mx.Device, "
+        f"got {type(stream).__name__}"
+    )
 
 
 def _matrix_dims(a: mx.array, op: str) -> tuple[int, int]:
@@ -55,24 +105,44 @@ def _uplo(UPLO: str, op: str) -> int:
     return ML_UPLO[UPLO]
 
 
-def qr(a, mode: str = "reduced", *, stream=None):
-    """QR factorization of each matrix in a [..., M, N]; K = min(M, N).
-
-    mode="reduced": (Q [..., M, K], R [..., K, N]); "r": R only (as numpy.linalg.qr);
-    "complete": (Q [..., M, M], R [..., M, N]), square matrices only for now.
-    """
+def _qr(a, mode, stream, with_info):
     if mode not in ML_QR_MODES:
         raise ValueError(
             f"[metal_linalg.qr] mode must be 'reduced', 'r' or 'complete', got {mode!r}"
         )
+    s = _stream(stream, "qr")
     a = _as_array(a, "qr")
     m, n = _matrix_dims(a, "qr")
     if mode == "complete" and m != n:
         raise NotImplementedError(
             f"[metal_linalg.qr] mode='complete' needs square matrices for now, got {m}x{n}"
         )
-    q, r = ext.qr(a, ML_QR_MODES[mode])
-    return r if mode == "r" else (q, r)
+    return ext.decompose(a, OP_QR, ML_QR_MODES[mode], with_info, s)
+
+
+def qr(a, mode: str = "reduced", *, stream=None):
+    """QR factorization of each matrix in a [..., M, N]; K = min(M, N).
+
+    mode="reduced": (Q [..., M, K], R [..., K, N]); "r": R only (as numpy.linalg.qr);
+    "complete": (Q [..., M, M], R [..., M, N]), square matrices only for now.
+    Differentiable for M >= N with Q computed (not mode="r").
+    """
+    out = _qr(a, mode, stream, False)
+    return out[0] if mode == "r" else tuple(out)
+
+
+def qr_ex(a, mode: str = "reduced", *, stream=None):
+    """qr plus the per-matrix info word: (Q, R, info), or (R, info) for mode="r"."""
+    return tuple(_qr(a, mode, stream, True))
+
+
+def _eigh(a, UPLO, stream, op, with_info):
+    uplo = _uplo(UPLO, "eigh" if op == OP_EIGH else "eigvalsh")
+    name = "eigh" if op == OP_EIGH else "eigvalsh"
+    s = _stream(stream, name)
+    a = _as_array(a, name)
+    _square(a, name)
+    return ext.decompose(a, op, uplo, with_info, s)
 
 
 def eigh(a, UPLO: str = "L", *, stream=None):
@@ -80,18 +150,40 @@ def eigh(a, UPLO: str = "L", *, stream=None):
 
     Only the UPLO triangle is read. Returns (w [..., N], V [..., N, N]) as mx.linalg.eigh.
     """
-    uplo = _uplo(UPLO, "eigh")
-    a = _as_array(a, "eigh")
-    _square(a, "eigh")
-    return ext.eigh(a, uplo)
+    return tuple(_eigh(a, UPLO, stream, OP_EIGH, False))
+
+
+def eigh_ex(a, UPLO: str = "L", *, stream=None):
+    """eigh plus the per-matrix info word: (w, V, info)."""
+    return tuple(_eigh(a, UPLO, stream, OP_EIGH, True))
 
 
 def eigvalsh(a, UPLO: str = "L", *, stream=None):
     """Eigenvalues (ascending) of symmetric matrices a [..., N, N]; only the UPLO triangle is read."""
-    uplo = _uplo(UPLO, "eigvalsh")
-    a = _as_array(a, "eigvalsh")
-    _square(a, "eigvalsh")
-    return ext.eigvalsh(a, uplo)
+    return _eigh(a, UPLO, stream, OP_EIGVALSH, False)[0]
+
+
+def eigvalsh_ex(a, UPLO: str = "L", *, stream=None):
+    """eigvalsh plus the per-matrix info word: (w, info)."""
+    return tuple(_eigh(a, UPLO, stream, OP_EIGVALSH, True))
+
+
+def _svd(a, full_matrices, stream, with_info):
+    s = _stream(stream, "svd")
+    a = _as_array(a, "svd")
+    m, n = _matrix_dims(a, "svd")
+    if full_matrices and m != n:
+        raise NotImplementedError(
+            f"[metal_linalg.svd] full_matrices=True needs square matrices for now, got {m}x{n}"
+        )
+    return ext.decompose(a, OP_SVD, 1 if full_matrices else 0, with_info, s)
+
+
+def _svdvals(a, stream, with_info):
+    s = _stream(stream, "svdvals")
+    a = _as_array(a, "svdvals")
+    _matrix_dims(a, "svdvals")
+    return ext.decompose(a, OP_SVDVALS, 0, with_info, s)
 
 
 def svd(a, compute_uv: bool = True, *, full_matrices: bool = False, stream=None):
@@ -101,19 +193,30 @@ def svd(a, compute_uv: bool = True, *, full_matrices: bool = False, stream=None)
     or S alone when compute_uv=False (as mx.linalg.svd). full_matrices=True needs square
     matrices for now (then it is the same as the thin result).
     """
-    a = _as_array(a, "svd")
-    m, n = _matrix_dims(a, "svd")
     if not compute_uv:
-        return ext.svdvals(a)
-    if full_matrices and m != n:
-        raise NotImplementedError(
-            f"[metal_linalg.svd] full_matrices=True needs square matrices for now, got {m}x{n}"
-        )
-    return ext.svd(a, bool(full_matrices))
+        return _svdvals(a, stream, False)[0]
+    return tuple(_svd(a, full_matrices, stream, False))
+
+
+def svd_ex(a, compute_uv: bool = True, *, full_matrices: bool = False, stream=None):
+    """svd plus the per-matrix info word: (U, S, Vt, info), or (S, info) when compute_uv=False."""
+    if not compute_uv:
+        return tuple(_svdvals(a, stream, True))
+    return tuple(_svd(a, full_matrices, stream, True))
 
 
 def svdvals(a, *, stream=None):
     """Singular values (descending) of each matrix in a [..., M, N]: [..., min(M, N)]."""
-    a = _as_array(a, "svdvals")
-    _matrix_dims(a, "svdvals")
-    return ext.svdvals(a)
+    return _svdvals(a, stream, False)[0]
+
+
+def svdvals_ex(a, *, stream=None):
+    """svdvals plus the per-matrix info word: (S, info)."""
+    return tuple(_svdvals(a, stream, True))
+
+
+def gpu_path() -> str:
+    """What this build runs on MLX's GPU stream: "cuda" (the core's CUDA kernels on MLX's CUDA
+    stream) or "none" (MLX without a GPU path here: calls on the GPU stream run on the CPU
+    stream; on Apple's Metal MLX this holds until the Metal kernels are wired into MLX)."""
+    return ext.gpu_path()

@@ -1,29 +1,31 @@
-// metal_linalg._ext: mx.array in, mx.array out, through the core's C API only.
-// Inputs are evaluated on the CPU stream, cast to float32 and made row-contiguous;
-// outputs are fresh float32 arrays filled by the core in host memory. Argument
-// checks that need Python types (dtype, mode strings) live in __init__.py.
+// metal_linalg._ext: the nanobind module. The decompositions are lazy MLX primitives
+// (primitive.h); the rest binds the core's C API (policy, routing, CPU threads, LAPACK).
+// Argument checks that need Python types (dtypes, mode strings) live in _ops.py.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "gpu_eval.h"
 #include "metal_linalg/metal_linalg.h"
-#include "mlx/allocator.h"
 #include "mlx/array.h"
-#include "mlx/ops.h"
-#include "mlx/transforms.h"
+#include "mlx/stream.h"
+#include "primitive.h"
 
 namespace nb = nanobind;
 namespace mx = mlx::core;
 
 namespace {
 
-[[noreturn]] void raise_status(ml_status st, const char *where) {
-  std::string msg = std::string("[metal_linalg.") + where + "] " + ml_last_error();
+// Raises the Python exception for a core status. Called with the GIL held (nothing in this
+// module releases it: the decompositions run later, inside MLX's evaluation).
+[[noreturn]] void raise_message(ml_status st, const std::string &msg) {
   switch (st) {
     case ML_INVALID_ARGUMENT:
       throw nb::value_error(msg.c_str());
@@ -35,178 +37,18 @@ namespace {
   }
 }
 
+[[noreturn]] void raise_status(ml_status st, const char *where) {
+  std::string core = ml_last_error();
+  const std::string tag = "[metal_linalg::";
+  if (core.compare(0, tag.size(), tag) == 0) {
+    const size_t close = core.find("] ");
+    if (close != std::string::npos) core = core.substr(close + 2);
+  }
+  raise_message(st, std::string("[metal_linalg.") + where + "] " + core);
+}
+
 void check(ml_status st, const char *where) {
   if (st != ML_OK) raise_status(st, where);
-}
-
-// Batch dims, rows, columns of a [..., m, n] array.
-struct Dims {
-  mx::Shape batch_shape;
-  int64_t batch = 1, m = 0, n = 0;
-};
-
-Dims dims_of(const mx::array &a, const char *where) {
-  if (a.ndim() < 2)
-    throw nb::value_error((std::string("[metal_linalg.") + where +
-                           "] expected an array with at least 2 dimensions")
-                              .c_str());
-  Dims d;
-  const auto &s = a.shape();
-  d.batch_shape = mx::Shape(s.begin(), s.end() - 2);
-  for (auto x : d.batch_shape) d.batch *= x;
-  d.m = s[s.size() - 2];
-  d.n = s[s.size() - 1];
-  return d;
-}
-
-// Row-major float32 values of an evaluated float32 array with any strides
-// (transposed or sliced views), gathered without a trip through MLX's scheduler.
-std::vector<float> gather_f32(const mx::array &x) {
-  const auto &shape = x.shape();
-  const auto &strides = x.strides();
-  const int nd = static_cast<int>(x.ndim());
-  std::vector<float> out(x.size());
-  std::vector<int64_t> idx(nd, 0);
-  const float *src = x.data<float>();
-  int64_t off = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i] = src[off];
-    for (int d = nd - 1; d >= 0; --d) {
-      off += strides[d];
-      if (++idx[d] < shape[d]) break;
-      off -= strides[d] * shape[d];
-      idx[d] = 0;
-    }
-  }
-  return out;
-}
-
-// Row-major float32 input for the core. An evaluated row-contiguous float32 array
-// is used in place; float32 views are gathered here; other dtypes are converted by
-// MLX on the CPU stream. (MLX ops cost tens of microseconds in its scheduler, more
-// than a small decomposition.)
-struct HostInput {
-  mx::array keep;
-  std::vector<float> gathered;
-  const float *data = nullptr;
-
-  explicit HostInput(const mx::array &a) : keep(a) {
-    keep.eval();
-    if (keep.dtype() != mx::float32) {
-      const mx::StreamOrDevice cpu = mx::Device(mx::Device::cpu);
-      keep = mx::contiguous(mx::astype(keep, mx::float32, cpu), false, cpu);
-      keep.eval();
-    }
-    if (keep.flags().row_contiguous) {
-      data = keep.data<float>();
-    } else {
-      gathered = gather_f32(keep);
-      data = gathered.data();
-    }
-  }
-};
-
-mx::Shape with_tail(const mx::Shape &batch, std::initializer_list<int64_t> tail) {
-  mx::Shape s = batch;
-  for (auto t : tail) s.push_back(static_cast<int>(t));
-  return s;
-}
-
-// A new float32 array the core writes into (MLX allocator, so MLX frees it).
-mx::array new_f32(const mx::Shape &shape) {
-  size_t count = 1;
-  for (auto d : shape) count *= static_cast<size_t>(d);
-  if (count == 0) {
-    mx::array z = mx::zeros(shape, mx::float32);
-    z.eval();
-    return z;
-  }
-  return mx::array(mx::allocator::malloc(count * sizeof(float)), shape, mx::float32);
-}
-
-bool empty(const Dims &d) { return d.batch == 0 || d.m == 0 || d.n == 0; }
-
-// mode: ML_QR_*; returns (Q or None, R).
-nb::tuple qr(const mx::array &a, int mode) {
-  Dims d = dims_of(a, "qr");
-  const int64_t k = d.m < d.n ? d.m : d.n;
-  const int64_t qcols = mode == ML_QR_COMPLETE ? d.m : k;
-  const int64_t rrows = mode == ML_QR_COMPLETE ? d.m : k;
-  mx::array r = new_f32(with_tail(d.batch_shape, {rrows, d.n}));
-  if (mode == ML_QR_R) {
-    if (!empty(d)) {
-      HostInput x(a);
-      nb::gil_scoped_release nogil;
-      check(ml_qr(nullptr, x.data, d.batch, d.m, d.n, mode, nullptr, r.data<float>(),
-                  nullptr),
-            "qr");
-    }
-    return nb::make_tuple(nb::none(), r);
-  }
-  mx::array q = new_f32(with_tail(d.batch_shape, {d.m, qcols}));
-  if (!empty(d)) {
-    HostInput x(a);
-    nb::gil_scoped_release nogil;
-    check(ml_qr(nullptr, x.data, d.batch, d.m, d.n, mode, q.data<float>(),
-                r.data<float>(), nullptr),
-          "qr");
-  }
-  return nb::make_tuple(q, r);
-}
-
-nb::tuple eigh(const mx::array &a, int uplo) {
-  Dims d = dims_of(a, "eigh");
-  mx::array w = new_f32(with_tail(d.batch_shape, {d.n}));
-  mx::array v = new_f32(with_tail(d.batch_shape, {d.n, d.n}));
-  if (!empty(d)) {
-    HostInput x(a);
-    nb::gil_scoped_release nogil;
-    check(ml_eigh(nullptr, x.data, d.batch, d.n, uplo, w.data<float>(), v.data<float>(),
-                  nullptr),
-          "eigh");
-  }
-  return nb::make_tuple(w, v);
-}
-
-mx::array eigvalsh(const mx::array &a, int uplo) {
-  Dims d = dims_of(a, "eigvalsh");
-  mx::array w = new_f32(with_tail(d.batch_shape, {d.n}));
-  if (!empty(d)) {
-    HostInput x(a);
-    nb::gil_scoped_release nogil;
-    check(ml_eigvalsh(nullptr, x.data, d.batch, d.n, uplo, w.data<float>(), nullptr),
-          "eigvalsh");
-  }
-  return w;
-}
-
-nb::tuple svd(const mx::array &a, bool full_matrices) {
-  Dims d = dims_of(a, "svd");
-  const int64_t k = d.m < d.n ? d.m : d.n;
-  mx::array u = new_f32(with_tail(d.batch_shape, {d.m, k}));
-  mx::array s = new_f32(with_tail(d.batch_shape, {k}));
-  mx::array vt = new_f32(with_tail(d.batch_shape, {k, d.n}));
-  if (!empty(d)) {
-    HostInput x(a);
-    nb::gil_scoped_release nogil;
-    check(ml_svd(nullptr, x.data, d.batch, d.m, d.n, full_matrices ? 1 : 0,
-                 u.data<float>(), s.data<float>(), vt.data<float>(), nullptr),
-          "svd");
-  }
-  return nb::make_tuple(u, s, vt);
-}
-
-mx::array svdvals(const mx::array &a) {
-  Dims d = dims_of(a, "svdvals");
-  const int64_t k = d.m < d.n ? d.m : d.n;
-  mx::array s = new_f32(with_tail(d.batch_shape, {k}));
-  if (!empty(d)) {
-    HostInput x(a);
-    nb::gil_scoped_release nogil;
-    check(ml_svdvals(nullptr, x.data, d.batch, d.m, d.n, s.data<float>(), nullptr),
-          "svdvals");
-  }
-  return s;
 }
 
 std::string policy_get(int op) {
@@ -217,17 +59,34 @@ std::string policy_get(int op) {
   return std::string(buf.data());
 }
 
+// The lazy decomposition: the primitive's outputs (see mlext::output_shapes for the order).
+std::vector<mx::array> decompose(const mx::array &a, int op, int flags, bool with_info,
+                                 std::optional<mx::Stream> stream) {
+  try {
+    return mlext::build(a, mlext::Spec{op, flags, with_info}, stream);
+  } catch (const mlext::CoreError &e) {
+    raise_message(e.status, e.what());
+  }
+}
+
 }  // namespace
 
 NB_MODULE(_ext, m) {
-  m.doc() = "metal_linalg's compiled part: decompositions of mx.array through the C API";
+  m.doc() = "metal_linalg's compiled part: lazy MLX primitives over the core's C API";
   m.attr("MLX_VERSION") = ML_MLX_VERSION;
 
-  m.def("qr", &qr, nb::arg("a"), nb::arg("mode"));
-  m.def("eigh", &eigh, nb::arg("a"), nb::arg("uplo"));
-  m.def("eigvalsh", &eigvalsh, nb::arg("a"), nb::arg("uplo"));
-  m.def("svd", &svd, nb::arg("a"), nb::arg("full_matrices"));
-  m.def("svdvals", &svdvals, nb::arg("a"));
+  m.def("decompose", &decompose, nb::arg("a"), nb::arg("op"), nb::arg("flags"),
+        nb::arg("with_info"), nb::arg("stream").none());
+  m.def("gpu_path", [] { return std::string(mlext::gpu_path()); });
+  m.def("placement", [](int op, int flags, const std::vector<int> &shape, mx::Stream s) {
+    return mlext::placement(mlext::Spec{op, flags, false}, mx::Shape(shape.begin(), shape.end()),
+                            s);
+  });
+  m.def("gpu_backend", [](int op, int64_t m_, int64_t n, int64_t batch) {
+    const char *name = ml_backend(op, ML_MEMORY_CUDA, m_, n, batch);
+    if (name == nullptr || *name == '\0') raise_status(ML_INVALID_ARGUMENT, "backend");
+    return std::string(name);
+  });
 
   m.def("api_version", &ml_api_version);
   m.def("version_string", [] { return std::string(ml_version_string()); });

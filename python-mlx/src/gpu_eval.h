@@ -1,0 +1,25 @@
+// The GPU half of the primitive, one implementation per MLX flavour:
+//   gpu_eval_cuda.cpp  MLX's CUDA backend: the core's CUDA kernels on MLX's CUDA stream.
+//   gpu_eval_none.cpp  MLX without a GPU path here (CPU-only MLX, and Metal MLX until the
+//                      core's Metal backend has an exec mode for MLX's command encoder).
+// CMake compiles exactly one of them (python-mlx/CMakeLists.txt picks it from the installed MLX).
+#pragma once
+
+#include <vector>
+
+#include "primitive.h"
+
+namespace mlext {
+
+// Which flavour was compiled in: "cuda" or "none".
+const char *gpu_path();
+
+// True when eval_gpu can run spec for this input shape on the GPU (a CUDA kernel covers shape
+// and batch under the current policy). When false, build() places the primitive on the CPU.
+bool gpu_covers(const Spec &spec, int64_t batch, int64_t m, int64_t n);
+
+// eval_gpu's body: inputs[0] is row-contiguous float32 on the primitive's GPU stream.
+void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::array> &inputs,
+              std::vector<mx::array> &outputs);
+
+}  // namespace mlext

@@ -1,0 +1,100 @@
+// MLX's CUDA backend: the core's CUDA kernels enqueued on MLX's CUDA stream through the C API's
+// device-memory exec mode (ML_MEMORY_CUDA). Buffers come from MLX's allocator; the input,
+// outputs and workspace are registered with MLX's command encoder; the launches are captured
+// into MLX's CUDA graph (the encoder's capture context), so they run in order with the MLX ops
+// around them. Nothing here waits for the GPU.
+//
+// The first launch of each kernel kind (the core's launch name, e.g. "cuda:eigh_jacobi_small/lane")
+// is not captured: it goes straight onto MLX's stream after committing the work MLX has
+// encoded so far, so the kernel's module loading and shared-memory attribute setting happen
+// outside any stream capture. Stream order keeps it between the MLX work before and after it.
+//
+// MLX's allocator hands out unified (managed) memory to code outside libmlx; the kernels use
+// it through its device address.
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include "core_call.h"
+#include "gpu_eval.h"
+#include "mlx/allocator.h"
+#include "mlx/backend/cuda/device.h"
+#include "mlx/backend/cuda/utils.h"
+
+namespace mlext {
+
+const char *gpu_path() { return "cuda"; }
+
+bool gpu_covers(const Spec &spec, int64_t batch, int64_t m, int64_t n) {
+  if (!ml_backend_available("cuda")) return false;
+  const char *name = ml_backend(spec.op, ML_MEMORY_CUDA, m, n, batch);
+  return name != nullptr && std::strncmp(name, "cuda:", 5) == 0;
+}
+
+namespace {
+
+// True the first time a launch kind (op, flags and the core's launch name) is seen.
+bool first_launch_of_kind(const Spec &spec, int64_t batch, int64_t m, int64_t n) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  const char *name = ml_backend(spec.op, ML_MEMORY_CUDA, m, n, batch);
+  std::string key = std::to_string(spec.op) + "/" + std::to_string(spec.flags) + "/" +
+                    (name != nullptr ? name : "");
+  std::lock_guard<std::mutex> lock(mu);
+  return seen.insert(std::move(key)).second;
+}
+
+}  // namespace
+
+void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::array> &inputs,
+              std::vector<mx::array> &outputs) {
+  const mx::array &a = inputs[0];
+  const auto &s = a.shape();
+  int64_t batch = 1;
+  for (size_t i = 0; i + 2 < s.size(); ++i) batch *= s[i];
+  const int64_t m = s[s.size() - 2], n = s[s.size() - 1];
+  if (!a.flags().row_contiguous)
+    throw std::runtime_error(std::string("[metal_linalg.") + op_name(spec.op) +
+                             "] internal error: GPU input is not row-contiguous");
+
+  auto &enc = mx::cu::get_command_encoder(stream);
+  for (auto &o : outputs) o.set_data(mx::allocator::malloc(o.nbytes()));
+
+  ml_exec ex;
+  std::memset(&ex, 0, sizeof ex);
+  ex.memory = ML_MEMORY_CUDA;
+  ex.device = enc.device().cuda_device();
+  ex.stream = static_cast<cudaStream_t>(enc.stream());
+  int64_t ws_bytes = 0;
+  if (ml_workspace_size(&ex, spec.op, batch, m, n, spec.flags, &ws_bytes) != ML_OK)
+    throw std::runtime_error(error_message(spec.op, ml_last_error()));
+  if (ws_bytes > 0) {
+    mx::array ws(mx::allocator::malloc(static_cast<size_t>(ws_bytes)),
+                 {static_cast<int>(ws_bytes)}, mx::uint8);
+    enc.add_temporary(ws);
+    ex.workspace = mx::gpu_ptr<void>(ws);
+    ex.workspace_bytes = ws_bytes;
+  }
+
+  enc.set_input_array(a);
+  for (auto &o : outputs) enc.set_output_array(o);
+  const CorePointers p =
+      output_pointers(spec, outputs, [](mx::array &o) { return mx::gpu_ptr<void>(o); });
+  std::string error;
+  if (first_launch_of_kind(spec, batch, m, n)) {
+    enc.commit();
+    if (run_core(&ex, spec, mx::gpu_ptr<float>(a), batch, m, n, p) != ML_OK)
+      error = error_message(spec.op, ml_last_error());
+  } else {
+    auto capture = enc.capture_context();
+    if (run_core(&ex, spec, mx::gpu_ptr<float>(a), batch, m, n, p) != ML_OK) {
+      error = error_message(spec.op, ml_last_error());
+      capture.discard = true;
+    }
+  }
+  if (!error.empty()) throw std::runtime_error(error);
+}
+
+}  // namespace mlext

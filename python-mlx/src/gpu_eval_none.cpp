@@ -1,0 +1,23 @@
+// MLX without a GPU path in this package: CPU-only MLX, and Metal MLX until the core's Metal
+// backend can encode its kernels into MLX's command encoder. build() then places every
+// primitive on the CPU stream (a call on the GPU stream runs the core's host path and MLX
+// orders it with the GPU work around it), so eval_gpu is never reached.
+#include <stdexcept>
+#include <string>
+
+#include "gpu_eval.h"
+
+namespace mlext {
+
+const char *gpu_path() { return "none"; }
+
+bool gpu_covers(const Spec &, int64_t, int64_t, int64_t) { return false; }
+
+void eval_gpu(const mx::Stream &, const Spec &spec, const std::vector<mx::array> &,
+              std::vector<mx::array> &) {
+  throw std::runtime_error(std::string("[metal_linalg.") + op_name(spec.op) +
+                           "] this build has no GPU path for MLX's GPU stream; "
+                           "the call should have been placed on the CPU stream");
+}
+
+}  // namespace mlext
