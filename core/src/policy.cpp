@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "cpu_kernels.h"
+#include "backend.h"
 #include "device.h"
 #include "errors.h"
 #include "ops.h"
@@ -31,7 +31,7 @@ const char *const kFieldNames[kFieldCount] = {"cpu_kernel_max_n",  "gpu_min_batc
 int64_t default_value(int32_t op, int field) {
   switch (field) {
     case kCpuKernelMaxN: {
-      const int64_t k = cpu_kernels::max_n(op);
+      const int64_t k = cpu_backend().kernel_max_n(op);
       return k < 16 ? k : 16;
     }
     case kGpuMinBatch: return 1;

@@ -3,7 +3,7 @@
 // the symmetric families of test_kernels (plus graded positive definite ones, 1e-30 / 1e37
 // scales, NaN garbage in the unread triangle, NaN / Inf matrices inside a batch), judged by
 // LAPACK's ratios in double as test_kernels' eigh checks; the sweep cap; group_offset.
-#include "../../core/src/kernel_runner.h"
+#include "kernel_runner.h"
 #include "../../core/kernels/eigh_jacobi_small.h"
 #include "kernel_test_util.h"
 

@@ -3,11 +3,12 @@
 // hard matrix families, judged by LAPACK's ratios in double. Also the runner's own simd ops
 // and the group-size-1 build the CPU backend uses (core/src/cpu_kernels.cpp).
 // Usage: test_kernels <suite>   suites: runner qr eigh serial race (race: for -DML_KERNELS_TSAN=ON)
-#include "../../core/src/kernel_runner.h"
+#include "kernel_runner.h"
 #include "../../core/kernels/eigh_tridiag_ql.h"
 #include "../../core/kernels/qr_householder.h"
-#include "../../core/src/cpu_kernels.h"
+#include "../../cpu/cpu_kernels.h"
 #include "metal_linalg/metal_linalg.h"
+#include "../../metal/launch_config.h"
 #include "kernel_test_util.h"
 
 using kt::Mat;
@@ -190,7 +191,7 @@ void test_qr(Report &rep) {
       check_qr(rep, s[0], s[1], ML_K_QR_COMPLETE, gs, rng, gs != 64 ? kAll : kCore);
     }
   // Either side of the limits: at the limit (group sizes 1 and the preferred one).
-  check_qr(rep, metal_n, metal_n, ML_K_QR_REDUCED, ml_qr_householder_group_size(metal_n, metal_n), rng, kCore);
+  check_qr(rep, metal_n, metal_n, ML_K_QR_REDUCED, ml::metal::group_size_qr_householder(metal_n, metal_n, 1), rng, kCore);
   check_qr(rep, metal_n, metal_n, ML_K_QR_REDUCED, 1, rng, kAll);
   // Every square size up to the Metal limit sequentially; an odd group size every 6th size.
   for (int n = 1; n <= metal_n; ++n) {
@@ -327,7 +328,7 @@ void test_eigh(Report &rep) {
       check_eig(rep, n, (turn++ & 1) ? ML_K_UPPER : ML_K_LOWER, gs, rng, gs <= 7 ? kAll : kCore);
     }
   for (int gs : {1, 7, 32}) check_eig_cap(rep, gs, rng);
-  check_eig(rep, metal_n, ML_K_LOWER, ml_eigh_tridiag_ql_group_size(metal_n, metal_n), rng, kCore);
+  check_eig(rep, metal_n, ML_K_LOWER, ml::metal::group_size_eigh_tridiag_ql(metal_n, metal_n, 1), rng, kCore);
   check_eig(rep, metal_n, ML_K_UPPER, 1, rng, kAll);
   for (int n = 1; n <= metal_n; ++n) {
     check_eig(rep, n, n & 1 ? ML_K_LOWER : ML_K_UPPER, 1, rng, kFew);

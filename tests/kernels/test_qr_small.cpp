@@ -4,7 +4,7 @@
 // isolation inside a batch, and agreement with the group kernel (qr_householder.h): the same
 // reflectors, so the same signs of R's diagonal and the same Q up to rounding.
 // Usage: test_qr_small
-#include "../../core/src/kernel_runner.h"
+#include "kernel_runner.h"
 #include "../../core/kernels/qr_householder.h"
 #include "../../core/kernels/qr_householder_small.h"
 #include "kernel_test_util.h"

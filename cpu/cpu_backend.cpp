@@ -35,17 +35,9 @@ struct Sizes {
 };
 
 Sizes sizes_of(const Call &c) {
-  const int64_t m = c.m, n = c.n, k = std::min(m, n);
-  switch (c.op) {
-    case ML_OP_QR: {
-      const bool complete = c.flags == ML_QR_COMPLETE;
-      return {m * n, c.flags == ML_QR_R ? 0 : m * (complete ? m : k), (complete ? m : k) * n, 0};
-    }
-    case ML_OP_EIGH: return {n * n, n, n * n, 0};
-    case ML_OP_EIGVALSH: return {n * n, n, 0, 0};
-    case ML_OP_SVD: return {m * n, m * k, k, k * n};
-    default: return {m * n, 0, k, 0};
-  }
+  int64_t out[3];
+  output_floats(c.op, c.m, c.n, c.flags, out);
+  return {c.m * c.n, out[0], out[1], out[2]};
 }
 
 // Power-of-two scaling that brings the largest |a| into [1, 2): exact in both

@@ -2,7 +2,7 @@
 // matrices), the batch spread over the thread pool, non-finite matrices
 // isolated and every matrix scaled by a power of two around the solver.
 #pragma once
-#include "backend_gpu.h"
+#include "backend.h"
 #include "policy.h"
 
 namespace ml::cpu {

@@ -3,13 +3,13 @@
 #define ML_CPU_SERIAL 1
 #include <algorithm>
 
-#include "../kernels/compat_cpu.h"
-#include "../kernels/eigh_jacobi_small.h"
-#include "../kernels/eigh_tridiag_ql.h"
-#include "../kernels/qr_householder.h"
-#include "../kernels/qr_householder_small.h"
-#include "../kernels/svd_bidiag_qr.h"
-#include "../kernels/svd_jacobi_small.h"
+#include "../core/kernels/compat_cpu.h"
+#include "../core/kernels/eigh_jacobi_small.h"
+#include "../core/kernels/eigh_tridiag_ql.h"
+#include "../core/kernels/qr_householder.h"
+#include "../core/kernels/qr_householder_small.h"
+#include "../core/kernels/svd_bidiag_qr.h"
+#include "../core/kernels/svd_jacobi_small.h"
 #include "cpu_kernels.h"
 #include "metal_linalg/metal_linalg.h"
 

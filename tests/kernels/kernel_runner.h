@@ -8,7 +8,7 @@
 #endif
 #include <cstdint>
 
-#include "../kernels/compat_cpu.h"
+#include "../../core/kernels/compat_cpu.h"
 
 namespace ml::kernel_runner {
 
