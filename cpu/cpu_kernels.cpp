@@ -23,7 +23,7 @@ int64_t max_n(int32_t op) {
     case ML_OP_QR: return 16;
     case ML_OP_EIGH: return 24;
     case ML_OP_EIGVALSH: return 16;
-    case ML_OP_SVD: return 24;      // measured by helper K3 (core/kernels/README.md)
+    case ML_OP_SVD: return 24;      // measured as core/kernels/README.md says
     case ML_OP_SVDVALS: return 16;
     default: return 0;
   }

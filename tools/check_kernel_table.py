@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def preprocess(clang: str, tree: Path, args: list[str]) -> str:
     cmd = [clang, "-E", "-P", *args]
-    out = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
+    out = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr}")
     return out.stdout
@@ -54,26 +54,40 @@ def check(clang: str, tree: Path) -> list[str]:
     metal = preprocess(
         clang,
         tree,
-        ["-x", "cl", "-cl-std=clc++2021", "-I", str(ROOT / "tools/metal_check"), "-I", "core/kernels",
-         "metal/kernels.metal"],
+        [
+            "-x",
+            "cl",
+            "-cl-std=clc++2021",
+            "-I",
+            str(ROOT / "tools/metal_check"),
+            "-I",
+            "core/kernels",
+            "metal/kernels.metal",
+        ],
     )
-    cuda = preprocess(clang, tree, ["-x", "c++", "-std=c++17", "-I", "core/kernels", "cuda/kernels.cu"])
+    cuda = preprocess(
+        clang, tree, ["-x", "c++", "-std=c++17", "-I", "core/kernels", "cuda/kernels.cu"]
+    )
     runner = preprocess(
-        clang, tree, ["-x", "c++", "-std=c++20", "-I", "core/include", "tests/kernels/test_kernel_table.cpp"]
+        clang,
+        tree,
+        ["-x", "c++", "-std=c++20", "-I", "core/include", "tests/kernels/test_kernel_table.cpp"],
     )
     for name, fn, kind in rows:
         want_metal = [f"ml_metal_{name}_lane"] + ([f"ml_metal_{name}"] if kind == "GROUP" else [])
         for entry in want_metal:
-            if not re.search(r"__kernel\s+void\s+%s\s*\(" % entry, metal):
+            if not re.search(rf"__kernel\s+void\s+{entry}\s*\(", metal):
                 errors.append(f"{name}: no Metal entry {entry} in metal/kernels.metal")
         want_cuda = [f"ml_cuda_{name}_lane"] + ([f"ml_cuda_{name}"] if kind == "GROUP" else [])
         for entry in want_cuda:
-            if not re.search(r"__global__\s+void\s+%s\s*\(" % entry, cuda):
+            if not re.search(rf"__global__\s+void\s+{entry}\s*\(", cuda):
                 errors.append(f"{name}: no CUDA entry {entry} in cuda/kernels.cu")
-        if not re.search(r'\{\s*"%s"\s*,' % name, cuda):
+        if not re.search(r'\{\s*"' + name + r'"\s*,', cuda):
             errors.append(f"{name}: no KernelDesc row in cuda/kernels.cu")
-        if not re.search(r'\{\s*"%s"\s*,' % name, runner):
-            errors.append(f"{name}: not in the CPU runner's list (tests/kernels/test_kernel_table.cpp)")
+        if not re.search(r'\{\s*"' + name + r'"\s*,', runner):
+            errors.append(
+                f"{name}: not in the CPU runner's list (tests/kernels/test_kernel_table.cpp)"
+            )
     return errors
 
 
@@ -89,24 +103,30 @@ def main() -> int:
                 "kernel without a table line",
                 "core/kernels/qr_householder.h",
                 "#endif",
-                "ML_FN void ml_zz_planted(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,\n"
-                "                         ML_DEVICE int *info) {}\n#endif",
+                (
+                    "ML_FN void ml_zz_planted(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,\n"
+                    "                         ML_DEVICE int *info) {}\n#endif"
+                ),
                 "ml_zz_planted",
             ),
             (
                 "Metal generator dropping REGISTER lines",
                 "metal/kernels.metal",
                 "ML_KERNEL_TABLE(ML_METAL_ENTRIES)",
-                "#undef ML_METAL_ENTRIES_REGISTER\n#define ML_METAL_ENTRIES_REGISTER(name, fn, outs)\n"
-                "ML_KERNEL_TABLE(ML_METAL_ENTRIES)",
+                (
+                    "#undef ML_METAL_ENTRIES_REGISTER\n#define ML_METAL_ENTRIES_REGISTER(name, fn, outs)\n"
+                    "ML_KERNEL_TABLE(ML_METAL_ENTRIES)"
+                ),
                 "no Metal entry",
             ),
             (
                 "CUDA generator dropping lane entries",
                 "cuda/kernels.cu",
                 "ML_KERNEL_TABLE(ML_CUDA_ENTRIES)",
-                "#undef ML_CUDA_ENTRIES_GROUP\n#define ML_CUDA_ENTRIES_GROUP(name, fn, outs) "
-                "ML_CUDA_BLOCK_ENTRY(name, fn, outs)\nML_KERNEL_TABLE(ML_CUDA_ENTRIES)",
+                (
+                    "#undef ML_CUDA_ENTRIES_GROUP\n#define ML_CUDA_ENTRIES_GROUP(name, fn, outs) "
+                    "ML_CUDA_BLOCK_ENTRY(name, fn, outs)\nML_KERNEL_TABLE(ML_CUDA_ENTRIES)"
+                ),
                 "no CUDA entry",
             ),
         ]

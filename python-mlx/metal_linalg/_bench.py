@@ -1,5 +1,5 @@
 """`python -m metal_linalg bench`: metal_linalg against mx.linalg (CPU stream) and NumPy
-on the same inputs in one run, over (a part of) the grid of DESIGN.md section 4.
+on the same inputs in one run, over (a part of) the grid of docs/design.md section 8.
 
 Writes bench-<device>.json, .md and .png into --out. A benchmark, not a test.
 """
@@ -318,7 +318,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--full",
         action="store_true",
-        help="the whole grid of DESIGN.md 4 (square 8..1024, tall, batches 1..16384; long)",
+        help="the whole grid of docs/design.md section 8 (square 8..1024, tall, batches 1..16384; long)",
     )
     p.add_argument(
         "--max-elements",

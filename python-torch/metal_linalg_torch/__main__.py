@@ -166,7 +166,9 @@ def cmd_demo(args) -> int:
 
 def _add_bench_args(p) -> None:
     p.add_argument("--ops", nargs="+", choices=OPS, help="ops to run (default: all)")
-    p.add_argument("--n", nargs="+", type=int, help="square sizes (default: DESIGN.md 4 grid)")
+    p.add_argument(
+        "--n", nargs="+", type=int, help="square sizes (default: docs/design.md section 8 grid)"
+    )
     p.add_argument("--shapes", nargs="+", help="extra MxN shapes, e.g. 64x32")
     p.add_argument("--batch", nargs="+", type=int, help="batch sizes (default: 1 64 1024 16384)")
     p.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")

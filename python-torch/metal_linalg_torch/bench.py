@@ -1,6 +1,6 @@
 """Benchmark engine: metal_linalg_torch against torch.linalg, NumPy (CPU), CuPy and JAX (CUDA).
 
-The grid is DESIGN.md 4: ops x (square n in 8..1024 and tall 64x32, 256x128, 1024x512) x batch in
+The grid is docs/design.md section 8: ops x (square n in 8..1024 and tall 64x32, 256x128, 1024x512) x batch in
 {1, 64, 1024, 16384}, capped at batch*m*n <= 2^27. Every implementation gets the same input in one
 run; each is timed after a warm-up (CUDA events for torch on the GPU, perf_counter elsewhere) and
 reported as best and median of several runs. run_grid() returns records; write_results() writes
@@ -80,7 +80,7 @@ class Record:
 
 
 def grid(ops=OPS, shapes=None, batches=BATCHES, max_work=MAX_WORK) -> list:
-    """The benchmark points, shapes as (m, n) pairs (default: DESIGN.md 4's square + tall)."""
+    """The benchmark points, shapes as (m, n) pairs (default: docs/design.md section 8's square + tall)."""
     shapes = shapes or [(n, n) for n in SQUARE_N] + list(TALL)
     points = []
     for op in ops:

@@ -1,7 +1,7 @@
 // Kernel tests: every portable kernel of core/kernels through the CPU runner (one thread per
 // lane, real barriers) at several group sizes, on the sizes either side of its limits and on
 // hard matrix families, judged by LAPACK's ratios in double. Also the runner's own simd ops
-// and the group-size-1 build the CPU backend uses (core/src/cpu_kernels.cpp).
+// and the group-size-1 build the CPU backend uses (cpu/cpu_kernels.cpp).
 // Usage: test_kernels <suite>   suites: runner qr eigh serial race (race: for -DML_KERNELS_TSAN=ON)
 #include "kernel_runner.h"
 #include "../../core/kernels/eigh_tridiag_ql.h"
@@ -18,7 +18,7 @@ using kt::Report;
 
 namespace {
 
-constexpr double kQrLimit = 30, kEigLimit = 60;  // DESIGN.md 3
+constexpr double kQrLimit = 30, kEigLimit = 60;  // docs/design.md section 7
 
 std::string where(const char *op, int m, int n, int gs, const std::string &fam, int idx) {
   char b[160];
@@ -381,7 +381,7 @@ void check_svd_serial(Report &rep, int m, int n, std::mt19937_64 &rng) {
   }
 }
 
-// The CPU backend's build (core/src/cpu_kernels.cpp, group size 1, ML_CPU_SERIAL), up to
+// The CPU backend's build (cpu/cpu_kernels.cpp, group size 1, ML_CPU_SERIAL), up to
 // its max_n, which must stay a sane cap; beyond it scratch_floats is 0 (never called there).
 void test_serial(Report &rep) {
   std::mt19937_64 rng(7);

@@ -15,7 +15,7 @@ using kt::Report;
 
 namespace {
 
-constexpr double kQrLimit = 30;     // DESIGN.md 3
+constexpr double kQrLimit = 30;     // docs/design.md section 7
 constexpr double kAgreeLimit = 30;  // |X_small - X_group| / (max(m,n) ulp), scaled as below
 
 void qr_small_entry(const ml_ctx &ctx, void *u) {

@@ -1,6 +1,6 @@
 // SVD kernel tests (core/kernels/svd_bidiag_qr.h) through the CPU runner (one thread per lane,
 // real barriers) at several group sizes: square, tall and wide shapes on the matrix families of
-// DESIGN.md 3, judged by LAPACK's ratios in double, singular values against a double one-sided
+// docs/design.md section 7, judged by LAPACK's ratios in double, singular values against a double one-sided
 // Jacobi reference, non-finite isolation inside a batch, the info word, and the scratch limits.
 // Every check runs in both V modes: V in device memory (flags 0) and V in shared scratch
 // (ML_K_SVD_V_SHARED), and the two must give bitwise the same singular values.
@@ -16,7 +16,7 @@ using kt::SvdArgs;
 
 namespace {
 
-constexpr double kSvdLimit = 35;  // DESIGN.md 3
+constexpr double kSvdLimit = 35;  // docs/design.md section 7
 
 void svd_entry(const ml_ctx &ctx, void *user) {
   auto &x = *static_cast<SvdArgs *>(user);
