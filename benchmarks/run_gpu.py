@@ -1,6 +1,6 @@
 """GPU benchmark: metal_linalg_torch against torch.linalg, CuPy and JAX on one CUDA device, in one run.
 
-Grid (DESIGN.md 4): every op x square n in {8..1024} and tall {64x32, 256x128, 1024x512} x batch in
+Grid (docs/design.md section 8): every op x square n in {8..1024} and tall {64x32, 256x128, 1024x512} x batch in
 {1, 64, 1024, 16384}, capped at batch*m*n <= 2^27. CUDA-event timing (JAX: wall clock around
 block_until_ready) after warm-up; best and median. Roofline: max(bytes / measured copy bandwidth,
 nominal LAPACK flops / fp32 peak). Writes <slug>.json, <slug>.md and <slug>.png into --out.

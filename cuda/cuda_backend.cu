@@ -1,7 +1,9 @@
-// The CUDA backend (core/src/backend_gpu.h): routing to the kernels of cuda/<kernel>.cu, launches
-// on the caller's stream, and the synchronous path for host buffers.
-// One block runs one matrix; its scratch is dynamic shared memory, raised above 48 KB once per
-// kernel and device. No kernel needs global workspace, so device calls never allocate.
+// The CUDA backend (core/src/backend.h): launches the plans the core routes (core/src/routing.h)
+// onto the entry points of cuda/kernels.cu, on the caller's stream, and the synchronous path for
+// host buffers. Launch shapes come from launch_config.h.
+// A block runs one matrix (or several one-warp groups / lane-per-matrix threads); its scratch is
+// dynamic shared memory, raised above 48 KB once per kernel and device. No kernel needs global
+// workspace, so device calls never allocate.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,65 +13,19 @@
 #include <mutex>
 #include <string>
 
-#include "backend_gpu.h"
+#include "backend.h"
 #include "errors.h"
 #include "kernel_desc.h"
+#include "kernel_table.h"
+#include "launch_config.h"
+#include "ops.h"
+#include "routing.h"
 
 namespace ml::cuda {
-
-#if defined(ML_CUDA_HAVE_QR_HOUSEHOLDER_SMALL)
-extern const KernelDesc kQrHouseholderSmall;
-#endif
-#if defined(ML_CUDA_HAVE_QR_HOUSEHOLDER)
-extern const KernelDesc kQrHouseholder;
-#endif
-#if defined(ML_CUDA_HAVE_EIGH_JACOBI_SMALL)
-extern const KernelDesc kEighJacobiSmall;
-extern const KernelDesc kEigvalshJacobiSmall;
-#endif
-#if defined(ML_CUDA_HAVE_EIGH_TRIDIAG_QL)
-extern const KernelDesc kEighTridiagQl;
-extern const KernelDesc kEigvalshTridiagQl;
-#endif
-#if defined(ML_CUDA_HAVE_SVD_JACOBI_SMALL)
-extern const KernelDesc kSvdJacobiSmall;
-extern const KernelDesc kSvdvalsJacobiSmall;
-#endif
-#if defined(ML_CUDA_HAVE_SVD_BIDIAG_QR)
-extern const KernelDesc kSvdBidiagQr;
-extern const KernelDesc kSvdvalsBidiagQr;
-#endif
-
 namespace {
 
-// Candidates per op, in order of preference; the first whose window covers the shape wins.
-const KernelDesc *const kKernels[] = {
-#if defined(ML_CUDA_HAVE_QR_HOUSEHOLDER_SMALL)
-    &kQrHouseholderSmall,
-#endif
-#if defined(ML_CUDA_HAVE_QR_HOUSEHOLDER)
-    &kQrHouseholder,
-#endif
-#if defined(ML_CUDA_HAVE_EIGH_JACOBI_SMALL)
-    &kEighJacobiSmall,
-    &kEigvalshJacobiSmall,
-#endif
-#if defined(ML_CUDA_HAVE_EIGH_TRIDIAG_QL)
-    &kEighTridiagQl,
-    &kEigvalshTridiagQl,
-#endif
-#if defined(ML_CUDA_HAVE_SVD_JACOBI_SMALL)
-    &kSvdJacobiSmall,
-    &kSvdvalsJacobiSmall,
-#endif
-#if defined(ML_CUDA_HAVE_SVD_BIDIAG_QR)
-    &kSvdBidiagQr,
-    &kSvdvalsBidiagQr,
-#endif
-    nullptr,
-};
-constexpr int kNumKernels = sizeof(kKernels) / sizeof(kKernels[0]) - 1;
 constexpr int kMaxDevices = 64;
+constexpr int kMaxKernels = 64;
 
 const char *kWhere = "cuda";
 
@@ -135,35 +91,6 @@ class DeviceGuard {
 
 // ---- kernels ----
 
-bool shape_in_range(int64_t m, int64_t n, int budget) {
-  // Every kernel keeps at least the matrix in shared memory: bound the sizes before calling the
-  // kernels' int-typed helpers, which could overflow on absurd shapes.
-  return m >= 1 && n >= 1 && m <= budget && n <= budget && m * n <= 4LL * budget;
-}
-
-int32_t kernel_flags(int32_t op, int64_t m, int64_t n, int32_t flags) {
-  // Square complete QR and square full_matrices SVD are the reduced/thin problems.
-  if (op == ML_OP_QR && flags == ML_QR_COMPLETE && m == n) return ML_QR_REDUCED;
-  if (op == ML_OP_SVD) return 0;
-  return flags;
-}
-
-const KernelDesc *pick(int32_t op, int64_t m, int64_t n, int32_t flags, int budget,
-                       int64_t small_max_n) {
-  if (op == ML_OP_SVD && flags != 0 && m != n) return nullptr;  // full U/V of non-square
-  const int32_t kf = kernel_flags(op, m, n, flags);
-  for (int i = 0; i < kNumKernels; ++i) {
-    const KernelDesc *k = kKernels[i];
-    if (k->op != op) continue;
-    if (!k->entry && std::max(m, n) > small_max_n) continue;  // register kernels: by policy
-    if (m == 0 || n == 0) return k;  // nothing to compute; run_* only writes info
-    if (shape_in_range(m, n, budget) &&
-        k->fits(static_cast<int>(m), static_cast<int>(n), kf, budget))
-      return k;
-  }
-  return nullptr;
-}
-
 struct KernelState {
   std::once_flag once;
   cudaError_t err = cudaSuccess;
@@ -173,11 +100,12 @@ struct KernelState {
 // Raises the kernel's dynamic shared-memory limit to the device's budget, once per device.
 // Done outside any stream capture in practice: the first call of each kernel prepares it.
 const KernelState &prepare(int k, int dev, bool lane) {
-  static KernelState states[kMaxDevices][kNumKernels > 0 ? kNumKernels : 1][2];
+  static KernelState states[kMaxDevices][kMaxKernels][2];
   KernelState &s = states[dev][k][lane ? 1 : 0];
   std::call_once(s.once, [&s, k, dev, lane] {
-    const void *fn =
-        reinterpret_cast<const void *>(lane ? kKernels[k]->lane_entry : kKernels[k]->entry);
+    int count = 0;
+    const KernelDesc &d = kernels(&count)[k];
+    const void *fn = reinterpret_cast<const void *>(lane ? d.lane_entry : d.entry);
     s.err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  device_info(dev).budget_floats * static_cast<int>(sizeof(float)));
     cudaFuncAttributes attr;
@@ -188,89 +116,53 @@ const KernelState &prepare(int k, int dev, bool lane) {
   return s;
 }
 
-int index_of(const KernelDesc *k) {
-  for (int i = 0; i < kNumKernels; ++i)
-    if (kKernels[i] == k) return i;
-  return -1;
-}
-
 int env_int(const char *name) {
   const char *env = std::getenv(name);
   return env ? std::atoi(env) : 0;
 }
 
-// Threads per group: the kernel's suggestion, METAL_LINALG_CUDA_GROUP_SIZE for experiments,
-// capped by what the compiled kernel allows (registers).
-int threads_for(const KernelDesc *k, int m, int n, int64_t batch, int units, int max_threads) {
-  static const int forced = env_int("METAL_LINALG_CUDA_GROUP_SIZE");
-  int t = forced > 0                ? forced
-          : k->group_size_batch ? k->group_size_batch(m, n, batch, units)
-                                : k->group_size(m, n);
-  t = std::max(1, std::min(t, std::min(max_threads, 1024)));
-  return t;
+// Experiment overrides of launch_config.h's choices (0: not set).
+int forced_group_size() {
+  static const int v = env_int("METAL_LINALG_CUDA_GROUP_SIZE");
+  return v;
 }
-
-// One-warp groups per block (blockDim.y), METAL_LINALG_CUDA_GROUPS_PER_BLOCK. A block of one
-// warp leaves SM warp slots empty (at most 32 blocks reside per SM), but on the H200 two to eight
-// groups per block measured no faster for n <= 32 (benchmarks/tune_cuda_groups.py), so the
-// default stays one; the tests run both.
-// Groups of fewer than 32 lanes (a power of two) always share warps: 32 / threads groups per
-// warp, times the forced count.
-int groups_per_block(int threads, int scratch_floats, int budget_floats, int max_threads) {
-  static const int forced = env_int("METAL_LINALG_CUDA_GROUPS_PER_BLOCK");
-  const bool sub_warp = threads < 32 && (32 % threads) == 0 && threads > 1;
-  if (!sub_warp && (threads != 32 || forced <= 1)) return 1;
-  const int stride = (scratch_floats + 31) / 32 * 32;
-  int g = sub_warp ? (32 / threads) * std::max(forced, 1) : forced;
-  const int step = sub_warp ? 32 / threads : 1;  // whole warps only
-  while (g > step && (g * threads > max_threads || int64_t{g} * stride > budget_floats)) g -= step;
-  while (g > 1 && int64_t{g} * stride > budget_floats) --g;  // (then a warp is partly idle)
-  return g;
+int forced_groups_per_block() {
+  static const int v = env_int("METAL_LINALG_CUDA_GROUPS_PER_BLOCK");
+  return v;
 }
-
-// Matrices per block of a lane-per-matrix launch (one warp by default; at most 32 blocks reside
-// per SM, so shared memory, not this, limits residency for all but the tiniest matrices),
-// METAL_LINALG_CUDA_LANE_MATRICES for experiments; capped by the batch, the kernel's thread
-// limit and the shared memory budget. stride: the odd slice size of one matrix.
-int lane_matrices(int64_t batch, int stride, int budget_floats, int max_threads) {
-  static const int forced = env_int("METAL_LINALG_CUDA_LANE_MATRICES");
-  int64_t g = forced > 0 ? forced : 32;
-  g = std::min<int64_t>({g, batch, max_threads, budget_floats / stride});
-  return static_cast<int>(std::max<int64_t>(g, 1));
+int forced_lane_matrices() {
+  static const int v = env_int("METAL_LINALG_CUDA_LANE_MATRICES");
+  return v;
 }
 
 ml_status cuda_fail(ml_status st, const char *what, cudaError_t err) {
   return fail(st, kWhere, "%s: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err));
 }
 
-// Whether c runs one thread per matrix: always for register kernels, by policy for the others.
-bool runs_lane(const KernelDesc *k, const Call &c) {
-  if (!k->entry) return true;
-  return k->lane_entry && std::max(c.m, c.n) <= c.lane_max_n && c.batch >= c.lane_min_batch;
-}
-
-// Enqueues the kernel for c (device pointers) on stream; the current device is already set.
-ml_status launch(const KernelDesc *k, int dev, const Call &c, cudaStream_t stream) {
+// Enqueues plan pl for c (device pointers) on stream; the current device is already set.
+ml_status launch(const Plan &pl, int dev, const Call &c, cudaStream_t stream) {
   if (c.m == 0 || c.n == 0) {
     if (!c.info) return ML_OK;
     const cudaError_t err = cudaMemsetAsync(c.info, 0, c.batch * sizeof(int32_t), stream);
     return err == cudaSuccess ? ML_OK : cuda_fail(ML_RUNTIME_ERROR, "cudaMemsetAsync", err);
   }
-  const bool lane = runs_lane(k, c);
-  const KernelState &st = prepare(index_of(k), dev, lane);
-  if (st.err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, k->name, st.err);
+  int count = 0;
+  const KernelDesc &k = kernels(&count)[pl.kernel];
+  const KernelInfo &kt = kernel_table(&count)[pl.kernel];
+  const bool lane = pl.launch != Launch::kBlock;
+  const KernelState &st = prepare(pl.kernel, dev, lane);
+  if (st.err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, k.name, st.err);
   const int m = static_cast<int>(c.m), n = static_cast<int>(c.n);
   const int budget = device_info(dev).budget_floats;
   ml_params p;
   std::memset(&p, 0, sizeof p);
   p.m = m;
   p.n = n;
-  p.flags = kernel_flags(c.op, c.m, c.n, c.flags);
   // A lane-per-matrix block shares the budget among its matrices: offer each a warp's share.
-  if (k->choose_flags) p.flags = k->choose_flags(m, n, p.flags, lane ? budget / 32 : budget);
-  p.max_iter = 0;
+  p.flags = kt.choose_flags(m, n, pl.kernel_flags, lane ? lane_budget(budget) : budget);
+  p.max_iter = policy::iteration_cap();
   p.batch = c.batch;
-  const int scratch = k->scratch_floats(m, n, p.flags);
+  const int scratch = kt.scratch(m, n, p.flags);
   int threads, groups;
   size_t smem;
   if (lane) {
@@ -279,11 +171,12 @@ ml_status launch(const KernelDesc *k, int dev, const Call &c, cudaStream_t strea
     // banks.
     const int stride = scratch | 1;
     threads = 1;
-    groups = lane_matrices(c.batch, stride, budget, st.max_threads);
+    groups = lane_matrices(c.batch, stride, budget, st.max_threads, forced_lane_matrices());
     smem = static_cast<size_t>(groups) * stride * sizeof(float);
   } else {
-    threads = threads_for(k, m, n, c.batch, device_info(dev).units, st.max_threads);
-    groups = groups_per_block(threads, scratch, budget, st.max_threads);
+    threads = threads_per_group(k.group_size(m, n, c.batch, device_info(dev).units),
+                                forced_group_size(), st.max_threads);
+    groups = groups_per_block(threads, scratch, budget, st.max_threads, forced_groups_per_block());
     // Each group's slice starts on a 128-byte boundary; the kernel derives the slice size from
     // the launch's dynamic shared-memory size.
     smem = static_cast<size_t>(groups > 1 ? groups * ((scratch + 31) / 32 * 32) : scratch) *
@@ -300,43 +193,11 @@ ml_status launch(const KernelDesc *k, int dev, const Call &c, cudaStream_t strea
     const int64_t todo = std::min(per_launch, c.batch - off);
     const unsigned blocks = static_cast<unsigned>((todo + groups - 1) / groups);
     const cudaError_t err =
-        cudaLaunchKernel(reinterpret_cast<const void *>(lane ? k->lane_entry : k->entry),
-                         dim3(blocks),
-                         dim3(threads, groups), args, smem, stream);
-    if (err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, k->name, err);
+        cudaLaunchKernel(reinterpret_cast<const void *>(lane ? k.lane_entry : k.entry),
+                         dim3(blocks), dim3(threads, groups), args, smem, stream);
+    if (err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, k.name, err);
   }
   return ML_OK;
-}
-
-// Floats of each output per matrix, in the order out0, out1, out2.
-void output_sizes(const Call &c, int64_t sz[3]) {
-  const int64_t m = c.m, n = c.n, k = std::min(m, n);
-  sz[0] = sz[1] = sz[2] = 0;
-  switch (c.op) {
-    case ML_OP_QR: {
-      const bool complete = c.flags == ML_QR_COMPLETE;
-      sz[0] = c.flags == ML_QR_R ? 0 : m * (complete ? m : k);
-      sz[1] = (complete ? m : k) * n;
-      break;
-    }
-    case ML_OP_EIGH:
-      sz[0] = n;
-      sz[1] = n * n;
-      break;
-    case ML_OP_EIGVALSH:
-      sz[0] = n;
-      break;
-    case ML_OP_SVD:
-      sz[0] = m * k;
-      sz[1] = k;
-      sz[2] = k * n;
-      break;
-    case ML_OP_SVDVALS:
-      sz[1] = k;
-      break;
-    default:
-      break;
-  }
 }
 
 // Device buffer and stream of the host path (device 0), grown on demand and kept.
@@ -352,52 +213,13 @@ HostPath &host_path() {
   return *h;
 }
 
-}  // namespace
-
-bool available() {
+bool usable() {
   static const bool ok = device_count() > 0 && device_info(0).ok;
   return ok;
 }
 
-const char *device_name() { return available() ? device_info(0).name.c_str() : ""; }
-
-const char *kernel_for(int32_t op, int64_t m, int64_t n, int32_t flags, int64_t small_max_n) {
-  if (!available()) return nullptr;
-  const KernelDesc *k = pick(op, m, n, flags, device_info(0).budget_floats, small_max_n);
-  return k ? k->name : nullptr;
-}
-
-const char *launch_name(const Call &c) {
-  if (!available()) return nullptr;
-  const KernelDesc *k = pick(c.op, c.m, c.n, c.flags, device_info(0).budget_floats, c.small_max_n);
-  if (!k) return nullptr;
-  static thread_local std::string name;
-  name = std::string(k->name) + (k->entry && runs_lane(k, c) ? "/lane" : "");
-  return name.c_str();
-}
-
-int64_t workspace_bytes(const Call &) { return 0; }
-
-ml_status run_device(const ml_exec &exec, const Call &c) {
-  if (exec.device < 0 || exec.device >= device_count() || !device_info(exec.device).ok)
-    return fail(ML_INVALID_ARGUMENT, kWhere, "exec->device %d is not a usable CUDA device",
-                exec.device);
-  const KernelDesc *k =
-      pick(c.op, c.m, c.n, c.flags, device_info(exec.device).budget_floats, c.small_max_n);
-  if (!k)
-    return fail(ML_INVALID_ARGUMENT, kWhere, "no CUDA kernel covers op %d of %lld x %lld", c.op,
-                static_cast<long long>(c.m), static_cast<long long>(c.n));
-  DeviceGuard guard(exec.device);
-  return launch(k, exec.device, c, static_cast<cudaStream_t>(exec.stream));
-}
-
-ml_status run_host(const Call &c) {
-  const KernelDesc *k =
-      available() ? pick(c.op, c.m, c.n, c.flags, device_info(0).budget_floats, c.small_max_n)
-                  : nullptr;
-  if (!k)
-    return fail(ML_INVALID_ARGUMENT, kWhere, "no CUDA kernel covers op %d of %lld x %lld", c.op,
-                static_cast<long long>(c.m), static_cast<long long>(c.n));
+// The synchronous path for host buffers: copy to device 0, run, copy back.
+ml_status run_host_buffers(const Call &c, const Plan &pl) {
   if (c.m == 0 || c.n == 0) {
     if (c.info) std::memset(c.info, 0, c.batch * sizeof(int32_t));
     return ML_OK;
@@ -410,7 +232,7 @@ ml_status run_host(const Call &c) {
     return cuda_fail(ML_RUNTIME_ERROR, "cudaStreamCreate", err);
 
   int64_t sz[3];
-  output_sizes(c, sz);
+  output_floats(c.op, c.m, c.n, c.flags, sz);
   const int64_t in_f = c.m * c.n;
   const int64_t per = (in_f + sz[0] + sz[1] + sz[2] + 1) * int64_t{4};  // + info word
   // Chunks of at most 256 MiB on the device (or one matrix), so huge host batches stream through.
@@ -451,7 +273,7 @@ ml_status run_host(const Call &c) {
     dc.out1 = sz[1] && hout[1] ? dout[1] : nullptr;
     dc.out2 = sz[2] && hout[2] ? dout[2] : nullptr;
     dc.info = c.info ? dinfo : nullptr;
-    if (ml_status st = launch(k, 0, dc, h.stream)) return st;
+    if (ml_status st = launch(pl, 0, dc, h.stream)) return st;
     for (int i = 0; i < 3; ++i) {
       if (!sz[i] || !hout[i]) continue;
       if ((err = cudaMemcpyAsync(hout[i] + off * sz[i], dout[i], nb * sz[i] * 4,
@@ -467,4 +289,53 @@ ml_status run_host(const Call &c) {
   return ML_OK;
 }
 
+bool has_kernel(int k) {
+  int count = 0;
+  const KernelDesc *all = kernels(&count);
+  return k < count && k < kMaxKernels && all[k].lane_entry != nullptr;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  const char *name() const override { return "cuda"; }
+  int32_t memory() const override { return ML_MEMORY_CUDA; }
+  bool available() const override { return usable(); }
+  const char *device_name() const override { return usable() ? device_info(0).name.c_str() : ""; }
+  int64_t scratch_budget(int32_t device) const override {
+    if (device < 0 || device >= device_count() || !device_info(device).ok) return 0;
+    return device_info(device).budget_floats;
+  }
+  int64_t kernel_max_n(int32_t) const override { return 0; }
+  bool plan(const Call &c, const policy::Resolved &pol, int32_t device, Plan *out) const override {
+    const int64_t budget = scratch_budget(device);
+    return budget > 0 && gpu_plan(c, pol, budget, has_kernel, out);
+  }
+  const char *plan_name(const Call &, const Plan &p, const policy::Resolved &) const override {
+    return gpu_plan_name("cuda", p);
+  }
+  int64_t workspace_bytes(const Call &, const Plan &) const override { return 0; }
+  ml_status run_host(const Call &c, const Plan &p, const policy::Resolved &,
+                     const char *) override {
+    return run_host_buffers(c, p);
+  }
+  ml_status run_device(const ml_exec &exec, const Call &c, const Plan &p,
+                       const char *) override {
+    if (exec.device < 0 || exec.device >= device_count() || !device_info(exec.device).ok)
+      return fail(ML_INVALID_ARGUMENT, kWhere, "exec->device %d is not a usable CUDA device",
+                  exec.device);
+    DeviceGuard guard(exec.device);
+    return launch(p, exec.device, c, static_cast<cudaStream_t>(exec.stream));
+  }
+};
+
+}  // namespace
 }  // namespace ml::cuda
+
+namespace ml {
+
+Backend &cuda_backend() {
+  static cuda::CudaBackend b;
+  return b;
+}
+
+}  // namespace ml

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Static check of the Metal dialect (DESIGN.md 2.3) without Apple's compiler.
+# Static check of the Metal dialect (docs/design.md section 5.3) without Apple's compiler.
 #  1. clang-14 compiles every core/kernels header (after compat_metal.h) and every
 #     metal/*.metal as C++ for OpenCL 2021 with the generic address space, pipes, device
 #     enqueue and fp64 off, through the stub <metal_stdlib> in tools/metal_check/ (maps

@@ -1,10 +1,10 @@
 // CPU dialect of the kernel vocabulary (see README.md).
 // Two modes:
-//  - default: lanes are threads of the CPU runner (core/src/kernel_runner.h); barriers
+//  - default: lanes are threads of the CPU runner (tests/kernels/kernel_runner.h); barriers
 //    and simd ops go through the runner's group state (function pointers, so a TU that
 //    never runs threaded groups does not need the runner linked in);
 //  - ML_CPU_SERIAL defined before inclusion: group size 1, lane 0, every sync op is a
-//    no-op and constant-folds (core/src/cpu_kernels.cpp). The context type is renamed so
+//    no-op and constant-folds (cpu/cpu_kernels.cpp). The context type is renamed so
 //    both modes can live in one program.
 // Kernel functions are `static inline` here so the two modes never clash at link time.
 #ifndef ML_KERNELS_COMPAT_H

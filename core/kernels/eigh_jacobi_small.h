@@ -40,10 +40,14 @@ ML_HOST_FN int ml_eigh_jacobi_small_fits(int m, int n, int scratch_floats) {
   (void)scratch_floats;
   return m == n && n >= 1 && n <= ML_EJS_MAX_N;
 }
-ML_HOST_FN int ml_eigh_jacobi_small_group_size(int m, int n) {
-  (void)m;
-  (void)n;
-  return 1;
+// The kernel-table forms (kernel_table.h).
+ML_HOST_FN int ml_eigh_jacobi_small_scratch_floats_flags(int m, int n, int flags) {
+  (void)flags;
+  return ml_eigh_jacobi_small_scratch_floats(m, n);
+}
+ML_HOST_FN int ml_eigh_jacobi_small_fits_flags(int m, int n, int flags, int scratch_floats) {
+  (void)flags;
+  return ml_eigh_jacobi_small_fits(m, n, scratch_floats);
 }
 ML_HOST_FN int ml_eigh_jacobi_small_max_n(int scratch_floats) {
   (void)scratch_floats;
@@ -56,8 +60,11 @@ ML_HOST_FN int ml_eigvalsh_jacobi_small_scratch_floats(int m, int n) {
 ML_HOST_FN int ml_eigvalsh_jacobi_small_fits(int m, int n, int scratch_floats) {
   return ml_eigh_jacobi_small_fits(m, n, scratch_floats);
 }
-ML_HOST_FN int ml_eigvalsh_jacobi_small_group_size(int m, int n) {
-  return ml_eigh_jacobi_small_group_size(m, n);
+ML_HOST_FN int ml_eigvalsh_jacobi_small_scratch_floats_flags(int m, int n, int flags) {
+  return ml_eigh_jacobi_small_scratch_floats_flags(m, n, flags);
+}
+ML_HOST_FN int ml_eigvalsh_jacobi_small_fits_flags(int m, int n, int flags, int scratch_floats) {
+  return ml_eigh_jacobi_small_fits_flags(m, n, flags, scratch_floats);
 }
 ML_HOST_FN int ml_eigvalsh_jacobi_small_max_n(int scratch_floats) {
   return ml_eigh_jacobi_small_max_n(scratch_floats);

@@ -39,33 +39,22 @@ ML_HOST_FN int ml_eigvalsh_tridiag_ql_max_n(int scratch_floats) {
   while (ml_eigvalsh_tridiag_ql_fits(n + 1, n + 1, scratch_floats)) ++n;
   return n;
 }
-// A lane per row of the trailing matrix in whole simdgroups, plus one simdgroup for the
-// serial QL sweeps when 24 < n <= 32 or n > 64 (the rotations then go to the other
-// simdgroups). H200, 16384 x 64^2: 64 lanes 14.8 ms, 96 lanes 16.3 ms.
-ML_HOST_FN int ml_eigh_tridiag_ql_group_size(int m, int n) {
-  (void)m;
-  int g = (n + 31) / 32 * 32 + ((n > 24 && n <= 32) || n > 64 ? 32 : 0);
-  return g < 32 ? 32 : (g > 288 ? 288 : g);
+// The kernel-table forms (kernel_table.h): uplo does not change the scratch.
+ML_HOST_FN int ml_eigh_tridiag_ql_scratch_floats_flags(int m, int n, int flags) {
+  (void)flags;
+  return ml_eigh_tridiag_ql_scratch_floats(m, n);
 }
-// The same knowing the batch and the GPU's compute units (SMs): with many matrices per unit
-// the GPU is throughput-bound and the extra simdgroup for n <= 32 costs more than it hides.
-// H200, 32^2: 16384 matrices 3.55 ms with 32 lanes, 4.15 with 64; 1024 matrices 0.53 vs 0.40.
-ML_HOST_FN int ml_eigh_tridiag_ql_group_size_batch(int m, int n, ml_i64 batch, int units) {
-  if (n <= 32 && units > 0 && batch >= 16 * (ml_i64)units)
-    return ml_group_size_throughput(32, m, n, batch, units);
-  return ml_eigh_tridiag_ql_group_size(m, n);
+ML_HOST_FN int ml_eigh_tridiag_ql_fits_flags(int m, int n, int flags, int scratch_floats) {
+  (void)flags;
+  return ml_eigh_tridiag_ql_fits(m, n, scratch_floats);
 }
-ML_HOST_FN int ml_eigvalsh_tridiag_ql_group_size(int m, int n);
-ML_HOST_FN int ml_eigvalsh_tridiag_ql_group_size_batch(int m, int n, ml_i64 batch, int units) {
-  return ml_group_size_throughput(ml_eigvalsh_tridiag_ql_group_size(m, n), m, n, batch, units);
+ML_HOST_FN int ml_eigvalsh_tridiag_ql_scratch_floats_flags(int m, int n, int flags) {
+  (void)flags;
+  return ml_eigvalsh_tridiag_ql_scratch_floats(m, n);
 }
-// eigvalsh: one simdgroup for n <= 32 (no rotations to hand to a second one; H200, 16384 x
-// 32^2: 1.78 ms vs 3.20 with 64 lanes), else as eigh's old rule (96 lanes measured faster
-// than 64 for n = 64).
-ML_HOST_FN int ml_eigvalsh_tridiag_ql_group_size(int m, int n) {
-  (void)m;
-  int g = (n + 31) / 32 * 32 + (n > 32 ? 32 : 0);
-  return g < 32 ? 32 : (g > 288 ? 288 : g);
+ML_HOST_FN int ml_eigvalsh_tridiag_ql_fits_flags(int m, int n, int flags, int scratch_floats) {
+  (void)flags;
+  return ml_eigvalsh_tridiag_ql_fits(m, n, scratch_floats);
 }
 
 // First j >= l with a negligible e[j] (n - 1 if none), searched by all lanes of the calling

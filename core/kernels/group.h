@@ -45,15 +45,6 @@ ML_FN float ml_dot(ML_SHARED const float *x, ML_SHARED const float *y, int len) 
   return (s0 + s2) + (s1 + s3);
 }
 
-// Group size for a throughput-bound launch (many matrices per compute unit) of matrices up to
-// 16 x 16: 16 lanes, two matrices per warp (CUDA only: sub-warp groups of compat_cuda.h; Metal's
-// simd_* functions span the whole simdgroup). H200, 16384 matrices of n = 9..16, every op:
-// 0.71-0.84x the time with 32 lanes; 1024 matrices (latency-bound): 1.3-1.5x, hence the batch test.
-ML_HOST_FN int ml_group_size_throughput(int g, int m, int n, ml_i64 batch, int units) {
-  const int big = m > n ? m : n;
-  return (big <= 16 && units > 0 && batch >= 16 * (ml_i64)units) ? 16 : g;
-}
-
 // Row stride for an n-column matrix in shared memory: odd, so that lanes walking down a
 // column hit distinct banks (32 banks of 4 bytes on CUDA and Apple GPUs).
 ML_HOST_FN int ml_shared_ld(int n) { return n | 1; }

@@ -36,15 +36,11 @@ ML_HOST_FN int ml_qr_householder_max_n(int scratch_floats) {
   while (ml_qr_householder_fits(n + 1, n + 1, scratch_floats)) ++n;
   return n;
 }
-// A lane per column of the trailing update, rounded to whole simdgroups.
-ML_HOST_FN int ml_qr_householder_group_size(int m, int n) {
-  (void)m;
-  int c = n > 32 ? n : 32;
-  c = (c + 31) / 32 * 32;
-  return c < 256 ? c : 256;
-}
-ML_HOST_FN int ml_qr_householder_group_size_batch(int m, int n, ml_i64 batch, int units) {
-  return ml_group_size_throughput(ml_qr_householder_group_size(m, n), m, n, batch, units);
+// Whether a launch of this mode fits a scratch budget (fits() above budgets for complete mode;
+// reduced and R-only need less).
+ML_HOST_FN int ml_qr_householder_fits_mode(int m, int n, int flags, int scratch_floats) {
+  return ml_qr_householder_fits(m, n, 1 << 30) &&
+         ml_qr_householder_scratch_floats_mode(m, n, flags) <= scratch_floats;
 }
 
 // q: m x k (reduced) or m x m (complete), unused in R mode; r: k x n (m x n complete).

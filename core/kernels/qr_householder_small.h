@@ -17,6 +17,17 @@ ML_HOST_FN int ml_qr_householder_small_fits(int m, int n, int flags) {
   return m >= 1 && n >= 1 && m <= ML_QR_SMALL_MAX_N && n <= ML_QR_SMALL_MAX_N &&
          (flags == ML_K_QR_REDUCED || flags == ML_K_QR_R || flags == ML_K_QR_COMPLETE);
 }
+// The kernel-table forms (kernel_table.h): registers only, no scratch.
+ML_HOST_FN int ml_qr_householder_small_scratch_floats_flags(int m, int n, int flags) {
+  (void)m;
+  (void)n;
+  (void)flags;
+  return 0;
+}
+ML_HOST_FN int ml_qr_householder_small_fits_flags(int m, int n, int flags, int scratch_floats) {
+  (void)scratch_floats;
+  return ml_qr_householder_small_fits(m, n, flags);
+}
 
 // 2^e as two factors (each a normal float for -252 <= e <= 254): x * f1 * f2 scales by 2^e
 // with one rounding at most (none unless the result is subnormal).

@@ -46,26 +46,6 @@ ML_HOST_FN int ml_svd_bidiag_qr_choose_flags(int m, int n, int flags, int budget
 }
 // Lanes mostly walk the long dimension (rows of the working matrix and of U); beyond 24
 // one extra simdgroup whose lane 0 only drives the QR steps (the workers start at lane 32).
-ML_HOST_FN int ml_svd_bidiag_qr_group_size(int m, int n) {
-  int big = m > n ? m : n;
-  int g = (big + 31) / 32 * 32;
-  g = g < 32 ? 32 : (g > 256 ? 256 : g);
-  return big > 24 ? g + 32 : g;
-}
-// The same knowing the batch and the GPU's compute units: with many matrices per unit the GPU
-// is throughput-bound and the driver's extra simdgroup costs more than it hides (H200, 4096 x
-// 32^2: 0.52 us per matrix with it, 0.41 without).
-ML_HOST_FN int ml_svd_bidiag_qr_group_size_batch(int m, int n, ml_i64 batch, int units) {
-  int big = m > n ? m : n;
-  int g = (big + 31) / 32 * 32;
-  g = g < 32 ? 32 : (g > 256 ? 256 : g);
-  if (units > 0 && batch >= 16 * (ml_i64)units) return ml_group_size_throughput(g, m, n, batch, units);
-  return ml_svd_bidiag_qr_group_size(m, n);
-}
-ML_HOST_FN int ml_svdvals_bidiag_qr_group_size(int m, int n);
-ML_HOST_FN int ml_svdvals_bidiag_qr_group_size_batch(int m, int n, ml_i64 batch, int units) {
-  return ml_group_size_throughput(ml_svdvals_bidiag_qr_group_size(m, n), m, n, batch, units);
-}
 ML_HOST_FN int ml_svdvals_bidiag_qr_scratch_floats(int m, int n) {
   return ml_svd_bidiag_qr_scratch_floats(m, n);
 }
@@ -76,17 +56,15 @@ ML_HOST_FN int ml_svdvals_bidiag_qr_scratch_floats_flags(int m, int n, int flags
 ML_HOST_FN int ml_svdvals_bidiag_qr_fits(int m, int n, int scratch_floats) {
   return ml_svd_bidiag_qr_fits(m, n, scratch_floats);
 }
+ML_HOST_FN int ml_svdvals_bidiag_qr_fits_flags(int m, int n, int flags, int scratch_floats) {
+  (void)flags;
+  return ml_svd_bidiag_qr_fits(m, n, scratch_floats);
+}
 ML_HOST_FN int ml_svdvals_bidiag_qr_choose_flags(int m, int n, int flags, int budget_floats) {
   (void)m;  // nothing to choose: no vectors
   (void)n;
   (void)budget_floats;
   return flags;
-}
-// svdvals has no vectors and no rotation work: group size as the bidiagonalisation wants.
-ML_HOST_FN int ml_svdvals_bidiag_qr_group_size(int m, int n) {
-  int big = m > n ? m : n;
-  int g = (big + 31) / 32 * 32;
-  return g < 32 ? 32 : (g > 256 ? 256 : g);
 }
 
 // Givens rotation: c*f + s*g = r and -s*f + c*g = 0.

@@ -26,6 +26,19 @@
 ML_HOST_FN int ml_svd_jacobi_small_fits(int m, int n) {
   return m >= 1 && n >= 1 && m <= ML_SVD_SMALL_MAX_N && n <= ML_SVD_SMALL_MAX_N;
 }
+// The kernel-table forms (kernel_table.h), for svd and svdvals: registers only, no scratch.
+// (Thin only: square full_matrices is the thin problem; the core never routes the other.)
+ML_HOST_FN int ml_svd_jacobi_small_scratch_floats_flags(int m, int n, int flags) {
+  (void)m;
+  (void)n;
+  (void)flags;
+  return 0;
+}
+ML_HOST_FN int ml_svd_jacobi_small_fits_flags(int m, int n, int flags, int scratch_floats) {
+  (void)flags;
+  (void)scratch_floats;
+  return ml_svd_jacobi_small_fits(m, n);
+}
 
 // 2^e as two normal factors (e in -252..254): x * lo * hi, at most one rounding.
 ML_FN float ml_svdj_pow2_lo(int e) { return ml_exp2i(e / 2); }

@@ -3,8 +3,8 @@
 #include <new>
 #include <string>
 
-#include "backend_gpu.h"
-#include "cpu_kernels.h"
+#include "backend.h"
+#include "checks.h"
 #include "device.h"
 #include "dispatch.h"
 #include "errors.h"
@@ -74,6 +74,20 @@ ML_API ml_status ml_workspace_size(const ml_exec *exec, int32_t op, int64_t batc
   });
 }
 
+ML_API ml_status ml_output_shape(int32_t op, int64_t m, int64_t n, int32_t flags, int32_t index,
+                                 int32_t *ndim, int64_t dims[2]) {
+  ml::clear_error();
+  const char *where = "output_shape";
+  if (!ndim || !dims) return ml::fail(ML_INVALID_ARGUMENT, where, "ndim or dims is NULL");
+  *ndim = 0;
+  dims[0] = dims[1] = 0;
+  const ml::Call probe{op, 0, m, n, flags, nullptr, nullptr, nullptr, nullptr, nullptr};
+  if (ml_status st = ml::check_call(where, probe)) return st;
+  if (index < 0) return ml::fail(ML_INVALID_ARGUMENT, where, "index must be >= 0, got %d", index);
+  *ndim = ml::output_shape(op, m, n, flags, index, dims);
+  return ML_OK;
+}
+
 ML_API const char *ml_last_error(void) { return ml::last_error(); }
 
 ML_API int32_t ml_api_version(void) { return ML_API_VERSION; }
@@ -90,7 +104,7 @@ ML_API ml_status ml_set_iteration_cap(int32_t cap) {
   ml::clear_error();
   if (cap < 0)
     return ml::fail(ML_INVALID_ARGUMENT, "set_iteration_cap", "cap must be >= 0, got %d", cap);
-  ml::cpu_kernels::set_max_iter(cap);
+  ml::policy::set_iteration_cap(cap);
   return ML_OK;
 }
 
@@ -103,11 +117,12 @@ ML_API const char *ml_device_name(void) {
 }
 
 ML_API int32_t ml_backend_available(const char *backend) {
-  if (!backend) return 0;
-  const std::string b = backend;
-  if (b == "cpu") return 1;
-  if (b == "cuda") return ml::cuda_usable() ? 1 : 0;
-  return 0;  // "metal": the Metal host runtime is not part of this build yet
+  try {
+    const ml::Backend *b = ml::backend_named(backend);
+    return b && b->available() ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
 }
 
 ML_API const char *ml_backend(int32_t op, int32_t memory, int64_t m, int64_t n, int64_t batch) {

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "device.h"
 #include "errors.h"
 #include "ops.h"
 
@@ -64,16 +63,12 @@ ml_status check_exec(const char *where, const ml_exec &exec) {
     if (exec.reserved[i] != 0)
       return fail(ML_INVALID_ARGUMENT, where, "exec->reserved[%d] must be zero", i);
   if (exec.memory == ML_MEMORY_HOST) return ML_OK;
-  if (exec.memory == ML_MEMORY_CUDA) {
-    if (!cuda_usable())
-      return fail(ML_INVALID_ARGUMENT, where,
-                  "exec->memory is ML_MEMORY_CUDA but the CUDA backend is %s",
-#if defined(ML_WITH_CUDA)
-                  "not usable (no CUDA device or driver)"
-#else
-                  "not built into this library"
-#endif
-      );
+  if (exec.memory == ML_MEMORY_CUDA || exec.memory == ML_MEMORY_METAL) {
+    const Backend *b = backend_for_memory(exec.memory);
+    if (!b || !b->available())
+      return fail(ML_INVALID_ARGUMENT, where, "exec->memory is %s but the %s backend is %s",
+                  memory_name(exec.memory), exec.memory == ML_MEMORY_CUDA ? "CUDA" : "Metal",
+                  b ? "not usable (no device or driver)" : "not built into this library");
     if (exec.device < 0)
       return fail(ML_INVALID_ARGUMENT, where, "exec->device must be >= 0, got %d", exec.device);
     if (exec.workspace_bytes < 0)
@@ -81,7 +76,9 @@ ml_status check_exec(const char *where, const ml_exec &exec) {
     return ML_OK;
   }
   return fail(ML_INVALID_ARGUMENT, where,
-              "exec->memory must be ML_MEMORY_HOST (0) or ML_MEMORY_CUDA (1), got %d", exec.memory);
+              "exec->memory must be ML_MEMORY_HOST (0), ML_MEMORY_CUDA (1) or ML_MEMORY_METAL (2), "
+              "got %d",
+              exec.memory);
 }
 
 ml_status check_lapack_sizes(const char *where, int32_t op, int32_t flags, int64_t m, int64_t n) {

@@ -1,7 +1,7 @@
 // Argument validation shared by every entry point: the backends only ever see
 // calls that passed these checks.
 #pragma once
-#include "backend_gpu.h"
+#include "backend.h"
 
 namespace ml {
 

@@ -8,7 +8,7 @@
 #include <sys/sysctl.h>
 #endif
 
-#include "backend_gpu.h"
+#include "backend.h"
 
 namespace ml {
 namespace {
@@ -46,22 +46,12 @@ std::string cpu_model() {
 
 }  // namespace
 
-bool cuda_usable() {
-#if defined(ML_WITH_CUDA)
-  return cuda::available();
-#else
-  return false;
-#endif
-}
-
 const char *device_name() {
   static const std::string name = [] {
-#if defined(ML_WITH_CUDA)
-    if (cuda::available()) {
-      const char *n = cuda::device_name();
+    if (const Backend *gpu = host_gpu_backend()) {
+      const char *n = gpu->device_name();
       if (n && *n) return std::string(n);
     }
-#endif
     return cpu_model();
   }();
   return name.c_str();

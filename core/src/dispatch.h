@@ -1,7 +1,7 @@
-// Routing: resolves the policy for each call and hands it to the CPU backend
-// or a GPU backend.
+// Dispatch: validates a call, resolves its policy, asks routing.h where it runs and hands it
+// to that backend through the interface of backend.h.
 #pragma once
-#include "backend_gpu.h"
+#include "backend.h"
 
 namespace ml {
 

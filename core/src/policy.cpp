@@ -1,5 +1,7 @@
 #include "policy.h"
 
+#include <atomic>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu_kernels.h"
+#include "backend.h"
 #include "device.h"
 #include "errors.h"
 #include "ops.h"
@@ -35,7 +37,7 @@ const char *const kFieldNames[kFieldCount] = {"cpu_kernel_max_n",  "gpu_min_batc
 int64_t default_value(int32_t op, int field) {
   switch (field) {
     case kCpuKernelMaxN: {
-      const int64_t k = cpu_kernels::max_n(op);
+      const int64_t k = cpu_backend().kernel_max_n(op);
       return k < 16 ? k : 16;
     }
     case kGpuMinBatch: return 1;
@@ -380,5 +382,13 @@ ml_status reload() {
                 g_state.file.c_str());
   return ML_OK;
 }
+
+namespace {
+std::atomic<int32_t> g_iteration_cap{0};
+}
+
+int32_t iteration_cap() { return g_iteration_cap.load(std::memory_order_relaxed); }
+
+void set_iteration_cap(int32_t cap) { g_iteration_cap.store(cap, std::memory_order_relaxed); }
 
 }  // namespace ml::policy

@@ -40,4 +40,9 @@ const char *calibration_status(int32_t op);
 const char *file();
 ml_status reload();
 
+// Sweep/iteration cap every backend hands its kernels (ml_params::max_iter); 0 = each kernel's
+// own default. Set only through ml_set_iteration_cap, for tests.
+int32_t iteration_cap();
+void set_iteration_cap(int32_t cap);
+
 }  // namespace ml::policy

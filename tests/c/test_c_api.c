@@ -1,6 +1,6 @@
 /* Test of the metal-linalg C API, compiled as strict C99: every function, its
  * error paths, and the correctness of every decomposition on small matrices
- * (LAPACK's test ratios, DESIGN.md 3). Exits non-zero on any failure. */
+ * (LAPACK's test ratios, docs/design.md section 7). Exits non-zero on any failure. */
 #define _POSIX_C_SOURCE 200112L /* setenv/unsetenv for the environment overrides */
 
 #include <float.h>
@@ -523,6 +523,17 @@ static void test_bad_arguments(void) {
     expect_invalid(ml_eigvalsh(&ex, a, 1, 4, 0, o1, info), "CUDA memory without CUDA");
     expect_invalid(ml_svd(&ex, a, 1, 4, 4, 0, o1, o2, o3, info), "CUDA memory without CUDA (svd)");
   }
+  if (!ml_backend_available("metal")) {
+    ml_metal_stream ms;
+    memset(&ms, 0, sizeof ms);
+    ex.memory = ML_MEMORY_METAL;
+    ex.stream = &ms;
+    expect_invalid(ml_qr(&ex, a, 1, 4, 4, 0, o1, o2, info), "Metal memory without Metal");
+    CHECK(strstr(ml_last_error(), "ML_MEMORY_METAL") != NULL, "Metal error names the memory: %s\n",
+          ml_last_error());
+    ex.stream = NULL;
+  }
+  ex.memory = ML_MEMORY_HOST;
 
   /* A failure is reported; the next success clears the message. */
   expect_invalid(ml_svdvals(NULL, a, 1, 4, 4, NULL, info), "svdvals s NULL again");
@@ -530,6 +541,46 @@ static void test_bad_arguments(void) {
 }
 
 /* ---- queries ---- */
+
+/* ml_output_shape: every op's outputs, in the functions' argument order. */
+static void expect_shape(int32_t op, int64_t m, int64_t n, int32_t flags, int32_t index,
+                         int32_t ndim, int64_t d0, int64_t d1) {
+  int32_t got = -1;
+  int64_t dims[2] = {-1, -1};
+  expect_ok(ml_output_shape(op, m, n, flags, index, &got, dims), "output_shape");
+  CHECK(got == ndim && dims[0] == d0 && dims[1] == d1,
+        "output_shape(op %d, %ldx%ld, flags %d, #%d) = %d [%ld, %ld], expected %d [%ld, %ld]\n",
+        op, (long)m, (long)n, flags, index, got, (long)dims[0], (long)dims[1], ndim, (long)d0,
+        (long)d1);
+}
+
+static void test_output_shape(void) {
+  int32_t nd;
+  int64_t dims[2];
+  expect_shape(ML_OP_QR, 5, 3, ML_QR_REDUCED, 0, 2, 5, 3);
+  expect_shape(ML_OP_QR, 5, 3, ML_QR_REDUCED, 1, 2, 3, 3);
+  expect_shape(ML_OP_QR, 5, 3, ML_QR_COMPLETE, 0, 2, 5, 5);
+  expect_shape(ML_OP_QR, 5, 3, ML_QR_COMPLETE, 1, 2, 5, 3);
+  expect_shape(ML_OP_QR, 5, 3, ML_QR_R, 0, 0, 0, 0);
+  expect_shape(ML_OP_QR, 5, 3, ML_QR_R, 1, 2, 3, 3);
+  expect_shape(ML_OP_EIGH, 4, 4, ML_UPPER, 0, 1, 4, 0);
+  expect_shape(ML_OP_EIGH, 4, 4, ML_LOWER, 1, 2, 4, 4);
+  expect_shape(ML_OP_EIGVALSH, 4, 4, 0, 0, 1, 4, 0);
+  expect_shape(ML_OP_EIGVALSH, 4, 4, 0, 1, 0, 0, 0);
+  expect_shape(ML_OP_SVD, 2, 7, 0, 0, 2, 2, 2);
+  expect_shape(ML_OP_SVD, 2, 7, 0, 1, 1, 2, 0);
+  expect_shape(ML_OP_SVD, 2, 7, 0, 2, 2, 2, 7);
+  expect_shape(ML_OP_SVD, 6, 6, 1, 0, 2, 6, 6);
+  expect_shape(ML_OP_SVDVALS, 7, 2, 0, 0, 1, 2, 0);
+  expect_shape(ML_OP_SVDVALS, 7, 2, 0, 1, 0, 0, 0);
+  expect_invalid(ml_output_shape(ML_OP_QR, 5, 3, 9, 0, &nd, dims), "output_shape bad qr mode");
+  expect_invalid(ml_output_shape(ML_OP_EIGH, 5, 3, 0, 0, &nd, dims), "output_shape eigh 5x3");
+  expect_invalid(ml_output_shape(ML_OP_SVD, 5, 3, 1, 0, &nd, dims), "output_shape full non-square");
+  expect_invalid(ml_output_shape(7, 5, 3, 0, 0, &nd, dims), "output_shape op 7");
+  expect_invalid(ml_output_shape(ML_OP_QR, 0, 3, 0, 0, &nd, dims), "output_shape m 0");
+  expect_invalid(ml_output_shape(ML_OP_QR, 5, 3, 0, -1, &nd, dims), "output_shape index -1");
+  expect_invalid(ml_output_shape(ML_OP_QR, 5, 3, 0, 0, NULL, dims), "output_shape ndim NULL");
+}
 
 static void test_versions_and_devices(void) {
   const char *name = ml_device_name();
@@ -951,6 +1002,7 @@ int main(void) {
   set_kernels(1);
   test_bad_arguments();
   test_workspace_and_backend();
+  test_output_shape();
   test_policy();
   test_threads();
   test_lapack_provider();

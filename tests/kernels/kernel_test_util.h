@@ -19,7 +19,7 @@
 
 namespace kt {
 
-constexpr double kUlp = 1.1920928955078125e-07;  // float32 eps (DESIGN.md 3)
+constexpr double kUlp = 1.1920928955078125e-07;  // float32 eps (docs/design.md section 7)
 
 // Kernel arguments the tests pass through the runner's void *user (outputs a launch does not
 // produce are null).
@@ -332,7 +332,7 @@ inline std::vector<double> reference_singular_values(const Mat &a) {
   return sv;
 }
 
-// ---- matrix families (DESIGN.md 3), named; rng consumed in a fixed order ----
+// ---- matrix families (docs/design.md section 7), named; rng consumed in a fixed order ----
 using Families = std::vector<std::pair<std::string, Mat>>;
 
 // m x n with ones on the diagonal.

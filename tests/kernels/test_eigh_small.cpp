@@ -3,7 +3,7 @@
 // the symmetric families of test_kernels (plus graded positive definite ones, 1e-30 / 1e37
 // scales, NaN garbage in the unread triangle, NaN / Inf matrices inside a batch), judged by
 // LAPACK's ratios in double as test_kernels' eigh checks; the sweep cap; group_offset.
-#include "../../core/src/kernel_runner.h"
+#include "kernel_runner.h"
 #include "../../core/kernels/eigh_jacobi_small.h"
 #include "kernel_test_util.h"
 
@@ -13,7 +13,7 @@ using kt::Report;
 
 namespace {
 
-constexpr double kEigLimit = 60;  // DESIGN.md 3, as test_kernels
+constexpr double kEigLimit = 60;  // docs/design.md section 7, as test_kernels
 
 void eigh_entry(const ml_ctx &ctx, void *u) {
   auto &x = *static_cast<EigArgs *>(u);

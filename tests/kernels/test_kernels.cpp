@@ -1,13 +1,14 @@
 // Kernel tests: every portable kernel of core/kernels through the CPU runner (one thread per
 // lane, real barriers) at several group sizes, on the sizes either side of its limits and on
 // hard matrix families, judged by LAPACK's ratios in double. Also the runner's own simd ops
-// and the group-size-1 build the CPU backend uses (core/src/cpu_kernels.cpp).
+// and the group-size-1 build the CPU backend uses (cpu/cpu_kernels.cpp).
 // Usage: test_kernels <suite>   suites: runner qr eigh serial race (race: for -DML_KERNELS_TSAN=ON)
-#include "../../core/src/kernel_runner.h"
+#include "kernel_runner.h"
 #include "../../core/kernels/eigh_tridiag_ql.h"
 #include "../../core/kernels/qr_householder.h"
-#include "../../core/src/cpu_kernels.h"
+#include "../../cpu/cpu_kernels.h"
 #include "metal_linalg/metal_linalg.h"
+#include "../../metal/launch_config.h"
 #include "kernel_test_util.h"
 
 using kt::Mat;
@@ -17,7 +18,7 @@ using kt::Report;
 
 namespace {
 
-constexpr double kQrLimit = 30, kEigLimit = 60;  // DESIGN.md 3
+constexpr double kQrLimit = 30, kEigLimit = 60;  // docs/design.md section 7
 
 std::string where(const char *op, int m, int n, int gs, const std::string &fam, int idx) {
   char b[160];
@@ -190,7 +191,7 @@ void test_qr(Report &rep) {
       check_qr(rep, s[0], s[1], ML_K_QR_COMPLETE, gs, rng, gs != 64 ? kAll : kCore);
     }
   // Either side of the limits: at the limit (group sizes 1 and the preferred one).
-  check_qr(rep, metal_n, metal_n, ML_K_QR_REDUCED, ml_qr_householder_group_size(metal_n, metal_n), rng, kCore);
+  check_qr(rep, metal_n, metal_n, ML_K_QR_REDUCED, ml::metal::group_size_qr_householder(metal_n, metal_n, 1), rng, kCore);
   check_qr(rep, metal_n, metal_n, ML_K_QR_REDUCED, 1, rng, kAll);
   // Every square size up to the Metal limit sequentially; an odd group size every 6th size.
   for (int n = 1; n <= metal_n; ++n) {
@@ -327,7 +328,7 @@ void test_eigh(Report &rep) {
       check_eig(rep, n, (turn++ & 1) ? ML_K_UPPER : ML_K_LOWER, gs, rng, gs <= 7 ? kAll : kCore);
     }
   for (int gs : {1, 7, 32}) check_eig_cap(rep, gs, rng);
-  check_eig(rep, metal_n, ML_K_LOWER, ml_eigh_tridiag_ql_group_size(metal_n, metal_n), rng, kCore);
+  check_eig(rep, metal_n, ML_K_LOWER, ml::metal::group_size_eigh_tridiag_ql(metal_n, metal_n, 1), rng, kCore);
   check_eig(rep, metal_n, ML_K_UPPER, 1, rng, kAll);
   for (int n = 1; n <= metal_n; ++n) {
     check_eig(rep, n, n & 1 ? ML_K_LOWER : ML_K_UPPER, 1, rng, kFew);
@@ -380,7 +381,7 @@ void check_svd_serial(Report &rep, int m, int n, std::mt19937_64 &rng) {
   }
 }
 
-// The CPU backend's build (core/src/cpu_kernels.cpp, group size 1, ML_CPU_SERIAL), up to
+// The CPU backend's build (cpu/cpu_kernels.cpp, group size 1, ML_CPU_SERIAL), up to
 // its max_n, which must stay a sane cap; beyond it scratch_floats is 0 (never called there).
 void test_serial(Report &rep) {
   std::mt19937_64 rng(7);

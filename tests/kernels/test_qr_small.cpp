@@ -4,7 +4,7 @@
 // isolation inside a batch, and agreement with the group kernel (qr_householder.h): the same
 // reflectors, so the same signs of R's diagonal and the same Q up to rounding.
 // Usage: test_qr_small
-#include "../../core/src/kernel_runner.h"
+#include "kernel_runner.h"
 #include "../../core/kernels/qr_householder.h"
 #include "../../core/kernels/qr_householder_small.h"
 #include "kernel_test_util.h"
@@ -15,7 +15,7 @@ using kt::Report;
 
 namespace {
 
-constexpr double kQrLimit = 30;     // DESIGN.md 3
+constexpr double kQrLimit = 30;     // docs/design.md section 7
 constexpr double kAgreeLimit = 30;  // |X_small - X_group| / (max(m,n) ulp), scaled as below
 
 void qr_small_entry(const ml_ctx &ctx, void *u) {

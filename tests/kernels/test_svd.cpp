@@ -1,12 +1,13 @@
 // SVD kernel tests (core/kernels/svd_bidiag_qr.h) through the CPU runner (one thread per lane,
 // real barriers) at several group sizes: square, tall and wide shapes on the matrix families of
-// DESIGN.md 3, judged by LAPACK's ratios in double, singular values against a double one-sided
+// docs/design.md section 7, judged by LAPACK's ratios in double, singular values against a double one-sided
 // Jacobi reference, non-finite isolation inside a batch, the info word, and the scratch limits.
 // Every check runs in both V modes: V in device memory (flags 0) and V in shared scratch
 // (ML_K_SVD_V_SHARED), and the two must give bitwise the same singular values.
 // Usage: test_svd <suite>   suites: square shapes limits
-#include "../../core/src/kernel_runner.h"
+#include "kernel_runner.h"
 #include "../../core/kernels/svd_bidiag_qr.h"
+#include "../../metal/launch_config.h"
 #include "kernel_test_util.h"
 
 using kt::Mat;
@@ -15,7 +16,7 @@ using kt::SvdArgs;
 
 namespace {
 
-constexpr double kSvdLimit = 35;  // DESIGN.md 3
+constexpr double kSvdLimit = 35;  // docs/design.md section 7
 
 void svd_entry(const ml_ctx &ctx, void *user) {
   auto &x = *static_cast<SvdArgs *>(user);
@@ -206,10 +207,10 @@ void test_limits(Report &rep) {
   for (int n : {metal_vs, metal_vs + 1}) {
     const int f = ml_svd_bidiag_qr_choose_flags(n, n, 0, ML_METAL_SCRATCH_FLOATS);
     rep.expect((f == V) == (n == metal_vs), "Metal picks shared V up to 60");
-    check_svd(rep, n, n, ml_svd_bidiag_qr_group_size(n, n), rng, false, f);
+    check_svd(rep, n, n, ml::metal::group_size_svd_bidiag_qr(n, n, 1), rng, false, f);
     check_svd(rep, n, n, 1, rng, n == metal_vs, f);
   }
-  check_svd(rep, metal_n, metal_n, ml_svd_bidiag_qr_group_size(metal_n, metal_n), rng, false);
+  check_svd(rep, metal_n, metal_n, ml::metal::group_size_svd_bidiag_qr(metal_n, metal_n, 1), rng, false);
   check_svd(rep, metal_n, metal_n, 1, rng, true);
   for (int n : {cuda_vs, cuda_vs + 1})
     check_svd(rep, n, n, 1, rng, false,

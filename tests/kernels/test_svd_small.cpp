@@ -4,7 +4,7 @@
 // test_svd.cpp, singular values against a double one-sided Jacobi reference, svdvals bitwise
 // equal to svd, NaN/Inf isolation inside a batch, the info word and the sweep cap.
 // Usage: test_svd_small
-#include "../../core/src/kernel_runner.h"
+#include "kernel_runner.h"
 #include "../../core/kernels/svd_jacobi_small.h"
 #include "kernel_test_util.h"
 
@@ -14,7 +14,7 @@ using kt::SvdArgs;
 
 namespace {
 
-constexpr double kSvdLimit = 35;  // DESIGN.md 3, as test_svd.cpp
+constexpr double kSvdLimit = 35;  // docs/design.md section 7, as test_svd.cpp
 
 void svd_entry(const ml_ctx &ctx, void *user) {
   auto &x = *static_cast<SvdArgs *>(user);

@@ -66,7 +66,7 @@ typedef enum ml_qr_mode {
 typedef enum ml_uplo { ML_LOWER = 0, ML_UPPER = 1 } ml_uplo;
 
 /* Where the buffers of a call live. */
-typedef enum ml_memory { ML_MEMORY_HOST = 0, ML_MEMORY_CUDA = 1 } ml_memory;
+typedef enum ml_memory { ML_MEMORY_HOST = 0, ML_MEMORY_CUDA = 1, ML_MEMORY_METAL = 2 } ml_memory;
 
 /* Per-matrix info word bits. Bits 16..31 hold the sweep/iteration count. */
 #define ML_INFO_NOT_CONVERGED 0x1
@@ -79,15 +79,43 @@ typedef enum ml_memory { ML_MEMORY_HOST = 0, ML_MEMORY_CUDA = 1 } ml_memory;
  * work is enqueued on `stream` (a cudaStream_t; NULL = legacy default stream)
  * with no host synchronisation, and `workspace` must hold at least the bytes
  * returned by ml_workspace_size() (device memory). For host memory the
- * workspace is optional: NULL means the library allocates its own. */
+ * workspace is optional: NULL means the library allocates its own.
+ * For ML_MEMORY_METAL: `stream` points to an ml_metal_stream (below), every
+ * buffer argument (a, the outputs, info) is an MTL::Buffer* (id<MTLBuffer>)
+ * cast to the argument's pointer type, with the data at the byte offset the
+ * ml_metal_stream gives; `device` must be 0 (the buffers' device is used) and
+ * `workspace` is unused (ml_workspace_size() returns 0). */
 typedef struct ml_exec {
   int32_t memory;        /* ml_memory */
   int32_t device;        /* CUDA device ordinal */
-  void *stream;          /* cudaStream_t */
+  void *stream;          /* cudaStream_t, or const ml_metal_stream * */
   void *workspace;
   int64_t workspace_bytes;
   int64_t reserved[4];   /* must be zero */
 } ml_exec;
+
+/* The caller's Metal command stream for ML_MEMORY_METAL calls (e.g. MLX's
+ * eval_gpu). Exactly one of command_buffer and encoder is set:
+ *  - encoder: an MTL::ComputeCommandEncoder* the caller has open; the library
+ *    sets its own pipeline state, buffers and threadgroup memory on it and
+ *    dispatches, and leaves it open (the caller's later dispatches must set
+ *    their own state again, as MLX's do);
+ *  - command_buffer: an MTL::CommandBuffer* not yet committed; the library
+ *    opens a compute encoder on it, dispatches and ends that encoder.
+ * Nothing is committed or waited for: the work runs when the caller commits.
+ * Offsets are in bytes, each a multiple of 4: a_offset for a; out_offset[i]
+ * for the i-th output argument of the function (qr: q, r; eigh: w, v;
+ * eigvalsh: w; svd: u, s, vt; svdvals: s); info_offset for info. Long batches
+ * are split into several dispatches (so no command buffer meets macOS's GPU
+ * watchdog); all of them go into the given encoder or command buffer. */
+typedef struct ml_metal_stream {
+  void *command_buffer;   /* MTL::CommandBuffer*, or NULL */
+  void *encoder;          /* MTL::ComputeCommandEncoder*, or NULL */
+  int64_t a_offset;
+  int64_t out_offset[3];
+  int64_t info_offset;
+  int64_t reserved[4];    /* must be zero */
+} ml_metal_stream;
 
 /* ---- decompositions ----
  * a is never modified. info may be NULL.
@@ -113,6 +141,16 @@ ML_API ml_status ml_svdvals(const ml_exec *exec, const float *a, int64_t batch, 
 ML_API ml_status ml_workspace_size(const ml_exec *exec, int32_t op, int64_t batch, int64_t m,
                                    int64_t n, int32_t flags, int64_t *bytes);
 
+/* Per-matrix shape of output `index` (0-based, in the function's output
+ * argument order: qr q, r; eigh w, v; eigvalsh w; svd u, s, vt; svdvals s) of
+ * a call of op on m x n matrices with flags (qr mode / eigh uplo / svd
+ * full_matrices): *ndim is 1 (a vector of dims[0] floats), 2 (dims[0] rows x
+ * dims[1] columns) or 0 (the op has no such output, e.g. q in mode ML_QR_R,
+ * or index past the last output; dims are then 0). For eigh and eigvalsh pass
+ * m = n. The batch dimension comes first in memory, as for every call. */
+ML_API ml_status ml_output_shape(int32_t op, int64_t m, int64_t n, int32_t flags, int32_t index,
+                                 int32_t *ndim, int64_t dims[2]);
+
 /* ---- errors and versions ---- */
 ML_API const char *ml_last_error(void);      /* per thread; "" when none */
 ML_API int32_t ml_api_version(void);         /* ML_API_VERSION of the library */
@@ -135,8 +173,8 @@ ML_API ml_status ml_take_warnings(char *buf, size_t buf_len, size_t *needed);
 ML_API int32_t ml_pending_warnings(void);
 
 /* ---- devices and backends ----
- * ml_device_name: the device policies are tuned for: the CUDA device name when
- * the CUDA backend is usable, else the CPU model name.
+ * ml_device_name: the device policies are tuned for: the GPU's name when a GPU
+ * backend (CUDA, else Metal) is usable, else the CPU model name.
  * ml_backend_available: "cpu", "cuda", "metal".
  * ml_backend: which kernel a call of op with this shape and batch would use,
  * for buffers in `memory` (e.g. "cpu:lapack", "cpu:kernel", "cuda:eigh_tridiag_ql").

@@ -1,7 +1,7 @@
 """CUDA backend through metal_linalg_torch on CUDA tensors, and the C API with device pointers.
 
 Runs on a machine with an NVIDIA GPU and a library built with the CUDA backend; skips elsewhere (CI).
-Accuracy uses LAPACK's test ratios (DESIGN.md 3) computed in float64 against float64 references.
+Accuracy uses LAPACK's test ratios (docs/design.md section 7) computed in float64 against float64 references.
 """
 
 from __future__ import annotations
@@ -398,7 +398,7 @@ def test_gen_families(op: str, family: str, mn: tuple[int, int]) -> None:
 def test_batch_edges(batch: int) -> None:
     """Batches that do not fill the last block, one larger than 65535 blocks of one matrix, and
     131072 matrices of 8x8 (torch.linalg.eigh raised CUSOLVER_STATUS_INTERNAL_ERROR there, as
-    recorded in shared/peers/h200.md)."""
+    recorded in benchmarks/peers/h200.md)."""
     n = 8 if batch > 1000 else 24
     a = torch.randn(batch, n, n, device=DEV)
     run_op("eigh", a + a.mT)

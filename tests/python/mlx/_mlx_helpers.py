@@ -1,4 +1,4 @@
-"""Test matrices and LAPACK's accuracy ratios (DESIGN.md 3) for the MLX package tests.
+"""Test matrices and LAPACK's accuracy ratios (docs/design.md section 7) for the MLX package tests.
 
 Matrices are made in float64 and rounded to float32 (the rounded matrix is the one tested);
 ratios are computed in float64 with 1-norms, as LAPACK's testing routines do.

@@ -1,4 +1,4 @@
-"""LAPACK's accuracy ratios (DESIGN.md 3) for metal_linalg on the matrix families,
+"""LAPACK's accuracy ratios (docs/design.md section 7) for metal_linalg on the matrix families,
 on both CPU paths (the core's kernels for small n and LAPACK), through the MLX frontend."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Test matrices (LAPACK latms-style families) and LAPACK's accuracy ratios (DESIGN.md 3).
+"""Test matrices (LAPACK latms-style families) and LAPACK's accuracy ratios (docs/design.md section 7).
 
 Matrices are built in float64 with NumPy and rounded to float32; ratios are computed in float64 and
 use the 1-norm as LAPACK's testing routines do. Thresholds: 60 eigensolvers, 35 SVD, 30 QR.
@@ -13,7 +13,7 @@ ULP = float(np.finfo(np.float32).eps)
 TINY = float(np.finfo(np.float32).tiny)
 THRESH = {"eig": 60.0, "svd": 35.0, "qr": 30.0}
 
-# Families of DESIGN.md 3; "scaled_*" are magnitudes near underflow and overflow.
+# Families of docs/design.md section 7; "scaled_*" are magnitudes near underflow and overflow.
 FAMILIES = (
     "zero",
     "identity",

@@ -1,4 +1,4 @@
-"""Accuracy of every op on the LAPACK matrix families, by LAPACK's ratios (DESIGN.md 3).
+"""Accuracy of every op on the LAPACK matrix families, by LAPACK's ratios (docs/design.md section 7).
 
 Each test runs one batch holding every family, so a family that disturbs its neighbours shows too.
 """

@@ -1,0 +1,113 @@
+#include "routing.h"
+
+#include <algorithm>
+#include <string>
+
+#include "kernel_table.h"
+
+namespace ml {
+namespace {
+
+bool shape_in_range(int64_t m, int64_t n, int64_t budget) {
+  // Every kernel keeps at least the matrix in shared memory: bound the sizes before calling the
+  // kernels' int-typed helpers, which could overflow on absurd shapes.
+  return m >= 1 && n >= 1 && m <= budget && n <= budget && m * n <= 4 * budget;
+}
+
+// A GPU plan of `gpu` for c, or false.
+bool gpu_covers(const Backend *gpu, const Call &c, const policy::Resolved &pol, int32_t device,
+                Plan *plan) {
+  if (!gpu || pol.force == policy::Force::kCpu || !gpu->available()) return false;
+  return gpu->plan(c, pol, device, plan);
+}
+
+}  // namespace
+
+int32_t gpu_kernel_flags(int32_t op, int64_t m, int64_t n, int32_t flags) {
+  if (op == ML_OP_QR && flags == ML_QR_COMPLETE && m == n) return ML_QR_REDUCED;
+  if (op == ML_OP_SVD) return 0;
+  return flags;
+}
+
+bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget,
+              bool (*has_kernel)(int), Plan *out) {
+  const int64_t m = c.m, n = c.n, big = std::max(m, n);
+  if (c.op == ML_OP_SVD && c.flags != 0 && m != n) return false;  // full U/V of non-square
+  const int32_t kf = gpu_kernel_flags(c.op, m, n, c.flags);
+  int count = 0;
+  const KernelInfo *table = kernel_table(&count);
+  for (int i = 0; i < count; ++i) {
+    const KernelInfo &k = table[i];
+    if (k.op != c.op || (has_kernel && !has_kernel(i))) continue;
+    if (!k.group && big > pol.value[policy::kGpuSmallMaxN]) continue;  // register: by policy
+    const bool covers =
+        m == 0 || n == 0 ||  // nothing to compute: the backend only writes info
+        (shape_in_range(m, n, budget) &&
+         k.fits(static_cast<int>(m), static_cast<int>(n), kf, static_cast<int>(budget)));
+    if (!covers) continue;
+    out->kernel = i;
+    out->kernel_flags = kf;
+    if (!k.group)
+      out->launch = Launch::kRegister;
+    else if (big <= pol.value[policy::kGpuLaneMaxN] &&
+             c.batch >= pol.value[policy::kGpuLaneMinBatch])
+      out->launch = Launch::kLane;
+    else
+      out->launch = Launch::kBlock;
+    return true;
+  }
+  return false;
+}
+
+const char *gpu_plan_name(const char *backend, const Plan &p) {
+  static thread_local std::string name;
+  int count = 0;
+  const KernelInfo *table = kernel_table(&count);
+  name = std::string(backend) + ":" + (p.kernel >= 0 && p.kernel < count ? table[p.kernel].name : "?") +
+         (p.launch == Launch::kLane ? "/lane" : "");
+  return name.c_str();
+}
+
+Route route(const Call &c, int32_t memory, int32_t device, const policy::Resolved &pol,
+            bool for_query) {
+  Route r;
+  if (memory != ML_MEMORY_HOST) {
+    Backend *gpu = backend_for_memory(memory);
+    Plan p;
+    // Device buffers never go to the CPU here; a forced CPU policy is for ml_backend only.
+    if (!gpu || !gpu->available() || !gpu->plan(c, pol, device, &p)) {
+      if (for_query) r.backend = &cpu_backend();
+      return r;
+    }
+    if (for_query && pol.force != policy::Force::kGpu) {
+      const bool fits = pol.force != policy::Force::kCpu &&
+                        c.batch >= pol.value[policy::kGpuMinBatch] &&
+                        std::max(c.m, c.n) <= pol.value[policy::kGpuMaxN];
+      if (!fits) {
+        r.backend = &cpu_backend();
+        return r;
+      }
+    }
+    r.backend = gpu;
+    r.plan = p;
+    return r;
+  }
+  Backend *gpu = host_gpu_backend();
+  Plan p;
+  if (gpu_covers(gpu, c, pol, 0, &p)) {
+    const int64_t min_work = pol.value[policy::kHostGpuMinWork];
+    const bool pays = pol.force == policy::Force::kGpu ||
+                      (min_work > 0 && c.batch * c.m * c.n >= min_work &&
+                       c.batch >= pol.value[policy::kGpuMinBatch] &&
+                       std::max(c.m, c.n) <= pol.value[policy::kGpuMaxN]);
+    if (pays) {
+      r.backend = gpu;
+      r.plan = p;
+      return r;
+    }
+  }
+  r.backend = &cpu_backend();
+  return r;
+}
+
+}  // namespace ml

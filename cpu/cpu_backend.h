@@ -1,0 +1,17 @@
+// The CPU backend: LAPACK per matrix (or the portable kernels for small
+// matrices), the batch spread over the thread pool, non-finite matrices
+// isolated and every matrix scaled by a power of two around the solver.
+#pragma once
+#include "backend.h"
+#include "policy.h"
+
+namespace ml::cpu {
+
+// Largest max(m, n) the portable CPU kernel handles under this policy (0 = none).
+int64_t kernel_max_n(int32_t op, const policy::Resolved &pol);
+// "cpu:lapack" or "cpu:kernel:<op>".
+const char *backend_name(int32_t op, int64_t m, int64_t n, const policy::Resolved &pol);
+// Host buffers, validated arguments, batch > 0.
+ml_status run(const Call &c, const policy::Resolved &pol, const char *where);
+
+}  // namespace ml::cpu

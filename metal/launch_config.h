@@ -1,0 +1,78 @@
+// Launch configuration of the Metal backend: threads per threadgroup for every GROUP kernel of
+// core/kernels/kernel_table.h (group_size_<name>), threads of lane-per-matrix threadgroups,
+// and how long batches are split. Plain C++ (no Metal headers): the kernel tests run the
+// kernels through the CPU runner at these sizes (tests/kernels/test_kernel_table.cpp).
+// Not tuned on Apple hardware (none was available): the rules are the kernels' natural
+// shapes (a lane per row or column in whole simdgroups). Metal's simd_* functions span the
+// whole simdgroup, so no group is smaller than 32 lanes (CUDA's 16-lane groups do not apply).
+#pragma once
+#include <cstdint>
+
+#include "../core/kernels/params.h"  // ML_METAL_SCRATCH_FLOATS
+
+namespace ml::metal {
+
+constexpr int kSimdWidth = 32;
+// Threadgroup memory of every entry: the static array of ML_METAL_SCRATCH_FLOATS (32 KB).
+constexpr int kScratchFloats = ML_METAL_SCRATCH_FLOATS;
+
+// Whole simdgroups of at least 32 lanes, at most cap.
+inline int simdgroups_of(int lanes, int cap) {
+  const int g = (lanes + 31) / 32 * 32;
+  return g < 32 ? 32 : (g > cap ? cap : g);
+}
+
+// ---- threads per threadgroup of each GROUP kernel: (m, n, batch) ----
+inline int group_size_qr_householder(int, int n, int64_t) {
+  return simdgroups_of(n > 32 ? n : 32, 256);  // a lane per column of the trailing update
+}
+inline int group_size_eigh_tridiag_ql(int, int n, int64_t) {
+  // a lane per row, plus a simdgroup for the QL sweeps' rotations where they are long
+  const int g = (n + 31) / 32 * 32 + ((n > 24 && n <= 32) || n > 64 ? 32 : 0);
+  return g < 32 ? 32 : (g > 288 ? 288 : g);
+}
+inline int group_size_eigvalsh_tridiag_ql(int, int n, int64_t) {
+  const int g = (n + 31) / 32 * 32 + (n > 32 ? 32 : 0);
+  return g < 32 ? 32 : (g > 288 ? 288 : g);
+}
+inline int group_size_svd_bidiag_qr(int m, int n, int64_t) {
+  const int big = m > n ? m : n;
+  const int g = simdgroups_of(big, 256);
+  return big > 24 ? g + 32 : g;
+}
+inline int group_size_svdvals_bidiag_qr(int m, int n, int64_t) {
+  return simdgroups_of(m > n ? m : n, 256);
+}
+
+// Slice of the threadgroup scratch one thread of a lane-per-matrix threadgroup of `threads`
+// threads gets (compat_metal.h's ml_lane_slice: odd, so equal offsets hit distinct banks).
+inline int lane_slice(int threads) {
+  int slice = kScratchFloats / threads;
+  return slice - ((slice & 1) ? 0 : 1);
+}
+
+// Threads (matrices) per lane-per-matrix threadgroup: a simdgroup's worth, fewer for a short
+// batch, the pipeline's limit or when each matrix's slice would not hold scratch_floats;
+// 0 when even one thread's slice is too small (then the block entry runs).
+inline int lane_threads(int64_t batch, int scratch_floats, int max_threads) {
+  int64_t t = kSimdWidth;
+  if (batch < t) t = batch;
+  if (max_threads < t) t = max_threads;
+  while (t > 1 && lane_slice(static_cast<int>(t)) < scratch_floats) --t;
+  return t >= 1 && lane_slice(static_cast<int>(t)) >= scratch_floats ? static_cast<int>(t) : 0;
+}
+
+// Threads per threadgroup of a REGISTER kernel (no threadgroup memory): two simdgroups.
+inline int register_threads(int max_threads) { return max_threads < 64 ? max_threads : 64; }
+
+// Matrices per dispatch and per command buffer: each dispatch stays far below macOS's GPU
+// watchdog (a command buffer running for seconds is killed) by bounding its work, about
+// batch * max(m, n)^3 multiply-adds, to 2^34.
+inline int64_t matrices_per_dispatch(int64_t m, int64_t n) {
+  const int64_t big = m > n ? m : n;
+  const int64_t per = big * big * big > 0 ? big * big * big : 1;
+  const int64_t cap = (int64_t{1} << 34) / per;
+  return cap < 1 ? 1 : cap;
+}
+
+}  // namespace ml::metal

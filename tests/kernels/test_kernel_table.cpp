@@ -1,0 +1,199 @@
+// The CPU runner's list of kernels, generated from core/kernels/kernel_table.h: every line of
+// the table runs through the runner in every launch kind its backends use (GROUP lines: a
+// group per matrix at the CUDA and at the Metal launch configuration's group size, and one
+// lane per matrix; REGISTER lines: one lane per matrix), on square and rectangular shapes
+// within its window, judged by the ratios of docs/design.md section 7 in double. A GROUP line
+// without a group size in cuda/launch_config.h or metal/launch_config.h does not compile.
+// Usage: test_kernel_table
+#include <cstdio>
+#include <set>
+#include <string>
+
+#include "../../core/kernels/compat_cpu.h"
+#include "../../core/kernels/kernel_table.h"
+#include "../../cuda/launch_config.h"
+#include "../../metal/launch_config.h"
+#include "kernel_runner.h"
+#include "kernel_test_util.h"
+#include "metal_linalg/metal_linalg.h"
+
+namespace {
+
+struct Args {
+  ml_params p;
+  const float *a;
+  float *o0, *o1, *o2;
+  int *info;
+};
+
+struct Entry {
+  const char *name;
+  int op;
+  bool group;
+  int (*scratch)(int, int, int);
+  int (*fits)(int, int, int, int);
+  int (*choose)(int, int, int, int);
+  ml::kernel_runner::Kernel run;
+  int (*cuda_group_size)(int, int, int64_t, int);
+  int (*metal_group_size)(int, int, int64_t);
+};
+
+#define KT_RUN(name, fn, outs)                                 \
+  [](const ml_ctx &ctx, void *u) {                             \
+    Args &x = *static_cast<Args *>(u);                         \
+    float *o0 = x.o0, *o1 = x.o1, *o2 = x.o2;                  \
+    (void)o0, (void)o1, (void)o2;                              \
+    fn(ctx, x.p, x.a, ML_KERNEL_OUTS_##outs, x.info);          \
+  }
+#define KT_GS_GROUP(name) ml::cuda::group_size_##name, ml::metal::group_size_##name
+#define KT_GS_REGISTER(name) nullptr, nullptr
+#define KT_IS_GROUP true
+#define KT_IS_REGISTER false
+#define KT_ENTRY(name, op, fn, outs, kind, scratch, fits, choose) \
+  {#name, op, KT_IS_##kind, scratch, fits, choose, KT_RUN(name, fn, outs), KT_GS_##kind(name)},
+
+const Entry kEntries[] = {ML_KERNEL_TABLE(KT_ENTRY)};
+
+constexpr double kLimit = 60;  // docs/design.md section 7 (eigh's 60; qr and svd are held to it too)
+constexpr int kH200Budget = ML_CUDA_SCRATCH_FLOATS_SM90;
+constexpr int kH200Units = 132;
+
+int flags_for(int op, int variant) {
+  if (op == ML_OP_QR) return variant;  // reduced, R, complete
+  return variant == 1 && (op == ML_OP_EIGH || op == ML_OP_EIGVALSH) ? ML_K_UPPER : 0;
+}
+
+// Runs e on `batch` gaussian matrices of m x n with group size gs (1: lane per matrix) and
+// checks every result.
+void run_and_check(kt::Report &rep, const Entry &e, int m, int n, int flags,
+                                 int gs, int scratch_budget, const char *launch) {
+  std::mt19937_64 rng(1234 + 17 * m + n);
+  const int batch = 3, k = std::min(m, n);
+  const bool complete = e.op == ML_OP_QR && flags == ML_K_QR_COMPLETE;
+  const int64_t sz0 = e.op == ML_OP_QR ? (flags == ML_K_QR_R ? 0 : int64_t(m) * (complete ? m : k))
+                      : e.op == ML_OP_EIGH || e.op == ML_OP_EIGVALSH ? n
+                      : e.op == ML_OP_SVD ? int64_t(m) * k
+                                          : 0;
+  const int64_t sz1 = e.op == ML_OP_QR ? int64_t(complete ? m : k) * n
+                      : e.op == ML_OP_EIGH ? int64_t(n) * n
+                      : e.op == ML_OP_SVD || e.op == ML_OP_SVDVALS ? k
+                                                                     : 0;
+  const int64_t sz2 = e.op == ML_OP_SVD ? int64_t(k) * n : 0;
+  std::vector<kt::Mat> mats;
+  std::vector<float> a;
+  for (int b = 0; b < batch; ++b) {
+    kt::Mat g = kt::gaussian(rng, m, n);
+    if (e.op == ML_OP_EIGH || e.op == ML_OP_EIGVALSH) g = kt::matmul(g, kt::transpose(g));
+    mats.push_back(g);
+    auto f = kt::to_float(g);
+    a.insert(a.end(), f.begin(), f.end());
+    mats.back() = kt::from_float(f.data(), m, n);  // the matrix the kernel sees, exactly
+  }
+  std::vector<float> o0(size_t(batch * sz0) + 1, -7.f), o1(size_t(batch * sz1) + 1, -7.f),
+      o2(size_t(batch * sz2) + 1, -7.f);
+  std::vector<int> info(batch, -1);
+  const int kflags = e.choose(m, n, flags, scratch_budget);
+  Args x{{m, n, kflags, 0, batch, 0}, a.data(), o0.data(), o1.data(), o2.data(), info.data()};
+  ml::kernel_runner::run(gs, batch, e.scratch(m, n, kflags), e.run, &x);
+  char at[200];
+  for (int b = 0; b < batch; ++b) {
+    std::snprintf(at, sizeof at, "%s %dx%d flags=%d %s gs=%d #%d", e.name, m, n, flags, launch,
+                  gs, b);
+    const kt::Mat &A = mats[b];
+    rep.expect((info[b] & (ML_INFO_NOT_CONVERGED | ML_INFO_NONFINITE)) == 0,
+               std::string(at) + " info");
+    const float *p0 = o0.data() + b * sz0, *p1 = o1.data() + b * sz1, *p2 = o2.data() + b * sz2;
+    switch (e.op) {
+      case ML_OP_QR: {
+        const int qc = complete ? m : k;
+        kt::Mat R = kt::from_float(p1, qc, n);
+        bool upper = true;
+        for (int i = 0; i < qc; ++i)
+          for (int j = 0; j < std::min(i, n); ++j) upper = upper && R(i, j) == 0.0;
+        rep.expect(upper, std::string(at) + " R upper");
+        if (flags == ML_K_QR_R) {  // R^T R = A^T A
+          kt::Mat d = kt::matmul(kt::transpose(R), R), g = kt::matmul(kt::transpose(A), A);
+          for (size_t i = 0; i < d.v.size(); ++i) d.v[i] -= g.v[i];
+          const double an = kt::norm1(A);
+          rep.ratio(kt::norm1(d) / (an * an * std::max(m, n) * kt::kUlp + 1e-300), kLimit,
+                    std::string(at) + " |RtR-AtA|");
+          break;
+        }
+        kt::Mat Q = kt::from_float(p0, m, qc), r = kt::matmul(Q, R);
+        for (size_t i = 0; i < r.v.size(); ++i) r.v[i] -= A.v[i];
+        rep.ratio(kt::norm1(r) / (kt::norm1(A) * std::max(m, n) * kt::kUlp), kLimit,
+                  std::string(at) + " |A-QR|");
+        rep.ratio(kt::orth_defect(Q) / (m * kt::kUlp), kLimit, std::string(at) + " |I-QtQ|");
+        break;
+      }
+      case ML_OP_EIGH: {
+        const kt::EigRatios r = kt::eig_ratios(A, p0, p1);
+        rep.ratio(r.resid, kLimit, std::string(at) + " |A-VWVt|");
+        rep.ratio(r.orth, kLimit, std::string(at) + " |I-VtV|");
+        break;
+      }
+      case ML_OP_EIGVALSH: {
+        auto ref = kt::jacobi_eigenvalues(A);
+        std::sort(ref.begin(), ref.end());
+        double err = 0;
+        for (int i = 0; i < n; ++i) err = std::max(err, std::fabs(p0[i] - ref[i]));
+        rep.ratio(err / (kt::norm1(A) * n * kt::kUlp), kLimit, std::string(at) + " w vs double");
+        break;
+      }
+      case ML_OP_SVD: kt::check_svd_ratios(rep, at, "gaussian", A, p0, p1, p2, info[b], kLimit); break;
+      default: {
+        const auto ref = kt::reference_singular_values(A);
+        double err = 0;
+        for (int i = 0; i < k; ++i) err = std::max(err, std::fabs(p1[i] - ref[i]));
+        rep.ratio(err / (ref[0] * std::max(m, n) * kt::kUlp), kLimit,
+                  std::string(at) + " s vs double");
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main() {
+  kt::Report rep;
+  std::set<int> ops;
+  std::set<std::string> names;
+  for (const Entry &e : kEntries) {
+    ops.insert(e.op);
+    rep.expect(names.insert(e.name).second, std::string(e.name) + " listed once");
+    rep.expect(e.op >= 0 && e.op < ML_OP_COUNT, std::string(e.name) + " has a valid op");
+    rep.expect(e.group == (e.cuda_group_size != nullptr && e.metal_group_size != nullptr),
+               std::string(e.name) + " group sizes exactly for GROUP lines");
+    const int shapes[][2] = {{1, 1}, {2, 2}, {5, 5}, {8, 8}, {7, 3}, {3, 7}, {13, 13}, {20, 9},
+                             {9, 20}, {33, 33}};
+    int covered = 0;
+    for (const auto &s : shapes) {
+      const int m = s[0], n = s[1];
+      for (int variant = 0; variant < (e.op == ML_OP_QR ? 3 : 2); ++variant) {
+        const int flags = flags_for(e.op, variant);
+        if (!e.fits(m, n, flags, ML_METAL_SCRATCH_FLOATS) || !e.fits(m, n, flags, kH200Budget))
+          continue;
+        ++covered;
+        if (!e.group) {
+          run_and_check(rep, e, m, n, flags, 1, 0, "register");
+          continue;
+        }
+        const int cuda_gs = e.cuda_group_size(m, n, 16384, kH200Units);
+        const int metal_gs = e.metal_group_size(m, n, 16384);
+        rep.expect(metal_gs >= 32 && metal_gs % 32 == 0,
+                   std::string(e.name) + " Metal group size in whole simdgroups");
+        run_and_check(rep, e, m, n, flags, cuda_gs, kH200Budget, "cuda-block");
+        run_and_check(rep, e, m, n, flags, metal_gs, ML_METAL_SCRATCH_FLOATS, "metal-block");
+        run_and_check(rep, e, m, n, flags, 1, ml::metal::lane_slice(ml::metal::kSimdWidth),
+                      "lane");
+      }
+    }
+    rep.expect(covered > 0, std::string(e.name) + " ran on at least one shape");
+    std::printf("%-24s %s, %d shapes/flags\n", e.name, e.group ? "group   " : "register", covered);
+  }
+  for (int op = 0; op < ML_OP_COUNT; ++op)
+    rep.expect(ops.count(op) == 1, "op " + std::to_string(op) + " has a kernel");
+  std::printf("kernel table: %d checks, %d failures, worst ratio %.3g (%s)\n", rep.checks,
+              rep.failures, rep.worst, rep.worst_where.c_str());
+  return rep.failures == 0 ? 0 : 1;
+}

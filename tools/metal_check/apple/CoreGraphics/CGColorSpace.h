@@ -1,0 +1,3 @@
+// Stub for the Metal host type-check (see README).
+#pragma once
+typedef struct CGColorSpace *CGColorSpaceRef;
