@@ -269,7 +269,8 @@ int32_t run_kernel(const Call &c, const float *a, const Scale &sc, float *o0, fl
     symmetrize_scaled(a, as, n, c.flags == ML_LOWER, sc);
   else
     for (int64_t i = 0; i < in; ++i) as[i] = sc.apply(a[i]);
-  const int32_t info = cpu_kernels::run(c.op, m, n, c.flags, as, o0, o1, o2, work);
+  const int32_t info = cpu_kernels::run(c.op, m, n, c.flags, as, o0, o1, o2, work,
+                                         policy::iteration_cap());
   switch (c.op) {
     case ML_OP_QR: scale_values(o1, (c.flags == ML_QR_COMPLETE ? m : k) * n, sc.down); break;
     case ML_OP_EIGH:

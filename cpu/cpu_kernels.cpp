@@ -2,7 +2,6 @@
 // every barrier and simd op folds away) for the CPU backend's small-matrix path.
 #define ML_CPU_SERIAL 1
 #include <algorithm>
-#include <atomic>
 
 #include "../core/kernels/compat_cpu.h"
 #include "../core/kernels/eigh_jacobi_small.h"
@@ -12,7 +11,6 @@
 #include "../core/kernels/svd_bidiag_qr.h"
 #include "../core/kernels/svd_jacobi_small.h"
 #include "cpu_kernels.h"
-#include "policy.h"
 #include "metal_linalg/metal_linalg.h"
 
 namespace ml::cpu_kernels {
@@ -76,11 +74,11 @@ int64_t scratch_floats(int32_t op, int64_t m, int64_t n) {
 }
 
 int32_t run(int32_t op, int64_t m, int64_t n, int32_t flags, const float *a, float *out0,
-            float *out1, float *out2, float *work) {
+            float *out1, float *out2, float *work, int32_t max_iter) {
   if (std::max(m, n) > max_n(op) || m < 1 || n < 1) return ML_INFO_NOT_CONVERGED;
   ml_ctx ctx{0, work};
   ml_params p{static_cast<ml_i32>(m), static_cast<ml_i32>(n), flags,
-              policy::iteration_cap(), 1, 0};
+              max_iter, 1, 0};
   int info = 0;
   if (small(op, m, n)) {  // the register kernels: no scratch
     switch (op) {

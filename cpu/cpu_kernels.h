@@ -13,8 +13,8 @@ const char *name(int32_t op, int64_t m, int64_t n);
 // Largest n (and m) each kernel accepts; 0 when the kernel does not exist yet.
 int64_t max_n(int32_t op);
 // One row-major matrix. Same output conventions as the C API. Returns the info word.
-// work: at least scratch_floats(op, m, n) floats.
+// work: at least scratch_floats(op, m, n) floats. max_iter: the kernels' sweep cap (0: their own).
 int64_t scratch_floats(int32_t op, int64_t m, int64_t n);
 int32_t run(int32_t op, int64_t m, int64_t n, int32_t flags, const float *a, float *out0,
-            float *out1, float *out2, float *work);
+            float *out1, float *out2, float *work, int32_t max_iter = 0);
 }  // namespace ml::cpu_kernels

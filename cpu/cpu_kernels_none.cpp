@@ -14,7 +14,8 @@ const char *name(int32_t, int64_t, int64_t) { return "none"; }
 
 int64_t scratch_floats(int32_t, int64_t, int64_t) { return 0; }
 
-int32_t run(int32_t, int64_t, int64_t, int32_t, const float *, float *, float *, float *, float *) {
+int32_t run(int32_t, int64_t, int64_t, int32_t, const float *, float *, float *, float *, float *,
+            int32_t) {
   return 0x1;  // ML_INFO_NOT_CONVERGED: unreachable while max_n() is 0
 }
 

@@ -236,14 +236,9 @@ int load(State &s, bool warn_malformed) {
         s.force[op] = Force::kCpu;
       } else if (std::strcmp(b, "gpu") == 0) {
         s.force[op] = Force::kGpu;
-        if (report && !cuda_usable())
-          warn("%s=gpu but no GPU backend is usable (%s): %s runs on the CPU", var.c_str(),
-#if defined(ML_WITH_CUDA)
-               "no CUDA device or driver",
-#else
-               "this library was built without one",
-#endif
-               op_name(op));
+        if (report && !host_gpu_backend())
+          warn("%s=gpu but no GPU backend is built and usable here: %s runs on the CPU",
+               var.c_str(), op_name(op));
       } else if (std::strcmp(b, "auto") != 0 && *b && report) {
         warn("%s='%s' is not cpu, gpu or auto: ignored", var.c_str(), b);
       }
