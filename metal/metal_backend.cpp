@@ -198,12 +198,15 @@ ml_status MetalBackend::encode(const Sink &out, const Call &c, const Plan &pl,
   p.n = n;
   p.batch = c.batch;
   int threads = 0;
+  // Kernel flags for the scratch one matrix gets: the threadgroup's, or a lane's slice.
+  p.flags = kt.choose_flags(m, n, pl.kernel_flags, kScratchFloats);
   if (pl.launch == Launch::kLane) {
-    p.flags = kt.choose_flags(m, n, pl.kernel_flags, lane_slice(kSimdWidth));
-    threads = lane_threads(count, kt.scratch(m, n, p.flags), 1024);
-    if (threads == 0) lane = false;  // not even one slice holds it: a threadgroup per matrix
+    const int f = kt.choose_flags(m, n, pl.kernel_flags, lane_slice(kSimdWidth));
+    if (lane_threads(count, kt.scratch(m, n, f), 1024) > 0)
+      p.flags = f;
+    else
+      lane = false;  // not even one slice holds it: a threadgroup per matrix
   }
-  if (!lane) p.flags = kt.choose_flags(m, n, pl.kernel_flags, kScratchFloats);
   ml_status st = ML_OK;
   MTL::ComputePipelineState *ps = pipeline(pl.kernel, lane, where, &st);
   if (!ps) return st;
