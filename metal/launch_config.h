@@ -68,11 +68,13 @@ inline int register_threads(int max_threads) { return max_threads < 64 ? max_thr
 // Matrices per dispatch and per command buffer: each dispatch stays far below macOS's GPU
 // watchdog (a command buffer running for seconds is killed) by bounding its work, about
 // batch * max(m, n)^3 multiply-adds, to 2^34.
+// A multiple of 64 (so lane and register threadgroups, of at most 64 matrices, do not straddle
+// two dispatches: a straddling group would compute the next dispatch's first matrices too).
 inline int64_t matrices_per_dispatch(int64_t m, int64_t n) {
   const int64_t big = m > n ? m : n;
   const int64_t per = big * big * big > 0 ? big * big * big : 1;
-  const int64_t cap = (int64_t{1} << 34) / per;
-  return cap < 1 ? 1 : cap;
+  const int64_t cap = (int64_t{1} << 34) / per / 64 * 64;
+  return cap < 64 ? 64 : cap;
 }
 
 }  // namespace ml::metal

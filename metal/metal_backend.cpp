@@ -68,6 +68,36 @@ struct Arg {
   NS::UInteger offset = 0;
 };
 
+// Where encode() records its commands: a compute encoder, or the caller's callbacks.
+struct Sink {
+  MTL::ComputeCommandEncoder *enc = nullptr;
+  const ml_metal_encoder_ops *ops = nullptr;
+  void pipeline(MTL::ComputePipelineState *ps) const {
+    if (enc)
+      enc->setComputePipelineState(ps);
+    else
+      ops->set_pipeline(ops->user, ps);
+  }
+  void buffer(const Arg &a, int index) const {
+    if (enc)
+      enc->setBuffer(a.buffer, a.offset, NS::UInteger(index));
+    else
+      ops->set_buffer(ops->user, a.buffer, int64_t(a.offset), index);
+  }
+  void bytes(const void *p, size_t len, int index) const {
+    if (enc)
+      enc->setBytes(p, NS::UInteger(len), NS::UInteger(index));
+    else
+      ops->set_bytes(ops->user, p, int64_t(len), index);
+  }
+  void dispatch(NS::UInteger groups, NS::UInteger threads) const {
+    if (enc)
+      enc->dispatchThreadgroups(MTL::Size(groups, 1, 1), MTL::Size(threads, 1, 1));
+    else
+      ops->dispatch_threadgroups(ops->user, int64_t(groups), int64_t(threads));
+  }
+};
+
 class MetalBackend final : public Backend {
  public:
   const char *name() const override { return "metal"; }
@@ -147,15 +177,15 @@ class MetalBackend final : public Backend {
     return p;
   }
 
-  // Encodes matrices [first, first + count) of c into enc: args are a, out0, out1, out2, info.
-  ml_status encode(MTL::ComputeCommandEncoder *enc, const Call &c, const Plan &pl,
-                   const Arg args[5], int64_t first, int64_t count, const char *where);
+  // Encodes matrices [first, first + count) of c into out: args are a, out0, out1, out2, info.
+  ml_status encode(const Sink &out, const Call &c, const Plan &pl, const Arg args[5],
+                   int64_t first, int64_t count, const char *where);
 
   std::mutex mu_;
   MTL::ComputePipelineState *pipelines_[kKernelCount][2] = {};
 };
 
-ml_status MetalBackend::encode(MTL::ComputeCommandEncoder *enc, const Call &c, const Plan &pl,
+ml_status MetalBackend::encode(const Sink &out, const Call &c, const Plan &pl,
                                const Arg args[5], int64_t first, int64_t count,
                                const char *where) {
   int n_table = 0;
@@ -169,12 +199,15 @@ ml_status MetalBackend::encode(MTL::ComputeCommandEncoder *enc, const Call &c, c
   p.max_iter = policy::iteration_cap();
   p.batch = c.batch;
   int threads = 0;
+  // Kernel flags for the scratch one matrix gets: the threadgroup's, or a lane's slice.
+  p.flags = kt.choose_flags(m, n, pl.kernel_flags, kScratchFloats);
   if (pl.launch == Launch::kLane) {
-    p.flags = kt.choose_flags(m, n, pl.kernel_flags, lane_slice(kSimdWidth));
-    threads = lane_threads(count, kt.scratch(m, n, p.flags), 1024);
-    if (threads == 0) lane = false;  // not even one slice holds it: a threadgroup per matrix
+    const int f = kt.choose_flags(m, n, pl.kernel_flags, lane_slice(kSimdWidth));
+    if (lane_threads(count, kt.scratch(m, n, f), 1024) > 0)
+      p.flags = f;
+    else
+      lane = false;  // not even one slice holds it: a threadgroup per matrix
   }
-  if (!lane) p.flags = kt.choose_flags(m, n, pl.kernel_flags, kScratchFloats);
   ml_status st = ML_OK;
   MTL::ComputePipelineState *ps = pipeline(pl.kernel, lane, where, &st);
   if (!ps) return st;
@@ -189,17 +222,16 @@ ml_status MetalBackend::encode(MTL::ComputeCommandEncoder *enc, const Call &c, c
     threads = kGroupSize[pl.kernel](m, n, c.batch);
     if (threads > max_threads) threads = std::max(32, max_threads / 32 * 32);
   }
-  enc->setComputePipelineState(ps);
-  for (int i = 0; i < 5; ++i) enc->setBuffer(args[i].buffer, args[i].offset, NS::UInteger(i));
+  out.pipeline(ps);
+  for (int i = 0; i < 5; ++i) out.buffer(args[i], i);
   // Matrices per threadgroup: one (block) or `threads` (lane, register).
   const int64_t per_group = lane ? threads : 1;
   const int64_t chunk = matrices_per_dispatch(c.m, c.n);
   for (int64_t off = first; off < first + count; off += chunk) {
     const int64_t todo = std::min(chunk, first + count - off);
     p.group_offset = off;
-    enc->setBytes(&p, sizeof p, 5);
-    const NS::UInteger groups = NS::UInteger((todo + per_group - 1) / per_group);
-    enc->dispatchThreadgroups(MTL::Size(groups, 1, 1), MTL::Size(NS::UInteger(threads), 1, 1));
+    out.bytes(&p, sizeof p, 5);
+    out.dispatch(NS::UInteger((todo + per_group - 1) / per_group), NS::UInteger(threads));
   }
   return ML_OK;
 }
@@ -210,9 +242,13 @@ ml_status MetalBackend::run_device(const ml_exec &exec, const Call &c, const Pla
   if (!s) return fail(ML_INVALID_ARGUMENT, where, "exec->stream must point to an ml_metal_stream");
   if (exec.device != 0)
     return fail(ML_INVALID_ARGUMENT, where, "exec->device must be 0 for ML_MEMORY_METAL");
-  if ((s->command_buffer != nullptr) == (s->encoder != nullptr))
+  if ((s->command_buffer != nullptr) + (s->encoder != nullptr) + (s->encoder_ops != nullptr) != 1)
     return fail(ML_INVALID_ARGUMENT, where,
-                "exactly one of ml_metal_stream.command_buffer and .encoder must be set");
+                "exactly one of ml_metal_stream.command_buffer, .encoder and .encoder_ops must be "
+                "set");
+  if (s->encoder_ops && (!s->encoder_ops->set_pipeline || !s->encoder_ops->set_buffer ||
+                         !s->encoder_ops->set_bytes || !s->encoder_ops->dispatch_threadgroups))
+    return fail(ML_INVALID_ARGUMENT, where, "every callback of ml_metal_encoder_ops must be set");
   for (int i = 0; i < 4; ++i)
     if (s->reserved[i] != 0)
       return fail(ML_INVALID_ARGUMENT, where, "ml_metal_stream.reserved[%d] must be zero", i);
@@ -244,13 +280,17 @@ ml_status MetalBackend::run_device(const ml_exec &exec, const Call &c, const Pla
                   static_cast<unsigned long long>(buf->length()));
     args[i] = {buf, NS::UInteger(offsets[i])};
   }
-  MTL::ComputeCommandEncoder *enc = static_cast<MTL::ComputeCommandEncoder *>(s->encoder);
-  const bool own = enc == nullptr;
-  if (own) enc = static_cast<MTL::CommandBuffer *>(s->command_buffer)->computeCommandEncoder();
-  if (!enc) return fail(ML_RUNTIME_ERROR, where, "cannot open a Metal compute encoder");
+  Sink out;
+  out.ops = s->encoder_ops;
+  out.enc = static_cast<MTL::ComputeCommandEncoder *>(s->encoder);
+  const bool own = s->command_buffer != nullptr;
+  if (own) {
+    out.enc = static_cast<MTL::CommandBuffer *>(s->command_buffer)->computeCommandEncoder();
+    if (!out.enc) return fail(ML_RUNTIME_ERROR, where, "cannot open a Metal compute encoder");
+  }
   ml_status st = ML_OK;
-  if (c.m > 0 && c.n > 0) st = encode(enc, c, pl, args, 0, c.batch, where);
-  if (own) enc->endEncoding();
+  if (c.m > 0 && c.n > 0) st = encode(out, c, pl, args, 0, c.batch, where);
+  if (own) out.enc->endEncoding();
   return st;
 }
 
@@ -297,7 +337,9 @@ ml_status MetalBackend::run_host(const Call &c, const Plan &pl, const policy::Re
       st = fail(ML_RUNTIME_ERROR, where, "cannot create a Metal command buffer");
       break;
     }
-    st = encode(enc, c, pl, args, off, std::min(chunk, c.batch - off), where);
+    Sink out;
+    out.enc = enc;
+    st = encode(out, c, pl, args, off, std::min(chunk, c.batch - off), where);
     enc->endEncoding();
     cb->commit();
     cbs.push_back(cb);

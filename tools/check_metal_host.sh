@@ -43,6 +43,13 @@ fi
 
 flags=(-std=c++17 -fsyntax-only -fblocks -include math.h -Wno-deprecated-declarations
   -I"$here/metal_check/apple" -I"$inc/metal_cpp" -I"$inc")
+# The MLX package's sources may include nanobind (and so Python.h): their include directories,
+# when this Python has nanobind.
+pyflags=()
+if pyinc="$("$python" -c 'import sysconfig, nanobind; print(sysconfig.get_paths()["include"]);
+print(nanobind.include_dir()); print(nanobind.include_dir() + "/../ext/robin_map/include")' 2>/dev/null)"; then
+  while IFS= read -r d; do pyflags+=(-I"$d"); done <<< "$pyinc"
+fi
 kflags=(-x cl -cl-std=clc++2021
   -Xclang -cl-ext=-__opencl_c_generic_address_space,-__opencl_c_pipes,-__opencl_c_device_enqueue,-cl_khr_fp64,-__opencl_c_fp64
   -Xclang -finclude-default-header -fsyntax-only -Wno-unknown-attributes -I"$here/metal_check")
@@ -60,7 +67,8 @@ check_tree() {
   done
   for f in $(grep -l -E "#include <Metal/Metal.hpp>|mlx/backend/metal/" "$tree"/python-mlx/src/*.cpp 2>/dev/null); do
     n=$((n + 1))
-    if ! "$clangxx" "${flags[@]}" -DML_WITH_METAL=1 -I"$tree/core/include" "$f" 2> "$cache/err.log"; then
+    if ! "$clangxx" "${flags[@]}" "${pyflags[@]}" -DML_WITH_METAL=1 -I"$tree/core/include" \
+        -I"$tree/python-mlx/src" "$f" 2> "$cache/err.log"; then
       echo "check_metal_host: FAIL ${f#"$tree"/}"; grep -E "error" "$cache/err.log" | head -20; fail=1
     fi
   done
@@ -99,8 +107,9 @@ PY
     rm -rf "$tree"
   }
   plant "misspelt method" metal/metal_backend.cpp "enc->endEncoding();" "enc->endEncodng();"
-  plant "wrong argument type" metal/metal_backend.cpp "enc->setBytes(&p, sizeof p, 5);" \
-    "enc->setBytes(&p, sizeof p, args);"
+  plant "wrong argument type" metal/metal_backend.cpp \
+    "enc->setBytes(p, NS::UInteger(len), NS::UInteger(index));" \
+    "enc->setBytes(p, NS::UInteger(len), this);"
   plant "missing address space" metal/kernels.metal \
     "#define ML_METAL_OUT_ARGS_O0 device float *o0 [[buffer(1)]]," \
     "#define ML_METAL_OUT_ARGS_O0 float *o0 [[buffer(1)]],"

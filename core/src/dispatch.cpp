@@ -24,11 +24,15 @@ ml_status dispatch(const char *where, const ml_exec *exec_in, const Call &c) {
   if (exec.memory == ML_MEMORY_HOST) return r.backend->run_host(c, r.plan, pol, where);
   // Device buffers run wherever a kernel covers the shape; the frontends ask ml_backend
   // first and copy to the host when it names the CPU.
+  const Backend *gpu = backend_for_memory(exec.memory);
+  if (!r.backend && gpu->scratch_budget(exec.device) <= 0)
+    return fail(ML_INVALID_ARGUMENT, where, "exec->device %d is not a usable %s device",
+                exec.device, gpu->name());
   if (!r.backend)
     return fail(ML_INVALID_ARGUMENT, where,
                 "no %s kernel covers %s of %lld x %lld (flags %d); ml_backend() names the "
                 "CPU for this shape: pass host buffers",
-                backend_for_memory(exec.memory)->name(), op_name(c.op),
+                gpu->name(), op_name(c.op),
                 static_cast<long long>(c.m), static_cast<long long>(c.n), c.flags);
   const int64_t need = r.backend->workspace_bytes(c, r.plan);
   if (need > 0 && (!exec.workspace || exec.workspace_bytes < need))

@@ -9,6 +9,7 @@
 
 #include "../../core/kernels/params.h"
 #include "../../cuda/launch_config.h"
+#include "../../metal/launch_config.h"
 #include "backend.h"
 #include "kernel_table.h"
 #include "ops.h"
@@ -188,6 +189,19 @@ void test_cuda_launch() {
   expect(threads_per_group(288, 0, 256) == 256, "threads capped by the kernel's limit");
 }
 
+void test_metal_launch() {
+  using namespace ml::metal;
+  expect(lane_slice(32) == 255 && lane_slice(1) == 8191, "Metal lane slices are odd");
+  expect(lane_threads(16384, 200, 1024) == 32, "Metal lane: a simdgroup of matrices");
+  expect(lane_threads(16384, 300, 1024) == 27, "Metal lane: fewer when a slice is too small");
+  expect(lane_threads(5, 200, 1024) == 5, "Metal lane: short batch");
+  expect(lane_threads(100, 9000, 1024) == 0, "Metal lane: nothing fits");
+  expect(register_threads(1024) == 64 && register_threads(32) == 32, "Metal register threads");
+  expect(matrices_per_dispatch(8, 8) % 64 == 0 && matrices_per_dispatch(4096, 4096) == 64,
+         "Metal dispatch chunks: multiples of 64");
+  expect(group_size_eigh_tridiag_ql(16, 16, 16384) == 32, "Metal groups never below 32 lanes");
+}
+
 void test_output_shape() {
   int64_t sz[3];
   output_floats(ML_OP_QR, 5, 3, ML_QR_REDUCED, sz);
@@ -217,6 +231,7 @@ void test_output_shape() {
 int main() {
   ml::test_routing();
   ml::test_cuda_launch();
+  ml::test_metal_launch();
   ml::test_output_shape();
   std::printf("backends: %d checks, %d failures\n", ml::g_checks, ml::g_failures);
   return ml::g_failures == 0 ? 0 : 1;

@@ -94,27 +94,46 @@ typedef struct ml_exec {
   int64_t reserved[4];   /* must be zero */
 } ml_exec;
 
+/* Callbacks through which the library encodes into a caller's own encoder
+ * object (e.g. MLX's metal::CommandEncoder, whose raw compute encoder is not
+ * public, through its set_compute_pipeline_state / set_buffer / set_bytes /
+ * dispatch_threadgroups). Every pointer is passed through unchanged. */
+typedef struct ml_metal_encoder_ops {
+  void *user;
+  /* pipeline: an MTL::ComputePipelineState* owned by the library. */
+  void (*set_pipeline)(void *user, void *pipeline);
+  /* buffer: an MTL::Buffer* (NULL for an absent output), offset in bytes. */
+  void (*set_buffer)(void *user, void *buffer, int64_t offset, int32_t index);
+  void (*set_bytes)(void *user, const void *bytes, int64_t length, int32_t index);
+  /* groups x 1 x 1 threadgroups of threads_per_group x 1 x 1 threads. */
+  void (*dispatch_threadgroups)(void *user, int64_t groups, int64_t threads_per_group);
+} ml_metal_encoder_ops;
+
 /* The caller's Metal command stream for ML_MEMORY_METAL calls (e.g. MLX's
- * eval_gpu). Exactly one of command_buffer and encoder is set:
+ * eval_gpu). Exactly one of command_buffer, encoder and encoder_ops is set:
  *  - encoder: an MTL::ComputeCommandEncoder* the caller has open; the library
- *    sets its own pipeline state, buffers and threadgroup memory on it and
+ *    sets its own pipeline state, buffers and parameters on it and
  *    dispatches, and leaves it open (the caller's later dispatches must set
- *    their own state again, as MLX's do);
+ *    their own state again);
+ *  - encoder_ops: the same through the caller's callbacks;
  *  - command_buffer: an MTL::CommandBuffer* not yet committed; the library
  *    opens a compute encoder on it, dispatches and ends that encoder.
  * Nothing is committed or waited for: the work runs when the caller commits.
  * Offsets are in bytes, each a multiple of 4: a_offset for a; out_offset[i]
  * for the i-th output argument of the function (qr: q, r; eigh: w, v;
- * eigvalsh: w; svd: u, s, vt; svdvals: s); info_offset for info. Long batches
- * are split into several dispatches (so no command buffer meets macOS's GPU
- * watchdog); all of them go into the given encoder or command buffer. */
+ * eigvalsh: w; svd: u, s, vt; svdvals: s); info_offset for info. Buffer
+ * indices the kernels use: 0 a, 1..3 the outputs as stored (svdvals' s and
+ * svd's s at 2), 4 info, 5 parameters (set_bytes). Long batches are split
+ * into several dispatches (bounded work each, for macOS's GPU watchdog); all
+ * go into the given encoder or command buffer. */
 typedef struct ml_metal_stream {
-  void *command_buffer;   /* MTL::CommandBuffer*, or NULL */
-  void *encoder;          /* MTL::ComputeCommandEncoder*, or NULL */
+  void *command_buffer;                     /* MTL::CommandBuffer*, or NULL */
+  void *encoder;                            /* MTL::ComputeCommandEncoder*, or NULL */
+  const ml_metal_encoder_ops *encoder_ops;  /* or NULL */
   int64_t a_offset;
   int64_t out_offset[3];
   int64_t info_offset;
-  int64_t reserved[4];    /* must be zero */
+  int64_t reserved[4];                      /* must be zero */
 } ml_metal_stream;
 
 /* ---- decompositions ----
