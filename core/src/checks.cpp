@@ -33,7 +33,7 @@ LapackSizes lapack_sizes(int32_t op, int32_t flags, int64_t m, int64_t n) {
       // The column-major copy of A, widened to m x m when a complete Q is formed in it.
       s.array = mul_sat(m, flags == ML_QR_COMPLETE ? big : n);
       s.array_what = flags == ML_QR_COMPLETE ? "the m x max(m, n) array of a complete Q" : "A";
-      s.min_lwork = big;  // sgeqrf: n, sorgqr: the columns of Q
+      s.min_lwork = flags == ML_QR_COMPLETE ? big : n;  // sgeqrf: n; sorgqr: Q's columns
       break;
     case ML_OP_EIGH:
     case ML_OP_EIGVALSH:

@@ -161,22 +161,21 @@ int apply_table(State &s, const std::string &text, bool require_device) {
 // then checked), a device such as /dev/zero must not be read without end.
 constexpr int64_t kMaxPolicyFileBytes = 1 << 20;
 
-std::string read_policy_file(const std::string &path, bool report) {
+std::string read_policy_file(const std::string &path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    if (report && errno != ENOENT)
+    if (errno != ENOENT)
       warn("policy file %s cannot be opened (%s): ignored", path.c_str(), std::strerror(errno));
     return "";
   }
   std::string text;
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    if (report) warn("policy file %s is not a regular file: ignored", path.c_str());
+    warn("policy file %s is not a regular file: ignored", path.c_str());
   } else if (st.st_size > kMaxPolicyFileBytes) {
-    if (report)
-      warn("policy file %s has %lld bytes, more than the %lld a policy file may have: ignored",
-           path.c_str(), static_cast<long long>(st.st_size),
-           static_cast<long long>(kMaxPolicyFileBytes));
+    warn("policy file %s has %lld bytes, more than the %lld a policy file may have: ignored",
+         path.c_str(), static_cast<long long>(st.st_size),
+         static_cast<long long>(kMaxPolicyFileBytes));
   } else {
     char buf[65536];
     for (;;) {
@@ -185,8 +184,8 @@ std::string read_policy_file(const std::string &path, bool report) {
       if (got <= 0) break;
       text.append(buf, static_cast<size_t>(got));
       if (static_cast<int64_t>(text.size()) > kMaxPolicyFileBytes) {  // grew while read
-        if (report) warn("policy file %s grew past %lld bytes while read: ignored", path.c_str(),
-                         static_cast<long long>(kMaxPolicyFileBytes));
+        warn("policy file %s grew past %lld bytes while read: ignored", path.c_str(),
+             static_cast<long long>(kMaxPolicyFileBytes));
         text.clear();
         break;
       }
@@ -200,7 +199,6 @@ std::string read_policy_file(const std::string &path, bool report) {
 // Every setting that is ignored gets a warning; malformed lines too when
 // warn_malformed (reload() returns their count as an error instead).
 int load(State &s, bool warn_malformed) {
-  const bool report = true;
   for (int op = 0; op < ML_OP_COUNT; ++op) {
     s.tuned_op[op] = false;
     for (int f = 0; f < kFieldCount; ++f) s.entry[op][f] = {default_value(op, f), kDefault, ""};
@@ -209,7 +207,7 @@ int load(State &s, bool warn_malformed) {
   s.file = policy_file_path();
   int bad = 0;
   {
-    const std::string text = read_policy_file(s.file, report);
+    const std::string text = read_policy_file(s.file);
     if (!text.empty()) {
       bad = apply_table(s, text, false);
       if (bad < 0) bad = 0;
@@ -226,7 +224,7 @@ int load(State &s, bool warn_malformed) {
       const char *text = std::getenv(var.c_str());
       if (parse_int(text, v))
         s.entry[op][f] = {v, kEnv, var};
-      else if (text && report)
+      else if (text)
         warn("%s='%s' is not a non-negative integer: ignored", var.c_str(), text);
     }
     s.force[op] = Force::kAuto;
@@ -236,10 +234,10 @@ int load(State &s, bool warn_malformed) {
         s.force[op] = Force::kCpu;
       } else if (std::strcmp(b, "gpu") == 0) {
         s.force[op] = Force::kGpu;
-        if (report && !host_gpu_backend())
+        if (!host_gpu_backend())
           warn("%s=gpu but no GPU backend is built and usable here: %s runs on the CPU",
                var.c_str(), op_name(op));
-      } else if (std::strcmp(b, "auto") != 0 && *b && report) {
+      } else if (std::strcmp(b, "auto") != 0 && *b) {
         warn("%s='%s' is not cpu, gpu or auto: ignored", var.c_str(), b);
       }
     }

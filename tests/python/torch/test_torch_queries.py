@@ -191,9 +191,9 @@ def test_core_errors_raise_with_the_function_and_message():
 
     status = _lib.lib.ml_eigh(None, None, 1, 4, 0, None, None, None)
     assert status == _lib.ML_INVALID_ARGUMENT
-    with pytest.raises(ValueError, match=r"\[metal_linalg\.eigh\] \S+"):
+    with pytest.raises(ValueError, match=r"^\[metal_linalg::eigh\] \S+"):
         _lib.check(status, "eigh")
     status = _lib.lib.ml_svd(None, None, 1, -3, 4, 0, None, None, None, None)
-    with pytest.raises(ValueError, match=r"\[metal_linalg\.svd\] \S+"):
+    with pytest.raises(ValueError, match=r"^\[metal_linalg::svd\] \S+"):
         _lib.check(status, "svd")
     _lib.check(_lib.ML_OK, "svd")  # OK is silent
