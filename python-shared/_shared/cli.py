@@ -303,7 +303,10 @@ def _bench_args(p, package: str) -> None:
     )
     p.add_argument("--n", nargs="+", type=int, help="square sizes (default: 8 16 ... 1024)")
     p.add_argument(
-        "--shapes", nargs="+", help="M x N shapes, e.g. 64x32 (default: 64x32 256x128 1024x512)"
+        "--shapes",
+        nargs="+",
+        metavar="MxN",
+        help="M x N shapes, e.g. 64x32 (default: 64x32 256x128 1024x512)",
     )
     p.add_argument("--batch", nargs="+", type=int, help="batch sizes (default: 1 64 1024 16384)")
     p.add_argument(
