@@ -31,64 +31,31 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import torch
+from metal_linalg_torch._shared import bench as shared
 
-OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
-SQUARE = (8, 16, 32, 64, 128, 256, 512, 1024)
-TALL = ((64, 32), (256, 128), (1024, 512))
-BATCHES = (1, 64, 1024, 16384)
-MAX_ELEMS = 1 << 27
+OPS = shared.OPS
+MAX_ELEMS = shared.MAX_WORK
 FP32_PEAK = 67e12  # H200 SXM plain fp32 (non-tensor) FLOP/s, datasheet
 IMPLS = ("ours", "torch", "cupy", "jax")
 HERE = Path(__file__).resolve().parent
 
 
 def grid(quick: bool) -> list[tuple[str, int, int, int]]:
+    """The shared benchmark grid (both packages' `bench`), or a handful of points."""
     if quick:
-        shapes = [(8, 8), (32, 32), (64, 64), (64, 32)]
-        batches = (1024, 16384)
+        points = shared.grid(OPS, [(8, 8), (32, 32), (64, 64), (64, 32)], (1024, 16384))
     else:
-        shapes = [(n, n) for n in SQUARE] + list(TALL)
-        batches = BATCHES
-    pts = []
-    for op in OPS:
-        for m, n in shapes:
-            if op in ("eigh", "eigvalsh") and m != n:
-                continue
-            for b in batches:
-                if b * m * n <= MAX_ELEMS:
-                    pts.append((op, m, n, b))
-    return pts
+        points = shared.grid(OPS)
+    return [(p.op, p.m, p.n, p.batch) for p in points]
 
 
-# ---- nominal work per matrix ----
+# ---- nominal work per matrix (the shared counts) ----
 
-
-def flops(op: str, m: int, n: int) -> float:
-    """Nominal LAPACK flop counts (LAWN 41 / Golub-Van Loan), per matrix."""
-    if op == "qr":  # geqrf + orgqr (thin Q)
-        big, k = max(m, n), min(m, n)
-        f = 2.0 * big * k * k - 2.0 * k**3 / 3.0
-        return 2.0 * f
-    if op == "eigvalsh":
-        return 4.0 * n**3 / 3.0
-    if op == "eigh":
-        return 9.0 * n**3
-    big, k = max(m, n), min(m, n)
-    if op == "svdvals":
-        return 4.0 * big * k * k - 4.0 * k**3 / 3.0
-    return min(14.0 * big * k * k + 8.0 * k**3, 6.0 * big * k * k + 20.0 * k**3)  # thin svd
+flops = shared.nominal_flops
 
 
 def io_bytes(op: str, m: int, n: int) -> float:
-    k = min(m, n)
-    out = {
-        "qr": m * k + k * n,
-        "eigh": n + n * n,
-        "eigvalsh": n,
-        "svd": m * k + k + k * n,
-        "svdvals": k,
-    }[op]
-    return 4.0 * (m * n + out)
+    return 4.0 * (m * n + shared.output_floats(op, m, n))
 
 
 # ---- peers file: skip peer points known to take far longer than the cap ----

@@ -243,17 +243,20 @@ def per_call_from_rates(rates):
 
 
 def nominal_flops(op: str, m: int, n: int) -> float:
-    """Nominal LAPACK flop counts per matrix (Golub & Van Loan; LAPACK Working Notes)."""
+    """Nominal LAPACK flop counts per matrix (Golub & Van Loan; LAPACK Working Notes): qr
+    geqrf + orgqr of the thin Q; eigh 9n^3 (tridiagonal QL with vectors); eigvalsh 4n^3/3; thin
+    svd (S, U1, V) the cheaper of Golub-Reinsch 14mk^2 + 8k^3 and R-SVD 6mk^2 + 20k^3; svdvals
+    Golub-Reinsch 4mk^2 - 4k^3/3 (m the longer side, k the shorter)."""
     k, big = min(m, n), max(m, n)
-    if op == "qr":  # geqrf + orgqr of the thin Q
+    if op == "qr":
         return 4.0 * big * k * k - 4.0 * k**3 / 3
     if op == "eigh":
         return 9.0 * n**3
     if op == "eigvalsh":
         return 4.0 * n**3 / 3
     if op == "svd":
-        return 4.0 * big * k * k + 22.0 * k**3
-    return 4.0 * big * k * k - 4.0 * k**3 / 3  # svdvals: bidiagonalisation
+        return min(14.0 * big * k * k + 8.0 * k**3, 6.0 * big * k * k + 20.0 * k**3)
+    return 4.0 * big * k * k - 4.0 * k**3 / 3
 
 
 def output_floats(op: str, m: int, n: int) -> int:

@@ -294,10 +294,19 @@ def cmd_calibrate(fe, args) -> int:
 
 
 def _bench_args(p, package: str) -> None:
-    p.add_argument("--ops", nargs="+", choices=OPS, help="ops to run (default: all)")
+    p.add_argument(
+        "--ops",
+        nargs="+",
+        choices=OPS,
+        metavar="OP",
+        help="ops to run: qr eigh eigvalsh svd svdvals (default: all)",
+    )
     p.add_argument("--n", nargs="+", type=int, help="square sizes (default: 8 16 ... 1024)")
     p.add_argument(
-        "--shapes", nargs="+", help="M x N shapes, e.g. 64x32 (default: 64x32 256x128 1024x512)"
+        "--shapes",
+        nargs="+",
+        metavar="MxN",
+        help="M x N shapes, e.g. 64x32 (default: 64x32 256x128 1024x512)",
     )
     p.add_argument("--batch", nargs="+", type=int, help="batch sizes (default: 1 64 1024 16384)")
     p.add_argument(
@@ -339,7 +348,13 @@ def parser(package: str) -> argparse.ArgumentParser:
         sub.add_parser("bench", help="time against the peers, write JSON/Markdown/PNG"), package
     )
     cal = sub.add_parser("calibrate", help="measure this machine and write its policy file")
-    cal.add_argument("--ops", nargs="+", choices=OPS, help="ops to measure (default: all)")
+    cal.add_argument(
+        "--ops",
+        nargs="+",
+        choices=OPS,
+        metavar="OP",
+        help="ops to measure: qr eigh eigvalsh svd svdvals (default: all)",
+    )
     which = cal.add_mutually_exclusive_group()
     which.add_argument("--cpu-only", action="store_true", help="skip the GPU measurements")
     which.add_argument(

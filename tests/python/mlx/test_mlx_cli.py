@@ -324,3 +324,12 @@ def test_gpu_bench_implementations():
         assert names[3] == "metal_linalg_torch" and impls[3].reference
     assert [i.name for i in fe.implementations("gpu", peers=["numpy"])] == ["metal_linalg", "numpy"]
     assert "metal_linalg_torch" not in [i.name for i in fe.implementations("cpu")]
+
+
+def test_nominal_flops():
+    assert bench.nominal_flops("eigh", 10, 10) == 9000
+    assert bench.nominal_flops("qr", 64, 32) == bench.nominal_flops("qr", 32, 64)
+    assert math.isclose(bench.nominal_flops("qr", 30, 30), 4 * 30**3 - 4 * 30**3 / 3)
+    # thin svd: Golub-Reinsch (14mn^2 + 8n^3) for square, R-SVD (6mn^2 + 20n^3) when m >> n
+    assert bench.nominal_flops("svd", 10, 10) == 22 * 1000
+    assert bench.nominal_flops("svd", 1000, 10) == 6 * 1000 * 100 + 20 * 1000
