@@ -295,7 +295,9 @@ def test_calibration_notice_is_short_and_one_line():
         {"METAL_LINALG_NO_CALIBRATION_NOTICE": "", "METAL_LINALG_POLICY_FILE": "/nonexistent/p"},
     )
     hits = json.loads(out.stdout.strip().splitlines()[-1])
-    assert hits, "no untuned op on this machine?"
+    if not hits:  # a machine with a measured table for every op (the H200) has no notice
+        assert set(ml.calibration_status().values()) == {"tuned"}, ml.calibration_status()
+        pytest.skip("every op has a measured table on this machine: no notice to show")
     for h in hits:
         assert "\n" not in h and len(h) <= 200 and "python -m metal_linalg calibrate" in h
 

@@ -86,14 +86,23 @@ def test_policy_get_set_reset(op):
 
 
 def test_backend_queries():
-    for name in (
-        ml.qr_backend(64, 32),
-        ml.svd_backend(8, 8, 1024),
-        ml.svdvals_backend(3, 5),
-        ml.eigh_backend(16, 64),
-        ml.eigvalsh_backend(300),
-    ):
-        assert name.startswith("cpu:")
+    # Host data under an explicitly set policy: never sent to a GPU (host_gpu_min_work=0), the
+    # CPU backend's own kernels up to n = 16 (register kernels below their own caps), else LAPACK.
+    ops = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
+    try:
+        for op in ops:
+            getattr(ml, f"set_{op}_policy")(host_gpu_min_work=0, cpu_kernel_max_n=16)
+        assert ml.qr_backend(64, 32) == "cpu:lapack"
+        assert ml.qr_backend(16, 16, 64) == "cpu:kernel:qr_householder"
+        assert ml.qr_backend(8, 8, 64) == "cpu:kernel:qr_householder_small"
+        assert ml.svd_backend(8, 8, 1024) == "cpu:kernel:svd_bidiag_qr"
+        assert ml.svd_backend(5, 5, 1024) == "cpu:kernel:svd_jacobi_small"
+        assert ml.svdvals_backend(3, 5) == "cpu:kernel:svd_bidiag_qr"
+        assert ml.eigh_backend(16, 64) == "cpu:kernel:eigh_tridiag_ql"
+        assert ml.eigvalsh_backend(300) == "cpu:lapack"
+    finally:
+        for op in ops:
+            getattr(ml, f"reset_{op}_policy")()
     with pytest.raises(ValueError):
         ml.eigh_backend(0)
     with pytest.raises(ValueError):
