@@ -206,7 +206,8 @@ def test_bad_settings_warn_when_they_take_effect(tmp_path):
             m.qr(torch.randn(3, 40, 40))
             after_call = [str(w.message) for w in caught if w.category is m.MetalLinalgWarning]
         print(json.dumps([at_import, after_call[len(at_import):], m.get_cpu_threads(),
-                          m.qr_policy()["gpu_max_n"], m.qr_backend(8, 8, 1)]))
+                          m.qr_policy()["gpu_max_n"], m.qr_backend(8, 8, 1),
+                          m.backends_available()["cuda"]]))
         """,
         timeout=60,
         METAL_LINALG_QR_BACKEND="gpu",
@@ -216,13 +217,15 @@ def test_bad_settings_warn_when_they_take_effect(tmp_path):
         METAL_LINALG_NO_CALIBRATION_NOTICE="1",
     )
     assert out.returncode == 0, out.stderr
-    at_import, after_call, threads, gpu_max_n, backend = json.loads(out.stdout)
+    at_import, after_call, threads, gpu_max_n, backend, cuda = json.loads(out.stdout)
     text = "\n".join(at_import)
-    assert "METAL_LINALG_QR_BACKEND=gpu but no GPU backend is usable" in text
+    # BACKEND=gpu is honoured where a GPU is usable, and warned about where none is.
+    gpu_warning = "METAL_LINALG_QR_BACKEND=gpu but no GPU backend is usable"
+    assert (gpu_warning in text) != cuda, text
     assert "METAL_LINALG_QR_GPU_MAX_N='12x' is not a non-negative integer" in text
     assert "is not a regular file" in text
     assert gpu_max_n == 1024  # the garbage value is ignored, not read as 12
-    assert backend.startswith("cpu:")
+    assert backend.startswith("cuda:" if cuda else "cpu:")
     # The thread count takes effect at the first batch.
     assert any("METAL_LINALG_CPU_THREADS='3abc'" in w for w in after_call), after_call
     assert threads == os.cpu_count()
