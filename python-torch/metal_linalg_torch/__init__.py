@@ -137,4 +137,5 @@ from ._lib import emit_warnings as _emit_warnings
 from ._lib import lib as _core
 
 _core.ml_policy_source(0)
+_core.ml_get_cpu_threads()  # METAL_LINALG_CPU_THREADS
 _emit_warnings()

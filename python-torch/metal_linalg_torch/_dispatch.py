@@ -109,8 +109,10 @@ def _readable(A: torch.Tensor) -> torch.Tensor:
     bits (torch._neg_view, .conj() of a complex tensor and its .imag) are lazy flags that
     data_ptr() does not apply, so they are materialised first."""
     if A.dtype != torch.float32:
-        A = A.to(torch.float32)
-    return A.resolve_conj().resolve_neg().contiguous()
+        return A.to(torch.float32).contiguous()  # the conversion's copy applies both bits
+    if A.is_neg():  # a real tensor has no conjugate bit; checking costs less than resolving
+        A = A.resolve_neg()
+    return A.contiguous()
 
 
 def _c_call(op, exec_ptr, a, batch, m, n, flags, outs, info) -> None:
@@ -125,7 +127,8 @@ def _c_call(op, exec_ptr, a, batch, m, n, flags, outs, info) -> None:
         status = lib.ml_svd(exec_ptr, a, batch, m, n, flags, p[0], p[1], p[2], info)
     else:
         status = lib.ml_svdvals(exec_ptr, a, batch, m, n, p[0], info)
-    _lib.check(status, op)
+    if status != _lib.ML_OK:  # the core's warnings all arise at import or in settings calls
+        _lib.check(status, op)
 
 
 def _cuda_kernel(op: str, m: int, n: int, batch: int) -> bool:
