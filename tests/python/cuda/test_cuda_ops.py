@@ -75,7 +75,7 @@ def backend(op: str, m: int, n: int, batch: int) -> str:
 
 
 def assert_gpu_for_small(op: str, m: int, n: int, batch: int) -> None:
-    """Every op has a GPU kernel for max(m, n) <= 64 (issue 3); larger shapes may fall back."""
+    """Every op has a GPU kernel for max(m, n) <= 64; larger shapes may fall back."""
     name = backend(op, m, n, batch)
     if max(m, n) <= 64:
         assert name.startswith("cuda:"), f"{op} {m}x{n} x{batch} routed to {name}"
