@@ -235,7 +235,8 @@ int load(State &s, bool warn_malformed) {
       } else if (std::strcmp(b, "gpu") == 0) {
         s.force[op] = Force::kGpu;
         if (!host_gpu_backend())
-          warn("%s=gpu but no GPU backend is built and usable here: %s runs on the CPU",
+          warn("%s=gpu but no GPU backend is usable (none built, or no device): %s runs on "
+               "the CPU",
                var.c_str(), op_name(op));
       } else if (std::strcmp(b, "auto") != 0 && *b) {
         warn("%s='%s' is not cpu, gpu or auto: ignored", var.c_str(), b);
