@@ -658,7 +658,7 @@ ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *
   }
   for (int j = lane; j < N; j += gs) s[j] = ml_ldexp(d[j], ex);
   if (lane == 0 && info) {
-    int flags = cmd < 0 ? ML_INFO_NOT_CONVERGED : 0;
+    int flags = 0;  // converged (a capped matrix returned above)
     if (d[N - 1] <= (float)M * ML_FLT_ULP * d[0]) flags |= ML_INFO_RANK_DEFICIENT;
     info[g] = flags | (ml_imin(sweeps, 0xffff) << ML_INFO_SWEEPS_SHIFT);
   }
