@@ -7,7 +7,8 @@
 // ascending; v n x n row-major, eigenvector j in column j (no sign normalisation); only the
 // triangle named by p.flags (ML_K_LOWER / ML_K_UPPER) is read; a non-finite entry there gives
 // NaN outputs for that matrix and ML_INFO_NONFINITE; info bits 16+ = sweeps that rotated,
-// ML_INFO_NOT_CONVERGED when p.max_iter (default ML_EJS_MAX_SWEEPS) sweeps still rotated.
+// ML_INFO_NOT_CONVERGED and NaN outputs when p.max_iter (default ML_EJS_MAX_SWEEPS) sweeps still
+// rotated.
 // ml_eigvalsh_jacobi_small does the same without any vector work; its eigenvalues are
 // bitwise those of ml_eigh_jacobi_small (the A updates do not depend on V).
 //
@@ -76,6 +77,20 @@ ML_FN int ml_ejs_pair_a(int M, int r, int k) { return k == 0 ? r : (r + k) % (M 
 ML_FN int ml_ejs_pair_b(int M, int r, int k) { return k == 0 ? M - 1 : (r + M - 1 - k) % (M - 1); }
 
 // Matrix g of order N: am its input, wm / vm its outputs (vm unused unless VEC).
+// Every output of the matrix NaN (non-finite input, sweep cap reached); info_bits into info.
+template <int N, bool VEC>
+ML_FN void ml_ejs_nan_outputs(ML_DEVICE float *wm, ML_DEVICE float *vm, ML_DEVICE int *info,
+                              ml_i64 g, int info_bits) {
+  const float qnan = ml_nan();
+  ML_UNROLL
+  for (int j = 0; j < N; ++j) wm[j] = qnan;
+  if (VEC) {
+    ML_UNROLL
+    for (int t = 0; t < N * N; ++t) vm[t] = qnan;
+  }
+  if (info) info[g] = info_bits;
+}
+
 template <int N, bool VEC>
 ML_FN void ml_ejs_solve(ML_PARAMS p, ML_DEVICE const float *am, ML_DEVICE float *wm,
                         ML_DEVICE float *vm, ML_DEVICE int *info, ml_i64 g) {
@@ -97,14 +112,7 @@ ML_FN void ml_ejs_solve(ML_PARAMS p, ML_DEVICE const float *am, ML_DEVICE float 
     }
   }
   if (!finite) {
-    const float qnan = ml_nan();
-    ML_UNROLL
-    for (int j = 0; j < N; ++j) wm[j] = qnan;
-    if (VEC) {
-      ML_UNROLL
-      for (int t = 0; t < N * N; ++t) vm[t] = qnan;
-    }
-    if (info) info[g] = ML_INFO_NONFINITE;
+    ml_ejs_nan_outputs<N, VEC>(wm, vm, info, g, ML_INFO_NONFINITE);
     return;
   }
   // max |a| into [1, 2): x 2^-ex as two exact factors (-ex in [-127, 149]).
@@ -215,6 +223,13 @@ ML_FN void ml_ejs_solve(ML_PARAMS p, ML_DEVICE const float *am, ML_DEVICE float 
     ++sweeps;
   }
 
+  if (!converged) {  // sweep cap reached: NaN outputs, as for non-finite input
+    const int it = sweeps < 0x7fff ? sweeps : 0x7fff;
+    ml_ejs_nan_outputs<N, VEC>(wm, vm, info, g,
+                               (it << ML_INFO_SWEEPS_SHIFT) | ML_INFO_NOT_CONVERGED);
+    return;
+  }
+
   // Ascending: rank of each eigenvalue (ties by index; NaN last, so the ranks are always a
   // permutation), written to its column; eigenvalues scaled back by 2^ex (two exact factors).
   float key[N];
@@ -236,7 +251,7 @@ ML_FN void ml_ejs_solve(ML_PARAMS p, ML_DEVICE const float *am, ML_DEVICE float 
   }
   if (info) {
     const int it = sweeps < 0x7fff ? sweeps : 0x7fff;
-    info[g] = (it << ML_INFO_SWEEPS_SHIFT) | (converged ? 0 : ML_INFO_NOT_CONVERGED);
+    info[g] = it << ML_INFO_SWEEPS_SHIFT;
   }
 }
 

@@ -284,14 +284,15 @@ ML_FN int ml_eigh_tridiagonalise(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float 
   return ex;
 }
 
-// Writes NaN outputs and the info bit for a non-finite matrix.
-ML_FN void ml_eigh_nonfinite(ML_CTX ctx, int n, ML_DEVICE float *wm, ML_DEVICE float *vm,
-                             ML_DEVICE int *info) {
+// Writes NaN into every output of the matrix (vm may be null) and info_bits into info (may be
+// null): for a non-finite matrix and for one that hit the iteration cap.
+ML_FN void ml_eigh_nan_outputs(ML_CTX ctx, int n, ML_DEVICE float *wm, ML_DEVICE float *vm,
+                               ML_DEVICE int *info, int info_bits) {
   const float qnan = ml_nan();
   for (int t = ctx.lane; t < n; t += ctx.group_size) wm[t] = qnan;
   if (vm)
     for (int t = ctx.lane; t < n * n; t += ctx.group_size) vm[t] = qnan;
-  if (info && ctx.lane == 0) info[ctx.group_id] = ML_INFO_NONFINITE;
+  if (info && ctx.lane == 0) info[ctx.group_id] = info_bits;
 }
 
 // Ascending order: lane j finds the rank of d[j] (ties by index), so perm[rank] = j. NaN ranks
@@ -332,7 +333,7 @@ ML_FN void ml_eigh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
   ML_DEVICE float *vm = v + g * (ml_i64)n * n;
   const int ex = ml_eigh_tridiagonalise(ctx, p, a + g * (ml_i64)n * n, A, ld, d, e, tau, hv, hw, red);
   if (ex == 1000) {
-    ml_eigh_nonfinite(ctx, n, wm, vm, info);
+    ml_eigh_nan_outputs(ctx, n, wm, vm, info, ML_INFO_NONFINITE);
     return;
   }
 
@@ -370,7 +371,7 @@ ML_FN void ml_eigh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
   const int wfirst = gs >= 64 ? 32 : (gs > 1 ? 1 : 0);
   const int worker = lane - wfirst, workers = gs - wfirst;
   const bool driver = ml_simd_id(ctx) == 0;
-  int l = 0, iters = 0, status = 0, top = 0;
+  int l = 0, iters = 0, status = 0, top = 0, outcome = 0;
   for (int t = 0;; ++t) {
     ML_SHARED float *rot = (t & 1) ? rot1 : rot0;
     if (driver) {
@@ -382,7 +383,10 @@ ML_FN void ml_eigh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
     }
     ml_barrier(ctx);
     const int cnt = (int)rot[0];
-    if (cnt < 0) break;
+    if (cnt < 0) {
+      outcome = cnt;  // every lane: -1 converged, -2 iteration cap reached
+      break;
+    }
     if (worker < 0) continue;
     const int tp = (int)rot[1];
     for (int r = 0; r < cnt; ++r) {
@@ -397,6 +401,10 @@ ML_FN void ml_eigh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
     }
   }
 
+  if (outcome == -2) {  // not converged: NaN outputs, as for non-finite input
+    ml_eigh_nan_outputs(ctx, n, wm, vm, info, ml_eigh_info(iters, status));
+    return;
+  }
   ML_SHARED float *perm = hv;
   ml_eigh_rank(ctx, n, d, perm);
   ml_barrier(ctx);
@@ -424,7 +432,7 @@ ML_FN void ml_eigvalsh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float
   ML_DEVICE float *wm = w + g * (ml_i64)n;
   const int ex = ml_eigh_tridiagonalise(ctx, p, a + g * (ml_i64)n * n, A, ld, d, e, tau, hv, hw, red);
   if (ex == 1000) {
-    ml_eigh_nonfinite(ctx, n, wm, 0, info);
+    ml_eigh_nan_outputs(ctx, n, wm, 0, info, ML_INFO_NONFINITE);
     return;
   }
   // QL without vectors, driven by simdgroup 0 as in eigh; the barrier per iteration makes
@@ -433,13 +441,19 @@ ML_FN void ml_eigvalsh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float
   const int cap = p.max_iter > 0 ? p.max_iter : 30 * n;
   const bool driver = ml_simd_id(ctx) == 0;
   int l = 0, iters = 0, status = 0, top = 0;
+  float outcome = 0.0f;
   for (int t = 0;; ++t) {
     if (driver) {
       status = ml_tql_step(ctx, d, e, n, &l, &iters, cap, 0, &top);
       if (lane == 0) red[t & 1] = (float)status;
     }
     ml_barrier(ctx);
-    if (red[t & 1] < 0.0f) break;
+    outcome = red[t & 1];  // every lane: -1 converged, -2 iteration cap reached
+    if (outcome < 0.0f) break;
+  }
+  if (outcome == -2.0f) {  // not converged: NaN outputs, as for non-finite input
+    ml_eigh_nan_outputs(ctx, n, wm, 0, info, ml_eigh_info(iters, status));
+    return;
   }
   ML_SHARED float *perm = hv;
   ml_eigh_rank(ctx, n, d, perm);

@@ -404,7 +404,8 @@ ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *
   // taup + N: 8N floats, then red (64), then 4 spare floats. QR phase: the two rotation
   // buffers' lists (4N each: U then V) from tauq on (tauq, taup are dead by then), their
   // headers at red and red + 32; afterwards the permutation at dots, signs and swaps at
-  // tauq + 8N. Shared V (flag) after all of that.
+  // tauq + 8N, the QR phase's outcome in the first spare float. Shared V (flag) after all of
+  // that.
   ML_SHARED float *red = taup + 9 * N;
   ML_SHARED float *vs = red + ML_RED_FLOATS + 4;  // V(i, j) at vs[j*ldv + i] (shared-V mode)
   const int ldv = ml_shared_ld(N);
@@ -563,7 +564,9 @@ ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *
   ML_SHARED float *perm = dots;
   ML_SHARED float *sg = tauq + 8 * N;  // 1: V's working column j changes sign
   ML_SHARED float *sw = sg + N;
+  ML_SHARED float *capped = red + ML_RED_FLOATS;  // 1: the sweep cap was reached
   if (lane == 0) {
+    capped[0] = cmd < 0 ? 1.0f : 0.0f;
     for (int j = 0; j < N; ++j) {
       sg[j] = d[j] < 0.0f ? 1.0f : 0.0f;
       d[j] = ml_fabs(d[j]);
@@ -585,6 +588,25 @@ ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *
     }
   }
   ml_barrier(ctx);
+  if (capped[0] != 0.0f) {
+    // Not converged: every output NaN, as for non-finite input. V in device memory keeps its
+    // row owners (no device-memory barrier since the workers last rotated it).
+    const float nan = ml_nan();
+    for (int i = lane; i < N; i += gs) s[i] = nan;
+    if (want_vectors) {
+      ML_DEVICE float *other = tall ? u : vt;  // M x N elements either way
+      for (int i = lane; i < M * N; i += gs) other[i] = nan;
+      if (vshared) {
+        for (int i = lane; i < N * N; i += gs) vbase[i] = nan;
+      } else if (worker >= 0) {
+        for (int i = worker; i < N; i += workers)
+          for (int j = 0; j < N; ++j) vbase[i * vrs + j * vcs] = nan;
+      }
+    }
+    if (lane == 0 && info)
+      info[g] = ML_INFO_NOT_CONVERGED | (ml_imin(sweeps, 0xffff) << ML_INFO_SWEEPS_SHIFT);
+    return;
+  }
   if (want_vectors) {
     if (vshared) {
       // V to the output: vt (tall, row j = V column perm[j]) or u (wide, u = V permuted).
@@ -636,7 +658,7 @@ ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *
   }
   for (int j = lane; j < N; j += gs) s[j] = ml_ldexp(d[j], ex);
   if (lane == 0 && info) {
-    int flags = cmd < 0 ? ML_INFO_NOT_CONVERGED : 0;
+    int flags = 0;  // converged (a capped matrix returned above)
     if (d[N - 1] <= (float)M * ML_FLT_ULP * d[0]) flags |= ML_INFO_RANK_DEFICIENT;
     info[g] = flags | (ml_imin(sweeps, 0xffff) << ML_INFO_SWEEPS_SHIFT);
   }

@@ -10,8 +10,8 @@
 // Same contract as svd_bidiag_qr.h: u m x k, s k descending >= 0, vt k x n (k = min(m, n));
 // p.flags ignored (full_matrices is only routed here for square matrices, where it is thin);
 // non-finite input: every output NaN, ML_INFO_NONFINITE; info bits 16+: Jacobi sweeps (the last
-// one, which rotates nothing, included); ML_INFO_NOT_CONVERGED when the cap (p.max_iter, default
-// 30 sweeps) stops it; ML_INFO_RANK_DEFICIENT when s_min <= max(m, n) ulp s_max.
+// one, which rotates nothing, included); ML_INFO_NOT_CONVERGED and every output NaN when the cap
+// (p.max_iter, default 30 sweeps) stops it; ML_INFO_RANK_DEFICIENT when s_min <= max(m, n) ulp s_max.
 // svdvals runs the same rotations without V and U, so its s and info are bitwise the svd's.
 // Context: lane-per-matrix (ctx.group_size == 1, ctx.group_id = the matrix); ctx.scratch unused.
 #ifndef ML_KERNELS_SVD_JACOBI_SMALL_H
@@ -130,6 +130,17 @@ ML_FN void ml_svdj_impl(int tall, int max_sweeps, ML_DEVICE const float *am, ML_
     converged = rotated ? 0 : 1;
   }
 
+  if (!converged) {  // sweep cap reached: NaN outputs, as for non-finite input
+    const float qnan = ml_nan();
+    ML_UNROLL for (int j = 0; j < N; ++j) sm[j] = qnan;
+    if (VEC) {
+      ML_UNROLL for (int t = 0; t < M * N; ++t) (tall ? um : vtm)[t] = qnan;
+      ML_UNROLL for (int t = 0; t < N * N; ++t) (tall ? vtm : um)[t] = qnan;
+    }
+    if (info)
+      info[g] = ML_INFO_NOT_CONVERGED | (ml_imin(sweeps, 0xffff) << ML_INFO_SWEEPS_SHIFT);
+    return;
+  }
   // Singular values: the column norms (rescaled when their squares underflow).
   float sv[N];
   bool tiny[N];
@@ -165,7 +176,7 @@ ML_FN void ml_svdj_impl(int tall, int max_sweeps, ML_DEVICE const float *am, ML_
     ML_UNROLL for (int j = 0; j < N; ++j) sm[rk[j]] = sv[j] * g1 * g2;
   }
   if (info) {
-    int bits = converged ? 0 : ML_INFO_NOT_CONVERGED;
+    int bits = 0;
     if (smin <= (float)M * ML_FLT_ULP * smax) bits |= ML_INFO_RANK_DEFICIENT;
     info[g] = bits | (ml_imin(sweeps, 0xffff) << ML_INFO_SWEEPS_SHIFT);
   }

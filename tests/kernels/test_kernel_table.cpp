@@ -2,10 +2,13 @@
 // the table runs through the runner in every launch kind its backends use (GROUP lines: a
 // group per matrix at the CUDA and at the Metal launch configuration's group size, and one
 // lane per matrix; REGISTER lines: one lane per matrix), on square and rectangular shapes
-// within its window, judged by the ratios of docs/design.md section 7 in double. A GROUP line
+// within its window, judged by the ratios of docs/design.md section 7 in double; and every
+// iterating line under p.max_iter = 1 (unconverged matrices: NaN outputs, the info bit). A GROUP line
 // without a group size in cuda/launch_config.h or metal/launch_config.h does not compile.
 // Usage: test_kernel_table
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <set>
 #include <string>
 
@@ -152,6 +155,112 @@ void run_and_check(kt::Report &rep, const Entry &e, int m, int n, int flags,
   }
 }
 
+// The outputs' sizes per matrix (floats of o0, o1, o2) of an op at m x n.
+void out_sizes(int op, int m, int n, int flags, int64_t *sz) {
+  const int k = std::min(m, n);
+  const bool complete = op == ML_OP_QR && flags == ML_K_QR_COMPLETE;
+  sz[0] = op == ML_OP_QR ? (flags == ML_K_QR_R ? 0 : int64_t(m) * (complete ? m : k))
+          : op == ML_OP_EIGH || op == ML_OP_EIGVALSH ? n
+          : op == ML_OP_SVD ? int64_t(m) * k
+                            : 0;
+  sz[1] = op == ML_OP_QR ? int64_t(complete ? m : k) * n
+          : op == ML_OP_EIGH ? int64_t(n) * n
+          : op == ML_OP_SVD || op == ML_OP_SVDVALS ? k
+                                                   : 0;
+  sz[2] = op == ML_OP_SVD ? int64_t(k) * n : 0;
+}
+
+// The iteration cap (every kernel that iterates, i.e. all but QR): a batch of gaussian
+// matrices (symmetrised for eigh) that need more than one sweep, interleaved with diagonal
+// ones that need none, run with p.max_iter = 1 at group size gs (1: lane per matrix) and
+// flags, with and without info. Every output of a capped matrix must be NaN and its info carry
+// ML_INFO_NOT_CONVERGED; each diagonal matrix must come out right, bitwise as with the default
+// cap, under which nothing is capped and every output is finite.
+void check_cap(kt::Report &rep, const Entry &e, int m, int n, int flags, int gs,
+               const char *launch) {
+  std::mt19937_64 rng(777 + 13 * m + n);
+  const int batch = 4, k = std::min(m, n);
+  int64_t sz[3];
+  out_sizes(e.op, m, n, flags, sz);
+  const bool eig = e.op == ML_OP_EIGH || e.op == ML_OP_EIGVALSH;
+  std::vector<float> a;
+  std::vector<kt::Mat> mats;
+  for (int b = 0; b < batch; ++b) {
+    kt::Mat g = kt::gaussian(rng, m, n);
+    if (b & 1) {  // diagonal, distinct entries of both signs
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) g(i, j) = i == j ? (1.0 + 0.75 * i) * (i % 3 == 1 ? -1 : 1) : 0.0;
+    } else if (eig) {
+      g = kt::matmul(g, kt::transpose(g));
+    }
+    auto f = kt::to_float(g);
+    a.insert(a.end(), f.begin(), f.end());
+    mats.push_back(kt::from_float(f.data(), m, n));
+  }
+  std::vector<float> ref[3];
+  std::vector<int> ref_info(batch, -1);
+  for (int cap : {0, 1})
+    for (int with_info : {1, 0}) {
+      if (cap == 0 && !with_info) continue;
+      std::vector<float> o[3];
+      for (int t = 0; t < 3; ++t) o[t].assign(size_t(batch * sz[t]) + 1, -7.f);
+      std::vector<int> info(batch, -1);
+      Args x{{m, n, flags, cap, batch, 0}, a.data(),  o[0].data(), o[1].data(), o[2].data(),
+             with_info ? info.data() : nullptr};
+      ml::kernel_runner::run(gs, batch, e.scratch(m, n, flags), e.run, &x);
+      for (int b = 0; b < batch; ++b) {
+        char at[200];
+        std::snprintf(at, sizeof at, "%s %dx%d flags=%d %s gs=%d max_iter=%d info=%s #%d", e.name,
+                      m, n, flags, launch, gs, cap, with_info ? "yes" : "null", b);
+        const std::string w(at);
+        const float *p[3] = {o[0].data() + b * sz[0], o[1].data() + b * sz[1],
+                             o[2].data() + b * sz[2]};
+        if (cap == 0) {  // default cap: nothing capped, the reference for the diagonal ones
+          rep.expect((info[b] & (ML_INFO_NOT_CONVERGED | ML_INFO_NONFINITE)) == 0, w + " info");
+          for (int t = 0; t < 3; ++t)
+            rep.expect(kt::all_finite(p[t], size_t(sz[t])), w + " finite output " + std::to_string(t));
+          continue;
+        }
+        if (with_info) {
+          rep.expect((info[b] & ML_INFO_NONFINITE) == 0, w + " no NONFINITE");
+          rep.expect(((info[b] & ML_INFO_NOT_CONVERGED) != 0) == !(b & 1),
+                     w + ((b & 1) ? " converged" : " NOT_CONVERGED"));
+        }
+        if (!(b & 1)) {
+          for (int t = 0; t < 3; ++t)
+            rep.expect(kt::all_nan(p[t], size_t(sz[t])), w + " NaN output " + std::to_string(t));
+          continue;
+        }
+        // The diagonal matrix: bitwise as under the default cap, and right.
+        for (int t = 0; t < 3; ++t)
+          rep.expect(std::memcmp(p[t], ref[t].data() + b * sz[t], sizeof(float) * sz[t]) == 0,
+                     w + " output " + std::to_string(t) + " as with the default cap");
+        if (with_info) rep.expect(info[b] == ref_info[b], w + " info as with the default cap");
+        const kt::Mat &A = mats[b];
+        std::vector<double> dg;
+        for (int i = 0; i < k; ++i) dg.push_back(eig ? A(i, i) : std::fabs(A(i, i)));
+        std::sort(dg.begin(), dg.end());
+        if (!eig) std::reverse(dg.begin(), dg.end());
+        const float *vals = eig ? p[0] : p[1];
+        double err = 0;
+        for (int i = 0; i < k; ++i) err = std::max(err, std::fabs(vals[i] - dg[i]));
+        rep.expect(err == 0, w + " values exact");
+        if (e.op == ML_OP_EIGH) {
+          const kt::EigRatios r = kt::eig_ratios(A, p[0], p[1]);
+          rep.ratio(r.resid, kLimit, w + " |A-VWVt|");
+          rep.ratio(r.orth, kLimit, w + " |I-VtV|");
+        } else if (e.op == ML_OP_SVD) {
+          kt::check_svd_ratios(rep, w, "diagonal", A, p[0], p[1], p[2], with_info ? info[b] : 0,
+                               kLimit);
+        }
+      }
+      if (cap == 0) {
+        for (int t = 0; t < 3; ++t) ref[t] = o[t];
+        ref_info = info;
+      }
+    }
+}
+
 }  // namespace
 
 int main() {
@@ -190,6 +299,36 @@ int main() {
     }
     rep.expect(covered > 0, std::string(e.name) + " ran on at least one shape");
     std::printf("%-24s %s, %d shapes/flags\n", e.name, e.group ? "group   " : "register", covered);
+  }
+  // The iteration cap: every launch kind (lane per matrix, 16- and 32-lane groups, the CUDA and
+  // Metal block sizes; register kernels lane per matrix), SVD with V in shared and in device
+  // memory.
+  for (const Entry &e : kEntries) {
+    if (e.op == ML_OP_QR) continue;
+    const bool eig = e.op == ML_OP_EIGH || e.op == ML_OP_EIGVALSH;
+    const int big = e.group ? 12 : 8, small = e.group ? 7 : 5;
+    const int shapes[][2] = {{big, big}, {big, small}, {small, big}, {small, small}};
+    int ran = 0;
+    for (const auto &s : shapes) {
+      const int m = s[0], n = s[1];
+      if (eig && m != n) continue;
+      const int variants[] = {eig ? ML_K_LOWER : 0, eig ? ML_K_UPPER : ML_K_SVD_V_SHARED};
+      for (int flags : variants) {
+        if (!e.fits(m, n, flags, ML_METAL_SCRATCH_FLOATS) || !e.fits(m, n, flags, kH200Budget))
+          continue;
+        if (!e.group) {
+          check_cap(rep, e, m, n, flags, 1, "register");
+          ++ran;
+          continue;
+        }
+        std::set<int> sizes = {1, 16, 32, e.cuda_group_size(m, n, 16384, kH200Units),
+                               e.metal_group_size(m, n, 16384)};
+        for (int gs : sizes) check_cap(rep, e, m, n, flags, gs, gs == 1 ? "lane" : "block");
+        ++ran;
+      }
+    }
+    rep.expect(ran > 0, std::string(e.name) + " iteration cap checked");
+    std::printf("%-24s iteration cap: %d shapes/flags\n", e.name, ran);
   }
   for (int op = 0; op < ML_OP_COUNT; ++op)
     rep.expect(ops.count(op) == 1, "op " + std::to_string(op) + " has a kernel");

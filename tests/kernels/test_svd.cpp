@@ -101,7 +101,7 @@ void check_both(Report &rep, int m, int n, int gs, std::mt19937_64 &rng, bool al
                        " s bitwise equal across V modes");
 }
 
-// The sweep cap: max_iter = 1 stops early with NOT_CONVERGED and one sweep counted.
+// The sweep cap: max_iter = 1 stops early with NOT_CONVERGED, one sweep counted, every output NaN.
 void check_cap(Report &rep, int gs, std::mt19937_64 &rng) {
   const int n = 16;
   auto a = kt::to_float(kt::gaussian(rng, n, n));
@@ -114,11 +114,9 @@ void check_cap(Report &rep, int gs, std::mt19937_64 &rng) {
     const std::string at = "svd flags=" + std::to_string(flags) + " gs=" + std::to_string(gs);
     rep.expect((info & ML_INFO_NOT_CONVERGED) && (info >> ML_INFO_SWEEPS_SHIFT) == 1,
                at + " sweep cap");
-    // Orthogonality survives an early stop (only rotations were applied).
-    rep.ratio(kt::orth_defect(kt::from_float(u.data(), n, n)) / (n * kt::kUlp), kSvdLimit,
-              at + " capped |I-UtU|");
-    rep.ratio(kt::orth_defect(kt::transpose(kt::from_float(vt.data(), n, n))) / (n * kt::kUlp),
-              kSvdLimit, at + " capped |I-VVt|");
+    rep.expect(kt::all_nan(u.data(), size_t(n) * n) && kt::all_nan(s.data(), n) &&
+                   kt::all_nan(vt.data(), size_t(n) * n),
+               at + " capped: NaN outputs");
   }
   // info may be null.
   std::vector<float> s2(n, -7.f);

@@ -48,3 +48,78 @@ def test_tall_skinny_on_cuda():
     torch.testing.assert_close(
         mlt.svdvals(a).cpu(), torch.linalg.svdvals(a.double().cpu()).float(), rtol=1e-5, atol=0
     )
+
+
+# ---- non-convergence on the GPU kernels: NaN outputs and the info bit ----
+
+_KERNELS = {  # launch kind -> (n, policy fields, eigh/svd kernel names as ml_backend reports them)
+    "register": (6, {"gpu_small_max_n": 8}, ("eigh_jacobi_small", "svd_jacobi_small")),
+    "lane": (
+        12,
+        {"gpu_small_max_n": 0, "gpu_lane_max_n": 64, "gpu_lane_min_batch": 1},
+        ("eigh_tridiag_ql/lane", "svd_bidiag_qr/lane"),
+    ),
+    "block": (
+        12,
+        {"gpu_small_max_n": 0, "gpu_lane_max_n": 0},
+        ("eigh_tridiag_ql", "svd_bidiag_qr"),
+    ),
+}
+
+
+@pytest.fixture
+def cap_one_on_gpu():
+    """One sweep/iteration for every kernel; policies reset afterwards."""
+    assert _lib.lib.ml_set_iteration_cap(1) == _lib.ML_OK
+    try:
+        yield
+    finally:
+        _lib.lib.ml_set_iteration_cap(0)
+        for op in ("eigh", "eigvalsh", "svd", "svdvals"):
+            getattr(mlt, f"reset_{op}_policy")()
+
+
+# "block16": a batch of at least 16 matrices per SM, where cuda/launch_config.h runs n <= 16 in
+# 16-lane groups, two matrices per warp (one capped, its neighbour converged).
+@pytest.mark.parametrize("kind", ["register", "lane", "block", "block16"])
+def test_not_converged_is_nan_on_cuda(cap_one_on_gpu, kind):
+    n, fields, (eigh_kernel, svd_kernel) = _KERNELS["block" if kind == "block16" else kind]
+    units = torch.cuda.get_device_properties(0).multi_processor_count
+    batch = 32 * units if kind == "block16" else 4
+    for op in ("eigh", "eigvalsh", "svd", "svdvals"):
+        getattr(mlt, f"set_{op}_policy")(gpu_min_batch=1, gpu_max_n=1024, **fields)
+    assert mlt.eigh_backend(n, batch, device="cuda") == "cuda:" + eigh_kernel
+    assert mlt.svd_backend(n, n, batch, device="cuda") == "cuda:" + svd_kernel
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(batch, n, n, generator=g, dtype=torch.float64)
+    a = a + a.mT  # symmetric: eigh and svd both need more than one sweep
+    diag = torch.arange(1.0, n + 1.0, dtype=torch.float64) * torch.tensor([1.0, -1.0]).repeat(n)[:n]
+    a[1::2] = torch.diag(diag)  # every other matrix diagonal: converges without a sweep
+    a = a.float().cuda()
+    capped, fine = torch.arange(0, batch, 2), torch.arange(1, batch, 2)
+    NC = _lib.ML_INFO_NOT_CONVERGED
+
+    w, v, info = mlt.eigh_ex(a)
+    _check_capped(info, (w, v), capped, fine, NC)
+    torch.testing.assert_close(w[fine].cpu(), diag.sort().values.float().expand(len(fine), n))
+    u, s, vh, info = mlt.svd_ex(a)
+    _check_capped(info, (u, s, vh), capped, fine, NC)
+    s_ref = diag.abs().sort(descending=True).values.float()
+    torch.testing.assert_close(s[fine].cpu(), s_ref.expand(len(fine), n))
+    torch.testing.assert_close((u[fine] * s[fine, None, :]) @ vh[fine], a[fine], atol=1e-5, rtol=0)
+    # Without an info array (the plain functions) the capped matrices are NaN too.
+    for out in (mlt.eigvalsh(a), mlt.svdvals(a)):
+        assert torch.isnan(out[capped]).all() and torch.isfinite(out[fine]).all()
+    _lib.lib.ml_set_iteration_cap(0)  # the default cap: everything converges
+    for fn in (mlt.eigh_ex, mlt.svd_ex):
+        res = fn(a)
+        assert not (res.info & NC).any(), (fn.__name__, res.info)
+        assert all(torch.isfinite(t).all() for t in res[:-1]), fn.__name__
+
+
+def _check_capped(info, outs, capped, fine, nc):
+    info = info.cpu()
+    assert (info[capped] & nc).all() and not (info[fine] & nc).any(), info
+    assert not (info & _lib.ML_INFO_NONFINITE).any(), info
+    for t in outs:
+        assert t.is_cuda and torch.isnan(t[capped]).all() and torch.isfinite(t[fine]).all()
