@@ -401,6 +401,10 @@ ML_FN void ml_eigh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
     }
   }
 
+  if (outcome == -2) {  // not converged: NaN outputs, as for non-finite input
+    ml_eigh_nan_outputs(ctx, n, wm, vm, info, ml_eigh_info(iters, status));
+    return;
+  }
   ML_SHARED float *perm = hv;
   ml_eigh_rank(ctx, n, d, perm);
   ml_barrier(ctx);
@@ -410,10 +414,6 @@ ML_FN void ml_eigh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
     vm[t] = A[(int)perm[j] * ld + i];
   }
   if (info && lane == 0) info[g] = ml_eigh_info(iters, status);
-  // Not converged: NaN over what each lane just wrote (the same indices, so program order
-  // suffices), as for non-finite input. After the writes rather than instead of them: an early
-  // branch here cost eigh 16x16 x16384 10% on the H200.
-  if (outcome == -2) ml_eigh_nan_outputs(ctx, n, wm, vm, info, ml_eigh_info(iters, status));
 }
 
 // w: n eigenvalues ascending. Same as ml_eigh_tridiag_ql without any vector work.
