@@ -11,7 +11,8 @@
 # (nothing is linked or run) and cannot see Objective-C runtime behaviour.
 # Usage: tools/check_metal_host.sh CLANGXX CACHE_DIR [--self-test]
 #   --self-test: plants API misuse in copies of the sources (a misspelt method, a wrong
-#   argument type, a kernel pointer without address space) and requires each to be rejected.
+#   argument type, in metal/ and in the MLX package's Metal eval_gpu; a kernel pointer without
+#   address space) and requires each to be rejected.
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
@@ -110,6 +111,10 @@ PY
   plant "wrong argument type" metal/metal_backend.cpp \
     "enc->setBytes(p, NS::UInteger(len), NS::UInteger(index));" \
     "enc->setBytes(p, NS::UInteger(len), this);"
+  plant "misspelt MLX encoder method" python-mlx/src/gpu_eval_metal.cpp \
+    "encoder_of(user).set_compute_pipeline_state(" "encoder_of(user).set_pipeline_state("
+  plant "wrong MLX argument type" python-mlx/src/gpu_eval_metal.cpp \
+    "enc.set_output_array(*o, k + 1);" "enc.set_output_array(o, k + 1);"
   plant "missing address space" metal/kernels.metal \
     "#define ML_METAL_OUT_ARGS_O0 device float *o0 [[buffer(1)]]," \
     "#define ML_METAL_OUT_ARGS_O0 float *o0 [[buffer(1)]],"
