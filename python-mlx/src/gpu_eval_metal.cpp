@@ -88,12 +88,14 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
 
   // Which output array fills each of the core's slots (out[0..2] as the kernels store them,
   // info); the kernels bind a at buffer index 0, slot k at k + 1 and info at 4. The input and
-  // each output are registered with the encoder at that index before the core dispatches; the core passes its
-  // MTL::Buffer handle, the data's byte offset goes into ms (per output argument of the C
-  // function: svdvals' s is its argument 0 but the core's slot 1).
+  // each output are registered with the encoder at that index before the core dispatches. The
+  // core gets each array's MTL::Buffer handle, and ms the data's byte offset (per output
+  // argument of the C function: svdvals' s is its argument 0 but the core's slot 1).
   const CorePointers slots =
       output_pointers(spec, outputs, [](mx::array &o) { return static_cast<void *>(&o); });
-  auto array_in = [](const void *slot) { return static_cast<mx::array *>(const_cast<void *>(slot)); };
+  auto array_in = [](const void *slot) {
+    return static_cast<mx::array *>(const_cast<void *>(slot));
+  };
   if (buffer_of(a) != nullptr) enc.set_input_array(a, 0);
   ms.a_offset = a.offset();
   CorePointers p;
