@@ -57,27 +57,28 @@ kflags=(-x cl -cl-std=clc++2021
 
 # check_tree TREE: 0 when every source type-checks.
 check_tree() {
-  local tree="$1" fail=0 f n=0
+  local tree="$1" fail=0 f n=0 names=""
   for f in "$tree"/metal/*.cpp; do
     [ -e "$f" ] || continue
-    n=$((n + 1))
+    n=$((n + 1)); names="$names ${f#"$tree"/}"
     if ! "$clangxx" "${flags[@]}" -DML_WITH_METAL=1 -I"$tree/core/include" -I"$tree/core/src" \
         -I"$tree/core/kernels" -I"$tree/metal" "$f" 2> "$cache/err.log"; then
       echo "check_metal_host: FAIL ${f#"$tree"/}"; grep -E "error" "$cache/err.log" | head -20; fail=1
     fi
   done
   for f in $(grep -l -E "#include <Metal/Metal.hpp>|mlx/backend/metal/" "$tree"/python-mlx/src/*.cpp 2>/dev/null); do
-    n=$((n + 1))
+    n=$((n + 1)); names="$names ${f#"$tree"/}"
     if ! "$clangxx" "${flags[@]}" "${pyflags[@]}" -DML_WITH_METAL=1 -I"$tree/core/include" \
         -I"$tree/python-mlx/src" "$f" 2> "$cache/err.log"; then
       echo "check_metal_host: FAIL ${f#"$tree"/}"; grep -E "error" "$cache/err.log" | head -20; fail=1
     fi
   done
-  n=$((n + 1))
+  n=$((n + 1)); names="$names metal/kernels.metal"
   if ! clang-14 "${kflags[@]}" -I"$tree/core/kernels" "$tree/metal/kernels.metal" 2> "$cache/err.log"; then
     echo "check_metal_host: FAIL metal/kernels.metal"; grep -E "error" "$cache/err.log" | head -20; fail=1
   fi
-  [ "$fail" = 0 ] && echo "check_metal_host: $n sources type-check against metal-cpp / MLX $wheel_version"
+  [ "$fail" = 0 ] && echo "check_metal_host: $n sources type-check against metal-cpp / MLX" \
+    "$wheel_version:$names"
   return $fail
 }
 
