@@ -11,7 +11,8 @@
 # (nothing is linked or run) and cannot see Objective-C runtime behaviour.
 # Usage: tools/check_metal_host.sh CLANGXX CACHE_DIR [--self-test]
 #   --self-test: plants API misuse in copies of the sources (a misspelt method, a wrong
-#   argument type, a kernel pointer without address space) and requires each to be rejected.
+#   argument type, in metal/ and in the MLX package's Metal eval_gpu; a kernel pointer without
+#   address space) and requires each to be rejected.
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
@@ -56,27 +57,28 @@ kflags=(-x cl -cl-std=clc++2021
 
 # check_tree TREE: 0 when every source type-checks.
 check_tree() {
-  local tree="$1" fail=0 f n=0
+  local tree="$1" fail=0 f n=0 names=""
   for f in "$tree"/metal/*.cpp; do
     [ -e "$f" ] || continue
-    n=$((n + 1))
+    n=$((n + 1)); names="$names ${f#"$tree"/}"
     if ! "$clangxx" "${flags[@]}" -DML_WITH_METAL=1 -I"$tree/core/include" -I"$tree/core/src" \
         -I"$tree/core/kernels" -I"$tree/metal" "$f" 2> "$cache/err.log"; then
       echo "check_metal_host: FAIL ${f#"$tree"/}"; grep -E "error" "$cache/err.log" | head -20; fail=1
     fi
   done
   for f in $(grep -l -E "#include <Metal/Metal.hpp>|mlx/backend/metal/" "$tree"/python-mlx/src/*.cpp 2>/dev/null); do
-    n=$((n + 1))
+    n=$((n + 1)); names="$names ${f#"$tree"/}"
     if ! "$clangxx" "${flags[@]}" "${pyflags[@]}" -DML_WITH_METAL=1 -I"$tree/core/include" \
         -I"$tree/python-mlx/src" "$f" 2> "$cache/err.log"; then
       echo "check_metal_host: FAIL ${f#"$tree"/}"; grep -E "error" "$cache/err.log" | head -20; fail=1
     fi
   done
-  n=$((n + 1))
+  n=$((n + 1)); names="$names metal/kernels.metal"
   if ! clang-14 "${kflags[@]}" -I"$tree/core/kernels" "$tree/metal/kernels.metal" 2> "$cache/err.log"; then
     echo "check_metal_host: FAIL metal/kernels.metal"; grep -E "error" "$cache/err.log" | head -20; fail=1
   fi
-  [ "$fail" = 0 ] && echo "check_metal_host: $n sources type-check against metal-cpp / MLX $wheel_version"
+  [ "$fail" = 0 ] && echo "check_metal_host: $n sources type-check against metal-cpp / MLX" \
+    "$wheel_version:$names"
   return $fail
 }
 
@@ -110,6 +112,10 @@ PY
   plant "wrong argument type" metal/metal_backend.cpp \
     "enc->setBytes(p, NS::UInteger(len), NS::UInteger(index));" \
     "enc->setBytes(p, NS::UInteger(len), this);"
+  plant "misspelt MLX encoder method" python-mlx/src/gpu_eval_metal.cpp \
+    "encoder_of(user).set_compute_pipeline_state(" "encoder_of(user).set_pipeline_state("
+  plant "wrong MLX argument type" python-mlx/src/gpu_eval_metal.cpp \
+    "enc.set_output_array(*o, k + 1);" "enc.set_output_array(o, k + 1);"
   plant "missing address space" metal/kernels.metal \
     "#define ML_METAL_OUT_ARGS_O0 device float *o0 [[buffer(1)]]," \
     "#define ML_METAL_OUT_ARGS_O0 float *o0 [[buffer(1)]],"

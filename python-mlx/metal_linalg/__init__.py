@@ -14,8 +14,9 @@ mx.vmap over any axis and mx.compile. The keyword-only `stream` (None, an mx.Str
 mx.Device) picks where it runs; None means MLX's default device. On MLX's CPU stream the core's
 host path (LAPACK spread over the cores, or its own small-matrix kernels) runs as an MLX task;
 on the GPU stream of a CUDA MLX (mlx[cuda13]) the core's CUDA kernels run on MLX's CUDA stream,
-and shapes no CUDA kernel covers run on the CPU stream. A Metal MLX has no GPU path here yet
-(gpu_path() == "none"): calls on its GPU stream run on the CPU stream.
+and shapes no CUDA kernel covers run on the CPU stream. On Apple's Metal MLX (gpu_path() ==
+"metal") the core's Metal kernels are encoded into MLX's command encoder, likewise with the CPU
+stream for uncovered shapes; that path is type-checked only, never yet built or run on a Mac.
 Inputs: mx.array, NumPy arrays or nested lists of any real dtype (converted to float32;
 complex raises TypeError), any number of batch dimensions, zero-size batches. A matrix with
 NaN/Inf gives NaN for that matrix only. mode="complete" / full_matrices=True need square

@@ -51,13 +51,14 @@ _warned_no_gpu_path = False
 
 def _note_cpu_placement(device) -> None:
     """One warning per process when MLX's GPU stream is asked for but this build has no GPU
-    path for it (Apple's Metal MLX for now): the work runs on the CPU stream instead."""
+    path for it (gpu_path() == "none": a GPU MLX built with ML_MLX_FLAVOUR=cpu, e.g. a Metal
+    MLX where the core was built without its Metal backend): the work runs on the CPU stream."""
     global _warned_no_gpu_path
     if _warned_no_gpu_path or _GPU_PATH != "none" or device != mx.gpu:
         return
     _warned_no_gpu_path = True
     warnings.warn(
-        "metal_linalg has no path on this MLX's GPU stream yet: calls on it run on the CPU "
+        "this metal_linalg build has no path on MLX's GPU stream: calls on it run on the CPU "
         "stream (MLX orders the two); pass stream=mx.cpu to silence this",
         RuntimeWarning,
         stacklevel=4,
@@ -217,6 +218,7 @@ def svdvals_ex(a, *, stream=None):
 
 def gpu_path() -> str:
     """What this build runs on MLX's GPU stream: "cuda" (the core's CUDA kernels on MLX's CUDA
-    stream) or "none" (MLX without a GPU path here: calls on the GPU stream run on the CPU
-    stream; on Apple's Metal MLX this holds until the Metal kernels are wired into MLX)."""
+    stream), "metal" (the core's Metal kernels encoded into MLX's Metal command encoder; written
+    and type-checked against mlx-metal 0.32.4's headers, not yet built or run on a Mac) or
+    "none" (no GPU path in this build: calls on the GPU stream run on the CPU stream)."""
     return ext.gpu_path()

@@ -1,7 +1,8 @@
 // The GPU half of the primitive, one implementation per MLX flavour:
-//   gpu_eval_cuda.cpp  MLX's CUDA backend: the core's CUDA kernels on MLX's CUDA stream.
-//   gpu_eval_none.cpp  MLX without a GPU path here (CPU-only MLX, and Metal MLX until the
-//                      core's Metal backend has an exec mode for MLX's command encoder).
+//   gpu_eval_cuda.cpp   MLX's CUDA backend: the core's CUDA kernels on MLX's CUDA stream.
+//   gpu_eval_metal.cpp  MLX's Metal backend: the core's Metal kernels encoded into MLX's
+//                       command encoder (type-checked only so far, see the file).
+//   gpu_eval_none.cpp   MLX without a GPU path here (CPU-only MLX, or ML_MLX_FLAVOUR=cpu).
 // CMake compiles exactly one of them (python-mlx/CMakeLists.txt picks it from the installed MLX).
 #pragma once
 
@@ -11,11 +12,11 @@
 
 namespace mlext {
 
-// Which flavour was compiled in: "cuda" or "none".
+// Which flavour was compiled in: "cuda", "metal" or "none".
 const char *gpu_path();
 
-// True when eval_gpu can run spec for this input shape on the GPU (a CUDA kernel covers shape
-// and batch under the current policy). When false, build() places the primitive on the CPU.
+// True when eval_gpu can run spec for this input shape on the GPU (a CUDA or Metal kernel covers
+// shape and batch under the current policy). When false, build() places the primitive on the CPU.
 bool gpu_covers(const Spec &spec, int64_t batch, int64_t m, int64_t n);
 
 // eval_gpu's body: inputs[0] is row-contiguous float32 on the primitive's GPU stream.

@@ -1,5 +1,5 @@
-// MLX without a GPU path in this package: CPU-only MLX, and Metal MLX until the core's Metal
-// backend can encode its kernels into MLX's command encoder. build() then places every
+// MLX without a GPU path in this package: CPU-only MLX, or a GPU MLX built with
+// ML_MLX_FLAVOUR=cpu (e.g. a Metal MLX where the core has no Metal backend). build() places every
 // primitive on the CPU stream (a call on the GPU stream runs the core's host path and MLX
 // orders it with the GPU work around it), so eval_gpu is never reached.
 #include <stdexcept>

@@ -1,0 +1,124 @@
+// MLX's Metal backend: the core's Metal kernels encoded into MLX's own command encoder for the
+// primitive's stream, through the C API's Metal exec mode (ML_MEMORY_METAL with an
+// ml_metal_stream whose encoder_ops forward to metal::CommandEncoder's public methods; MLX keeps
+// the raw MTL::ComputeCommandEncoder private). Outputs come from MLX's allocator; the input and
+// outputs are registered with the encoder (set_input_array / set_output_array at the kernels'
+// buffer indices) before anything is dispatched, so MLX's hazard tracking orders the dispatches
+// with the MLX work around them. Nothing is committed or waited for here: MLX commits its
+// command buffer as for its own kernels.
+//
+// The core's pipelines are created on the core's Metal device (the system default device),
+// which is the device MLX uses on Apple silicon (one GPU).
+//
+// Type-checked on Linux against the metal-cpp and MLX Metal headers of mlx-metal 0.32.4
+// (tools/check_metal_host.sh); never compiled by Apple's compiler nor run.
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "core_call.h"
+#include "gpu_eval.h"
+#include "mlx/allocator.h"
+#include "mlx/backend/metal/device.h"
+
+namespace mlext {
+
+const char *gpu_path() { return "metal"; }
+
+bool gpu_covers(const Spec &spec, int64_t batch, int64_t m, int64_t n) {
+  if (!ml_backend_available("metal")) return false;
+  const char *name = ml_backend(spec.op, ML_MEMORY_METAL, m, n, batch);
+  return name != nullptr && std::strncmp(name, "metal:", 6) == 0;
+}
+
+namespace {
+
+// The encoder_ops callbacks: user is MLX's metal::CommandEncoder.
+mx::metal::CommandEncoder &encoder_of(void *user) {
+  return *static_cast<mx::metal::CommandEncoder *>(user);
+}
+
+void set_pipeline(void *user, void *pipeline) {
+  encoder_of(user).set_compute_pipeline_state(static_cast<MTL::ComputePipelineState *>(pipeline));
+}
+
+void set_buffer(void *user, void *buffer, int64_t offset, int32_t index) {
+  if (buffer == nullptr) return;  // an absent output: the kernel does not read that index
+  encoder_of(user).set_buffer(static_cast<const MTL::Buffer *>(buffer), index, offset);
+}
+
+void set_bytes(void *user, const void *bytes, int64_t length, int32_t index) {
+  encoder_of(user).set_bytes(static_cast<const char *>(bytes), static_cast<int>(length), index);
+}
+
+void dispatch_threadgroups(void *user, int64_t groups, int64_t threads_per_group) {
+  encoder_of(user).dispatch_threadgroups(MTL::Size(NS::UInteger(groups), 1, 1),
+                                         MTL::Size(NS::UInteger(threads_per_group), 1, 1));
+}
+
+// The MTL::Buffer of an array (null when it has none).
+void *buffer_of(const mx::array &x) { return const_cast<void *>(x.buffer().ptr()); }
+
+}  // namespace
+
+void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::array> &inputs,
+              std::vector<mx::array> &outputs) {
+  const mx::array &a = inputs[0];
+  const auto &s = a.shape();
+  int64_t batch = 1;
+  for (size_t i = 0; i + 2 < s.size(); ++i) batch *= s[i];
+  const int64_t m = s[s.size() - 2], n = s[s.size() - 1];
+  if (!a.flags().row_contiguous)
+    throw std::runtime_error(std::string("[metal_linalg.") + op_name(spec.op) +
+                             "] internal error: GPU input is not row-contiguous");
+
+  auto &enc = mx::metal::get_command_encoder(stream);
+  for (auto &o : outputs) o.set_data(mx::allocator::malloc(o.nbytes()));
+
+  ml_metal_encoder_ops ops;
+  std::memset(&ops, 0, sizeof ops);
+  ops.user = &enc;
+  ops.set_pipeline = set_pipeline;
+  ops.set_buffer = set_buffer;
+  ops.set_bytes = set_bytes;
+  ops.dispatch_threadgroups = dispatch_threadgroups;
+  ml_metal_stream ms;
+  std::memset(&ms, 0, sizeof ms);
+  ms.encoder_ops = &ops;
+
+  // Which output array fills each of the core's slots (out[0..2] as the kernels store them,
+  // info); the kernels bind a at buffer index 0, slot k at k + 1 and info at 4. The input and
+  // each output are registered with the encoder at that index before the core dispatches. The
+  // core gets each array's MTL::Buffer handle, and ms the data's byte offset (per output
+  // argument of the C function: svdvals' s is its argument 0 but the core's slot 1).
+  const CorePointers slots =
+      output_pointers(spec, outputs, [](mx::array &o) { return static_cast<void *>(&o); });
+  auto array_in = [](const void *slot) {
+    return static_cast<mx::array *>(const_cast<void *>(slot));
+  };
+  if (buffer_of(a) != nullptr) enc.set_input_array(a, 0);
+  ms.a_offset = a.offset();
+  CorePointers p;
+  for (int k = 0; k < 3; ++k) {
+    mx::array *o = array_in(slots.out[k]);
+    if (o == nullptr || buffer_of(*o) == nullptr) continue;
+    enc.set_output_array(*o, k + 1);
+    p.out[k] = static_cast<float *>(buffer_of(*o));
+    ms.out_offset[spec.op == ML_OP_SVDVALS ? 0 : k] = o->offset();
+  }
+  if (mx::array *o = array_in(slots.info); o != nullptr && buffer_of(*o) != nullptr) {
+    enc.set_output_array(*o, 4);
+    p.info = static_cast<int32_t *>(buffer_of(*o));
+    ms.info_offset = o->offset();
+  }
+
+  ml_exec ex;
+  std::memset(&ex, 0, sizeof ex);
+  ex.memory = ML_MEMORY_METAL;
+  ex.device = 0;
+  ex.stream = &ms;
+  if (run_core(&ex, spec, static_cast<const float *>(buffer_of(a)), batch, m, n, p) != ML_OK)
+    throw std::runtime_error(error_message(spec.op, ml_last_error()));
+}
+
+}  // namespace mlext
