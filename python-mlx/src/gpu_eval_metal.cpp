@@ -64,13 +64,7 @@ void *buffer_of(const mx::array &x) { return const_cast<void *>(x.buffer().ptr()
 void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::array> &inputs,
               std::vector<mx::array> &outputs) {
   const mx::array &a = inputs[0];
-  const auto &s = a.shape();
-  int64_t batch = 1;
-  for (size_t i = 0; i + 2 < s.size(); ++i) batch *= s[i];
-  const int64_t m = s[s.size() - 2], n = s[s.size() - 1];
-  if (!a.flags().row_contiguous)
-    throw std::runtime_error(std::string("[metal_linalg.") + op_name(spec.op) +
-                             "] internal error: GPU input is not row-contiguous");
+  const auto [batch, m, n] = gpu_input(spec, a);
 
   auto &enc = mx::metal::get_command_encoder(stream);
   for (auto &o : outputs) o.set_data(mx::allocator::malloc(o.nbytes()));
