@@ -14,7 +14,8 @@
 // shapes also runs through the threaded runner (ml::kernel_runner::run), which must give
 // bitwise the same outputs. Under AddressSanitizer (no fibers there) and in unoptimised builds
 // only the sample runs, through the threaded runner.
-// Usage: test_qr_simd [full|sample]   (default: full when optimised without ASan, else sample)
+// Usage: test_qr_simd [full|sample|counts]   (default: full when optimised without ASan, else
+// sample; counts: simdgroup exchanges per matrix of a few shapes)
 #include <ucontext.h>
 
 #include "kernel_runner.h"
@@ -433,9 +434,40 @@ void plumbing(Report &rep, Exec exec) {
              "plumbing: fits");
 }
 
+// Simdgroup exchanges (shuffles and reductions) per matrix of a few shapes: the shuffle count a
+// GPU issues per matrix (one warp-wide instruction each).
+void print_counts() {
+  struct S {
+    const char *name;
+    ml::kernel_runner::Kernel fn;
+    int gs, m, n, mode;
+  };
+  const S shapes[] = {{"simd", simd32_entry, 16, 16, 16, ML_K_QR_REDUCED},
+                      {"simd", simd32_entry, 32, 32, 32, ML_K_QR_R},
+                      {"simd", simd32_entry, 32, 32, 32, ML_K_QR_REDUCED},
+                      {"simd64", simd64_entry, 32, 64, 32, ML_K_QR_REDUCED},
+                      {"simd64", simd64_entry, 32, 64, 64, ML_K_QR_R},
+                      {"simd64", simd64_entry, 32, 64, 64, ML_K_QR_REDUCED}};
+  std::mt19937_64 rng(5);
+  for (const S &s : shapes) {
+    auto a = kt::to_float(kt::gaussian(rng, s.m, s.n));
+    const int k = std::min(s.m, s.n);
+    std::vector<float> q(size_t(s.m) * s.m), r(size_t(s.m) * s.n);
+    QrArgs x{{s.m, s.n, s.mode, 0, 1, 0}, a.data(), q.data(), r.data(), nullptr};
+    const long before = fiber::g_state ? fiber::g_state->exchanges : 0;
+    fiber::run(s.gs, 1, 0, s.fn, &x);
+    std::printf("%s gs=%d %dx%d %s: %ld exchanges (k = %d)\n", s.name, s.gs, s.m, s.n,
+                s.mode == ML_K_QR_R ? "R only" : "reduced", fiber::g_state->exchanges - before, k);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
+  if (argc > 1 && std::string(argv[1]) == "counts") {
+    print_counts();
+    return 0;
+  }
 #if defined(KT_ASAN) || !defined(__OPTIMIZE__)
   bool full = false;
 #else
