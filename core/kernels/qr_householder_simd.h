@@ -44,6 +44,11 @@ ML_HOST_FN int ml_qr_householder_simd_fits(int m, int n, int flags) {
 ML_HOST_FN int ml_qr_householder_simd64_fits(int m, int n, int flags) {
   return m >= 1 && n >= 1 && m <= 64 && n <= 64 && ml_qrw_mode_ok(flags);
 }
+// The table windows are disjoint: the 64-row entry takes the shapes the 32-row one does not
+// (it computes the smaller ones too, with more registers).
+ML_HOST_FN int ml_qr_householder_simd64_window(int m, int n, int flags) {
+  return ml_qr_householder_simd64_fits(m, n, flags) && !ml_qr_householder_simd_fits(m, n, flags);
+}
 // The kernel-table forms (kernel_table.h): registers only, no scratch.
 ML_HOST_FN int ml_qr_householder_simd_scratch_floats_flags(int m, int n, int flags) {
   (void)m;
@@ -57,7 +62,7 @@ ML_HOST_FN int ml_qr_householder_simd_fits_flags(int m, int n, int flags, int sc
 }
 ML_HOST_FN int ml_qr_householder_simd64_fits_flags(int m, int n, int flags, int scratch_floats) {
   (void)scratch_floats;
-  return ml_qr_householder_simd64_fits(m, n, flags);
+  return ml_qr_householder_simd64_window(m, n, flags);
 }
 
 // 2^e as two factors (each a normal float for -252 <= e <= 254): x * f1 * f2 scales by 2^e
@@ -363,10 +368,12 @@ ML_FN void ml_qrw_impl(ML_CTX ctx, int m, int n, int mode, ML_DEVICE const float
 }
 
 // Matrix ctx.group_id with R rows per lane and up to MAXCPL columns per lane; shapes with more
-// rows or held columns are left untouched.
+// rows or held columns are left untouched. (info_out: tools/check_kernel_table.py takes a
+// function ending in `int *info` for a kernel that needs a table line.)
 template <int R, int MAXCPL>
 ML_FN void ml_qrw_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML_DEVICE float *q,
-                        ML_DEVICE float *r, ML_DEVICE int *info) {
+                        ML_DEVICE float *r, ML_DEVICE int *info_out) {
+  ML_DEVICE int *info = info_out;
   if (ctx.group_id >= p.batch) return;
   const int m = p.m, n = p.n, mode = p.flags;
   const int nc = ml_qr_householder_simd_cols(m, n, mode);
