@@ -1,8 +1,8 @@
 // Householder QR of one m x n matrix per SIMDGROUP (1 <= m, n <= 64), the matrix in registers:
 // lane l holds columns l, l + gs (gs = ctx.group_size, 16 or 32; two columns per lane when more
 // than gs columns are held), each as a private array of 32 or 64 floats (the entry's row limit)
-// indexed by compile-time constants only (ML_UNROLL), so it stays in registers. No barriers, no scratch:
-// every exchange is a simd shuffle.
+// indexed by compile-time constants only (ML_UNROLL), so it stays in registers. No barriers, no
+// scratch: every exchange is a simd shuffle.
 // Same contract as qr_householder.h (outputs, modes, info bits, NaN handling) and the same
 // algorithm: the matrix scaled by a power of two (max |a| in [1, 2)), then for k = 0..min(m,n)-1
 // the reflector of column k by ml_house's rule (LAPACK's slarfg: rescaled sum of squares when it
