@@ -34,6 +34,14 @@ inline int group_size_qr_householder(int m, int n, int64_t batch, int units) {
   return throughput_group_size(warps_of(std::max(n, 32), 256), m, n, batch, units);
 }
 
+// qr SIMD lines: one simdgroup per matrix, a lane per column (16 lanes for max(m, n) <= 16).
+inline int group_size_qr_householder_simd(int m, int n, int64_t, int) {
+  return simd_group_size(m, n);
+}
+inline int group_size_qr_householder_simd64(int m, int n, int64_t, int) {
+  return simd_group_size(m, n);
+}
+
 // eigh: a lane per row of the trailing matrix in whole warps, plus one warp for the serial QL
 // sweeps when 24 < n <= 32 or n > 64 (the rotations then go to the other warps). H200,
 // 16384 x 64^2: 64 lanes 14.8 ms, 96 lanes 16.3 ms. Many matrices per SM: throughput-bound,

@@ -29,6 +29,11 @@ inline int simd_group_size(int, int) { return kSimdWidth; }
 inline int group_size_qr_householder(int, int n, int64_t) {
   return simdgroups_of(n > 32 ? n : 32, 256);  // a lane per column of the trailing update
 }
+// qr SIMD lines: one simdgroup per matrix, a lane per column.
+inline int group_size_qr_householder_simd(int m, int n, int64_t) { return simd_group_size(m, n); }
+inline int group_size_qr_householder_simd64(int m, int n, int64_t) {
+  return simd_group_size(m, n);
+}
 inline int group_size_eigh_tridiag_ql(int, int n, int64_t) {
   // a lane per row, plus a simdgroup for the QL sweeps' rotations where they are long
   const int g = (n + 31) / 32 * 32 + ((n > 24 && n <= 32) || n > 64 ? 32 : 0);

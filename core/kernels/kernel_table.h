@@ -36,6 +36,7 @@
 #include "eigh_jacobi_small.h"
 #include "eigh_tridiag_ql.h"
 #include "qr_householder.h"
+#include "qr_householder_simd.h"
 #include "qr_householder_small.h"
 #include "svd_bidiag_qr.h"
 #include "svd_jacobi_small.h"
@@ -52,6 +53,12 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
 #define ML_KERNEL_TABLE(X)                                                                      \
   X(qr_householder_small, ML_OP_QR, ml_qr_householder_small, O01, REGISTER,                     \
     ml_qr_householder_small_scratch_floats_flags, ml_qr_householder_small_fits_flags,           \
+    ml_flags_unchanged)                                                                         \
+  X(qr_householder_simd, ML_OP_QR, ml_qr_householder_simd, O01, SIMD,                           \
+    ml_qr_householder_simd_scratch_floats_flags, ml_qr_householder_simd_fits_flags,             \
+    ml_flags_unchanged)                                                                         \
+  X(qr_householder_simd64, ML_OP_QR, ml_qr_householder_simd64, O01, SIMD,                       \
+    ml_qr_householder_simd_scratch_floats_flags, ml_qr_householder_simd64_fits_flags,           \
     ml_flags_unchanged)                                                                         \
   X(qr_householder, ML_OP_QR, ml_qr_householder, O01, GROUP,                                    \
     ml_qr_householder_scratch_floats_mode, ml_qr_householder_fits_mode, ml_flags_unchanged)     \

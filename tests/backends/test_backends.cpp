@@ -161,7 +161,9 @@ void test_routing() {
   int count = 0;
   const KernelInfo *t = kernel_table(&count);
   for (int i = 0; i < count; ++i) {
-    const Call c{t[i].op, 100, 3, 3, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
+    // 3 x 3, or 40 x 40 for a line whose window starts above (qr_householder_simd64)
+    const int sz = t[i].fits(3, 3, 0, ML_METAL_SCRATCH_FLOATS) ? 3 : 40;
+    const Call c{t[i].op, 100, sz, sz, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
     Plan q;
     const bool reg = t[i].kind == KernelKind::kRegister, simd = t[i].kind == KernelKind::kSimd;
     const policy::Resolved pi = pol(reg ? 8 : 0, 0, 1, 0, policy::Force::kAuto, simd ? 64 : 0);
