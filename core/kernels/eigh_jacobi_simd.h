@@ -35,8 +35,8 @@
 // start of every sweep, where the squared norms (kept up to date by ||w_p||^2 -= t w_p.w_q,
 // ||w_q||^2 += t w_p.w_q) are recomputed.
 // Per round and lane: n_pad + 2 shuffles (partner column, its norm and scale), 2 n_pad FMAs
-// (dot product, update), one sqrt, one rsqrt, two divisions; n_pad = n rounded up to 8 (the
-// register array's compile-time size). A matrix that is already diagonal takes no sweep and
+// (dot product, update), three ml_rsqrt and about 25 other operations; n_pad = n rounded up
+// to 8 (the register array's compile-time size). A matrix that is already diagonal takes no sweep and
 // returns its diagonal exactly (vectors: the identity). Ascending order: each eigenvalue's rank
 // (its lane compares with every other through broadcasts) is its output column.
 #ifndef ML_KERNELS_EIGH_JACOBI_SIMD_H
@@ -161,8 +161,8 @@ ML_FN void ml_ejsimd_solve(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *am,
 
     const int M = n + (n & 1);  // players of the schedule (a dummy one for odd n)
     const int rounds = M - 1;
-    // sqrt(n) eps, the threshold of LAPACK's sgesvj.
-    const float tol = ml_sqrt((float)n) * ML_FLT_EPS;
+    // (sqrt(n) eps)^2: the square of LAPACK sgesvj's threshold.
+    const float tol2 = (float)n * ML_FLT_EPS * ML_FLT_EPS;
     const int cap = p.max_iter > 0 ? p.max_iter : ML_EJSIMD_MAX_SWEEPS;
     float d = 1.0f;  // column scale: the column is d * x
     converged = false;
@@ -203,19 +203,25 @@ ML_FN void ml_ejsimd_solve(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *am,
         const float gam = ((s0 + s1) + (s2 + s3)) * (d * dq);
         const bool lo = lane < partner;
         const float a_lo = lo ? alpha : beta, a_hi = lo ? beta : alpha;
-        // Zero columns (padding, the dummy player, self-pairs' partners) have gam = 0: never.
-        const bool rot = ml_fabs(gam) > tol * ml_sqrt(a_lo * a_hi);
-        // tan of the angle zeroing the Gram matrix's off-diagonal, |t| <= 1:
-        // t = sign(h) 2 gam / (|h| + sqrt(h^2 + 4 gam^2)), h = a_hi - a_lo.
+        // Zero columns (padding, the dummy player, lanes >= M) have gam = 0: never rotated.
+        // Real columns have squared norms >= R^2 >= 1, so no square below is subnormal.
+        const bool rot = gam * gam > tol2 * (a_lo * a_hi);
+        // The angle zeroing the Gram matrix's off-diagonal, |theta| <= pi/4, division-free:
+        // h = a_hi - a_lo, r = sqrt(h^2 + 4 gam^2), u = r + |h|, k = 1 / sqrt(2 r u),
+        // c = u k, t = tan(theta) = sign(h) 2 gam k (2 r k). Unused (any value) when !rot.
         const float h = a_hi - a_lo, g2 = gam + gam;
-        const float den = ml_fabs(h) + ml_sqrt(h * h + g2 * g2);
-        const float t = rot ? (h < 0.0f ? -g2 : g2) / den : 0.0f;
-        const float c = ml_rsqrt(1.0f + t * t);
+        const float r2 = h * h + g2 * g2;
+        const float rr = r2 * ml_rsqrt(r2);
+        const float u = rr + ml_fabs(h);
+        const float k = ml_rsqrt(2.0f * rr * u);
+        const float c = rot ? u * k : 1.0f;
+        const float t = rot ? (h < 0.0f ? -g2 : g2) * k * (2.0f * rr * k) : 0.0f;
         const float st = lo ? -t : t;
-        const float coef = st * (dq / d);
+        // d_partner / d (d > 0; both normal floats within a sweep).
+        const float coef = st * (dq * ml_rsqrt(d * d));
         ML_UNROLL
         for (int i = 0; i < NP; ++i) x[i] = ml_fma(coef, y[i], x[i]);
-        d = rot ? d * c : d;
+        d *= c;
         alpha = ml_fma(st, gam, alpha);
         rotated = rotated || rot;
       }
