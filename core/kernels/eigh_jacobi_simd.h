@@ -279,8 +279,8 @@ ML_FN void ml_ejsimd_solve(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *am,
 
 template <bool VEC>
 ML_FN void ml_ejsimd_dispatch(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
-                              ML_DEVICE float *w, ML_DEVICE float *v, ML_DEVICE int *info) {
-  const ml_i64 g = ctx.group_id;
+                              ML_DEVICE float *w, ML_DEVICE float *v, ML_DEVICE int *info,
+                              ml_i64 g) {
   const int n = p.n;
   const ml_i64 nn = (ml_i64)n * n;
   ML_DEVICE const float *am = a + g * nn;
@@ -300,14 +300,14 @@ ML_FN void ml_ejsimd_dispatch(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
 ML_FN void ml_eigh_jacobi_simd(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                                ML_DEVICE float *w, ML_DEVICE float *v, ML_DEVICE int *info) {
   if (ctx.group_id >= p.batch) return;
-  ml_ejsimd_dispatch<true>(ctx, p, a, w, v, info);
+  ml_ejsimd_dispatch<true>(ctx, p, a, w, v, info, ctx.group_id);
 }
 
 // w: n eigenvalues ascending (bitwise those of ml_eigh_jacobi_simd); no vector output.
 ML_FN void ml_eigvalsh_jacobi_simd(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                                    ML_DEVICE float *w, ML_DEVICE int *info) {
   if (ctx.group_id >= p.batch) return;
-  ml_ejsimd_dispatch<false>(ctx, p, a, w, (ML_DEVICE float *)0, info);
+  ml_ejsimd_dispatch<false>(ctx, p, a, w, (ML_DEVICE float *)0, info, ctx.group_id);
 }
 
 #endif  // ML_KERNELS_EIGH_JACOBI_SIMD_H
