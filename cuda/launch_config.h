@@ -63,6 +63,12 @@ inline int group_size_eigvalsh_tridiag_ql(int m, int n, int64_t batch, int units
   return throughput_group_size(g, m, n, batch, units);
 }
 
+// eigh / eigvalsh Jacobi (SIMD lines, n <= 32): a lane per column; 16-lane groups for n <= 16.
+inline int group_size_eigh_jacobi_simd(int m, int n, int64_t, int) { return simd_group_size(m, n); }
+inline int group_size_eigvalsh_jacobi_simd(int m, int n, int64_t, int) {
+  return simd_group_size(m, n);
+}
+
 // svd: a lane per row of the larger side in whole warps, plus a warp for the rotations beyond
 // n = 24 unless throughput-bound.
 inline int group_size_svd_bidiag_qr(int m, int n, int64_t batch, int units) {

@@ -33,6 +33,7 @@
 #ifndef ML_KERNELS_KERNEL_TABLE_H
 #define ML_KERNELS_KERNEL_TABLE_H
 
+#include "eigh_jacobi_simd.h"
 #include "eigh_jacobi_small.h"
 #include "eigh_tridiag_ql.h"
 #include "qr_householder.h"
@@ -67,6 +68,12 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
     ml_flags_unchanged)                                                                         \
   X(eigvalsh_jacobi_small, ML_OP_EIGVALSH, ml_eigvalsh_jacobi_small, O0, REGISTER,              \
     ml_eigvalsh_jacobi_small_scratch_floats_flags, ml_eigvalsh_jacobi_small_fits_flags,         \
+    ml_flags_unchanged)                                                                         \
+  X(eigh_jacobi_simd, ML_OP_EIGH, ml_eigh_jacobi_simd, O01, SIMD,                               \
+    ml_eigh_jacobi_simd_scratch_floats_flags, ml_eigh_jacobi_simd_fits_flags,                   \
+    ml_flags_unchanged)                                                                         \
+  X(eigvalsh_jacobi_simd, ML_OP_EIGVALSH, ml_eigvalsh_jacobi_simd, O0, SIMD,                    \
+    ml_eigvalsh_jacobi_simd_scratch_floats_flags, ml_eigvalsh_jacobi_simd_fits_flags,           \
     ml_flags_unchanged)                                                                         \
   X(eigh_tridiag_ql, ML_OP_EIGH, ml_eigh_tridiag_ql, O01, GROUP,                                \
     ml_eigh_tridiag_ql_scratch_floats_flags, ml_eigh_tridiag_ql_fits_flags, ml_flags_unchanged) \
