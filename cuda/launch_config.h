@@ -51,6 +51,12 @@ inline int group_size_eigvalsh_tridiag_ql(int m, int n, int64_t batch, int units
   return throughput_group_size(g, m, n, batch, units);
 }
 
+// eigvalsh by bisection: a lane per row of the tridiagonalisation, which is also a lane per
+// eigenvalue; no serial phase, so no extra warp. Not measured yet.
+inline int group_size_eigvalsh_tridiag_bisect(int m, int n, int64_t batch, int units) {
+  return throughput_group_size(warps_of(n, 256), m, n, batch, units);
+}
+
 // svd: a lane per row of the larger side in whole warps, plus a warp for the rotations beyond
 // n = 24 unless throughput-bound.
 inline int group_size_svd_bidiag_qr(int m, int n, int64_t batch, int units) {

@@ -1,7 +1,9 @@
 // Symmetric eigendecomposition of one n x n matrix per group, in shared memory:
 // Householder tridiagonalisation, explicit Q, then implicit QL with Wilkinson shifts (the
 // tql2 scheme) with the rotations applied by all lanes. Eigenvalues ascending, eigenvectors
-// as columns. ml_eigvalsh_tridiag_ql skips every vector step.
+// as columns. ml_eigvalsh_tridiag_ql skips every vector step. ml_eigvalsh_tridiag_bisect:
+// the same tridiagonalisation, then every eigenvalue by bisection in its own lane (bisect.h)
+// instead of the serial QL chase.
 // Only the triangle named by p.flags (ML_K_LOWER / ML_K_UPPER) is read. The matrix is scaled
 // by a power of two (max |a| in [1, 2)) first and the eigenvalues scaled back.
 // Layout: reflector k is stored in row k (upper part) and Q is built transposed (row c of
@@ -10,6 +12,7 @@
 #ifndef ML_KERNELS_EIGH_TRIDIAG_QL_H
 #define ML_KERNELS_EIGH_TRIDIAG_QL_H
 
+#include "bisect.h"
 #include "householder.h"
 
 // Scratch layout (floats): A n*ld | d n | e n | tau n | v n | w n | red 64 | rot 2 x (2n + 2)
@@ -55,6 +58,25 @@ ML_HOST_FN int ml_eigvalsh_tridiag_ql_scratch_floats_flags(int m, int n, int fla
 ML_HOST_FN int ml_eigvalsh_tridiag_ql_fits_flags(int m, int n, int flags, int scratch_floats) {
   (void)flags;
   return ml_eigvalsh_tridiag_ql_fits(m, n, scratch_floats);
+}
+// ml_eigvalsh_tridiag_bisect: the scratch of ml_eigvalsh_tridiag_ql.
+ML_HOST_FN int ml_eigvalsh_tridiag_bisect_scratch_floats(int m, int n) {
+  return ml_eigvalsh_tridiag_ql_scratch_floats(m, n);
+}
+ML_HOST_FN int ml_eigvalsh_tridiag_bisect_fits(int m, int n, int scratch_floats) {
+  return ml_eigvalsh_tridiag_ql_fits(m, n, scratch_floats);
+}
+ML_HOST_FN int ml_eigvalsh_tridiag_bisect_max_n(int scratch_floats) {
+  return ml_eigvalsh_tridiag_ql_max_n(scratch_floats);
+}
+ML_HOST_FN int ml_eigvalsh_tridiag_bisect_scratch_floats_flags(int m, int n, int flags) {
+  (void)flags;
+  return ml_eigvalsh_tridiag_bisect_scratch_floats(m, n);
+}
+ML_HOST_FN int ml_eigvalsh_tridiag_bisect_fits_flags(int m, int n, int flags,
+                                                     int scratch_floats) {
+  (void)flags;
+  return ml_eigvalsh_tridiag_bisect_fits(m, n, scratch_floats);
 }
 
 // First j >= l with a negligible e[j] (n - 1 if none), searched by all lanes of the calling
@@ -460,6 +482,80 @@ ML_FN void ml_eigvalsh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float
   ml_barrier(ctx);
   for (int j = lane; j < n; j += gs) wm[j] = ml_ldexp(d[(int)perm[j]], ex);
   if (info && lane == 0) info[g] = ml_eigh_info(iters, status);
+}
+
+// w: n eigenvalues ascending, by bisection (bisect.h) on the tridiagonal of
+// ml_eigh_tridiagonalise: lane j computes eigenvalues j, j + gs, ... on its own, so the only
+// barriers after the reduction are one reduction (the halving count and the cap) and the
+// final sort. Bits 16+ of info: the most halvings any eigenvalue took (0 for a diagonal
+// tridiagonal, whose eigenvalues are its diagonal, exactly; at most 25 otherwise). Cap:
+// p.max_iter halvings per eigenvalue (default ML_BISECT_DEFAULT_CAP, not reached by finite
+// input); an eigenvalue that needs more makes every output NaN with ML_INFO_NOT_CONVERGED.
+// The values are not bitwise those of ml_eigh_tridiag_ql (the same accuracy: a few eps ||A||
+// absolute; the tests measure both against a double reference).
+ML_FN void ml_eigvalsh_tridiag_bisect(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                                      ML_DEVICE float *w, ML_DEVICE int *info) {
+  if (ctx.group_id >= p.batch) return;
+  const int n = p.n, lane = ctx.lane, gs = ctx.group_size, ld = ml_shared_ld(n);
+  const ml_i64 g = ctx.group_id;
+  ML_SHARED float *A = ctx.scratch;
+  ML_SHARED float *d = A + n * ld;
+  ML_SHARED float *e = d + n;
+  ML_SHARED float *tau = e + n;
+  ML_SHARED float *hv = tau + n;
+  ML_SHARED float *hw = hv + n;
+  ML_SHARED float *red = hw + n;
+  ML_DEVICE float *wm = w + g * (ml_i64)n;
+  const int ex = ml_eigh_tridiagonalise(ctx, p, a + g * (ml_i64)n * n, A, ld, d, e, tau, hv, hw, red);
+  if (ex == 1000) {
+    ml_eigh_nan_outputs(ctx, n, wm, 0, info, ML_INFO_NONFINITE);
+    return;
+  }
+  // Gershgorin's interval, the pivot floor and whether T is diagonal, by every lane on its
+  // own (n broadcast reads; the reduction's last barrier published d and e).
+  float lo = 0.0f, hi = 0.0f, emax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float el = i > 0 ? ml_fabs(e[i - 1]) : 0.0f, er = i + 1 < n ? ml_fabs(e[i]) : 0.0f;
+    const float r = el + er;
+    lo = i == 0 ? d[i] - r : ml_fmin(lo, d[i] - r);
+    hi = i == 0 ? d[i] + r : ml_fmax(hi, d[i] + r);
+    emax = ml_fmax(emax, er);
+  }
+  const bool diagonal = emax == 0.0f;
+  const float gnorm = ml_fmax(ml_fabs(lo), ml_fabs(hi));
+  const float pivmin = ML_FLT_MIN * ml_fmax(1.0f, emax * emax);
+  const float margin = 2.1f * (float)n * ML_FLT_ULP * gnorm + 4.2f * pivmin;
+  lo -= margin;
+  hi += margin;
+  const float atol = ML_FLT_ULP * gnorm;
+  const int cap = p.max_iter > 0 ? p.max_iter : ML_BISECT_DEFAULT_CAP;
+  ML_SHARED float *wv = hv;  // unsorted eigenvalues
+  ML_SHARED float *perm = hw;
+  int most = 0, capped = 0;
+  for (int j = lane; j < n; j += gs) {
+    int steps = 0;
+    const float x = diagonal ? d[j] : ml_bisect_one(d, e, n, 0, j, lo, hi, atol, pivmin, cap, &steps);
+    if (steps < 0) {
+      capped = 1;
+      steps = cap;
+    }
+    most = ml_imax(most, steps);
+    wv[j] = x;
+  }
+  // One reduction: the most halvings, plus 2^20 when an eigenvalue hit the cap (exact in float).
+  const float code = ml_group_max(ctx, (float)most + (capped ? 1048576.0f : 0.0f), red);
+  const int hit = code >= 1048576.0f ? 1 : 0;
+  const int iters = (int)(hit ? code - 1048576.0f : code);
+  if (hit) {  // not converged: NaN outputs, as for non-finite input
+    ml_eigh_nan_outputs(ctx, n, wm, 0, info, ml_eigh_info(iters, -2));
+    return;
+  }
+  // Ascending order (the intervals of equal or close eigenvalues overlap, so the midpoints
+  // need not come out in index order).
+  ml_eigh_rank(ctx, n, wv, perm);
+  ml_barrier(ctx);
+  for (int j = lane; j < n; j += gs) wm[j] = ml_ldexp(wv[(int)perm[j]], ex);
+  if (info && lane == 0) info[g] = ml_eigh_info(iters, 0);
 }
 
 #endif  // ML_KERNELS_EIGH_TRIDIAG_QL_H

@@ -61,6 +61,9 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
   X(eigvalsh_tridiag_ql, ML_OP_EIGVALSH, ml_eigvalsh_tridiag_ql, O0, GROUP,                     \
     ml_eigvalsh_tridiag_ql_scratch_floats_flags, ml_eigvalsh_tridiag_ql_fits_flags,             \
     ml_flags_unchanged)                                                                         \
+  X(eigvalsh_tridiag_bisect, ML_OP_EIGVALSH, ml_eigvalsh_tridiag_bisect, O0, GROUP,           \
+    ml_eigvalsh_tridiag_bisect_scratch_floats_flags, ml_eigvalsh_tridiag_bisect_fits_flags,     \
+    ml_flags_unchanged)                                                                         \
   X(svd_jacobi_small, ML_OP_SVD, ml_svd_jacobi_small, O012, REGISTER,                           \
     ml_svd_jacobi_small_scratch_floats_flags, ml_svd_jacobi_small_fits_flags,                   \
     ml_flags_unchanged)                                                                         \
