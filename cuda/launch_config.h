@@ -72,6 +72,12 @@ inline int group_size_svdvals_bidiag_qr(int m, int n, int64_t batch, int units) 
   return throughput_group_size(warps_of(m > n ? m : n, 256), m, n, batch, units);
 }
 
+// svdvals by bisection: as svdvals (a lane per row of the bidiagonalisation, at least one per
+// singular value); no serial phase. Not measured yet.
+inline int group_size_svdvals_bidiag_bisect(int m, int n, int64_t batch, int units) {
+  return group_size_svdvals_bidiag_qr(m, n, batch, units);
+}
+
 // ---- blocks ----
 
 // Threads per group: the kernel's group size, `forced` (METAL_LINALG_CUDA_GROUP_SIZE, 0: not

@@ -46,6 +46,9 @@ inline int group_size_svd_bidiag_qr(int m, int n, int64_t) {
 inline int group_size_svdvals_bidiag_qr(int m, int n, int64_t) {
   return simdgroups_of(m > n ? m : n, 256);
 }
+inline int group_size_svdvals_bidiag_bisect(int m, int n, int64_t batch) {
+  return group_size_svdvals_bidiag_qr(m, n, batch);
+}
 
 // Slice of the threadgroup scratch one thread of a lane-per-matrix threadgroup of `threads`
 // threads gets (compat_metal.h's ml_lane_slice: odd, so equal offsets hit distinct banks).

@@ -75,7 +75,10 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
     ml_svd_bidiag_qr_choose_flags)                                                              \
   X(svdvals_bidiag_qr, ML_OP_SVDVALS, ml_svdvals_bidiag_qr, O1, GROUP,                          \
     ml_svdvals_bidiag_qr_scratch_floats_flags, ml_svdvals_bidiag_qr_fits_flags,                 \
-    ml_svdvals_bidiag_qr_choose_flags)
+    ml_svdvals_bidiag_qr_choose_flags)                                                          \
+  X(svdvals_bidiag_bisect, ML_OP_SVDVALS, ml_svdvals_bidiag_bisect, O1, GROUP,                  \
+    ml_svdvals_bidiag_bisect_scratch_floats_flags, ml_svdvals_bidiag_bisect_fits_flags,         \
+    ml_flags_unchanged)
 // clang-format on
 
 // The output arguments of each `outs` code, for entry points that name their pointers
