@@ -390,12 +390,12 @@ ML_FN void ml_svd_form_v(P base, int rs, int cs, int N, ML_SHARED const float *w
 // ML_INFO_RANK_DEFICIENT as the QR path decides it; at the cap (p.max_iter halvings, default
 // ML_BISECT_DEFAULT_CAP, not reached by finite input) every s NaN and ML_INFO_NOT_CONVERGED.
 // sv, perm: N shared floats each; red: ML_RED_FLOATS. Every lane must have d and e (after a
-// barrier).
+// barrier). (info before s: not the signature of a table kernel.)
 ML_FN void ml_svd_bidiag_bisect_values(ML_CTX ctx, ML_PARAMS p, ML_SHARED const float *d,
                                        ML_SHARED const float *e, int N, int M, int ex,
                                        ML_SHARED float *sv, ML_SHARED float *perm,
-                                       ML_SHARED float *red, ML_DEVICE float *s,
-                                       ML_DEVICE int *info) {
+                                       ML_SHARED float *red, ML_DEVICE int *info,
+                                       ML_DEVICE float *s) {
   const int lane = ctx.lane, gs = ctx.group_size;
   // Gershgorin's bound for the Golub-Kahan matrix (off-diagonal d0, e0, d1, ..., d_{N-1}):
   // every row has two consecutive entries of that sequence.
@@ -573,7 +573,7 @@ ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *
 
   if (by_bisection) {
     // tauq, taup and dots are dead without vectors: the values and the order go there.
-    ml_svd_bidiag_bisect_values(ctx, p, d, e, N, M, ex, tauq, dots, red, s, info);
+    ml_svd_bidiag_bisect_values(ctx, p, d, e, N, M, ex, tauq, dots, red, info, s);
     return;
   }
 
