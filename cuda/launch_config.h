@@ -51,6 +51,12 @@ inline int group_size_eigvalsh_tridiag_ql(int m, int n, int64_t batch, int units
   return throughput_group_size(g, m, n, batch, units);
 }
 
+// eigh by bisection and inverse iteration: a lane per row (and per eigenvalue and vector); no
+// serial phase. Not measured yet.
+inline int group_size_eigh_tridiag_bisect(int m, int n, int64_t batch, int units) {
+  return throughput_group_size(warps_of(n, 256), m, n, batch, units);
+}
+
 // eigvalsh by bisection: a lane per row of the tridiagonalisation, which is also a lane per
 // eigenvalue; no serial phase, so no extra warp. Not measured yet.
 inline int group_size_eigvalsh_tridiag_bisect(int m, int n, int64_t batch, int units) {

@@ -35,6 +35,9 @@ inline int group_size_eigvalsh_tridiag_ql(int, int n, int64_t) {
   const int g = (n + 31) / 32 * 32 + (n > 32 ? 32 : 0);
   return g < 32 ? 32 : (g > 288 ? 288 : g);
 }
+inline int group_size_eigh_tridiag_bisect(int, int n, int64_t) {
+  return simdgroups_of(n, 256);  // a lane per row, eigenvalue and eigenvector
+}
 inline int group_size_eigvalsh_tridiag_bisect(int, int n, int64_t) {
   return simdgroups_of(n, 256);  // a lane per row, which is also a lane per eigenvalue
 }

@@ -58,6 +58,9 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
     ml_flags_unchanged)                                                                         \
   X(eigh_tridiag_ql, ML_OP_EIGH, ml_eigh_tridiag_ql, O01, GROUP,                                \
     ml_eigh_tridiag_ql_scratch_floats_flags, ml_eigh_tridiag_ql_fits_flags, ml_flags_unchanged) \
+  X(eigh_tridiag_bisect, ML_OP_EIGH, ml_eigh_tridiag_bisect, O01, GROUP,                        \
+    ml_eigh_tridiag_bisect_scratch_floats_flags, ml_eigh_tridiag_bisect_fits_flags,             \
+    ml_flags_unchanged)                                                                         \
   X(eigvalsh_tridiag_ql, ML_OP_EIGVALSH, ml_eigvalsh_tridiag_ql, O0, GROUP,                     \
     ml_eigvalsh_tridiag_ql_scratch_floats_flags, ml_eigvalsh_tridiag_ql_fits_flags,             \
     ml_flags_unchanged)                                                                         \

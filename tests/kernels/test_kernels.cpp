@@ -314,12 +314,17 @@ void eigvalsh_bisect_entry(const ml_ctx &ctx, void *u) {
   auto &x = *static_cast<EigArgs *>(u);
   ml_eigvalsh_tridiag_bisect(ctx, x.p, x.a, x.w, x.info);
 }
+void eigh_bisect_entry(const ml_ctx &ctx, void *u) {
+  auto &x = *static_cast<EigArgs *>(u);
+  ml_eigh_tridiag_bisect(ctx, x.p, x.a, x.w, x.v, x.info);
+}
 
 // ml_eigvalsh_tridiag_bisect on the symmetric families plus a Wilkinson W+ matrix (pairs of
 // eigenvalues that agree to far below float's resolution) at group size gs, and against
 // ml_eigvalsh_tridiag_ql on the same batch (the same tridiagonal at the same group size: the
-// two must agree to a few ulps of ||A||). The last matrix is non-finite; the unread triangle
-// holds NaN.
+// two must agree to a few ulps of ||A||); where its scratch fits sm_90, ml_eigh_tridiag_bisect
+// too: LAPACK's ratios of its vectors, its values bitwise those of ml_eigvalsh_tridiag_bisect.
+// The last matrix is non-finite; the unread triangle holds NaN.
 void check_eig_bisect(Report &rep, int n, int uplo, int gs, std::mt19937_64 &rng, int families) {
   kt::Timer timer("eigvalsh-bisect", n, n, gs);
   auto fams = kt::symmetric_families(n, rng, n <= 100);
@@ -349,12 +354,25 @@ void check_eig_bisect(Report &rep, int n, int uplo, int gs, std::mt19937_64 &rng
                          eigvalsh_bisect_entry, &args);
   ml::kernel_runner::run(gs, batch, ml_eigvalsh_tridiag_ql_scratch_floats(n, n), eigvalsh_entry,
                          &argsq);
+  const bool vectors = ml_eigh_tridiag_bisect_fits(n, n, ML_CUDA_SCRATCH_FLOATS_SM90);
+  std::vector<float> wv(size_t(batch) * n, -7.f), vv(vectors ? size_t(batch) * n * n : 1, -7.f);
+  std::vector<int> infov(batch, -1);
+  if (vectors) {
+    EigArgs argsv{{n, n, uplo, 0, batch, 0}, a.data(), wv.data(), vv.data(), infov.data()};
+    ml::kernel_runner::run(gs, batch, ml_eigh_tridiag_bisect_scratch_floats(n, n), eigh_bisect_entry,
+                           &argsv);
+  }
   for (int b = 0; b < batch; ++b) {
     const std::string fam = b < int(fams.size()) ? fams[b].first : "nonfinite";
     const std::string at = where(uplo == ML_K_LOWER ? "eigvalsh-bisect-L" : "eigvalsh-bisect-U", n, n, gs, fam, b);
     const float *wb = w.data() + size_t(b) * n;
+    const float *wvb = wv.data() + size_t(b) * n, *vvb = vv.data() + size_t(b) * n * n;
     if (b == batch - 1) {
       rep.expect(kt::all_nan(wb, n) && info[b] == ML_INFO_NONFINITE, at + " all NaN, NONFINITE");
+      if (vectors)
+        rep.expect(kt::all_nan(wvb, n) && kt::all_nan(vvb, size_t(n) * n) &&
+                       infov[b] == ML_INFO_NONFINITE,
+                   at + " eigh: all NaN, NONFINITE");
       continue;
     }
     rep.expect(kt::all_finite(wb, n), at + " finite");
@@ -377,6 +395,14 @@ void check_eig_bisect(Report &rep, int n, int uplo, int gs, std::mt19937_64 &rng
     }
     rep.ratio(err / scale, kEigLimit, at + " |w-w_ref|");
     rep.ratio(diff / scale, kEigLimit, at + " |w-w_ql|");
+    if (vectors) {
+      rep.expect(std::memcmp(wvb, wb, sizeof(float) * n) == 0 && infov[b] == info[b],
+                 at + " eigh: values and info bitwise eigvalsh's");
+      rep.expect(kt::all_finite(vvb, size_t(n) * n), at + " eigh: finite vectors");
+      const kt::EigRatios x = kt::eig_ratios(A, wvb, vvb);
+      rep.ratio(x.resid, kEigLimit, at + " eigh |A-VWVt|");
+      rep.ratio(x.orth, kEigLimit, at + " eigh |I-VtV|");
+    }
   }
 }
 
@@ -394,6 +420,10 @@ void check_eig_bisect_cap(Report &rep, int gs, std::mt19937_64 &rng) {
   std::vector<int> info(2, -1);
   EigArgs args{{n, n, ML_K_LOWER, 1, 2, 0}, a.data(), w.data(), nullptr, info.data()};
   ml::kernel_runner::run(gs, 2, ml_eigvalsh_tridiag_bisect_scratch_floats(n, n), eigvalsh_bisect_entry, &args);
+  std::vector<float> wv(2 * n, -7.f), vv(2 * n * n, -7.f);
+  std::vector<int> infov(2, -1);
+  EigArgs argsv{{n, n, ML_K_LOWER, 1, 2, 0}, a.data(), wv.data(), vv.data(), infov.data()};
+  ml::kernel_runner::run(gs, 2, ml_eigh_tridiag_bisect_scratch_floats(n, n), eigh_bisect_entry, &argsv);
   const std::string at = "eigvalsh-bisect max_iter=1 gs=" + std::to_string(gs);
   rep.expect((info[0] & ML_INFO_NOT_CONVERGED) && (info[0] >> ML_INFO_SWEEPS_SHIFT) == 1, at + " NOT_CONVERGED");
   rep.expect(kt::all_nan(w.data(), n), at + " NaN outputs");
@@ -404,6 +434,12 @@ void check_eig_bisect_cap(Report &rep, int gs, std::mt19937_64 &rng) {
   bool exact = true;
   for (int i = 0; i < n; ++i) exact = exact && w[n + i] == float(ref[i]);
   rep.expect(exact, at + " diagonal exact");
+  rep.expect(infov == info && kt::all_nan(wv.data(), n) && kt::all_nan(vv.data(), size_t(n) * n) &&
+                 std::memcmp(wv.data() + n, w.data() + n, sizeof(float) * n) == 0,
+             at + " eigh: capped NaN, diagonal as eigvalsh");
+  const kt::EigRatios x = kt::eig_ratios(dg, wv.data() + n, vv.data() + size_t(n) * n);
+  rep.ratio(x.resid, kEigLimit, at + " eigh diagonal |A-VWVt|");
+  rep.ratio(x.orth, kEigLimit, at + " eigh diagonal |I-VtV|");
 }
 
 int eig_limit(int budget) { return ml_eigh_tridiag_ql_max_n(budget); }
@@ -415,6 +451,9 @@ void test_bisect(Report &rep) {
   const int metal_n = ml_eigvalsh_tridiag_bisect_max_n(ML_METAL_SCRATCH_FLOATS);
   const int cuda_n = ml_eigvalsh_tridiag_bisect_max_n(ML_CUDA_SCRATCH_FLOATS_SM90);
   rep.expect(metal_n == 87 && cuda_n == 237, "eigvalsh-bisect limits 87 (Metal) / 237 (sm_90)");
+  const int metal_v = ml_eigh_tridiag_bisect_max_n(ML_METAL_SCRATCH_FLOATS);
+  const int cuda_v = ml_eigh_tridiag_bisect_max_n(ML_CUDA_SCRATCH_FLOATS_SM90);
+  rep.expect(metal_v == 50 && cuda_v == 137, "eigh-bisect limits 50 (Metal) / 137 (sm_90)");
   int turn = 0;
   for (int n : {1, 2, 3, 5, 8, 16, 17, 31, 32, 33, 64, 65})
     for (int gs : {7, 32}) check_eig_bisect(rep, n, (turn++ & 1) ? ML_K_UPPER : ML_K_LOWER, gs, rng, kAll);
@@ -422,6 +461,9 @@ void test_bisect(Report &rep) {
                    ml::metal::group_size_eigvalsh_tridiag_bisect(metal_n, metal_n, 1), rng, kCore);
   check_eig_bisect(rep, 128, ML_K_LOWER, 128, rng, kCore);
   check_eig_bisect(rep, cuda_n, ML_K_LOWER, 32, rng, kFew);
+  check_eig_bisect(rep, metal_v, ML_K_LOWER, ml::metal::group_size_eigh_tridiag_bisect(metal_v, metal_v, 1),
+                   rng, kAll);
+  check_eig_bisect(rep, cuda_v, ML_K_UPPER, 64, rng, kCore);
   for (int gs : {1, 7, 32}) check_eig_bisect_cap(rep, gs, rng);
 }
 
