@@ -292,10 +292,29 @@ ml_status run_host_buffers(const Call &c, const Plan &pl) {
   return ML_OK;
 }
 
+// Experiment override: METAL_LINALG_CUDA_SKIP_KERNELS, comma-separated table line names the
+// router passes over, so that an alternative line of an op listed after the default one (e.g.
+// eigvalsh_tridiag_bisect after eigvalsh_tridiag_ql) can be measured against it in one build.
+bool skipped_by_env(const char *name) {
+  static const std::string list = [] {
+    const char *env = std::getenv("METAL_LINALG_CUDA_SKIP_KERNELS");
+    return std::string(env ? env : "");
+  }();
+  const size_t len = std::strlen(name);
+  for (size_t pos = 0; pos < list.size();) {
+    size_t end = list.find(',', pos);
+    if (end == std::string::npos) end = list.size();
+    if (end - pos == len && list.compare(pos, len, name) == 0) return true;
+    pos = end + 1;
+  }
+  return false;
+}
+
 bool has_kernel(int k) {
   int count = 0;
   const KernelDesc *all = kernels(&count);
-  return k < count && k < kMaxKernels && (all[k].lane_entry != nullptr || all[k].entry != nullptr);
+  return k < count && k < kMaxKernels &&
+         (all[k].lane_entry != nullptr || all[k].entry != nullptr) && !skipped_by_env(all[k].name);
 }
 
 class CudaBackend final : public Backend {

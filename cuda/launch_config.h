@@ -69,6 +69,18 @@ inline int group_size_eigvalsh_jacobi_simd(int m, int n, int64_t, int) {
   return simd_group_size(m, n);
 }
 
+// eigh by bisection and inverse iteration: a lane per row (and per eigenvalue and vector); no
+// serial phase. Not measured yet.
+inline int group_size_eigh_tridiag_bisect(int m, int n, int64_t batch, int units) {
+  return throughput_group_size(warps_of(n, 256), m, n, batch, units);
+}
+
+// eigvalsh by bisection: a lane per row of the tridiagonalisation, which is also a lane per
+// eigenvalue; no serial phase, so no extra warp. Not measured yet.
+inline int group_size_eigvalsh_tridiag_bisect(int m, int n, int64_t batch, int units) {
+  return throughput_group_size(warps_of(n, 256), m, n, batch, units);
+}
+
 // svd: a lane per row of the larger side in whole warps, plus a warp for the rotations beyond
 // n = 24 unless throughput-bound.
 inline int group_size_svd_bidiag_qr(int m, int n, int64_t batch, int units) {
@@ -82,6 +94,12 @@ inline int group_size_svd_bidiag_qr(int m, int n, int64_t batch, int units) {
 // svdvals: no vectors and no rotation work: as the bidiagonalisation wants.
 inline int group_size_svdvals_bidiag_qr(int m, int n, int64_t batch, int units) {
   return throughput_group_size(warps_of(m > n ? m : n, 256), m, n, batch, units);
+}
+
+// svdvals by bisection: as svdvals (a lane per row of the bidiagonalisation, at least one per
+// singular value); no serial phase. Not measured yet.
+inline int group_size_svdvals_bidiag_bisect(int m, int n, int64_t batch, int units) {
+  return group_size_svdvals_bidiag_qr(m, n, batch, units);
 }
 
 // ---- blocks ----

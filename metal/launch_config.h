@@ -45,6 +45,12 @@ inline int group_size_eigvalsh_tridiag_ql(int, int n, int64_t) {
 }
 inline int group_size_eigh_jacobi_simd(int m, int n, int64_t) { return simd_group_size(m, n); }
 inline int group_size_eigvalsh_jacobi_simd(int m, int n, int64_t) { return simd_group_size(m, n); }
+inline int group_size_eigh_tridiag_bisect(int, int n, int64_t) {
+  return simdgroups_of(n, 256);  // a lane per row, eigenvalue and eigenvector
+}
+inline int group_size_eigvalsh_tridiag_bisect(int, int n, int64_t) {
+  return simdgroups_of(n, 256);  // a lane per row, which is also a lane per eigenvalue
+}
 inline int group_size_svd_bidiag_qr(int m, int n, int64_t) {
   const int big = m > n ? m : n;
   const int g = simdgroups_of(big, 256);
@@ -52,6 +58,9 @@ inline int group_size_svd_bidiag_qr(int m, int n, int64_t) {
 }
 inline int group_size_svdvals_bidiag_qr(int m, int n, int64_t) {
   return simdgroups_of(m > n ? m : n, 256);
+}
+inline int group_size_svdvals_bidiag_bisect(int m, int n, int64_t batch) {
+  return group_size_svdvals_bidiag_qr(m, n, batch);
 }
 
 // Slice of the threadgroup scratch one thread of a lane-per-matrix threadgroup of `threads`

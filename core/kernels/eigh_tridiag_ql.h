@@ -1,7 +1,9 @@
 // Symmetric eigendecomposition of one n x n matrix per group, in shared memory:
 // Householder tridiagonalisation, explicit Q, then implicit QL with Wilkinson shifts (the
 // tql2 scheme) with the rotations applied by all lanes. Eigenvalues ascending, eigenvectors
-// as columns. ml_eigvalsh_tridiag_ql skips every vector step.
+// as columns. ml_eigvalsh_tridiag_ql skips every vector step. ml_eigvalsh_tridiag_bisect:
+// the same tridiagonalisation, then every eigenvalue by bisection in its own lane (bisect.h)
+// instead of the serial QL chase.
 // Only the triangle named by p.flags (ML_K_LOWER / ML_K_UPPER) is read. The matrix is scaled
 // by a power of two (max |a| in [1, 2)) first and the eigenvalues scaled back.
 // Layout: reflector k is stored in row k (upper part) and Q is built transposed (row c of
@@ -10,6 +12,7 @@
 #ifndef ML_KERNELS_EIGH_TRIDIAG_QL_H
 #define ML_KERNELS_EIGH_TRIDIAG_QL_H
 
+#include "bisect.h"
 #include "householder.h"
 
 // Scratch layout (floats): A n*ld | d n | e n | tau n | v n | w n | red 64 | rot 2 x (2n + 2)
@@ -55,6 +58,48 @@ ML_HOST_FN int ml_eigvalsh_tridiag_ql_scratch_floats_flags(int m, int n, int fla
 ML_HOST_FN int ml_eigvalsh_tridiag_ql_fits_flags(int m, int n, int flags, int scratch_floats) {
   (void)flags;
   return ml_eigvalsh_tridiag_ql_fits(m, n, scratch_floats);
+}
+// ml_eigvalsh_tridiag_bisect: the scratch of ml_eigvalsh_tridiag_ql.
+ML_HOST_FN int ml_eigvalsh_tridiag_bisect_scratch_floats(int m, int n) {
+  return ml_eigvalsh_tridiag_ql_scratch_floats(m, n);
+}
+ML_HOST_FN int ml_eigvalsh_tridiag_bisect_fits(int m, int n, int scratch_floats) {
+  return ml_eigvalsh_tridiag_ql_fits(m, n, scratch_floats);
+}
+// ml_eigh_tridiag_bisect: eigvalsh_tridiag_ql's scratch, then Z and W (n x ld each) and three
+// n-float arrays.
+ML_HOST_FN int ml_eigh_tridiag_bisect_scratch_floats(int m, int n) {
+  return ml_eigvalsh_tridiag_ql_scratch_floats(m, n) + 2 * n * ml_shared_ld(n) + 3 * n;
+}
+ML_HOST_FN int ml_eigh_tridiag_bisect_fits(int m, int n, int scratch_floats) {
+  return m == n && n >= 1 && n <= 4096 &&
+         ml_eigh_tridiag_bisect_scratch_floats(m, n) <= scratch_floats;
+}
+// Largest n in a budget (50 for Metal's 32 KB, 137 for sm_90).
+ML_HOST_FN int ml_eigh_tridiag_bisect_max_n(int scratch_floats) {
+  int n = 0;
+  while (ml_eigh_tridiag_bisect_fits(n + 1, n + 1, scratch_floats)) ++n;
+  return n;
+}
+ML_HOST_FN int ml_eigh_tridiag_bisect_scratch_floats_flags(int m, int n, int flags) {
+  (void)flags;
+  return ml_eigh_tridiag_bisect_scratch_floats(m, n);
+}
+ML_HOST_FN int ml_eigh_tridiag_bisect_fits_flags(int m, int n, int flags, int scratch_floats) {
+  (void)flags;
+  return ml_eigh_tridiag_bisect_fits(m, n, scratch_floats);
+}
+ML_HOST_FN int ml_eigvalsh_tridiag_bisect_max_n(int scratch_floats) {
+  return ml_eigvalsh_tridiag_ql_max_n(scratch_floats);
+}
+ML_HOST_FN int ml_eigvalsh_tridiag_bisect_scratch_floats_flags(int m, int n, int flags) {
+  (void)flags;
+  return ml_eigvalsh_tridiag_bisect_scratch_floats(m, n);
+}
+ML_HOST_FN int ml_eigvalsh_tridiag_bisect_fits_flags(int m, int n, int flags,
+                                                     int scratch_floats) {
+  (void)flags;
+  return ml_eigvalsh_tridiag_bisect_fits(m, n, scratch_floats);
 }
 
 // First j >= l with a negligible e[j] (n - 1 if none), searched by all lanes of the calling
@@ -460,6 +505,278 @@ ML_FN void ml_eigvalsh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float
   ml_barrier(ctx);
   for (int j = lane; j < n; j += gs) wm[j] = ml_ldexp(d[(int)perm[j]], ex);
   if (info && lane == 0) info[g] = ml_eigh_info(iters, status);
+}
+
+// w: n eigenvalues ascending, by bisection (bisect.h) on the tridiagonal of
+// ml_eigh_tridiagonalise: lane j computes eigenvalues j, j + gs, ... on its own, so the only
+// barriers after the reduction are one reduction (the halving count and the cap) and the
+// final sort. Bits 16+ of info: the most halvings any eigenvalue took (0 for a diagonal
+// tridiagonal, whose eigenvalues are its diagonal, exactly; at most 25 otherwise). Cap:
+// p.max_iter halvings per eigenvalue (default ML_BISECT_DEFAULT_CAP, not reached by finite
+// input); an eigenvalue that needs more makes every output NaN with ML_INFO_NOT_CONVERGED.
+// The values are not bitwise those of ml_eigh_tridiag_ql (the same accuracy: a few eps ||A||
+// absolute; the tests measure both against a double reference).
+ML_FN void ml_eigvalsh_tridiag_bisect(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                                      ML_DEVICE float *w, ML_DEVICE int *info) {
+  if (ctx.group_id >= p.batch) return;
+  const int n = p.n, lane = ctx.lane, gs = ctx.group_size, ld = ml_shared_ld(n);
+  const ml_i64 g = ctx.group_id;
+  ML_SHARED float *A = ctx.scratch;
+  ML_SHARED float *d = A + n * ld;
+  ML_SHARED float *e = d + n;
+  ML_SHARED float *tau = e + n;
+  ML_SHARED float *hv = tau + n;
+  ML_SHARED float *hw = hv + n;
+  ML_SHARED float *red = hw + n;
+  ML_DEVICE float *wm = w + g * (ml_i64)n;
+  const int ex = ml_eigh_tridiagonalise(ctx, p, a + g * (ml_i64)n * n, A, ld, d, e, tau, hv, hw, red);
+  if (ex == 1000) {
+    ml_eigh_nan_outputs(ctx, n, wm, 0, info, ML_INFO_NONFINITE);
+    return;
+  }
+  // Gershgorin's interval, the pivot floor and whether T is diagonal, by every lane on its
+  // own (n broadcast reads; the reduction's last barrier published d and e).
+  float lo = 0.0f, hi = 0.0f, emax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float el = i > 0 ? ml_fabs(e[i - 1]) : 0.0f, er = i + 1 < n ? ml_fabs(e[i]) : 0.0f;
+    const float r = el + er;
+    lo = i == 0 ? d[i] - r : ml_fmin(lo, d[i] - r);
+    hi = i == 0 ? d[i] + r : ml_fmax(hi, d[i] + r);
+    emax = ml_fmax(emax, er);
+  }
+  const bool diagonal = emax == 0.0f;
+  const float gnorm = ml_fmax(ml_fabs(lo), ml_fabs(hi));
+  const float pivmin = ML_FLT_MIN * ml_fmax(1.0f, emax * emax);
+  const float margin = 2.1f * (float)n * ML_FLT_ULP * gnorm + 4.2f * pivmin;
+  lo -= margin;
+  hi += margin;
+  const float atol = ML_FLT_ULP * gnorm;
+  const int cap = p.max_iter > 0 ? p.max_iter : ML_BISECT_DEFAULT_CAP;
+  ML_SHARED float *wv = hv;  // unsorted eigenvalues
+  ML_SHARED float *perm = hw;
+  int most = 0, capped = 0;
+  for (int j = lane; j < n; j += gs) {
+    int steps = 0;
+    const float x = diagonal ? d[j] : ml_bisect_one(d, e, n, 0, j, lo, hi, atol, pivmin, cap, &steps);
+    if (steps < 0) {
+      capped = 1;
+      steps = cap;
+    }
+    most = ml_imax(most, steps);
+    wv[j] = x;
+  }
+  // One reduction: the most halvings, plus 2^20 when an eigenvalue hit the cap (exact in float).
+  const float code = ml_group_max(ctx, (float)most + (capped ? 1048576.0f : 0.0f), red);
+  const int hit = code >= 1048576.0f ? 1 : 0;
+  const int iters = (int)(hit ? code - 1048576.0f : code);
+  if (hit) {  // not converged: NaN outputs, as for non-finite input
+    ml_eigh_nan_outputs(ctx, n, wm, 0, info, ml_eigh_info(iters, -2));
+    return;
+  }
+  // Ascending order (the intervals of equal or close eigenvalues overlap, so the midpoints
+  // need not come out in index order).
+  ml_eigh_rank(ctx, n, wv, perm);
+  ml_barrier(ctx);
+  for (int j = lane; j < n; j += gs) wm[j] = ml_ldexp(wv[(int)perm[j]], ex);
+  if (info && lane == 0) info[g] = ml_eigh_info(iters, 0);
+}
+
+// Inverse-iteration solves per eigenvector (after one LDL^T factorisation per eigenvalue).
+#define ML_EIGH_INVIT_ITERS 3
+
+// Start vector entry i of eigenvector j for inverse iteration: a hash of (j, i), uniform in
+// [-1, 1) (deterministic; distinct vectors give the members of a cluster distinct directions).
+ML_FN float ml_invit_start(int j, int i) {
+  ml_u32 h = (ml_u32)(i + 1) * 0x9E3779B1u ^ (ml_u32)(j + 1) * 0x85EBCA77u;
+  h ^= h >> 15;
+  h *= 0x2C1B3C6Du;
+  h ^= h >> 12;
+  h *= 0x297A2D39u;
+  h ^= h >> 15;
+  return (float)(h >> 8) * 1.1920929e-07f - 1.0f;
+}
+
+// w: n eigenvalues ascending; v: n x n, eigenvector j in column j. Eigenvalues as
+// ml_eigvalsh_tridiag_bisect (bitwise the same at the same group size); eigenvectors of the
+// tridiagonal T by inverse iteration, lane j for eigenvalue j, then back-transformed by the
+// Householder reflectors, each lane its own vectors: no serial chase and no per-rotation or
+// per-reflector barriers. Inverse iteration as LAPACK's sstein: eigenvalues closer than
+// max(1e-3, 0.1 / n) g (g as in bisect.h) form a cluster; within one, a value closer than 10 eps |x| to the
+// previous one is moved to that distance, and vector j is orthogonalised against the cluster's
+// earlier vectors after every solve (twice, modified Gram-Schmidt), so a cluster's vectors are
+// computed in rounds (one barrier each; most spectra have clusters of 1 or 2). Each vector:
+// one LDL^T factorisation of T - x I without pivoting (pivots kept at least eps g from zero;
+// the factorisation is the tridiagonal Sturm recurrence, stable in the same sense), a
+// hashed start vector, ML_EIGH_INVIT_ITERS solves. Diagonal T: unit vectors.
+// Scratch: ml_eigh_tridiag_bisect_scratch_floats (n <= 137 on sm_90, 50 on Metal). Info and
+// cap as ml_eigvalsh_tridiag_bisect (v NaN too at the cap).
+ML_FN void ml_eigh_tridiag_bisect(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                                  ML_DEVICE float *w, ML_DEVICE float *v, ML_DEVICE int *info) {
+  if (ctx.group_id >= p.batch) return;
+  const int n = p.n, lane = ctx.lane, gs = ctx.group_size, ld = ml_shared_ld(n);
+  const ml_i64 g = ctx.group_id;
+  ML_SHARED float *A = ctx.scratch;
+  ML_SHARED float *d = A + n * ld;
+  ML_SHARED float *e = d + n;
+  ML_SHARED float *tau = e + n;
+  ML_SHARED float *hv = tau + n;
+  ML_SHARED float *hw = hv + n;
+  ML_SHARED float *red = hw + n;
+  ML_SHARED float *Z = red + ML_RED_FLOATS;  // row j: eigenvector j (of T, then of A)
+  ML_SHARED float *W = Z + n * ld;           // row j: 1 / pivots of T - x_j I
+  ML_SHARED float *ws = W + n * ld;          // sorted (and separated) shifts
+  ML_SHARED float *cl = ws + n;              // first index of j's cluster
+  ML_SHARED float *perm = cl + n;
+  ML_DEVICE float *wm = w + g * (ml_i64)n;
+  ML_DEVICE float *vm = v + g * (ml_i64)n * n;
+  const int ex = ml_eigh_tridiagonalise(ctx, p, a + g * (ml_i64)n * n, A, ld, d, e, tau, hv, hw, red);
+  if (ex == 1000) {
+    ml_eigh_nan_outputs(ctx, n, wm, vm, info, ML_INFO_NONFINITE);
+    return;
+  }
+  // Eigenvalues: exactly as ml_eigvalsh_tridiag_bisect.
+  float lo = 0.0f, hi = 0.0f, emax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float el = i > 0 ? ml_fabs(e[i - 1]) : 0.0f, er = i + 1 < n ? ml_fabs(e[i]) : 0.0f;
+    const float r = el + er;
+    lo = i == 0 ? d[i] - r : ml_fmin(lo, d[i] - r);
+    hi = i == 0 ? d[i] + r : ml_fmax(hi, d[i] + r);
+    emax = ml_fmax(emax, er);
+  }
+  const bool diagonal = emax == 0.0f;
+  const float gnorm = ml_fmax(ml_fabs(lo), ml_fabs(hi));
+  const float pivmin = ML_FLT_MIN * ml_fmax(1.0f, emax * emax);
+  const float margin = 2.1f * (float)n * ML_FLT_ULP * gnorm + 4.2f * pivmin;
+  lo -= margin;
+  hi += margin;
+  const float atol = ML_FLT_ULP * gnorm;
+  const int cap = p.max_iter > 0 ? p.max_iter : ML_BISECT_DEFAULT_CAP;
+  int most = 0, capped = 0;
+  for (int j = lane; j < n; j += gs) {
+    int steps = 0;
+    const float x = diagonal ? d[j] : ml_bisect_one(d, e, n, 0, j, lo, hi, atol, pivmin, cap, &steps);
+    if (steps < 0) {
+      capped = 1;
+      steps = cap;
+    }
+    most = ml_imax(most, steps);
+    hv[j] = x;
+  }
+  const float code = ml_group_max(ctx, (float)most + (capped ? 1048576.0f : 0.0f), red);
+  const int hit = code >= 1048576.0f ? 1 : 0;
+  const int iters = (int)(hit ? code - 1048576.0f : code);
+  if (hit) {  // not converged: NaN outputs, as for non-finite input
+    ml_eigh_nan_outputs(ctx, n, wm, vm, info, ml_eigh_info(iters, -2));
+    return;
+  }
+  ml_eigh_rank(ctx, n, hv, perm);
+  ml_barrier(ctx);
+
+  // Clusters and shifts (lane 0, O(n)); the round count goes through red[32] (red[0..31] was
+  // last read before the barrier above).
+  // Vectors of eigenvalues further apart than ortol are not orthogonalised against each other:
+  // their products are about eps g / gap, which |I - V^T V| / (n ulp) divides by n.
+  const float ortol = ml_fmax(1e-3f, 0.1f / (float)n) * gnorm;
+  if (lane == 0) {
+    int start = 0, longest = 0;
+    for (int j = 0; j < n; ++j) {
+      float x = hv[(int)perm[j]];
+      if (j > 0) {
+        const float xm = ws[j - 1];
+        if (x - xm > ortol) {
+          start = j;
+        } else {
+          const float pert = 10.0f * ML_FLT_EPS * ml_fabs(x);
+          if (x - xm < pert) x = xm + pert;
+        }
+      }
+      ws[j] = x;
+      cl[j] = (float)start;
+      longest = ml_imax(longest, j - start);
+    }
+    red[32] = (float)(longest + 1);
+  }
+  ml_barrier(ctx);
+  const int rounds = (int)red[32];
+
+  // Vectors of T: member r of every cluster in round r.
+  const float pfloor = ml_fmax(ML_FLT_EPS * gnorm, ML_FLT_MIN);
+  for (int r = 0; r < rounds; ++r) {
+    for (int j = lane; j < n; j += gs) {
+      const int c0 = (int)cl[j];
+      if (j - c0 != r) continue;
+      ML_SHARED float *z = Z + j * ld;
+      if (diagonal) {
+        const int src = (int)perm[j];
+        for (int i = 0; i < n; ++i) z[i] = i == src ? 1.0f : 0.0f;
+        continue;
+      }
+      ML_SHARED float *dinv = W + j * ld;
+      const float x = ws[j];
+      float rinv = 0.0f;  // 1 / previous pivot
+      for (int i = 0; i < n; ++i) {
+        float piv = d[i] - x;
+        if (i > 0) piv -= e[i - 1] * (e[i - 1] * rinv);
+        if (ml_fabs(piv) < pfloor) piv = piv < 0.0f ? -pfloor : pfloor;
+        rinv = 1.0f / piv;
+        dinv[i] = rinv;
+      }
+      for (int i = 0; i < n; ++i) z[i] = ml_invit_start(j, i);
+      for (int it = 0; it < ML_EIGH_INVIT_ITERS; ++it) {
+        // (L D L^T) z_new = z: forward with L, then D^-1, then back with L^T.
+        float y = z[0];
+        for (int i = 1; i < n; ++i) {
+          y = z[i] - e[i - 1] * dinv[i - 1] * y;
+          z[i] = y;
+        }
+        float xv = z[n - 1] * dinv[n - 1];
+        z[n - 1] = xv;
+        for (int i = n - 2; i >= 0; --i) {
+          xv = (z[i] - e[i] * xv) * dinv[i];
+          z[i] = xv;
+        }
+        float amax = 0.0f;
+        for (int i = 0; i < n; ++i) amax = ml_fmax(amax, ml_fabs(z[i]));
+        if (!(amax > 0.0f) || !ml_isfinite(amax)) {  // cannot happen with the pivot floor
+          for (int i = 0; i < n; ++i) z[i] = i == j ? 1.0f : 0.0f;
+        } else {
+          const float sc = 1.0f / amax;
+          for (int i = 0; i < n; ++i) z[i] *= sc;
+        }
+        for (int pass = 0; pass < 2; ++pass)
+          for (int k = c0; k < j; ++k) {
+            ML_SHARED const float *zk = Z + k * ld;
+            const float dk = ml_dot(z, zk, n);
+            for (int i = 0; i < n; ++i) z[i] -= dk * zk[i];
+          }
+        const float nrm = ml_sqrt(ml_dot(z, z, n));
+        const float sc = nrm > 0.0f ? 1.0f / nrm : 0.0f;
+        for (int i = 0; i < n; ++i) z[i] *= sc;
+      }
+    }
+    ml_barrier(ctx);
+  }
+
+  // Back-transformation v_j = H_0 (H_1 (... (H_{n-3} z_j))), each lane its own rows; the
+  // reflector rows are read by every lane at once (broadcasts).
+  for (int j = lane; j < n; j += gs) {
+    ML_SHARED float *z = Z + j * ld;
+    for (int k = n - 3; k >= 0; --k) {
+      const float tk = tau[k];
+      if (tk == 0.0f) continue;
+      ML_SHARED const float *rk = A + k * ld;
+      const float s = (z[k + 1] + ml_dot(rk + k + 2, z + k + 2, n - k - 2)) * tk;
+      z[k + 1] -= s;
+      for (int i = k + 2; i < n; ++i) z[i] -= s * rk[i];
+    }
+  }
+  ml_barrier(ctx);
+  for (int j = lane; j < n; j += gs) wm[j] = ml_ldexp(hv[(int)perm[j]], ex);
+  for (int t = lane; t < n * n; t += gs) {
+    const int i = t / n, j = t - i * n;
+    vm[t] = Z[j * ld + i];
+  }
+  if (info && lane == 0) info[g] = ml_eigh_info(iters, 0);
 }
 
 #endif  // ML_KERNELS_EIGH_TRIDIAG_QL_H

@@ -77,8 +77,14 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
     ml_flags_unchanged)                                                                         \
   X(eigh_tridiag_ql, ML_OP_EIGH, ml_eigh_tridiag_ql, O01, GROUP,                                \
     ml_eigh_tridiag_ql_scratch_floats_flags, ml_eigh_tridiag_ql_fits_flags, ml_flags_unchanged) \
+  X(eigh_tridiag_bisect, ML_OP_EIGH, ml_eigh_tridiag_bisect, O01, GROUP,                        \
+    ml_eigh_tridiag_bisect_scratch_floats_flags, ml_eigh_tridiag_bisect_fits_flags,             \
+    ml_flags_unchanged)                                                                         \
   X(eigvalsh_tridiag_ql, ML_OP_EIGVALSH, ml_eigvalsh_tridiag_ql, O0, GROUP,                     \
     ml_eigvalsh_tridiag_ql_scratch_floats_flags, ml_eigvalsh_tridiag_ql_fits_flags,             \
+    ml_flags_unchanged)                                                                         \
+  X(eigvalsh_tridiag_bisect, ML_OP_EIGVALSH, ml_eigvalsh_tridiag_bisect, O0, GROUP,           \
+    ml_eigvalsh_tridiag_bisect_scratch_floats_flags, ml_eigvalsh_tridiag_bisect_fits_flags,     \
     ml_flags_unchanged)                                                                         \
   X(svd_jacobi_small, ML_OP_SVD, ml_svd_jacobi_small, O012, REGISTER,                           \
     ml_svd_jacobi_small_scratch_floats_flags, ml_svd_jacobi_small_fits_flags,                   \
@@ -91,7 +97,10 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
     ml_svd_bidiag_qr_choose_flags)                                                              \
   X(svdvals_bidiag_qr, ML_OP_SVDVALS, ml_svdvals_bidiag_qr, O1, GROUP,                          \
     ml_svdvals_bidiag_qr_scratch_floats_flags, ml_svdvals_bidiag_qr_fits_flags,                 \
-    ml_svdvals_bidiag_qr_choose_flags)
+    ml_svdvals_bidiag_qr_choose_flags)                                                          \
+  X(svdvals_bidiag_bisect, ML_OP_SVDVALS, ml_svdvals_bidiag_bisect, O1, GROUP,                  \
+    ml_svdvals_bidiag_bisect_scratch_floats_flags, ml_svdvals_bidiag_bisect_fits_flags,         \
+    ml_flags_unchanged)
 // clang-format on
 
 // The output arguments of each `outs` code, for entry points that name their pointers

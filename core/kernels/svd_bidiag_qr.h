@@ -16,6 +16,7 @@
 #ifndef ML_KERNELS_SVD_BIDIAG_QR_H
 #define ML_KERNELS_SVD_BIDIAG_QR_H
 
+#include "bisect.h"
 #include "householder.h"
 
 // Working problem: M x N with M = max(m, n) >= N = min(m, n), column-major, odd stride.
@@ -65,6 +66,13 @@ ML_HOST_FN int ml_svdvals_bidiag_qr_choose_flags(int m, int n, int flags, int bu
   (void)n;
   (void)budget_floats;
   return flags;
+}
+// ml_svdvals_bidiag_bisect: the scratch and shapes of ml_svdvals_bidiag_qr.
+ML_HOST_FN int ml_svdvals_bidiag_bisect_scratch_floats_flags(int m, int n, int flags) {
+  return ml_svdvals_bidiag_qr_scratch_floats_flags(m, n, flags);
+}
+ML_HOST_FN int ml_svdvals_bidiag_bisect_fits_flags(int m, int n, int flags, int scratch_floats) {
+  return ml_svdvals_bidiag_qr_fits_flags(m, n, flags, scratch_floats);
 }
 
 // Givens rotation: c*f + s*g = r and -s*f + c*g = 0.
@@ -374,11 +382,82 @@ ML_FN void ml_svd_form_v(P base, int rs, int cs, int N, ML_SHARED const float *w
   }
 }
 
-// The decomposition of matrix ctx.group_id. want_vectors = 0: only s (u, vt unused).
+// The singular values of the upper bidiagonal (d[0..N), e[0..N-1)) by bisection on its
+// Golub-Kahan tridiagonal (bisect.h), singular value t (ascending) in lane t mod gs: no serial
+// phase. Absolute accuracy: a few eps ||B||, as the QR sweeps (not their relative accuracy for
+// tiny singular values of graded matrices). Writes s (descending, scaled back by 2^ex) and
+// info: bits 16+ the most halvings any value took (0 when B is diagonal: s = |d| exactly),
+// ML_INFO_RANK_DEFICIENT as the QR path decides it; at the cap (p.max_iter halvings, default
+// ML_BISECT_DEFAULT_CAP, not reached by finite input) every s NaN and ML_INFO_NOT_CONVERGED.
+// sv, perm: N shared floats each; red: ML_RED_FLOATS. Every lane must have d and e (after a
+// barrier). (info before s: not the signature of a table kernel.)
+ML_FN void ml_svd_bidiag_bisect_values(ML_CTX ctx, ML_PARAMS p, ML_SHARED const float *d,
+                                       ML_SHARED const float *e, int N, int M, int ex,
+                                       ML_SHARED float *sv, ML_SHARED float *perm,
+                                       ML_SHARED float *red, ML_DEVICE int *info,
+                                       ML_DEVICE float *s) {
+  const int lane = ctx.lane, gs = ctx.group_size;
+  // Gershgorin's bound for the Golub-Kahan matrix (off-diagonal d0, e0, d1, ..., d_{N-1}):
+  // every row has two consecutive entries of that sequence.
+  float hi = 0.0f, bmax = 0.0f, emax = 0.0f;
+  for (int i = 0; i < N; ++i) {
+    const float di = ml_fabs(d[i]);
+    const float el = i > 0 ? ml_fabs(e[i - 1]) : 0.0f, er = i + 1 < N ? ml_fabs(e[i]) : 0.0f;
+    hi = ml_fmax(hi, di + ml_fmax(el, er));
+    bmax = ml_fmax(bmax, ml_fmax(di, er));
+    emax = ml_fmax(emax, er);
+  }
+  const bool diagonal = emax == 0.0f;
+  const float pivmin = ML_FLT_MIN * ml_fmax(1.0f, bmax * bmax);
+  hi += 2.1f * (float)(2 * N) * ML_FLT_ULP * hi + 4.2f * pivmin;
+  const float atol = ML_FLT_ULP * hi;
+  const int cap = p.max_iter > 0 ? p.max_iter : ML_BISECT_DEFAULT_CAP;
+  int most = 0, capped = 0;
+  for (int t = lane; t < N; t += gs) {
+    int steps = 0;
+    const float x = diagonal ? ml_fabs(d[t])
+                             : ml_bisect_one(d, e, N, 1, t, 0.0f, hi, atol, pivmin, cap, &steps);
+    if (steps < 0) {
+      capped = 1;
+      steps = cap;
+    }
+    most = ml_imax(most, steps);
+    sv[t] = x;
+  }
+  // One reduction: the most halvings, plus 2^20 when a value hit the cap (exact in float).
+  const float code = ml_group_max(ctx, (float)most + (capped ? 1048576.0f : 0.0f), red);
+  const int hit = code >= 1048576.0f ? 1 : 0;
+  const int iters = (int)(hit ? code - 1048576.0f : code);
+  const int count = ml_imin(iters, 0xffff) << ML_INFO_SWEEPS_SHIFT;
+  if (hit) {  // not converged: NaN outputs, as for non-finite input
+    const float nan = ml_nan();
+    for (int j = lane; j < N; j += gs) s[j] = nan;
+    if (lane == 0 && info) info[ctx.group_id] = ML_INFO_NOT_CONVERGED | count;
+    return;
+  }
+  // Descending order: lane j finds the rank of sv[j] (ties by index; the values are finite).
+  for (int j = lane; j < N; j += gs) {
+    const float x = sv[j];
+    int rank = 0;
+    for (int i = 0; i < N; ++i) rank += (sv[i] > x || (sv[i] == x && i < j)) ? 1 : 0;
+    perm[rank] = (float)j;
+  }
+  ml_barrier(ctx);
+  for (int j = lane; j < N; j += gs) s[j] = ml_ldexp(sv[(int)perm[j]], ex);
+  if (lane == 0 && info) {
+    const float smax = sv[(int)perm[0]], smin = sv[(int)perm[N - 1]];
+    info[ctx.group_id] = (smin <= (float)M * ML_FLT_ULP * smax ? ML_INFO_RANK_DEFICIENT : 0) | count;
+  }
+}
+
+// The decomposition of matrix ctx.group_id. want_vectors = 0: only s (u, vt unused); 2: only
+// s, by bisection on the bidiagonal (ml_svd_bidiag_bisect_values) instead of the QR sweeps.
 ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a_all,
                                 ML_DEVICE float *u_all, ML_DEVICE float *s_all,
                                 ML_DEVICE float *vt_all, ML_DEVICE int *info, int want_vectors) {
   if (ctx.group_id >= p.batch) return;
+  const int by_bisection = want_vectors == 2;
+  if (by_bisection) want_vectors = 0;
   const int m = p.m, n = p.n, lane = ctx.lane, gs = ctx.group_size;
   if (m < 1 || n < 1) {
     if (lane == 0 && info) info[ctx.group_id] = 0;
@@ -490,6 +569,12 @@ ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *
       taup[j] = taur;
     }
     ml_barrier(ctx);
+  }
+
+  if (by_bisection) {
+    // tauq, taup and dots are dead without vectors: the values and the order go there.
+    ml_svd_bidiag_bisect_values(ctx, p, d, e, N, M, ex, tauq, dots, red, info, s);
+    return;
   }
 
   // QR-phase roles: lane 0 drives; the workers apply the rotations (and, for V in device
@@ -677,6 +762,13 @@ ML_FN void ml_svd_bidiag_qr(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
 ML_FN void ml_svdvals_bidiag_qr(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                                 ML_DEVICE float *s, ML_DEVICE int *info) {
   ml_svd_bidiag_qr_run(ctx, p, a, s, s, s, info, 0);
+}
+
+// Entry: singular values only, by bisection on the bidiagonal's Golub-Kahan form (every value
+// in its own lane; no serial QR sweeps). p.flags ignored; scratch as ml_svdvals_bidiag_qr.
+ML_FN void ml_svdvals_bidiag_bisect(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                                    ML_DEVICE float *s, ML_DEVICE int *info) {
+  ml_svd_bidiag_qr_run(ctx, p, a, s, s, s, info, 2);
 }
 
 #endif  // ML_KERNELS_SVD_BIDIAG_QR_H

@@ -2,7 +2,7 @@
 // lane, real barriers) at several group sizes, on the sizes either side of its limits and on
 // hard matrix families, judged by LAPACK's ratios in double. Also the runner's own simd ops
 // and the group-size-1 build the CPU backend uses (cpu/cpu_kernels.cpp).
-// Usage: test_kernels <suite>   suites: runner qr eigh serial race (race: for -DML_KERNELS_TSAN=ON)
+// Usage: test_kernels <suite>   suites: runner qr eigh bisect serial race (race: for -DML_KERNELS_TSAN=ON)
 #include "kernel_runner.h"
 #include "../../core/kernels/eigh_tridiag_ql.h"
 #include "../../core/kernels/qr_householder.h"
@@ -309,7 +309,163 @@ void check_eig_cap(Report &rep, int gs, std::mt19937_64 &rng) {
   rep.expect(kt::all_nan(w.data(), n) && kt::all_nan(v.data(), size_t(n) * n), at + " NaN outputs");
 }
 
+// ---------------- eigvalsh by bisection ----------------
+void eigvalsh_bisect_entry(const ml_ctx &ctx, void *u) {
+  auto &x = *static_cast<EigArgs *>(u);
+  ml_eigvalsh_tridiag_bisect(ctx, x.p, x.a, x.w, x.info);
+}
+void eigh_bisect_entry(const ml_ctx &ctx, void *u) {
+  auto &x = *static_cast<EigArgs *>(u);
+  ml_eigh_tridiag_bisect(ctx, x.p, x.a, x.w, x.v, x.info);
+}
+
+// ml_eigvalsh_tridiag_bisect on the symmetric families plus a Wilkinson W+ matrix (pairs of
+// eigenvalues that agree to far below float's resolution) at group size gs, and against
+// ml_eigvalsh_tridiag_ql on the same batch (the same tridiagonal at the same group size: the
+// two must agree to a few ulps of ||A||); where its scratch fits sm_90, ml_eigh_tridiag_bisect
+// too: LAPACK's ratios of its vectors, its values bitwise those of ml_eigvalsh_tridiag_bisect.
+// The last matrix is non-finite; the unread triangle holds NaN.
+void check_eig_bisect(Report &rep, int n, int uplo, int gs, std::mt19937_64 &rng, int families) {
+  kt::Timer timer("eigvalsh-bisect", n, n, gs);
+  auto fams = kt::symmetric_families(n, rng, n <= 100);
+  keep_families(fams, families);
+  Mat wil(n, n);
+  for (int i = 0; i < n; ++i) {
+    wil(i, i) = std::fabs(i - (n - 1) / 2.0);
+    if (i + 1 < n) wil(i, i + 1) = wil(i + 1, i) = 1.0;
+  }
+  fams.push_back({"wilkinson", wil});
+  const int batch = int(fams.size()) + 1;
+  const float qnan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> a;
+  for (size_t b = 0; b < size_t(batch); ++b) {
+    auto v = kt::to_float(b < fams.size() ? fams[b].second : kt::identity(n));
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        if (!(uplo == ML_K_LOWER ? i >= j : i <= j)) v[size_t(i) * n + j] = qnan;
+    if (b == fams.size()) v[size_t(n / 2) * n + n / 2] = (rng() & 1) ? qnan : -std::numeric_limits<float>::infinity();
+    a.insert(a.end(), v.begin(), v.end());
+  }
+  std::vector<float> w(size_t(batch) * n, -7.f), wq(w);
+  std::vector<int> info(batch, -1), infoq(batch, -1);
+  EigArgs args{{n, n, uplo, 0, batch, 0}, a.data(), w.data(), nullptr, info.data()};
+  EigArgs argsq{{n, n, uplo, 0, batch, 0}, a.data(), wq.data(), nullptr, infoq.data()};
+  ml::kernel_runner::run(gs, batch, ml_eigvalsh_tridiag_bisect_scratch_floats(n, n),
+                         eigvalsh_bisect_entry, &args);
+  ml::kernel_runner::run(gs, batch, ml_eigvalsh_tridiag_ql_scratch_floats(n, n), eigvalsh_entry,
+                         &argsq);
+  const bool vectors = ml_eigh_tridiag_bisect_fits(n, n, ML_CUDA_SCRATCH_FLOATS_SM90);
+  std::vector<float> wv(size_t(batch) * n, -7.f), vv(vectors ? size_t(batch) * n * n : 1, -7.f);
+  std::vector<int> infov(batch, -1);
+  if (vectors) {
+    EigArgs argsv{{n, n, uplo, 0, batch, 0}, a.data(), wv.data(), vv.data(), infov.data()};
+    ml::kernel_runner::run(gs, batch, ml_eigh_tridiag_bisect_scratch_floats(n, n), eigh_bisect_entry,
+                           &argsv);
+  }
+  for (int b = 0; b < batch; ++b) {
+    const std::string fam = b < int(fams.size()) ? fams[b].first : "nonfinite";
+    const std::string at = where(uplo == ML_K_LOWER ? "eigvalsh-bisect-L" : "eigvalsh-bisect-U", n, n, gs, fam, b);
+    const float *wb = w.data() + size_t(b) * n;
+    const float *wvb = wv.data() + size_t(b) * n, *vvb = vv.data() + size_t(b) * n * n;
+    if (b == batch - 1) {
+      rep.expect(kt::all_nan(wb, n) && info[b] == ML_INFO_NONFINITE, at + " all NaN, NONFINITE");
+      if (vectors)
+        rep.expect(kt::all_nan(wvb, n) && kt::all_nan(vvb, size_t(n) * n) &&
+                       infov[b] == ML_INFO_NONFINITE,
+                   at + " eigh: all NaN, NONFINITE");
+      continue;
+    }
+    rep.expect(kt::all_finite(wb, n), at + " finite");
+    rep.expect((info[b] & 0xffff) == 0, at + " info converged");
+    const int halvings = info[b] >> ML_INFO_SWEEPS_SHIFT;
+    if ((fam == "gaussian" || fam == "wilkinson") && n >= 2)
+      rep.expect(halvings > 0 && halvings <= 25, at + " halvings in info (1..25)");
+    rep.expect(halvings <= 25, at + " at most 25 halvings");
+    bool asc = true;
+    for (int i = 1; i < n; ++i) asc = asc && wb[i - 1] <= wb[i];
+    rep.expect(asc, at + " ascending");
+    const Mat A = kt::read_symmetric(a.data() + size_t(b) * n * n, n, uplo == ML_K_LOWER);
+    const double an = kt::norm1(A), scale = an > 0 ? an * n * kt::kUlp : 1.0;
+    const auto ref = kt::jacobi_eigenvalues(A);
+    double err = 0;
+    double diff = 0;
+    for (int i = 0; i < n; ++i) {
+      err = std::max(err, std::fabs(wb[i] - ref[i]));
+      diff = std::max(diff, std::fabs(double(wb[i]) - wq[size_t(b) * n + i]));
+    }
+    rep.ratio(err / scale, kEigLimit, at + " |w-w_ref|");
+    rep.ratio(diff / scale, kEigLimit, at + " |w-w_ql|");
+    if (vectors) {
+      rep.expect(std::memcmp(wvb, wb, sizeof(float) * n) == 0 && infov[b] == info[b],
+                 at + " eigh: values and info bitwise eigvalsh's");
+      rep.expect(kt::all_finite(vvb, size_t(n) * n), at + " eigh: finite vectors");
+      const kt::EigRatios x = kt::eig_ratios(A, wvb, vvb);
+      rep.ratio(x.resid, kEigLimit, at + " eigh |A-VWVt|");
+      rep.ratio(x.orth, kEigLimit, at + " eigh |I-VtV|");
+    }
+  }
+}
+
+// The cap: p.max_iter = 1 halving cannot place the eigenvalues of a random 16 x 16 matrix:
+// every output NaN, NOT_CONVERGED with 1 in the count; a diagonal matrix needs no halving and
+// comes out exact.
+void check_eig_bisect_cap(Report &rep, int gs, std::mt19937_64 &rng) {
+  const int n = 16;
+  Mat g = kt::gaussian(rng, n, n), dg(n, n);
+  for (int i = 0; i < n; ++i) dg(i, i) = (i % 2 ? -1.0 : 1.0) * (3 + i);
+  auto a = kt::to_float(kt::matmul(g, kt::transpose(g)));
+  auto ad = kt::to_float(dg);
+  a.insert(a.end(), ad.begin(), ad.end());
+  std::vector<float> w(2 * n, -7.f);
+  std::vector<int> info(2, -1);
+  EigArgs args{{n, n, ML_K_LOWER, 1, 2, 0}, a.data(), w.data(), nullptr, info.data()};
+  ml::kernel_runner::run(gs, 2, ml_eigvalsh_tridiag_bisect_scratch_floats(n, n), eigvalsh_bisect_entry, &args);
+  std::vector<float> wv(2 * n, -7.f), vv(2 * n * n, -7.f);
+  std::vector<int> infov(2, -1);
+  EigArgs argsv{{n, n, ML_K_LOWER, 1, 2, 0}, a.data(), wv.data(), vv.data(), infov.data()};
+  ml::kernel_runner::run(gs, 2, ml_eigh_tridiag_bisect_scratch_floats(n, n), eigh_bisect_entry, &argsv);
+  const std::string at = "eigvalsh-bisect max_iter=1 gs=" + std::to_string(gs);
+  rep.expect((info[0] & ML_INFO_NOT_CONVERGED) && (info[0] >> ML_INFO_SWEEPS_SHIFT) == 1, at + " NOT_CONVERGED");
+  rep.expect(kt::all_nan(w.data(), n), at + " NaN outputs");
+  rep.expect(info[1] == 0, at + " diagonal: no halving");
+  std::vector<double> ref;
+  for (int i = 0; i < n; ++i) ref.push_back(dg(i, i));
+  std::sort(ref.begin(), ref.end());
+  bool exact = true;
+  for (int i = 0; i < n; ++i) exact = exact && w[n + i] == float(ref[i]);
+  rep.expect(exact, at + " diagonal exact");
+  rep.expect(infov == info && kt::all_nan(wv.data(), n) && kt::all_nan(vv.data(), size_t(n) * n) &&
+                 std::memcmp(wv.data() + n, w.data() + n, sizeof(float) * n) == 0,
+             at + " eigh: capped NaN, diagonal as eigvalsh");
+  const kt::EigRatios x = kt::eig_ratios(dg, wv.data() + n, vv.data() + size_t(n) * n);
+  rep.ratio(x.resid, kEigLimit, at + " eigh diagonal |A-VWVt|");
+  rep.ratio(x.orth, kEigLimit, at + " eigh diagonal |I-VtV|");
+}
+
 int eig_limit(int budget) { return ml_eigh_tridiag_ql_max_n(budget); }
+
+// Bisection: every family at group sizes 7 and 32, the core ones at the Metal launch
+// configuration's sizes up to the Metal limit; the sm_90 limit; the cap.
+void test_bisect(Report &rep) {
+  std::mt19937_64 rng(4242);
+  const int metal_n = ml_eigvalsh_tridiag_bisect_max_n(ML_METAL_SCRATCH_FLOATS);
+  const int cuda_n = ml_eigvalsh_tridiag_bisect_max_n(ML_CUDA_SCRATCH_FLOATS_SM90);
+  rep.expect(metal_n == 87 && cuda_n == 237, "eigvalsh-bisect limits 87 (Metal) / 237 (sm_90)");
+  const int metal_v = ml_eigh_tridiag_bisect_max_n(ML_METAL_SCRATCH_FLOATS);
+  const int cuda_v = ml_eigh_tridiag_bisect_max_n(ML_CUDA_SCRATCH_FLOATS_SM90);
+  rep.expect(metal_v == 50 && cuda_v == 137, "eigh-bisect limits 50 (Metal) / 137 (sm_90)");
+  int turn = 0;
+  for (int n : {1, 2, 3, 5, 8, 16, 17, 31, 32, 33, 64, 65})
+    for (int gs : {7, 32}) check_eig_bisect(rep, n, (turn++ & 1) ? ML_K_UPPER : ML_K_LOWER, gs, rng, kAll);
+  check_eig_bisect(rep, metal_n, ML_K_UPPER,
+                   ml::metal::group_size_eigvalsh_tridiag_bisect(metal_n, metal_n, 1), rng, kCore);
+  check_eig_bisect(rep, 128, ML_K_LOWER, 128, rng, kCore);
+  check_eig_bisect(rep, cuda_n, ML_K_LOWER, 32, rng, kFew);
+  check_eig_bisect(rep, metal_v, ML_K_LOWER, ml::metal::group_size_eigh_tridiag_bisect(metal_v, metal_v, 1),
+                   rng, kAll);
+  check_eig_bisect(rep, cuda_v, ML_K_UPPER, 64, rng, kCore);
+  for (int gs : {1, 7, 32}) check_eig_bisect_cap(rep, gs, rng);
+}
 
 void test_eigh(Report &rep) {
   std::mt19937_64 rng(99);
@@ -457,7 +613,7 @@ void test_race(Report &rep) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    std::printf("usage: test_kernels runner|qr|eigh|serial|race\n");
+    std::printf("usage: test_kernels runner|qr|eigh|bisect|serial|race\n");
     return 2;
   }
   const std::string suite = argv[1];
@@ -465,6 +621,7 @@ int main(int argc, char **argv) {
   if (suite == "runner") test_runner(rep);
   else if (suite == "qr") test_qr(rep);
   else if (suite == "eigh") test_eigh(rep);
+  else if (suite == "bisect") test_bisect(rep);
   else if (suite == "serial") test_serial(rep);
   else if (suite == "race") test_race(rep);
   else {

@@ -4,7 +4,7 @@
 // Jacobi reference, non-finite isolation inside a batch, the info word, and the scratch limits.
 // Every check runs in both V modes: V in device memory (flags 0) and V in shared scratch
 // (ML_K_SVD_V_SHARED), and the two must give bitwise the same singular values.
-// Usage: test_svd <suite>   suites: square shapes limits
+// Usage: test_svd <suite>   suites: square shapes limits bisect
 #include "kernel_runner.h"
 #include "../../core/kernels/svd_bidiag_qr.h"
 #include "../../metal/launch_config.h"
@@ -232,11 +232,112 @@ void test_limits(Report &rep) {
   }
 }
 
+void svdvals_bisect_entry(const ml_ctx &ctx, void *user) {
+  auto &x = *static_cast<SvdArgs *>(user);
+  ml_svdvals_bidiag_bisect(ctx, x.p, x.a, x.s, x.info);
+}
+
+// ml_svdvals_bidiag_bisect on every family (one matrix poisoned with NaN/Inf in the middle)
+// at group size gs: values against the double reference and against ml_svdvals_bidiag_qr on
+// the same batch (the same bidiagonal), descending and >= 0, the info word (halvings, the
+// rank-deficiency bit where the family decides it), non-finite isolation.
+void check_svdvals_bisect(Report &rep, int m, int n, int gs, std::mt19937_64 &rng, bool all) {
+  kt::Timer timer("svdvals-bisect", m, n, gs);
+  auto fams = kt::svd_families(m, n, rng, all);
+  const int k = std::min(m, n), big = std::max(m, n);
+  const int poisoned = int(fams.size()) / 2, batch = int(fams.size()) + 1;
+  std::vector<float> a;
+  std::vector<std::string> names;
+  for (int b = 0, f = 0; b < batch; ++b) {
+    std::vector<float> v;
+    if (b == poisoned) {
+      v = kt::to_float(kt::gaussian(rng, m, n));
+      v[size_t(rng() % v.size())] = (rng() & 1) ? std::numeric_limits<float>::quiet_NaN()
+                                                : std::numeric_limits<float>::infinity();
+      names.push_back("nonfinite");
+    } else {
+      v = kt::to_float(fams[f].second);
+      names.push_back(fams[f++].first);
+    }
+    a.insert(a.end(), v.begin(), v.end());
+  }
+  std::vector<float> s(size_t(batch) * k, -7.f), sq(s);
+  std::vector<int> info(batch, -1), infoq(batch, -1);
+  SvdArgs args{{m, n, 0, 0, batch, 0}, a.data(), nullptr, s.data(), nullptr, info.data()};
+  SvdArgs argsq{{m, n, 0, 0, batch, 0}, a.data(), nullptr, sq.data(), nullptr, infoq.data()};
+  const int scratch = ml_svdvals_bidiag_bisect_scratch_floats_flags(m, n, 0);
+  ml::kernel_runner::run(gs, batch, scratch, svdvals_bisect_entry, &args);
+  ml::kernel_runner::run(gs, batch, scratch, svdvals_entry, &argsq);
+  for (int b = 0; b < batch; ++b) {
+    const std::string at = where("svdvals-bisect", m, n, gs, 0, names[b], b);
+    const float *sb = s.data() + size_t(b) * k, *sqb = sq.data() + size_t(b) * k;
+    if (b == poisoned) {
+      rep.expect(kt::all_nan(sb, k) && info[b] == ML_INFO_NONFINITE, at + " NaN, NONFINITE");
+      continue;
+    }
+    bool ordered = kt::all_finite(sb, k) && sb[k - 1] >= 0.0f;
+    for (int i = 1; i < k; ++i) ordered = ordered && sb[i - 1] >= sb[i];
+    rep.expect(ordered, at + " finite, descending, >= 0");
+    rep.expect((info[b] & (ML_INFO_NOT_CONVERGED | ML_INFO_NONFINITE)) == 0, at + " info");
+    const int halvings = info[b] >> ML_INFO_SWEEPS_SHIFT;
+    rep.expect(halvings <= 25, at + " at most 25 halvings");
+    if (names[b] == "gaussian" && k >= 2) rep.expect(halvings > 0, at + " halvings counted");
+    const auto ref = kt::reference_singular_values(kt::from_float(a.data() + size_t(b) * m * n, m, n));
+    double err = 0, diff = 0;
+    for (int i = 0; i < k; ++i) {
+      err = std::max(err, std::fabs(sb[i] - ref[i]));
+      diff = std::max(diff, std::fabs(double(sb[i]) - sqb[i]));
+    }
+    const double scale = ref[0] > 0 ? ref[0] * big * kt::kUlp : 1.0;
+    rep.ratio(err / scale, kSvdLimit, at + " s vs double");
+    rep.ratio(diff / scale, kSvdLimit, at + " s vs svdvals_bidiag_qr");
+    const bool rd = (info[b] & ML_INFO_RANK_DEFICIENT) != 0;
+    if (names[b] == "zero") rep.expect(rd, at + " zero is rank-deficient");
+    if (names[b] == "identity") rep.expect(!rd, at + " identity has full rank");
+    if (names[b] == "rankdef" && k >= 2) rep.expect(rd, at + " rankdef flagged");
+    if (names[b] == "ones" && k >= 2) rep.expect(rd, at + " ones flagged");
+  }
+}
+
+// The cap: max_iter = 1 halving cannot place the values of a gaussian 16 x 16: NaN values,
+// NOT_CONVERGED with 1 counted; a diagonal matrix needs none and comes out exact (|d| sorted).
+void check_bisect_cap(Report &rep, int gs, std::mt19937_64 &rng) {
+  const int n = 16;
+  auto a = kt::to_float(kt::gaussian(rng, n, n));
+  std::vector<float> dg(size_t(n) * n, 0.0f), ref;
+  for (int i = 0; i < n; ++i) ref.push_back(std::fabs(dg[size_t(i) * n + i] = (i % 2 ? -1.5f : 1.0f) * (1 + i)));
+  a.insert(a.end(), dg.begin(), dg.end());
+  std::sort(ref.rbegin(), ref.rend());
+  std::vector<float> s(2 * n, -7.f);
+  std::vector<int> info(2, -1);
+  SvdArgs args{{n, n, 0, 1, 2, 0}, a.data(), nullptr, s.data(), nullptr, info.data()};
+  ml::kernel_runner::run(gs, 2, ml_svdvals_bidiag_bisect_scratch_floats_flags(n, n, 0),
+                         svdvals_bisect_entry, &args);
+  const std::string at = "svdvals-bisect max_iter=1 gs=" + std::to_string(gs);
+  rep.expect((info[0] & ML_INFO_NOT_CONVERGED) && (info[0] >> ML_INFO_SWEEPS_SHIFT) == 1, at + " cap");
+  rep.expect(kt::all_nan(s.data(), n), at + " capped: NaN values");
+  rep.expect(info[1] == 0 && std::memcmp(s.data() + n, ref.data(), sizeof(float) * n) == 0,
+             at + " diagonal: exact, no halving");
+}
+
+// Bisection: square sizes at several group sizes, tall and wide shapes, the sm_90 limit, the cap.
+void test_bisect(Report &rep) {
+  std::mt19937_64 rng(2468);
+  for (int n : {1, 2, 3, 5, 8, 16, 17, 32, 33, 64, 65})
+    for (int gs : {1, 7, 32, 64}) check_svdvals_bisect(rep, n, n, gs, rng, gs != 64 || n <= 33);
+  const int shapes[][2] = {{64, 32}, {32, 64}, {100, 7}, {7, 100}, {1, 9}, {9, 1}, {2, 17}, {17, 2}};
+  for (auto &sh : shapes)
+    for (int gs : {1, 32}) check_svdvals_bisect(rep, sh[0], sh[1], gs, rng, true);
+  check_svdvals_bisect(rep, 128, 128, 128, rng, false);
+  check_svdvals_bisect(rep, 234, 234, 1, rng, false);
+  for (int gs : {1, 7, 32}) check_bisect_cap(rep, gs, rng);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    std::printf("usage: test_svd square|shapes|limits\n");
+    std::printf("usage: test_svd square|shapes|limits|bisect\n");
     return 2;
   }
   const std::string suite = argv[1];
@@ -244,6 +345,7 @@ int main(int argc, char **argv) {
   if (suite == "square") test_square(rep);
   else if (suite == "shapes") test_shapes(rep);
   else if (suite == "limits") test_limits(rep);
+  else if (suite == "bisect") test_bisect(rep);
   else {
     std::printf("unknown suite %s\n", suite.c_str());
     return 2;

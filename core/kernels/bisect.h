@@ -1,0 +1,98 @@
+// Eigenvalues of a symmetric tridiagonal matrix by bisection with Sturm counts, one
+// eigenvalue per lane and no communication between lanes (no serial chase, no barriers):
+// the values-only phase of ml_eigvalsh_tridiag_bisect (eigh_tridiag_ql.h) and, on the
+// Golub-Kahan form of a bidiagonal, of ml_svdvals_bidiag_bisect (svd_bidiag_qr.h).
+// Accuracy: the computed count is the exact count of a tridiagonal whose entries differ from
+// (d, e) by a few ulps each (Kahan's analysis of the LDL^T recurrence), and each interval is
+// halved until it is narrower than ulp * max(|a|, |b|) + ulp * g, g = max |x| over Gershgorin's
+// interval (>= ||T||_2), so every eigenvalue has the absolute error of the QL/QR kernels (a few
+// eps ||T||), whatever the eigenvalue distribution (clusters cost nothing extra). At most 25
+// halvings per eigenvalue (the interval starts at most 2.003 g wide), each a chain of n
+// dependent subtract/divide steps whose loads do not depend on the chain.
+#ifndef ML_KERNELS_BISECT_H
+#define ML_KERNELS_BISECT_H
+
+#include "group.h"
+
+// Halvings allowed per eigenvalue when p.max_iter is 0. The tolerance above ends every
+// bisection after at most 25 halvings (n <= 4096), so this cap is a safety net that finite
+// input does not reach.
+#define ML_BISECT_DEFAULT_CAP 64
+
+// Number of eigenvalues <= x of the symmetric tridiagonal with diagonal d[0..n) and
+// off-diagonal b[i] coupling i and i + 1 (n >= 1): the non-positive pivots of
+// the LDL^T factorisation of T - x I. A pivot of magnitude below pivmin is replaced by
+// -pivmin, as LAPACK's slaebz does, so no division overflows (pivmin >= FLT_MIN max b[i]^2).
+// The loads do not depend on the pivots (only the subtract-divide
+// chain is serial); every lane of a group reads the same address (a broadcast).
+ML_FN int ml_sturm_count(ML_SHARED const float *d, ML_SHARED const float *b, int n, float x,
+                         float pivmin) {
+  float q = d[0] - x;
+  if (ml_fabs(q) < pivmin) q = -pivmin;
+  int cnt = q <= 0.0f ? 1 : 0;
+  for (int i = 1; i < n; ++i) {
+    const float bi = b[i - 1];
+    q = (d[i] - x) - (bi * bi) / q;
+    if (ml_fabs(q) < pivmin) q = -pivmin;
+    cnt += q <= 0.0f ? 1 : 0;
+  }
+  return cnt;
+}
+
+// Number of eigenvalues <= x of the Golub-Kahan tridiagonal of the upper bidiagonal B =
+// (dd[0..k), ee[0..k-1)): zero diagonal, off-diagonal dd[0], ee[0], dd[1], ..., dd[k-1]
+// (order 2k; its eigenvalues are +-sigma_i). For x > 0 the count minus k is the number of
+// singular values <= x. Same pivot rule as ml_sturm_count.
+ML_FN int ml_sturm_count_gk(ML_SHARED const float *dd, ML_SHARED const float *ee, int k,
+                            float x, float pivmin) {
+  float q = -x;
+  if (ml_fabs(q) < pivmin) q = -pivmin;
+  int cnt = q <= 0.0f ? 1 : 0;
+  for (int i = 0; i < k; ++i) {
+    const float di = dd[i];
+    q = -x - (di * di) / q;
+    if (ml_fabs(q) < pivmin) q = -pivmin;
+    cnt += q <= 0.0f ? 1 : 0;
+    if (i + 1 < k) {
+      const float ei = ee[i];
+      q = -x - (ei * ei) / q;
+      if (ml_fabs(q) < pivmin) q = -pivmin;
+      cnt += q <= 0.0f ? 1 : 0;
+    }
+  }
+  return cnt;
+}
+
+// The j-th smallest (0-based) eigenvalue of (d, b) (gk = 0; order n) or the j-th smallest
+// singular value of the bidiagonal (d, b) (gk = 1; k = n singular values), by bisection of
+// [lo, hi], which must satisfy count(lo) <= j < count(hi) (counts of values <= x). Stops when
+// the interval is narrower than ML_FLT_ULP * max(|a|, |b|) + atol or cannot be halved in
+// float; returns its midpoint. *steps: the halvings done, or -1 when cap of them did not
+// suffice (the value returned is then meaningless).
+ML_FN float ml_bisect_one(ML_SHARED const float *d, ML_SHARED const float *b, int n, int gk,
+                          int j, float lo, float hi, float atol, float pivmin, int cap,
+                          ML_THREAD int *steps) {
+  float a = lo, c = hi;
+  int it = 0;
+  for (;;) {
+    const float mid = 0.5f * (a + c);
+    const float width = ML_FLT_ULP * ml_fmax(ml_fabs(a), ml_fabs(c)) + atol;
+    if (c - a <= width || mid <= a || mid >= c) break;
+    if (it >= cap) {
+      *steps = -1;
+      return mid;
+    }
+    ++it;
+    const int cnt = gk ? ml_sturm_count_gk(d, b, n, mid, pivmin) - n
+                       : ml_sturm_count(d, b, n, mid, pivmin);
+    if (cnt > j) {
+      c = mid;
+    } else {
+      a = mid;
+    }
+  }
+  *steps = it;
+  return 0.5f * (a + c);
+}
+
+#endif  // ML_KERNELS_BISECT_H
