@@ -336,6 +336,9 @@ def run(args) -> dict:
     bw = copy_bandwidth()
     warm_up(impls)
     points = grid(args.quick)
+    if args.extra_shapes:  # shapes off the grid, at the grid's batches and work cap
+        extra = [shared.parse_shape(t) for t in args.extra_shapes]
+        points += [(q.op, q.m, q.n, q.batch) for q in shared.grid(OPS, extra)]
     if args.ops:
         points = [p for p in points if p[0] in args.ops]
     if args.shapes:
@@ -566,6 +569,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ops", nargs="*", choices=OPS, help="only these ops")
     p.add_argument("--shapes", nargs="*", help="only these shapes, e.g. 64x64 1024x512")
     p.add_argument("--impls", nargs="*", default=list(IMPLS), choices=IMPLS)
+    p.add_argument(
+        "--extra-shapes",
+        nargs="*",
+        default=[],
+        help="shapes off the grid to add at the grid's batches, e.g. 17x17 100x40",
+    )
     p.add_argument(
         "--cap-ms",
         type=float,

@@ -176,7 +176,10 @@ ml_status launch(const Plan &pl, int dev, const Call &c, cudaStream_t stream) {
   } else {
     threads = threads_per_group(k.group_size(m, n, c.batch, device_info(dev).units),
                                 forced_group_size(), st.max_threads);
-    groups = groups_per_block(threads, scratch, budget, st.max_threads, forced_groups_per_block());
+    const int forced = forced_groups_per_block();
+    groups = groups_per_block(threads, scratch, budget, st.max_threads,
+                              forced > 0 || kt.kind != KernelKind::kSimd ? forced
+                                                                         : simd_groups_per_block());
     // Each group's slice starts on a 128-byte boundary; the kernel derives the slice size from
     // the launch's dynamic shared-memory size.
     smem = static_cast<size_t>(groups > 1 ? groups * ((scratch + 31) / 32 * 32) : scratch) *
@@ -292,7 +295,7 @@ ml_status run_host_buffers(const Call &c, const Plan &pl) {
 bool has_kernel(int k) {
   int count = 0;
   const KernelDesc *all = kernels(&count);
-  return k < count && k < kMaxKernels && all[k].lane_entry != nullptr;
+  return k < count && k < kMaxKernels && (all[k].lane_entry != nullptr || all[k].entry != nullptr);
 }
 
 class CudaBackend final : public Backend {

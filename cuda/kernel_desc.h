@@ -14,9 +14,10 @@ using EntryFn = void (*)(ml_params, const float *, float *, float *, float *, in
 struct KernelDesc {
   const char *name;
   // Block entry (ML_CUDA_ENTRY_CONTEXT: blockDim = (threads, groups)); null for REGISTER lines.
+  // SIMD lines have only this one (threads = 32, or 16 as sub-warp groups).
   EntryFn entry;
   // Lane-per-matrix entry (ML_CUDA_LANE_ENTRY_CONTEXT: one thread per matrix, blockDim =
-  // (1, matrices per block)); REGISTER lines have only this one.
+  // (1, matrices per block)); REGISTER lines have only this one, SIMD lines none.
   EntryFn lane_entry;
   // Threads per group (launch_config.h), null for REGISTER lines.
   int (*group_size)(int m, int n, int64_t batch, int units);

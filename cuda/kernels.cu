@@ -1,6 +1,7 @@
 // The CUDA entry points of every line of core/kernels/kernel_table.h, generated: a block entry
 // (a group of blockDim.x lanes per matrix) and a lane entry (one thread per matrix) for GROUP
-// lines, the lane entry alone for REGISTER lines; and their KernelDesc list in table order.
+// lines, the lane entry alone for REGISTER lines, the block entry alone for SIMD lines; and
+// their KernelDesc list in table order.
 // Nothing here is written per kernel.
 #include "../core/kernels/compat_cuda.h"
 #include "../core/kernels/kernel_table.h"
@@ -56,6 +57,7 @@ __device__ __forceinline__ unsigned ml_cuda_dynamic_smem_bytes() {
 #define ML_CUDA_ENTRIES_GROUP(name, fn, outs) \
   ML_CUDA_BLOCK_ENTRY(name, fn, outs) ML_CUDA_LANE_ENTRY(name, fn, outs)
 #define ML_CUDA_ENTRIES_REGISTER(name, fn, outs) ML_CUDA_LANE_ENTRY(name, fn, outs)
+#define ML_CUDA_ENTRIES_SIMD(name, fn, outs) ML_CUDA_BLOCK_ENTRY(name, fn, outs)
 #define ML_CUDA_ENTRIES(name, op, fn, outs, kind, scratch, fits, choose) \
   ML_CUDA_ENTRIES_##kind(name, fn, outs)
 
@@ -64,10 +66,11 @@ ML_KERNEL_TABLE(ML_CUDA_ENTRIES)
 namespace ml::cuda {
 namespace {
 
-// A GROUP line without group_size_<name> in launch_config.h does not compile.
+// A GROUP or SIMD line without group_size_<name> in launch_config.h does not compile.
 #define ML_CUDA_DESC_GROUP(name) \
   {#name, ml_cuda_##name, ml_cuda_##name##_lane, group_size_##name}
 #define ML_CUDA_DESC_REGISTER(name) {#name, nullptr, ml_cuda_##name##_lane, nullptr}
+#define ML_CUDA_DESC_SIMD(name) {#name, ml_cuda_##name, nullptr, group_size_##name}
 #define ML_CUDA_DESC(name, op, fn, outs, kind, scratch, fits, choose) ML_CUDA_DESC_##kind(name),
 
 const KernelDesc kKernels[] = {ML_KERNEL_TABLE(ML_CUDA_DESC)};

@@ -23,7 +23,11 @@ inline int throughput_group_size(int g, int m, int n, int64_t batch, int units) 
   return (big <= 16 && units > 0 && batch >= 16 * int64_t{units}) ? 16 : g;
 }
 
-// ---- threads per group of each GROUP kernel: (m, n, batch, multiprocessors) ----
+// Group size of a SIMD line (one simdgroup per matrix, a lane per column): a 16-lane sub-warp
+// group (two matrices per warp) when max(m, n) <= 16, else a whole warp.
+inline int simd_group_size(int m, int n) { return (m > n ? m : n) <= 16 ? 16 : 32; }
+
+// ---- threads per group of each GROUP and SIMD kernel: (m, n, batch, multiprocessors) ----
 
 // qr: a lane per column of the trailing update, rounded to whole warps.
 inline int group_size_qr_householder(int m, int n, int64_t batch, int units) {
@@ -92,6 +96,11 @@ inline int groups_per_block(int threads, int scratch_floats, int budget_floats, 
   while (g > 1 && int64_t{g} * stride > budget_floats) --g;  // (then a warp is partly idle)
   return g;
 }
+
+// Groups per block of a SIMD line (one simdgroup per matrix) when not forced: four one-warp
+// groups per block, so that up to 64 warps can reside per SM (at most 32 blocks do); for
+// 16-lane groups, the same four warps (eight matrices).
+inline int simd_groups_per_block() { return 4; }
 
 // Matrices per block of a lane-per-matrix launch (one warp by default; at most 32 blocks
 // reside per SM, so shared memory, not this, limits residency for all but the tiniest

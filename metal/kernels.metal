@@ -7,6 +7,8 @@
 //                        the threadgroup scratch (large batches of tiny matrices);
 //                        REGISTER lines: one thread per matrix in registers (any threadgroup
 //                        shape; thread gid of the grid runs matrix group_offset + gid).
+//  ml_metal_<name>       SIMD lines: one simdgroup (a threadgroup of 32 threads) per matrix,
+//                        the matrix in registers (the block entry's form; no lane entry).
 // Threads past p.batch return at once (the kernels check ctx.group_id).
 #include "../core/kernels/compat_metal.h"
 #include "../core/kernels/kernel_table.h"
@@ -65,6 +67,7 @@
 #define ML_METAL_ENTRIES_GROUP(name, fn, outs) \
   ML_METAL_BLOCK_ENTRY(name, fn, outs) ML_METAL_SLICE_LANE_ENTRY(name, fn, outs)
 #define ML_METAL_ENTRIES_REGISTER(name, fn, outs) ML_METAL_REGISTER_LANE_ENTRY(name, fn, outs)
+#define ML_METAL_ENTRIES_SIMD(name, fn, outs) ML_METAL_BLOCK_ENTRY(name, fn, outs)
 #define ML_METAL_ENTRIES(name, op, fn, outs, kind, scratch, fits, choose) \
   ML_METAL_ENTRIES_##kind(name, fn, outs)
 

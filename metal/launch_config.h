@@ -22,7 +22,10 @@ inline int simdgroups_of(int lanes, int cap) {
   return g < 32 ? 32 : (g > cap ? cap : g);
 }
 
-// ---- threads per threadgroup of each GROUP kernel: (m, n, batch) ----
+// Threads per threadgroup of a SIMD line: one simdgroup.
+inline int simd_group_size(int, int) { return kSimdWidth; }
+
+// ---- threads per threadgroup of each GROUP and SIMD kernel: (m, n, batch) ----
 inline int group_size_qr_householder(int, int n, int64_t) {
   return simdgroups_of(n > 32 ? n : 32, 256);  // a lane per column of the trailing update
 }

@@ -39,10 +39,11 @@ namespace {
 
 const char *kWhere = "metal";
 
-// Threads per threadgroup of each GROUP line (launch_config.h), null for REGISTER lines.
+// Threads per threadgroup of each GROUP and SIMD line (launch_config.h), null for REGISTER lines.
 using GroupSizeFn = int (*)(int m, int n, int64_t batch);
 #define ML_METAL_GS_GROUP(name) group_size_##name
 #define ML_METAL_GS_REGISTER(name) nullptr
+#define ML_METAL_GS_SIMD(name) group_size_##name
 #define ML_METAL_GS(name, op, fn, outs, kind, scratch, fits, choose) ML_METAL_GS_##kind(name),
 const GroupSizeFn kGroupSize[] = {ML_KERNEL_TABLE(ML_METAL_GS)};
 constexpr int kKernelCount = static_cast<int>(sizeof(kGroupSize) / sizeof(kGroupSize[0]));

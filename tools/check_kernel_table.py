@@ -32,7 +32,7 @@ def preprocess(clang: str, tree: Path, args: list[str]) -> str:
 def table(tree: Path) -> list[tuple[str, str, str]]:
     src = (tree / "core/kernels/kernel_table.h").read_text()
     body = src[src.index("#define ML_KERNEL_TABLE(X)") :]
-    rows = re.findall(r"X\((\w+),\s*(ML_OP_\w+),\s*(\w+),\s*(O\w+),\s*(GROUP|REGISTER),", body)
+    rows = re.findall(r"X\((\w+),\s*(ML_OP_\w+),\s*(\w+),\s*(O\w+),\s*(GROUP|REGISTER|SIMD),", body)
     return [(name, fn, kind) for name, _op, fn, _outs, kind in rows]
 
 
@@ -74,11 +74,14 @@ def check(clang: str, tree: Path) -> list[str]:
         ["-x", "c++", "-std=c++20", "-I", "core/include", "tests/kernels/test_kernel_table.cpp"],
     )
     for name, fn, kind in rows:
-        want_metal = [f"ml_metal_{name}_lane"] + ([f"ml_metal_{name}"] if kind == "GROUP" else [])
+        # GROUP: block + lane entries; REGISTER: lane entry; SIMD: block entry.
+        lane = ["_lane"] if kind != "SIMD" else []
+        block = [""] if kind != "REGISTER" else []
+        want_metal = [f"ml_metal_{name}{s}" for s in lane + block]
         for entry in want_metal:
             if not re.search(rf"__kernel\s+void\s+{entry}\s*\(", metal):
                 errors.append(f"{name}: no Metal entry {entry} in metal/kernels.metal")
-        want_cuda = [f"ml_cuda_{name}_lane"] + ([f"ml_cuda_{name}"] if kind == "GROUP" else [])
+        want_cuda = [f"ml_cuda_{name}{s}" for s in lane + block]
         for entry in want_cuda:
             if not re.search(rf"__global__\s+void\s+{entry}\s*\(", cuda):
                 errors.append(f"{name}: no CUDA entry {entry} in cuda/kernels.cu")

@@ -4,7 +4,7 @@
 //   core/src/kernel_table.*  the neutral list the core routes over (names, ops, windows),
 //   tests/kernels            the CPU runner's list (test_kernel_table.cpp runs every line).
 // Adding a kernel: its header here (include below) and one line in ML_KERNEL_TABLE; every
-// backend then needs a group size for a GROUP line in its launch configuration
+// backend then needs a group size for a GROUP or SIMD line in its launch configuration
 // (cuda/launch_config.h, metal/launch_config.h), or it does not compile.
 //
 // X(name, op, fn, outs, kind, scratch, fits, choose_flags)
@@ -17,14 +17,19 @@
 //                 eigvalsh w, svd u s vt, svdvals s
 //   kind          GROUP: a group of lanes per matrix in shared scratch (a block entry, plus a
 //                 lane entry: one thread per matrix in its own slice of the scratch);
-//                 REGISTER: one thread per matrix in registers (lane entry only)
+//                 REGISTER: one thread per matrix in registers (lane entry only);
+//                 SIMD: one simdgroup per matrix (32 lanes; CUDA may run 16-lane sub-warp
+//                 groups where launch_config.h says so), the matrix in the lanes' registers,
+//                 data moved by simd shuffles, no group barriers (block entry only; the
+//                 group size comes from launch_config.h like a GROUP line's)
 //   scratch       int (int m, int n, int flags): scratch floats per matrix of a launch
 //   fits          int (int m, int n, int flags, int scratch_floats): whether the shape and
 //                 flags run within that scratch budget (m, n >= 1)
 //   choose_flags  int (int m, int n, int flags, int scratch_floats): the kernel flags a launch
 //                 uses given the scratch one matrix may have (a kernel may pick a faster
 //                 layout that needs more)
-// Order matters: per op, the core takes the first line whose window covers the shape.
+// Order matters: per op, the core takes the first line whose window covers the shape (and,
+// for REGISTER and SIMD lines, that the policy's gpu_small_max_n / gpu_simd_max_n allow).
 #ifndef ML_KERNELS_KERNEL_TABLE_H
 #define ML_KERNELS_KERNEL_TABLE_H
 

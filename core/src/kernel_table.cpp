@@ -10,8 +10,9 @@
 namespace ml {
 namespace {
 
-#define ML_KT_GROUP true
-#define ML_KT_REGISTER false
+#define ML_KT_GROUP KernelKind::kGroup
+#define ML_KT_REGISTER KernelKind::kRegister
+#define ML_KT_SIMD KernelKind::kSimd
 #define ML_KT_ROW(name, op, fn, outs, kind, scratch, fits, choose) \
   {#name, op, ML_KT_##kind, scratch, fits, choose},
 const KernelInfo kTable[] = {ML_KERNEL_TABLE(ML_KT_ROW)};

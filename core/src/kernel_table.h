@@ -5,10 +5,17 @@
 
 namespace ml {
 
+// The kind of a table line (core/kernels/kernel_table.h).
+enum class KernelKind : int32_t {
+  kGroup = 0,     // block entry (a group per matrix) + lane entry (a thread per matrix)
+  kRegister = 1,  // lane entry only: a thread per matrix in registers
+  kSimd = 2,      // block entry only: one simdgroup per matrix in registers
+};
+
 struct KernelInfo {
   const char *name;  // "qr_householder"
   int32_t op;        // ml_op
-  bool group;        // GROUP (block + lane entries) or REGISTER (lane entry, registers only)
+  KernelKind kind;
   int (*scratch)(int m, int n, int flags);
   int (*fits)(int m, int n, int flags, int scratch_floats);
   int (*choose_flags)(int m, int n, int flags, int scratch_floats);

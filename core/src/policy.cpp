@@ -28,7 +28,7 @@ namespace {
 const char *const kFieldNames[kFieldCount] = {"cpu_kernel_max_n",  "gpu_min_batch",
                                               "gpu_max_n",         "host_gpu_min_work",
                                               "gpu_lane_max_n",    "gpu_lane_min_batch",
-                                              "gpu_small_max_n"};
+                                              "gpu_small_max_n",   "gpu_simd_max_n"};
 
 // Without measurements: the CPU kernels only where they are known to beat
 // LAPACK's call overhead, device tensors stay on the GPU whenever a kernel
@@ -47,6 +47,8 @@ int64_t default_value(int32_t op, int field) {
     case kGpuLaneMinBatch: return 1;
     // Register kernels wherever they exist (they cover max(m, n) <= 8).
     case kGpuSmallMaxN: return 1 << 20;
+    // Simdgroup kernels wherever they exist (their windows: max(m, n) <= 32 or 64).
+    case kGpuSimdMaxN: return 1 << 20;
     default: return 0;
   }
 }
@@ -300,7 +302,7 @@ ml_status set(int32_t op, const char *field, int64_t value) {
     return fail(ML_INVALID_ARGUMENT, "policy_set",
                 "unknown policy field '%s' for %s (fields: cpu_kernel_max_n, gpu_min_batch, "
                 "gpu_max_n, host_gpu_min_work, gpu_lane_max_n, gpu_lane_min_batch, "
-                "gpu_small_max_n)",
+                "gpu_small_max_n, gpu_simd_max_n)",
                 field, op_name(op));
   if (value < 0)
     return fail(ML_INVALID_ARGUMENT, "policy_set", "%s must be >= 0, got %lld", field,

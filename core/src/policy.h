@@ -18,7 +18,8 @@ enum Field : int {
   kGpuLaneMaxN = 4,     // GPU: one lane per matrix when max(m,n) <= this (0 = never) ...
   kGpuLaneMinBatch = 5, // ... and batch >= this; else a group of lanes per matrix
   kGpuSmallMaxN = 6,    // GPU register kernels (a thread per matrix) when max(m,n) <= this
-  kFieldCount = 7
+  kGpuSimdMaxN = 7,     // GPU simdgroup kernels (a simdgroup per matrix) when max(m,n) <= this
+  kFieldCount = 8
 };
 
 // Forced backend from METAL_LINALG_<OP>_BACKEND.

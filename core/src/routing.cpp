@@ -39,7 +39,8 @@ bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget,
   for (int i = 0; i < count; ++i) {
     const KernelInfo &k = table[i];
     if (k.op != c.op || (has_kernel && !has_kernel(i))) continue;
-    if (!k.group && big > pol.value[policy::kGpuSmallMaxN]) continue;  // register: by policy
+    if (k.kind == KernelKind::kRegister && big > pol.value[policy::kGpuSmallMaxN]) continue;
+    if (k.kind == KernelKind::kSimd && big > pol.value[policy::kGpuSimdMaxN]) continue;
     const bool covers =
         m == 0 || n == 0 ||  // nothing to compute: the backend only writes info
         (shape_in_range(m, n, budget) &&
@@ -47,8 +48,10 @@ bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget,
     if (!covers) continue;
     out->kernel = i;
     out->kernel_flags = kf;
-    if (!k.group)
+    if (k.kind == KernelKind::kRegister)
       out->launch = Launch::kRegister;
+    else if (k.kind == KernelKind::kSimd)
+      out->launch = Launch::kBlock;
     else if (big <= pol.value[policy::kGpuLaneMaxN] &&
              c.batch >= pol.value[policy::kGpuLaneMinBatch])
       out->launch = Launch::kLane;

@@ -47,6 +47,10 @@ HOST_PREDICTED_MAX_S = 4.0  # skip a point predicted (linearly in batch) to take
 # Device data: lane-per-matrix launch vs block launch.
 LANE_SIZES = (2, 3, 4, 6, 8, 12, 16, 24, 32)
 LANE_BATCHES = (256, 1024, 4096, 16384, 65536)
+# The simdgroup kernels (gpu_simd_max_n) against what the op runs without them, device data.
+SIMD_SIZES = (9, 12, 16, 24, 32, 48, 64)
+SIMD_BATCHES = (1, 64, 1024, 16384)
+SIMD_MAX_WORK = 1 << 26  # batch * max(m, n)^2 above this is not timed
 LANE_GIVE_UP = 2.0  # past a loss of the lane launch by this factor, larger n are not timed
 
 SLOW_CALL_S = 0.25  # a call slower than this is timed once after its warm-up
@@ -59,6 +63,7 @@ FIELD_ORDER = (
     "gpu_lane_max_n",
     "gpu_lane_min_batch",
     "gpu_small_max_n",
+    "gpu_simd_max_n",
 )
 HEADER_MARK = "# metal-linalg policy measured by "
 
@@ -147,6 +152,24 @@ def choose_lane(timings, sizes=LANE_SIZES, batches=LANE_BATCHES) -> tuple[int | 
         if all(result(n, bb) is True for n in covered for bb in batches[i:]):
             return max_n, b
     return max_n, top  # unreachable: every covered n wins at the largest batch
+
+
+def choose_simd(timings, sizes=SIMD_SIZES, batches=SIMD_BATCHES) -> int | None:
+    """gpu_simd_max_n from {(n, batch): (t_simd, t_other)} in seconds: the largest n of `sizes`
+    such that the simdgroup kernel is no slower than the route without it at every measured batch
+    of every n' <= n (a point with t_simd None counts as a loss: the kernel failed or no simdgroup
+    kernel covers n there). The first n with no measured batch ends the claim. 0 when it loses
+    at the smallest n; None when nothing was measured at the smallest n."""
+    best = None
+    for n in sorted(sizes):
+        pts = [timings[(n, b)] for b in batches if timings.get((n, b)) is not None]
+        pts = [(ts, to) for ts, to in pts if to is not None]
+        if not pts:
+            break
+        if any(ts is None or ts > to for ts, to in pts):
+            return best or 0
+        best = n
+    return best
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,9 +413,10 @@ def lane_timings(fe, op: str, budget: Budget | None = None, log=print, record=No
     out = {}
     top = max(LANE_BATCHES)
     gpu_max_n = max(max(LANE_SIZES), fe.q.policy(op)["gpu_max_n"])
-    # The register kernels (gpu_small_max_n) would take n <= 8 in both launches: off here, so
-    # the two launch shapes of the same kernels are compared.
-    small_off = {"gpu_small_max_n": 0} if "gpu_small_max_n" in fe.q.policy(op) else {}
+    # The register kernels (gpu_small_max_n) would take n <= 8 in both launches and the simdgroup
+    # kernels (gpu_simd_max_n) the block launch: off here, so the two launch shapes of the same
+    # kernels are compared.
+    small_off = {f: 0 for f in ("gpu_small_max_n", "gpu_simd_max_n") if f in fe.q.policy(op)}
 
     def lane():
         fe.q.set_policy(
@@ -460,6 +484,67 @@ def lane_timings(fe, op: str, budget: Budget | None = None, log=print, record=No
         for n in [s for s in LANE_SIZES if max_n and s <= max_n]:
             for batch in sorted(LANE_BATCHES, reverse=True)[1:]:
                 point(n, batch)
+    finally:
+        fe.q.reset_policy(op)
+    return out
+
+
+def simd_timings(fe, op: str, budget: Budget | None = None, log=print, record=None, base=None):
+    """{(n, batch): (t_simd, t_other)} for device data (see choose_simd): the simdgroup kernels
+    on (gpu_simd_max_n unlimited) against off (0), the other fields as `base` says. Sizes past
+    the first where no simdgroup kernel covers the shape or it loses are not timed."""
+    budget = budget or Budget(None)
+    dev = fe.gpu
+    call = fe.op(op, dev)
+    timer = fe.event_timer(dev) or wall_timer(fe, dev)
+    out = {}
+    gpu_max_n = max(max(SIMD_SIZES), fe.q.policy(op)["gpu_max_n"])
+    common = dict(base or {}, gpu_min_batch=1, gpu_max_n=gpu_max_n)
+
+    def simd():
+        fe.q.set_policy(op, gpu_simd_max_n=HUGE, **common)
+
+    def other():
+        fe.q.set_policy(op, gpu_simd_max_n=0, **common)
+
+    try:
+        for n in SIMD_SIZES:
+            lost = False
+            for batch in SIMD_BATCHES:
+                entry = {"n": n, "batch": batch}
+                if record is not None:
+                    record.append(entry)
+                if budget.expired():
+                    entry["skipped"] = "time budget"
+                    continue
+                if batch * n * n > SIMD_MAX_WORK:
+                    entry["skipped"] = "work above SIMD_MAX_WORK"
+                    continue
+                simd()
+                simd_name = _backend(fe, op, n, batch, dev)
+                other()
+                other_name = _backend(fe, op, n, batch, dev)
+                entry.update(simd_backend=simd_name, other_backend=other_name)
+                if not simd_name.endswith("_simd") or not other_name.startswith("cuda:"):
+                    entry["skipped"] = "no simdgroup kernel covers the shape"
+                    out[(n, batch)] = (None, None)
+                    lost = True
+                    continue
+                x = fe.random_input(op, n, batch, dev, seed=n * 11 + batch)
+                r = _compare(fe, dev, call, x, {"simd": simd, "other": other}, timer)
+                del x
+                t_simd, t_other = r["best"]["simd"], r["best"]["other"]
+                entry.update(simd_s=t_simd, other_s=t_other)
+                if r["errors"]:
+                    entry["errors"] = r["errors"]
+                out[(n, batch)] = (t_simd, t_other)
+                lost = lost or t_simd is None or (t_other is not None and t_simd > t_other)
+                log(
+                    f"  {op:9s} {n:2d}x{n:<2d} x{batch:<6d} simd {_ms(t_simd)} ms ({simd_name}), "
+                    f"other {_ms(t_other)} ms ({other_name})"
+                )
+            if lost:
+                break
     finally:
         fe.q.reset_policy(op)
     return out
@@ -553,10 +638,12 @@ def has_lane_fields(fe, op: str = "qr") -> bool:
     return all(f in fe.q.policy(op) for f in LANE_FIELDS)
 
 
-PHASE_WEIGHTS = {"cpu_kernel": 1.0, "lane": 1.0, "gpu_min_batch": 0.25, "host": 2.0}
+PHASE_WEIGHTS = {"cpu_kernel": 1.0, "lane": 1.0, "simd": 0.75, "gpu_min_batch": 0.25, "host": 2.0}
 
 
-def plan_phases(ops, *, cpu: bool, host_gpu: bool, device_gpu: bool, lanes: bool) -> list:
+def plan_phases(
+    ops, *, cpu: bool, host_gpu: bool, device_gpu: bool, lanes: bool, simd: bool = False
+) -> list:
     """[(op, phase)] in measuring order."""
     phases = []
     for op in ops:
@@ -565,6 +652,8 @@ def plan_phases(ops, *, cpu: bool, host_gpu: bool, device_gpu: bool, lanes: bool
         if device_gpu:
             if lanes:
                 phases.append((op, "lane"))
+            if simd:
+                phases.append((op, "simd"))
             phases.append((op, "gpu_min_batch"))
         if host_gpu:
             phases.append((op, "host"))
@@ -581,7 +670,10 @@ def measure(
         gpu = gpu_in_core(fe)
     device_gpu = bool(gpu) and fe.gpu is not None
     lanes = device_gpu and has_lane_fields(fe, ops[0] if ops else "qr")
-    phases = plan_phases(ops, cpu=cpu, host_gpu=bool(gpu), device_gpu=device_gpu, lanes=lanes)
+    simd = device_gpu and "gpu_simd_max_n" in fe.q.policy(ops[0] if ops else "qr")
+    phases = plan_phases(
+        ops, cpu=cpu, host_gpu=bool(gpu), device_gpu=device_gpu, lanes=lanes, simd=simd
+    )
     budget = Budget(budget_s)
     result = {
         "meta": {
@@ -598,6 +690,7 @@ def measure(
             "gpu": bool(gpu),
             "gpu_device_data": device_gpu,
             "lane_fields": lanes,
+            "simd_field": simd,
             "grids": {
                 "cpu_sizes": list(CPU_SIZES),
                 "cpu_batch": CPU_BATCH,
@@ -607,6 +700,8 @@ def measure(
                 "host_max_work": HOST_MAX_WORK,
                 "lane_sizes": list(LANE_SIZES),
                 "lane_batches": list(LANE_BATCHES),
+                "simd_sizes": list(SIMD_SIZES),
+                "simd_batches": list(SIMD_BATCHES),
             },
         },
         "chosen": {op: {} for op in ops},
@@ -630,7 +725,11 @@ def measure(
             log(f"[calibrate] {op}: {phase} skipped (time budget)")
             continue
         # Fields measured so far apply while the later phases of the op run.
-        base = {f: v for f, v in chosen.items() if f in ("cpu_kernel_max_n", *LANE_FIELDS)}
+        base = {
+            f: v
+            for f, v in chosen.items()
+            if f in ("cpu_kernel_max_n", "gpu_simd_max_n", *LANE_FIELDS)
+        }
         try:
             _phase(fe, op, phase, chosen, notes, rec, base, budget, log)
         except Exception as exc:  # noqa: BLE001 - one failing phase keeps the others' results
@@ -657,6 +756,13 @@ def _phase(fe, op, phase, chosen, notes, rec, base, budget, log) -> None:
             chosen["gpu_lane_max_n"] = max_n
             if min_batch is not None:
                 chosen["gpu_lane_min_batch"] = min_batch
+    elif phase == "simd":
+        log(f"[calibrate] {op}: simdgroup kernels vs the route without them (device data)")
+        max_n = choose_simd(simd_timings(fe, op, budget, log, rec, base))
+        if max_n is None:
+            notes.append("simd: nothing measured at the smallest n (field not set)")
+        else:
+            chosen["gpu_simd_max_n"] = max_n
     elif phase == "gpu_min_batch":
         log(f"[calibrate] {op}: GPU vs CPU by batch (device data)")
         if base:

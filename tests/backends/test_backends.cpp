@@ -76,8 +76,10 @@ Backend *host_gpu_backend() { return g_cuda.available() ? &g_cuda : nullptr; }
 
 namespace {
 
+// SIMD lines off unless `simd` says otherwise, so the group-kernel expectations below name
+// the group kernels.
 policy::Resolved pol(int64_t small, int64_t lane_n, int64_t lane_b, int64_t host_work = 0,
-                     policy::Force force = policy::Force::kAuto) {
+                     policy::Force force = policy::Force::kAuto, int64_t simd = 0) {
   policy::Resolved p{};
   p.value[policy::kCpuKernelMaxN] = 16;
   p.value[policy::kGpuMinBatch] = 1;
@@ -86,6 +88,7 @@ policy::Resolved pol(int64_t small, int64_t lane_n, int64_t lane_b, int64_t host
   p.value[policy::kGpuLaneMaxN] = lane_n;
   p.value[policy::kGpuLaneMinBatch] = lane_b;
   p.value[policy::kGpuSmallMaxN] = small;
+  p.value[policy::kGpuSimdMaxN] = simd;
   p.force = force;
   return p;
 }
@@ -160,7 +163,9 @@ void test_routing() {
   for (int i = 0; i < count; ++i) {
     const Call c{t[i].op, 100, 3, 3, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
     Plan q;
-    const bool ok = gpu_plan(c, pol(t[i].group ? 0 : 8, 0, 1), ML_METAL_SCRATCH_FLOATS, nullptr, &q);
+    const bool reg = t[i].kind == KernelKind::kRegister, simd = t[i].kind == KernelKind::kSimd;
+    const policy::Resolved pi = pol(reg ? 8 : 0, 0, 1, 0, policy::Force::kAuto, simd ? 64 : 0);
+    const bool ok = gpu_plan(c, pi, ML_METAL_SCRATCH_FLOATS, nullptr, &q);
     expect(ok && q.kernel == i, std::string("table line ") + t[i].name + " reachable");
   }
 }

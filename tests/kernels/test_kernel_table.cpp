@@ -1,10 +1,12 @@
 // The CPU runner's list of kernels, generated from core/kernels/kernel_table.h: every line of
 // the table runs through the runner in every launch kind its backends use (GROUP lines: a
 // group per matrix at the CUDA and at the Metal launch configuration's group size, and one
-// lane per matrix; REGISTER lines: one lane per matrix), on square and rectangular shapes
+// lane per matrix; REGISTER lines: one lane per matrix; SIMD lines: a simdgroup per matrix at
+// the CUDA and Metal group sizes), on square and rectangular shapes
 // within its window, judged by the ratios of docs/design.md section 7 in double; and every
-// iterating line under p.max_iter = 1 (unconverged matrices: NaN outputs, the info bit). A GROUP line
-// without a group size in cuda/launch_config.h or metal/launch_config.h does not compile.
+// iterating line under p.max_iter = 1 (unconverged matrices: NaN outputs, the info bit). A GROUP
+// or SIMD line without a group size in cuda/launch_config.h or metal/launch_config.h does not
+// compile.
 // Usage: test_kernel_table
 #include <algorithm>
 #include <cstdio>
@@ -32,7 +34,7 @@ struct Args {
 struct Entry {
   const char *name;
   int op;
-  bool group;
+  int kind;  // KT_IS_GROUP, KT_IS_REGISTER, KT_IS_SIMD
   int (*scratch)(int, int, int);
   int (*fits)(int, int, int, int);
   int (*choose)(int, int, int, int);
@@ -50,8 +52,10 @@ struct Entry {
   }
 #define KT_GS_GROUP(name) ml::cuda::group_size_##name, ml::metal::group_size_##name
 #define KT_GS_REGISTER(name) nullptr, nullptr
-#define KT_IS_GROUP true
-#define KT_IS_REGISTER false
+#define KT_GS_SIMD(name) KT_GS_GROUP(name)
+#define KT_IS_GROUP 0
+#define KT_IS_REGISTER 1
+#define KT_IS_SIMD 2
 #define KT_ENTRY(name, op, fn, outs, kind, scratch, fits, choose) \
   {#name, op, KT_IS_##kind, scratch, fits, choose, KT_RUN(name, fn, outs), KT_GS_##kind(name)},
 
@@ -271,8 +275,9 @@ int main() {
     ops.insert(e.op);
     rep.expect(names.insert(e.name).second, std::string(e.name) + " listed once");
     rep.expect(e.op >= 0 && e.op < ML_OP_COUNT, std::string(e.name) + " has a valid op");
-    rep.expect(e.group == (e.cuda_group_size != nullptr && e.metal_group_size != nullptr),
-               std::string(e.name) + " group sizes exactly for GROUP lines");
+    rep.expect((e.kind != KT_IS_REGISTER) ==
+                   (e.cuda_group_size != nullptr && e.metal_group_size != nullptr),
+               std::string(e.name) + " group sizes exactly for GROUP and SIMD lines");
     const int shapes[][2] = {{1, 1}, {2, 2}, {5, 5}, {8, 8}, {7, 3}, {3, 7}, {13, 13}, {20, 9},
                              {9, 20}, {33, 33}};
     int covered = 0;
@@ -283,7 +288,7 @@ int main() {
         if (!e.fits(m, n, flags, ML_METAL_SCRATCH_FLOATS) || !e.fits(m, n, flags, kH200Budget))
           continue;
         ++covered;
-        if (!e.group) {
+        if (e.kind == KT_IS_REGISTER) {
           run_and_check(rep, e, m, n, flags, 1, 0, "register");
           continue;
         }
@@ -293,12 +298,22 @@ int main() {
                    std::string(e.name) + " Metal group size in whole simdgroups");
         run_and_check(rep, e, m, n, flags, cuda_gs, kH200Budget, "cuda-block");
         run_and_check(rep, e, m, n, flags, metal_gs, ML_METAL_SCRATCH_FLOATS, "metal-block");
+        if (e.kind == KT_IS_SIMD) {  // one simdgroup per matrix, no lane entry
+          rep.expect(metal_gs == 32 && (cuda_gs == 32 || cuda_gs == 16),
+                     std::string(e.name) + " SIMD group size one simdgroup (CUDA: or 16 lanes)");
+          for (int b : {1, 64, 1024})
+            rep.expect(e.cuda_group_size(m, n, b, kH200Units) == cuda_gs,
+                       std::string(e.name) + " SIMD group size independent of the batch");
+          continue;
+        }
         run_and_check(rep, e, m, n, flags, 1, ml::metal::lane_slice(ml::metal::kSimdWidth),
                       "lane");
       }
     }
     rep.expect(covered > 0, std::string(e.name) + " ran on at least one shape");
-    std::printf("%-24s %s, %d shapes/flags\n", e.name, e.group ? "group   " : "register", covered);
+    std::printf("%-24s %s, %d shapes/flags\n", e.name,
+                e.kind == KT_IS_GROUP ? "group   " : e.kind == KT_IS_SIMD ? "simd    " : "register",
+                covered);
   }
   // The iteration cap: every launch kind (lane per matrix, 16- and 32-lane groups, the CUDA and
   // Metal block sizes; register kernels lane per matrix), SVD with V in shared and in device
@@ -306,7 +321,7 @@ int main() {
   for (const Entry &e : kEntries) {
     if (e.op == ML_OP_QR) continue;
     const bool eig = e.op == ML_OP_EIGH || e.op == ML_OP_EIGVALSH;
-    const int big = e.group ? 12 : 8, small = e.group ? 7 : 5;
+    const int big = e.kind == KT_IS_REGISTER ? 8 : 12, small = e.kind == KT_IS_REGISTER ? 5 : 7;
     const int shapes[][2] = {{big, big}, {big, small}, {small, big}, {small, small}};
     int ran = 0;
     for (const auto &s : shapes) {
@@ -316,13 +331,14 @@ int main() {
       for (int flags : variants) {
         if (!e.fits(m, n, flags, ML_METAL_SCRATCH_FLOATS) || !e.fits(m, n, flags, kH200Budget))
           continue;
-        if (!e.group) {
+        if (e.kind == KT_IS_REGISTER) {
           check_cap(rep, e, m, n, flags, 1, "register");
           ++ran;
           continue;
         }
-        std::set<int> sizes = {1, 16, 32, e.cuda_group_size(m, n, 16384, kH200Units),
+        std::set<int> sizes = {e.cuda_group_size(m, n, 16384, kH200Units),
                                e.metal_group_size(m, n, 16384)};
+        if (e.kind == KT_IS_GROUP) sizes.insert({1, 16, 32});
         for (int gs : sizes) check_cap(rep, e, m, n, flags, gs, gs == 1 ? "lane" : "block");
         ++ran;
       }

@@ -46,12 +46,13 @@ RECT = [
 ]
 
 
-@pytest.fixture(autouse=True, params=["block", "lane", "small"])
+@pytest.fixture(autouse=True, params=["block", "lane", "small", "simd"])
 def _gpu_policy(request):
     """Route every call with device pointers to the GPU kernels wherever one covers the shape,
-    in one of three ways (every test runs with each): a block of threads per matrix; a thread
+    in one of four ways (every test runs with each): a block of threads per matrix; a thread
     per matrix running the same kernels (lane); the register kernels of max(m, n) <= 8 where
-    they exist, else the block kernels (small)."""
+    they exist, else the block kernels (small); the simdgroup kernels where they exist, else
+    the block kernels (simd)."""
     mode = request.param
     for op in range(len(OPS)):
         assert _lib.lib.ml_policy_set(op, b"gpu_min_batch", 1) == 0
@@ -61,6 +62,8 @@ def _gpu_policy(request):
         assert _lib.lib.ml_policy_set(op, b"gpu_lane_min_batch", 1) == 0
         small_max = (1 << 20) if mode == "small" else 0
         assert _lib.lib.ml_policy_set(op, b"gpu_small_max_n", small_max) == 0
+        simd_max = (1 << 20) if mode == "simd" else 0
+        assert _lib.lib.ml_policy_set(op, b"gpu_simd_max_n", simd_max) == 0
         name = _lib.text(_lib.lib.ml_backend(op, _lib.ML_MEMORY_CUDA, 8, 8, 64))
         assert name.startswith("cuda:") and name.endswith("/lane") == (mode == "lane"), name
         if mode != "small":

@@ -18,6 +18,8 @@ FIELDS = {
     "host_gpu_min_work",
     "gpu_lane_max_n",
     "gpu_lane_min_batch",
+    "gpu_small_max_n",
+    "gpu_simd_max_n",
 }
 
 
@@ -159,6 +161,58 @@ def test_lane_unmeasured_points():
 def test_lane_uses_the_default_grid():
     t = {(n, b): (1e-4, 1e-3) for n in cal.LANE_SIZES for b in cal.LANE_BATCHES}
     assert cal.choose_lane(t) == (max(cal.LANE_SIZES), min(cal.LANE_BATCHES))
+
+
+# --- gpu_simd_max_n -------------------------------------------------------------------------
+
+SIMD_SIZES = (9, 12, 16, 24, 32, 48, 64)
+SIMD_BATCHES = (1, 64, 1024, 16384)
+
+
+def simd_grid(wins) -> dict:
+    """{(n, batch): (t_simd, t_other)} with the simdgroup kernel winning where wins(n, batch)."""
+    return {
+        (n, b): ((0.5e-3, 1e-3) if wins(n, b) else (2e-3, 1e-3))
+        for n in SIMD_SIZES
+        for b in SIMD_BATCHES
+    }
+
+
+def test_simd_crossover():
+    # Wins everywhere up to 32, loses at batch 1 of n = 48.
+    t = simd_grid(lambda n, b: n <= 32 or b > 1)
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == 32
+
+
+def test_simd_loses_at_the_smallest_n():
+    assert cal.choose_simd(simd_grid(lambda n, b: b != 64), SIMD_SIZES, SIMD_BATCHES) == 0
+
+
+def test_simd_window_ends_where_no_kernel_covers():
+    # No simdgroup kernel past 32 (the sweep records (None, None) there): the claim stops at 32.
+    t = simd_grid(lambda n, b: True)
+    for n in (48, 64):
+        for b in SIMD_BATCHES:
+            t[(n, b)] = (None, None)
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == 32
+
+
+def test_simd_failed_kernel_is_a_loss_and_unmeasured_batches_are_left_out():
+    t = simd_grid(lambda n, b: True)
+    t[(24, 1024)] = (None, 1e-3)  # the simdgroup call failed
+    del t[(16, 16384)]  # not measured (work cap): the other batches of 16 decide
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == 16
+    assert cal.choose_simd({}, SIMD_SIZES, SIMD_BATCHES) is None
+
+
+def test_simd_phase_planned_only_with_the_field():
+    with_simd = cal.plan_phases(
+        ["qr"], cpu=False, host_gpu=False, device_gpu=True, lanes=True, simd=True
+    )
+    assert with_simd == [("qr", "lane"), ("qr", "simd"), ("qr", "gpu_min_batch")]
+    assert ("qr", "simd") not in cal.plan_phases(
+        ["qr"], cpu=False, host_gpu=False, device_gpu=True, lanes=True
+    )
 
 
 # --- the table writer -----------------------------------------------------------------------

@@ -53,15 +53,19 @@ def test_tall_skinny_on_cuda():
 # ---- non-convergence on the GPU kernels: NaN outputs and the info bit ----
 
 _KERNELS = {  # launch kind -> (n, policy fields, eigh/svd kernel names as ml_backend reports them)
-    "register": (6, {"gpu_small_max_n": 8}, ("eigh_jacobi_small", "svd_jacobi_small")),
+    "register": (
+        6,
+        {"gpu_small_max_n": 8, "gpu_simd_max_n": 0},
+        ("eigh_jacobi_small", "svd_jacobi_small"),
+    ),
     "lane": (
         12,
-        {"gpu_small_max_n": 0, "gpu_lane_max_n": 64, "gpu_lane_min_batch": 1},
+        {"gpu_small_max_n": 0, "gpu_simd_max_n": 0, "gpu_lane_max_n": 64, "gpu_lane_min_batch": 1},
         ("eigh_tridiag_ql/lane", "svd_bidiag_qr/lane"),
     ),
     "block": (
         12,
-        {"gpu_small_max_n": 0, "gpu_lane_max_n": 0},
+        {"gpu_small_max_n": 0, "gpu_simd_max_n": 0, "gpu_lane_max_n": 0},
         ("eigh_tridiag_ql", "svd_bidiag_qr"),
     ),
 }
