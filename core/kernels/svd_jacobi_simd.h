@@ -1,0 +1,372 @@
+// Thin SVD and singular values of one m x n matrix per SIMDGROUP (a warp on CUDA: 32 lanes, or
+// 16 for max(m, n) <= 16; Metal: 32), the matrix in registers, one lane per column: one-sided
+// (Hestenes) Jacobi on the working matrix W = A (tall, m >= n) or A^T (wide), M x N with
+// M = max(m, n) <= 64 rows and N = min(m, n) <= the simdgroup width (32) columns.
+//
+// Layout: lane j holds column j of W (float w[MR], MR = 16, 32 or 64 rows picked from M at run
+// time, zero-padded, every loop unrolled so the array stays in registers), its squared norm,
+// and column j of V (float v[NR], NR = min(MR, 32); svd only). Lanes N..width-1 are idle (zero
+// columns that take part in no rotation).
+// Order: parallel round-robin (tournament, circle method) over NP = N rounded up to even
+// columns: NP - 1 rounds per sweep, each pairing every column once; column NP - 1 stays fixed,
+// column j < NP - 1 meets (r - j) mod (NP - 1) in round r (column NP - 1 when that is j itself).
+// Each lane computes its partner from the round, so no data moves except through shuffles.
+// One round, per lane (q = partner, p < q the pair):
+//   - fetch the partner's column with M shuffles, gamma = w_p . w_q (4 partial sums, same
+//     order on both lanes: bitwise the same gamma), the partner's squared norm (1 shuffle);
+//   - rotate when |gamma| > M eps ||w_p|| ||w_q|| (a relative test: graded matrices keep their
+//     small singular values to high relative accuracy) and both squared norms >= 2^-100:
+//     zeta = (beta - alpha) / (2 gamma), t = sign(zeta) / (|zeta| + sqrt(1 + zeta^2)),
+//     c = 1 / sqrt(1 + t^2), s = c t, computed identically by both lanes;
+//     w_p' = c w_p - s w_q, w_q' = s w_p + c w_q (each lane its own column, from the partner's
+//     copy it already holds); alpha' = alpha - t gamma, beta' = beta + t gamma (recomputed from
+//     the column when that loses more than 2 bits, and at each sweep's start);
+//   - V: the same rotation of the lane's V column with the partner's (N shuffles).
+//   A round that rotates nothing for a lane applies c = 1, s = 0 (exact): the round is
+//   branch-free, so every shuffle is in simdgroup-uniform control flow.
+//   Per round and lane (M, N the padded sizes MR, NR): M + N + 1 shuffles, M FMAs for gamma,
+//   2 M for the columns (a multiply and an FMA per entry), 2 N for V, ~25 scalar operations
+//   (2 sqrt, 2 divisions). svdvals: M + 1 shuffles, 3 M FMAs.
+// A sweep in which no lane rotated ends it (one ml_simd_max per sweep).
+// Then s_j = ||w_j|| (rescaled when the square underflows), each column's rank in descending
+// order by N shuffles (ties by index): lane j writes its outputs at position rank(j).
+// U = W S^-1; columns of negligible norm (||w_j||^2 < 2^-100 at the scaled frame) are completed
+// to an orthonormal U (classical Gram-Schmidt twice, through simd sums; only when present).
+// Matrix scaled by a power of two first (max |a| in [1, 2)), so squares neither overflow nor
+// underflow harmfully; scaled back on s only.
+// Contract as svd_bidiag_qr.h: u m x k, s k descending >= 0, vt k x n (k = min(m, n)), row-major;
+// p.flags ignored (thin; square full_matrices is the same problem). Non-finite input: every
+// output of the matrix NaN, ML_INFO_NONFINITE. Info bits 16+: sweeps (the last one, which
+// rotates nothing, included); cap p.max_iter (default 30 sweeps): ML_INFO_NOT_CONVERGED and every
+// output NaN; ML_INFO_RANK_DEFICIENT when s_min <= M ulp s_max.
+// svdvals runs the same rotations of W without V and U, so its s and info are bitwise the svd's.
+// Context: ctx.group_size 16 or 32 (== ml_simd_width); lanes of a larger group beyond the first
+// simdgroup return at once. No scratch, no barriers.
+#ifndef ML_KERNELS_SVD_JACOBI_SIMD_H
+#define ML_KERNELS_SVD_JACOBI_SIMD_H
+
+#define ML_SVDS_MAX_M 64             // rows of the working matrix per lane
+#define ML_SVDS_MAX_N 32             // columns: one per lane
+#define ML_SVDS_TINY 7.8886091e-31f  // 2^-100: a column norm^2 below this counts as zero
+#define ML_SVDS_UP 1.1529215e+18f    // 2^60
+#define ML_SVDS_DOWN 8.6736174e-19f  // 2^-60
+#define ML_SVDS_SWEEPS 30            // default sweep cap (LAPACK sgesvj's NSWEEP)
+
+// Shapes handled at group size 32 (16-lane groups: max(m, n) <= 16, the launch's rule):
+// max(m, n) <= 32 (ml_svd_jacobi_simd), 33..64 with min(m, n) <= 32 (ml_svd_jacobi_simd64).
+ML_HOST_FN int ml_svd_jacobi_simd_fits(int m, int n) {
+  const int big = m > n ? m : n, k = m < n ? m : n;
+  return k >= 1 && big <= 32;
+}
+ML_HOST_FN int ml_svd_jacobi_simd64_fits(int m, int n) {
+  const int big = m > n ? m : n, k = m < n ? m : n;
+  return k >= 1 && k <= ML_SVDS_MAX_N && big > 32 && big <= ML_SVDS_MAX_M;
+}
+// The kernel-table forms (kernel_table.h), for svd and svdvals: registers only, no scratch.
+ML_HOST_FN int ml_svd_jacobi_simd_scratch_floats_flags(int m, int n, int flags) {
+  (void)m;
+  (void)n;
+  (void)flags;
+  return 0;
+}
+ML_HOST_FN int ml_svd_jacobi_simd_fits_flags(int m, int n, int flags, int scratch_floats) {
+  (void)flags;
+  (void)scratch_floats;
+  return ml_svd_jacobi_simd_fits(m, n);
+}
+ML_HOST_FN int ml_svd_jacobi_simd64_fits_flags(int m, int n, int flags, int scratch_floats) {
+  (void)flags;
+  (void)scratch_floats;
+  return ml_svd_jacobi_simd64_fits(m, n);
+}
+
+// 2^e as two normal factors (e in -252..254): x * lo * hi, at most one rounding.
+ML_FN float ml_svds_pow2_lo(int e) { return ml_exp2i(e / 2); }
+ML_FN float ml_svds_pow2_hi(int e) { return ml_exp2i(e - e / 2); }
+
+// Squared norm of a register column (4 partial sums).
+template <int MR>
+ML_FN float ml_svds_norm2(ML_THREAD const float *w) {
+  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+  ML_UNROLL for (int i = 0; i < MR; i += 4) {
+    s0 = ml_fma(w[i], w[i], s0);
+    if (i + 1 < MR) s1 = ml_fma(w[i + 1], w[i + 1], s1);
+    if (i + 2 < MR) s2 = ml_fma(w[i + 2], w[i + 2], s2);
+    if (i + 3 < MR) s3 = ml_fma(w[i + 3], w[i + 3], s3);
+  }
+  return (s0 + s1) + (s2 + s3);
+}
+
+// Every output of the matrix NaN (lane j < N writes its column's share).
+ML_FN void ml_svds_nan_fill(int tall, int vec, int j, int M, int N, ML_DEVICE float *um,
+                            ML_DEVICE float *sm, ML_DEVICE float *vtm) {
+  if (j >= N) return;
+  const float qnan = ml_nan();
+  sm[j] = qnan;
+  if (!vec) return;
+  if (tall) {  // u M x N, vt N x N
+    for (int i = 0; i < M; ++i) um[i * N + j] = qnan;
+    for (int i = 0; i < N; ++i) vtm[j * N + i] = qnan;
+  } else {  // u N x N, vt N x M
+    for (int i = 0; i < N; ++i) um[i * N + j] = qnan;
+    for (int i = 0; i < M; ++i) vtm[j * M + i] = qnan;
+  }
+}
+
+// One matrix: working shape M x N (M >= N, M <= MR, N <= simd width). tall: A is M x N (W = A),
+// else A is N x M (W = A^T). VEC = 0: s and info only.
+template <int MR, int VEC>
+ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
+                        ML_DEVICE const float *am, ML_DEVICE float *um, ML_DEVICE float *sm,
+                        ML_DEVICE float *vtm, ML_DEVICE int *info, ml_i64 g) {
+  const int NR = MR < ML_SVDS_MAX_N ? MR : ML_SVDS_MAX_N;  // V rows per lane
+  const int j = ml_simd_lane(ctx);
+  const bool col = j < N;
+  float w[MR];
+  float amax = 0.0f;
+  bool bad = false;
+  ML_UNROLL for (int i = 0; i < MR; ++i) {
+    float x = 0.0f;
+    if (col && i < M) x = tall ? am[i * N + j] : am[j * M + i];
+    w[i] = x;
+    bad = bad | !ml_isfinite(x);
+    amax = ml_fmax(amax, ml_fabs(x));
+  }
+  if (ml_simd_max(ctx, bad ? 1.0f : 0.0f) > 0.0f) {
+    ml_svds_nan_fill(tall, VEC, j, M, N, um, sm, vtm);
+    if (info && j == 0) info[g] = ML_INFO_NONFINITE;
+    return;
+  }
+  amax = ml_simd_max(ctx, amax);
+  // Scale by a power of two: max |a| in [1, 2).
+  const int ex = amax > 0.0f ? ml_ilogb(amax) : 0;
+  if (ex != 0) {
+    const float f1 = ml_svds_pow2_lo(-ex), f2 = ml_svds_pow2_hi(-ex);
+    ML_UNROLL for (int i = 0; i < MR; ++i) w[i] = w[i] * f1 * f2;
+  }
+  float v[VEC ? NR : 1];
+  ML_UNROLL for (int i = 0; i < (VEC ? NR : 1); ++i) v[i] = (VEC && i == j) ? 1.0f : 0.0f;
+
+  // Round-robin pairing over NP columns: K = NP - 1 rounds per sweep.
+  const int NP = N + (N & 1), K = NP - 1, half = NP / 2;
+  const float tol = (float)M * ML_FLT_EPS;
+  int sweeps = 0, converged = N < 2 ? 1 : 0;
+  while (!converged && sweeps < max_sweeps) {
+    float nrm = ml_svds_norm2<MR>(w);
+    int pk = j < K ? (K - j) % K : 0;  // (r - j) mod K at r = 0
+    int pf = 0;                        // partner of the fixed column K
+    bool rotated = false;
+    for (int r = 0; r < K; ++r) {
+      const int q = j >= NP ? j : (j == K ? pf : (pk == j ? K : pk));
+      const bool lower = j < q;
+      // Partner's column, gamma = w_p . w_q in the same order on both lanes.
+      float wq[MR];
+      float g0 = 0.0f, g1 = 0.0f, g2 = 0.0f, g3 = 0.0f;
+      ML_UNROLL for (int i = 0; i < MR; i += 4) {
+        wq[i] = ml_simd_shuffle(ctx, w[i], q);
+        g0 = ml_fma(w[i], wq[i], g0);
+        if (i + 1 < MR) {
+          wq[i + 1] = ml_simd_shuffle(ctx, w[i + 1], q);
+          g1 = ml_fma(w[i + 1], wq[i + 1], g1);
+        }
+        if (i + 2 < MR) {
+          wq[i + 2] = ml_simd_shuffle(ctx, w[i + 2], q);
+          g2 = ml_fma(w[i + 2], wq[i + 2], g2);
+        }
+        if (i + 3 < MR) {
+          wq[i + 3] = ml_simd_shuffle(ctx, w[i + 3], q);
+          g3 = ml_fma(w[i + 3], wq[i + 3], g3);
+        }
+      }
+      const float ga = (g0 + g1) + (g2 + g3);
+      const float pn = ml_simd_shuffle(ctx, nrm, q);
+      const float al = lower ? nrm : pn, be = lower ? pn : nrm;
+      float c = 1.0f, t = 0.0f;
+      if (q != j && al >= ML_SVDS_TINY && be >= ML_SVDS_TINY &&
+          ml_fabs(ga) > tol * (ml_sqrt(al) * ml_sqrt(be))) {
+        // t: the smaller root of t^2 + 2 zeta t - 1 = 0 (zeroes the new w_p . w_q).
+        const float zeta = (be - al) / (2.0f * ga);
+        const float az = ml_fabs(zeta);
+        t = 1.0f / (az + (az < 1.0e18f ? ml_sqrt(1.0f + az * az) : az));
+        t = zeta < 0.0f ? -t : t;
+        c = 1.0f / ml_sqrt(1.0f + t * t);
+        rotated = true;
+      }
+      const float sg = lower ? -(c * t) : c * t;  // this lane's coefficient of the partner
+      ML_UNROLL for (int i = 0; i < MR; ++i) w[i] = ml_fma(c, w[i], sg * wq[i]);
+      if (t != 0.0f) {  // the norm update; recomputed when it cancels (lost > 2 bits)
+        const float nn = nrm + (lower ? -t : t) * ga;
+        nrm = nn >= 0.25f * nrm ? nn : ml_svds_norm2<MR>(w);
+      }
+      if (VEC) {
+        ML_UNROLL for (int i = 0; i < (VEC ? NR : 1); ++i) {
+          const float vq = ml_simd_shuffle(ctx, v[i], q);
+          v[i] = ml_fma(c, v[i], sg * vq);
+        }
+      }
+      pk = pk + 1 == K ? 0 : pk + 1;
+      pf = pf + half >= K ? pf + half - K : pf + half;
+    }
+    ++sweeps;
+    converged = ml_simd_max(ctx, rotated ? 1.0f : 0.0f) > 0.0f ? 0 : 1;
+  }
+  if (!converged) {  // sweep cap reached: NaN outputs, as for non-finite input
+    ml_svds_nan_fill(tall, VEC, j, M, N, um, sm, vtm);
+    if (info && j == 0)
+      info[g] = ML_INFO_NOT_CONVERGED | (ml_imin(sweeps, 0xffff) << ML_INFO_SWEEPS_SHIFT);
+    return;
+  }
+
+  // Singular values: the column norms (rescaled when their squares underflow).
+  float n2 = ml_svds_norm2<MR>(w);
+  const bool tiny = n2 < ML_SVDS_TINY;
+  float sv;
+  if (tiny) {
+    float x[MR];
+    ML_UNROLL for (int i = 0; i < MR; ++i) x[i] = w[i] * ML_SVDS_UP;
+    sv = ml_sqrt(ml_svds_norm2<MR>(x)) * ML_SVDS_DOWN;
+  } else {
+    sv = ml_sqrt(n2);
+  }
+  // Rank of each column in descending order (ties by index): its output position.
+  int rk = 0;
+  for (int t = 0; t < N; ++t) {
+    const float st = ml_simd_shuffle(ctx, sv, t);
+    rk += (t != j && (st > sv || (st == sv && t < j))) ? 1 : 0;
+  }
+  const float smax = ml_simd_max(ctx, col ? sv : 0.0f);
+  const float smin = ml_simd_min(ctx, col ? sv : ml_inf());
+  if (col) sm[rk] = sv * ml_svds_pow2_lo(ex) * ml_svds_pow2_hi(ex);
+  if (info && j == 0) {
+    int bits = 0;
+    if (smin <= (float)M * ML_FLT_ULP * smax) bits |= ML_INFO_RANK_DEFICIENT;
+    info[g] = bits | (ml_imin(sweeps, 0xffff) << ML_INFO_SWEEPS_SHIFT);
+  }
+  if (!VEC) return;  // svdvals stops here
+
+  // U = W S^-1.
+  const bool lone = col && tiny;  // a negligible column: completed below
+  if (col && !tiny) {
+    const float inv = 1.0f / sv;
+    ML_UNROLL for (int i = 0; i < MR; ++i) w[i] *= inv;
+  }
+  if (ml_simd_max(ctx, lone ? 1.0f : 0.0f) > 0.0f) {
+    // Each negligible column in turn (uniform loop): start from the unit vector e_is farthest
+    // from the span of the columns already set, then Gram-Schmidt twice against them; every
+    // lane computes the same x, lane jt keeps it.
+    for (int jt = 0; jt < N; ++jt) {
+      if (ml_simd_shuffle(ctx, lone ? 1.0f : 0.0f, jt) == 0.0f) continue;
+      const bool used = col && j != jt && (!lone || j < jt);
+      float best = -1.0f;
+      int is = 0;
+      ML_UNROLL for (int i = 0; i < MR; ++i) {
+        const float res = 1.0f - ml_simd_sum(ctx, used ? w[i] * w[i] : 0.0f);
+        if (i < M && res > best) {
+          best = res;
+          is = i;
+        }
+      }
+      float x[MR];
+      ML_UNROLL for (int i = 0; i < MR; ++i) x[i] = i == is ? 1.0f : 0.0f;
+      ML_UNROLL for (int pass = 0; pass < 2; ++pass) {
+        float d = 0.0f;
+        ML_UNROLL for (int i = 0; i < MR; ++i) d = ml_fma(x[i], w[i], d);
+        d = used ? d : 0.0f;
+        ML_UNROLL for (int i = 0; i < MR; ++i) x[i] -= ml_simd_sum(ctx, d * w[i]);
+      }
+      const float inv = 1.0f / ml_sqrt(ml_svds_norm2<MR>(x));
+      if (j == jt) {
+        ML_UNROLL for (int i = 0; i < MR; ++i) w[i] = x[i] * inv;
+      }
+    }
+  }
+  if (!col) return;
+  // Tall: u (M x N) = U, vt (N x N) = V^T. Wide: u (N x N) = V, vt (N x M) = U^T.
+  if (tall) {
+    ML_UNROLL for (int i = 0; i < MR; ++i) {
+      if (i < M) um[i * N + rk] = w[i];
+    }
+    ML_UNROLL for (int i = 0; i < (VEC ? NR : 1); ++i) {
+      if (i < N) vtm[rk * N + i] = v[i];
+    }
+  } else {
+    ML_UNROLL for (int i = 0; i < (VEC ? NR : 1); ++i) {
+      if (i < N) um[i * N + rk] = v[i];
+    }
+    ML_UNROLL for (int i = 0; i < MR; ++i) {
+      if (i < M) vtm[rk * M + i] = w[i];
+    }
+  }
+}
+
+// The entries, for working-matrix rows in LO..HI (register columns of 16, 32 or 64 rows; each
+// entry's register allocation is that of its largest column, so the 64-row case is its own).
+#define ML_SVDS_DISPATCH(VEC)                                                                  \
+  if (HI <= 32 && M <= 16)                                                                     \
+    ml_svds_impl<16, VEC>(ctx, tall, M, N, max_sweeps, am, um, sm, vtm, info, g);              \
+  else if (HI <= 32)                                                                           \
+    ml_svds_impl<32, VEC>(ctx, tall, M, N, max_sweeps, am, um, sm, vtm, info, g);              \
+  else                                                                                         \
+    ml_svds_impl<64, VEC>(ctx, tall, M, N, max_sweeps, am, um, sm, vtm, info, g);
+
+template <int LO, int HI>
+ML_FN void ml_svds_svd_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                             ML_DEVICE float *u, ML_DEVICE float *s, ML_DEVICE float *vt,
+                             ML_DEVICE int *info) {
+  if (ctx.group_id >= p.batch || ctx.lane >= ML_SIMD_WIDTH) return;
+  const int m = p.m, n = p.n;
+  const int tall = m >= n, M = tall ? m : n, N = tall ? n : m;
+  if (M < LO || M > HI || N < 1 || N > ML_SVDS_MAX_N || N > ml_simd_width(ctx)) return;
+  const int max_sweeps = p.max_iter > 0 ? p.max_iter : ML_SVDS_SWEEPS;
+  const ml_i64 g = ctx.group_id;
+  ML_DEVICE const float *am = a + g * (ml_i64)m * n;
+  ML_DEVICE float *um = u + g * (ml_i64)m * N;
+  ML_DEVICE float *sm = s + g * (ml_i64)N;
+  ML_DEVICE float *vtm = vt + g * (ml_i64)N * n;
+  ML_SVDS_DISPATCH(1)
+}
+template <int LO, int HI>
+ML_FN void ml_svds_svdvals_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                                 ML_DEVICE float *s, ML_DEVICE int *info) {
+  if (ctx.group_id >= p.batch || ctx.lane >= ML_SIMD_WIDTH) return;
+  const int m = p.m, n = p.n;
+  const int tall = m >= n, M = tall ? m : n, N = tall ? n : m;
+  if (M < LO || M > HI || N < 1 || N > ML_SVDS_MAX_N || N > ml_simd_width(ctx)) return;
+  const int max_sweeps = p.max_iter > 0 ? p.max_iter : ML_SVDS_SWEEPS;
+  const ml_i64 g = ctx.group_id;
+  ML_DEVICE const float *am = a + g * (ml_i64)m * n;
+  ML_DEVICE float *sm = s + g * (ml_i64)N;
+  ML_DEVICE float *um = sm;  // unused
+  ML_DEVICE float *vtm = sm;
+  ML_SVDS_DISPATCH(0)
+}
+
+// Entry: u (m x k), s (k, descending, >= 0), vt (k x n), k = min(m, n); p.flags ignored.
+// max(m, n) <= 32. Shapes the kernel does not handle (ml_svd_jacobi_simd_fits, or more columns
+// than the simdgroup has lanes) are left untouched.
+ML_FN void ml_svd_jacobi_simd(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                              ML_DEVICE float *u, ML_DEVICE float *s, ML_DEVICE float *vt,
+                              ML_DEVICE int *info) {
+  ml_svds_svd_entry<1, 32>(ctx, p, a, u, s, vt, info);
+}
+// Entry: singular values only (no vectors formed or rotated; p.flags ignored); s and info
+// bitwise those of ml_svd_jacobi_simd.
+ML_FN void ml_svdvals_jacobi_simd(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                                  ML_DEVICE float *s, ML_DEVICE int *info) {
+  ml_svds_svdvals_entry<1, 32>(ctx, p, a, s, info);
+}
+// The same for 33 <= max(m, n) <= 64, min(m, n) <= 32 (64-row register columns):
+// ml_svd_jacobi_simd64_fits.
+ML_FN void ml_svd_jacobi_simd64(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                                ML_DEVICE float *u, ML_DEVICE float *s, ML_DEVICE float *vt,
+                                ML_DEVICE int *info) {
+  ml_svds_svd_entry<33, 64>(ctx, p, a, u, s, vt, info);
+}
+ML_FN void ml_svdvals_jacobi_simd64(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                                    ML_DEVICE float *s, ML_DEVICE int *info) {
+  ml_svds_svdvals_entry<33, 64>(ctx, p, a, s, info);
+}
+
+#undef ML_SVDS_DISPATCH
+
+#endif  // ML_KERNELS_SVD_JACOBI_SIMD_H

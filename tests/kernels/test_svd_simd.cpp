@@ -1,0 +1,313 @@
+// Test of the SIMD SVD kernels (core/kernels/svd_jacobi_simd.h: one-sided Jacobi, one lane per
+// column, shuffles only) through the CPU runner at group size 32 and, where max(m, n) <= 16, 16
+// (one thread per lane, real shuffles): square n = 1..32, tall and wide shapes up to 64 rows, on
+// the matrix families of test_svd.cpp (plus exact zero columns and a column-graded family),
+// LAPACK's ratios in double, singular values against a double one-sided Jacobi reference,
+// svdvals bitwise equal to svd, NaN/Inf isolation inside a batch, the info word and the sweep
+// cap (p.max_iter = 1: NaN outputs and NOT_CONVERGED, diagonal matrices exact).
+// Beside it the group kernel svd_bidiag_qr runs on the same matrices (group size 32); the test
+// prints both kernels' worst ratios per family, and the relative error of the singular values
+// (max_i |s_i - s_ref_i| / (s_ref_i ulp)) on the graded families, where one-sided Jacobi is
+// known to be more accurate; it checks that Jacobi's is within a bound there.
+// Usage: test_svd_simd [KT_TIMING=1 in the environment prints the time per shape]
+#include "kernel_runner.h"
+#include "../../core/kernels/svd_bidiag_qr.h"
+#include "../../core/kernels/svd_jacobi_simd.h"
+#include "kernel_test_util.h"
+
+#include <map>
+
+using kt::Mat;
+using kt::Report;
+using kt::SvdArgs;
+
+namespace {
+
+constexpr double kSvdLimit = 35;  // docs/design.md section 7, as test_svd.cpp
+
+void svd_entry(const ml_ctx &ctx, void *user) {
+  auto &x = *static_cast<SvdArgs *>(user);
+  ml_svd_jacobi_simd(ctx, x.p, x.a, x.u, x.s, x.vt, x.info);    // max(m, n) <= 32
+  ml_svd_jacobi_simd64(ctx, x.p, x.a, x.u, x.s, x.vt, x.info);  // 33..64 (each returns at once
+}                                                               // on the other's shapes)
+void svdvals_entry(const ml_ctx &ctx, void *user) {
+  auto &x = *static_cast<SvdArgs *>(user);
+  ml_svdvals_jacobi_simd(ctx, x.p, x.a, x.s, x.info);
+  ml_svdvals_jacobi_simd64(ctx, x.p, x.a, x.s, x.info);
+}
+void bidiag_entry(const ml_ctx &ctx, void *user) {
+  auto &x = *static_cast<SvdArgs *>(user);
+  ml_svd_bidiag_qr(ctx, x.p, x.a, x.u, x.s, x.vt, x.info);
+}
+
+std::string where(const char *op, int gs, int m, int n, const std::string &fam, int idx) {
+  char b[200];
+  std::snprintf(b, sizeof b, "%s gs%d %dx%d %s #%d", op, gs, m, n, fam.c_str(), idx);
+  return b;
+}
+
+// Worst ratios per family, of the Jacobi kernel and of bidiag_qr on the same matrices.
+struct Worst {
+  double resid = 0, orth_u = 0, orth_v = 0, sval = 0, srel = 0;
+  void add(const kt::SvdRatios &x, double rel) {
+    resid = std::max(resid, x.resid);
+    orth_u = std::max(orth_u, x.orth_u);
+    orth_v = std::max(orth_v, x.orth_v);
+    sval = std::max(sval, x.sval);
+    srel = std::max(srel, rel);
+  }
+};
+struct Tables {
+  std::map<std::string, Worst> jac, qr;
+  int max_sweeps = 0;
+};
+
+// max_i |s_i - ref_i| / (ref_i ulp) over the nonzero reference values: relative accuracy of
+// every singular value, small ones included.
+double relative_error(const float *s, const std::vector<double> &ref) {
+  double e = 0;
+  for (size_t i = 0; i < ref.size(); ++i)
+    if (ref[i] > 0) e = std::max(e, std::fabs(s[i] - ref[i]) / (ref[i] * kt::kUlp));
+  return e;
+}
+
+// B D for a Gaussian B and D = 1 .. 10^-decades geometric (column grading).
+Mat column_graded(std::mt19937_64 &rng, int m, int n, double decades) {
+  Mat a = kt::gaussian(rng, m, n);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) a(i, j) *= std::pow(10.0, n > 1 ? -decades * j / (n - 1) : 0);
+  return a;
+}
+
+// One batch at group size gs: every family, a NaN matrix in the middle and an Inf one at the
+// end, through svd and svdvals (and bidiag_qr when compare); each matrix checked on its own.
+// part/parts: only the families whose index is part modulo parts, and gaussian (the CPU runner
+// pays a simdgroup barrier per shuffle: the full set at every shape would take many minutes).
+void check_svd(Report &rep, Tables &tab, int gs, int m, int n, std::mt19937_64 &rng,
+               bool compare, int part = 0, int parts = 1) {
+  kt::Timer timer("svd_jacobi_simd", m, n, gs);
+  auto fams = kt::svd_families(m, n, rng, true);
+  Mat zc = kt::gaussian(rng, m, n);  // exact zero columns (and rows): rank-deficient U/V
+  for (int i = 0; i < m; ++i) zc(i, 0) = 0;
+  if (m > 2)
+    for (int j = 0; j < n; ++j) zc(m - 1, j) = 0;
+  fams.push_back({"zero_cols", zc});
+  fams.push_back({"colgraded", m >= n ? column_graded(rng, m, n, 6) : kt::transpose(
+                                                                         column_graded(rng, n, m, 6))});
+  if (parts > 1) {
+    kt::Families sel;
+    for (size_t i = 0; i < fams.size(); ++i)
+      if (i == 0 || int(i) % parts == part) sel.push_back(fams[i]);
+    fams.swap(sel);
+  }
+  const int k = std::min(m, n);
+  const int nf = int(fams.size()), batch = nf + 2, bad_nan = nf / 2;
+  std::vector<float> a;
+  std::vector<std::string> names;
+  for (int b = 0, f = 0; b < batch; ++b) {
+    std::vector<float> v;
+    if (b == bad_nan || b == batch - 1) {
+      v = kt::to_float(kt::gaussian(rng, m, n));
+      v[size_t(rng() % v.size())] = b == bad_nan ? std::numeric_limits<float>::quiet_NaN()
+                                                 : std::numeric_limits<float>::infinity();
+      names.push_back(b == bad_nan ? "nan" : "inf");
+    } else {
+      v = kt::to_float(fams[f].second);
+      names.push_back(fams[f++].first);
+    }
+    a.insert(a.end(), v.begin(), v.end());
+  }
+  std::vector<float> u(size_t(batch) * m * k, -7.f), s(size_t(batch) * k, -7.f),
+      vt(size_t(batch) * k * n, -7.f), s2(size_t(batch) * k, -7.f);
+  std::vector<int> info(batch, -1), info2(batch, -1);
+  SvdArgs args{{m, n, 0, 0, batch, 0}, a.data(), u.data(), s.data(), vt.data(), info.data()};
+  ml::kernel_runner::run(gs, batch, 0, svd_entry, &args);
+  SvdArgs args2{{m, n, 0, 0, batch, 0}, a.data(), nullptr, s2.data(), nullptr, info2.data()};
+  ml::kernel_runner::run(gs, batch, 0, svdvals_entry, &args2);
+  std::vector<float> uq, sq, vq;
+  std::vector<int> iq(batch, -1);
+  if (compare) {
+    uq.assign(u.size(), -7.f);
+    sq.assign(s.size(), -7.f);
+    vq.assign(vt.size(), -7.f);
+    const int flags = ML_K_SVD_V_SHARED;
+    SvdArgs q{{m, n, flags, 0, batch, 0}, a.data(), uq.data(), sq.data(), vq.data(), iq.data()};
+    ml::kernel_runner::run(32, batch, ml_svd_bidiag_qr_scratch_floats_flags(m, n, flags),
+                           bidiag_entry, &q);
+  }
+
+  for (int b = 0; b < batch; ++b) {
+    const std::string at = where("svd", gs, m, n, names[b], b);
+    const float *ub = u.data() + size_t(b) * m * k, *vb = vt.data() + size_t(b) * k * n;
+    const float *sb = s.data() + size_t(b) * k, *s2b = s2.data() + size_t(b) * k;
+    if (names[b] == "nan" || names[b] == "inf") {
+      kt::expect_svd_nonfinite(rep, at, m, n, ub, sb, vb, s2b, info[b], info2[b]);
+      continue;
+    }
+    kt::expect_svd_outputs(rep, at, m, n, ub, sb, vb, s2b, info[b], info2[b]);
+    const int sweeps = info[b] >> ML_INFO_SWEEPS_SHIFT;
+    tab.max_sweeps = std::max(tab.max_sweeps, sweeps);
+    if (names[b] == "gaussian" && k >= 2) rep.expect(sweeps > 0, at + " sweeps counted");
+
+    const Mat A = kt::from_float(a.data() + size_t(b) * m * n, m, n);
+    const kt::SvdRatios x = kt::check_svd_ratios(rep, at, names[b], A, ub, sb, vb, info[b],
+                                                 kSvdLimit);
+    const auto ref = kt::reference_singular_values(A);
+    const double rel = relative_error(sb, ref);
+    tab.jac[names[b]].add(x, rel);
+    // Relative accuracy of every singular value on the column-graded family (scaled columns
+    // of a well-conditioned matrix: one-sided Jacobi's error bound is eps times the condition
+    // of the column-scaled matrix, independent of the grading).
+    if (names[b] == "colgraded") rep.ratio(rel / (m + n), 4, at + " relative s error / (m+n)");
+    // Rank-deficiency bit: also for the exact zero columns.
+    const bool rd = (info[b] & ML_INFO_RANK_DEFICIENT) != 0;
+    if (names[b] == "zero_cols" && (n <= m || m > 2)) rep.expect(rd, at + " zero_cols flagged");
+    if (compare) {
+      const size_t o = size_t(b);
+      const kt::SvdRatios y =
+          kt::svd_ratios(A, uq.data() + o * m * k, sq.data() + o * k, vq.data() + o * k * n);
+      tab.qr[names[b]].add(y, relative_error(sq.data() + o * k, ref));
+    }
+  }
+}
+
+// The sweep cap at group size gs: max_iter = 1 stops the matrices that need more sweeps with
+// NOT_CONVERGED, one sweep counted and every output NaN; diagonal matrices (with a zero and
+// repeated entries) in the same batch converge in that one sweep, exact and bitwise as under
+// the default cap. Plus: info may be null, groups beyond the batch are ignored, out-of-range
+// shapes are left alone.
+void check_cap(Report &rep, int gs, int m, int n, std::mt19937_64 &rng) {
+  const int k = std::min(m, n), batch = 4;
+  std::vector<float> a;
+  for (int b = 0; b < batch; ++b) {
+    Mat x(m, n);
+    if (b % 2 == 0) {
+      x = kt::gaussian(rng, m, n);
+    } else {
+      for (int i = 0; i < k; ++i) x(i, i) = (i % 3 == 2) ? 0.0 : (i % 4 == 1 ? -2.5 : 1.0 + i);
+    }
+    auto v = kt::to_float(x);
+    a.insert(a.end(), v.begin(), v.end());
+  }
+  for (int cap : {1, 0}) {
+    std::vector<float> u(size_t(batch) * m * k, -7.f), s(size_t(batch) * k, -7.f),
+        vt(size_t(batch) * k * n, -7.f), s2(size_t(batch) * k, -7.f);
+    std::vector<int> info(batch, -1), info2(batch, -1);
+    SvdArgs args{{m, n, 0, cap, batch, 0}, a.data(), u.data(), s.data(), vt.data(), info.data()};
+    ml::kernel_runner::run(gs, batch, 0, svd_entry, &args);
+    SvdArgs args2{{m, n, 0, cap, batch, 0}, a.data(), nullptr, s2.data(), nullptr, info2.data()};
+    ml::kernel_runner::run(gs, batch, 0, svdvals_entry, &args2);
+    for (int b = 0; b < batch; ++b) {
+      const std::string at = where(cap ? "svd cap1" : "svd cap0", gs, m, n,
+                                   b % 2 ? "diagonal" : "gaussian", b);
+      const float *ub = u.data() + size_t(b) * m * k, *vb = vt.data() + size_t(b) * k * n;
+      const float *sb = s.data() + size_t(b) * k;
+      if (b % 2 == 0 && cap == 1 && k >= 2) {
+        rep.expect((info[b] & ML_INFO_NOT_CONVERGED) && (info[b] >> ML_INFO_SWEEPS_SHIFT) == 1 &&
+                       info2[b] == info[b],
+                   at + " sweep cap");
+        rep.expect(kt::all_nan(ub, size_t(m) * k) && kt::all_nan(sb, k) &&
+                       kt::all_nan(vb, size_t(k) * n) && kt::all_nan(s2.data() + b * k, k),
+                   at + " capped: NaN outputs");
+        continue;
+      }
+      rep.expect((info[b] & ML_INFO_NOT_CONVERGED) == 0, at + " converged");
+      if (b % 2 == 1) {  // diagonal: s = |d| sorted exactly, one sweep
+        std::vector<float> d;
+        for (int i = 0; i < k; ++i) d.push_back(std::fabs(a[size_t(b) * m * n + size_t(i) * n + i]));
+        std::sort(d.rbegin(), d.rend());
+        rep.expect(std::memcmp(d.data(), sb, sizeof(float) * k) == 0, at + " diagonal exact");
+        rep.expect((info[b] >> ML_INFO_SWEEPS_SHIFT) == (k >= 2 ? 1 : 0), at + " one sweep");
+        const kt::SvdRatios x = kt::svd_ratios(kt::from_float(a.data() + size_t(b) * m * n, m, n),
+                                               ub, sb, vb);
+        rep.ratio(x.resid, 1, at + " diagonal |A-USVt|");
+        rep.ratio(x.orth_u, 1, at + " diagonal |I-UtU|");
+        rep.ratio(x.orth_v, 1, at + " diagonal |I-VVt|");
+      }
+    }
+  }
+  // info null, two groups beyond the batch.
+  std::vector<float> s3(size_t(batch) * k, -7.f);
+  SvdArgs args3{{m, n, 0, 0, batch, 0}, a.data(), nullptr, s3.data(), nullptr, nullptr};
+  ml::kernel_runner::run(gs, batch + 2, 0, svdvals_entry, &args3);
+  rep.expect(kt::all_finite(s3.data(), s3.size()), where("svdvals no info", gs, m, n, "", 0));
+}
+
+void check_fits(Report &rep) {
+  rep.expect(ml_svd_jacobi_simd_fits(32, 32) && ml_svd_jacobi_simd_fits(1, 1) &&
+                 ml_svd_jacobi_simd_fits(32, 1) && ml_svd_jacobi_simd_fits(3, 32) &&
+                 !ml_svd_jacobi_simd_fits(33, 2) && !ml_svd_jacobi_simd_fits(2, 33) &&
+                 !ml_svd_jacobi_simd_fits(0, 2),
+             "fits");
+  rep.expect(ml_svd_jacobi_simd64_fits(64, 32) && ml_svd_jacobi_simd64_fits(32, 64) &&
+                 ml_svd_jacobi_simd64_fits(64, 1) && ml_svd_jacobi_simd64_fits(33, 5) &&
+                 !ml_svd_jacobi_simd64_fits(32, 32) && !ml_svd_jacobi_simd64_fits(33, 33) &&
+                 !ml_svd_jacobi_simd64_fits(65, 8) && !ml_svd_jacobi_simd64_fits(8, 65),
+             "fits64");
+  std::vector<float> big(33 * 33, 1.f), o(33 * 33, -7.f);
+  SvdArgs y{{33, 33, 0, 0, 1, 0}, big.data(), o.data(), o.data(), o.data(), nullptr};
+  ml::kernel_runner::run(32, 1, 0, svd_entry, &y);
+  rep.expect(o[0] == -7.f, "33x33 untouched");
+  // 17 columns at group size 16: more columns than lanes, left untouched.
+  SvdArgs z{{17, 17, 0, 0, 1, 0}, big.data(), o.data(), o.data(), o.data(), nullptr};
+  ml::kernel_runner::run(16, 1, 0, svd_entry, &z);
+  rep.expect(o[0] == -7.f, "17x17 at 16 lanes untouched");
+}
+
+void print_table(const char *title, const std::map<std::string, Worst> &jac,
+                 const std::map<std::string, Worst> &qr) {
+  std::printf("%s\n%-15s | %-33s | %-33s\n", title, "family", "jacobi_simd resid orthU orthV s",
+              "bidiag_qr resid orthU orthV s");
+  for (const auto &[f, x] : jac) {
+    auto it = qr.find(f);
+    std::printf("%-15s | %6.3g %6.3g %6.3g %6.3g rel %-8.3g |", f.c_str(), x.resid, x.orth_u,
+                x.orth_v, x.sval, x.srel);
+    if (it != qr.end())
+      std::printf(" %6.3g %6.3g %6.3g %6.3g rel %-8.3g", it->second.resid, it->second.orth_u,
+                  it->second.orth_v, it->second.sval, it->second.srel);
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+int main() {
+  Report rep;
+  std::mt19937_64 rng(86420);
+  Tables tab, tab16;
+  // KT_FULL=1: every family at every shape (slow); default: a third of the families per
+  // shape, rotating, so every family meets every third size; all of them at the shapes where
+  // bidiag_qr runs beside it (the comparison table).
+  const int parts = std::getenv("KT_FULL") ? 1 : 3;
+  check_fits(rep);
+  for (int n : {5, 16, 32}) check_svd(rep, tab, 32, n, n, rng, true);
+  check_svd(rep, tab, 32, 64, 32, rng, true);
+  check_svd(rep, tab16, 16, 16, 16, rng, false);
+  // Square 1..32 at 32 lanes, and at 16 lanes up to 16.
+  for (int n = 1; n <= 32; ++n) check_svd(rep, tab, 32, n, n, rng, false, n % parts, parts);
+  for (int n = 1; n <= 16; ++n) check_svd(rep, tab16, 16, n, n, rng, false, (n + 1) % parts, parts);
+  // Tall and wide, both group sizes where they apply.
+  const int shapes[][2] = {{2, 1},  {16, 3},  {9, 16},  {16, 13}, {5, 12},  {32, 8},
+                           {8, 32}, {33, 17}, {17, 40}, {48, 32}, {32, 64}, {64, 1},
+                           {1, 64}, {64, 5},  {40, 31}, {31, 45}};
+  int idx = 0;
+  for (const auto &sh : shapes) {
+    check_svd(rep, tab, 32, sh[0], sh[1], rng, false, idx++ % parts, parts);
+    if (std::max(sh[0], sh[1]) <= 16)
+      check_svd(rep, tab16, 16, sh[0], sh[1], rng, false, idx++ % parts, parts);
+  }
+  for (const auto &sh : {std::pair{32, 32}, std::pair{20, 7}, std::pair{6, 29}, std::pair{64, 32},
+                         std::pair{1, 1}, std::pair{2, 2}})
+    check_cap(rep, 32, sh.first, sh.second, rng);
+  for (const auto &sh : {std::pair{16, 16}, std::pair{11, 4}, std::pair{3, 13}})
+    check_cap(rep, 16, sh.first, sh.second, rng);
+
+  print_table("worst ratios per family, group size 32 (bidiag_qr at 32 lanes, same matrices); "
+              "rel: max_i |s_i - s_ref_i| / (s_ref_i ulp)",
+              tab.jac, tab.qr);
+  print_table("worst ratios per family, group size 16", tab16.jac, {});
+  std::printf("most sweeps %d (32 lanes), %d (16 lanes)\n", tab.max_sweeps, tab16.max_sweeps);
+  std::printf("%d checks, %d failures (worst ratio %.3g at %s)\n", rep.checks, rep.failures,
+              rep.worst, rep.worst_where.c_str());
+  return rep.failures == 0 ? 0 : 1;
+}
