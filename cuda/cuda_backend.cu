@@ -2,8 +2,9 @@
 // onto the entry points of cuda/kernels.cu, on the caller's stream, and the synchronous path for
 // host buffers. Launch shapes come from launch_config.h.
 // A block runs one matrix (or several one-warp groups / lane-per-matrix threads); its scratch is
-// dynamic shared memory, raised above 48 KB once per kernel and device. No kernel needs global
-// workspace, so device calls never allocate.
+// dynamic shared memory, raised above 48 KB once per kernel and device. Global plans
+// (Launch::kGlobal, shapes beyond the shared window) run one matrix per block with the scratch
+// in the caller's device workspace (workspace_bytes); device calls never allocate.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -97,17 +98,28 @@ struct KernelState {
   int max_threads = 0;
 };
 
-// Raises the kernel's dynamic shared-memory limit to the device's budget, once per device.
-// Done outside any stream capture in practice: the first call of each kernel prepares it.
-const KernelState &prepare(int k, int dev, bool lane) {
-  static KernelState states[kMaxDevices][kMaxKernels][2];
-  KernelState &s = states[dev][k][lane ? 1 : 0];
-  std::call_once(s.once, [&s, k, dev, lane] {
+// Which entry of a KernelDesc a launch uses.
+enum EntryKind { kEntryBlock = 0, kEntryLane = 1, kEntryGlobal = 2 };
+
+const void *entry_of(const KernelDesc &d, int kind) {
+  if (kind == kEntryGlobal) return reinterpret_cast<const void *>(d.global_entry);
+  return reinterpret_cast<const void *>(kind == kEntryLane ? d.lane_entry : d.entry);
+}
+
+// Raises the kernel's dynamic shared-memory limit to the device's budget, once per device
+// (global entries use none). Done outside any stream capture in practice: the first call of
+// each kernel prepares it.
+const KernelState &prepare(int k, int dev, int kind) {
+  static KernelState states[kMaxDevices][kMaxKernels][3];
+  KernelState &s = states[dev][k][kind];
+  std::call_once(s.once, [&s, k, dev, kind] {
     int count = 0;
     const KernelDesc &d = kernels(&count)[k];
-    const void *fn = reinterpret_cast<const void *>(lane ? d.lane_entry : d.entry);
-    s.err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 device_info(dev).budget_floats * static_cast<int>(sizeof(float)));
+    const void *fn = entry_of(d, kind);
+    if (kind != kEntryGlobal)
+      s.err =
+          cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               device_info(dev).budget_floats * static_cast<int>(sizeof(float)));
     cudaFuncAttributes attr;
     if (s.err == cudaSuccess) s.err = cudaFuncGetAttributes(&attr, fn);
     if (s.err == cudaSuccess) s.max_threads = attr.maxThreadsPerBlock;
@@ -134,23 +146,85 @@ int forced_lane_matrices() {
   static const int v = env_int("METAL_LINALG_CUDA_LANE_MATRICES");
   return v;
 }
+// Matrices in flight of a global launch, at most (tests: several chunks on a small batch).
+int forced_global_matrices() {
+  static const int v = env_int("METAL_LINALG_CUDA_GLOBAL_MATRICES");
+  return v;
+}
+
+// Slice floats (in *slice) and matrices in flight of global plan pl for c (0 if pl is not
+// one): routing.h's bound, or fewer when forced. The workspace is their product x 4 bytes.
+int64_t global_matrices(const Call &c, const Plan &pl, int64_t *slice) {
+  const int64_t scratch = global_scratch_floats(c, pl, nullptr);
+  *slice = global_slice_floats(scratch);
+  if (scratch <= 0 || c.batch <= 0) return 0;
+  int64_t in_flight = global_in_flight(c.batch, *slice);
+  if (forced_global_matrices() > 0) in_flight = std::min<int64_t>(in_flight, forced_global_matrices());
+  return in_flight;
+}
+
+int64_t global_bytes(const Call &c, const Plan &pl) {
+  int64_t slice = 0;
+  const int64_t in_flight = global_matrices(c, pl, &slice);
+  return in_flight * slice * 4;
+}
 
 ml_status cuda_fail(ml_status st, const char *what, cudaError_t err) {
   return fail(st, kWhere, "%s: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err));
 }
 
+// Enqueues global plan pl for c: one matrix per block, block b's scratch the b-th slice of the
+// workspace (global_bytes(c, pl) bytes at ws, checked by the caller); batches with
+// more matrices than slices run as launches of at most that many blocks, one after another on
+// the stream, each reusing the workspace (stream order keeps them apart).
+ml_status launch_global(const Plan &pl, int dev, const Call &c, cudaStream_t stream, float *ws) {
+  int count = 0;
+  const KernelDesc &k = kernels(&count)[pl.kernel];
+  if (!k.global_entry) return fail(ML_RUNTIME_ERROR, kWhere, "%s has no global entry", k.name);
+  const KernelState &st = prepare(pl.kernel, dev, kEntryGlobal);
+  if (st.err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, k.name, st.err);
+  ml_params p;
+  std::memset(&p, 0, sizeof p);
+  p.m = static_cast<int>(c.m);
+  p.n = static_cast<int>(c.n);
+  p.flags = pl.kernel_flags;
+  global_scratch_floats(c, pl, &p.flags);
+  p.max_iter = policy::iteration_cap();
+  p.batch = c.batch;
+  ml_i64 stride = 0;
+  const int64_t in_flight = global_matrices(c, pl, &stride);
+  if (in_flight <= 0 || !ws)
+    return fail(ML_RUNTIME_ERROR, kWhere, "%s: global launch without a workspace", k.name);
+  const int threads =
+      threads_per_group(group_size_global(p.m, p.n), forced_group_size(), st.max_threads);
+  const float *a = c.a;
+  float *o0 = c.out0, *o1 = c.out1, *o2 = c.out2;
+  int *info = c.info;
+  void *args[] = {&p, &a, &o0, &o1, &o2, &info, &ws, &stride};
+  for (int64_t off = 0; off < c.batch; off += in_flight) {
+    p.group_offset = off;
+    const unsigned blocks = static_cast<unsigned>(std::min(in_flight, c.batch - off));
+    const cudaError_t err = cudaLaunchKernel(entry_of(k, kEntryGlobal), dim3(blocks),
+                                             dim3(threads, 1), args, 0, stream);
+    if (err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, k.name, err);
+  }
+  return ML_OK;
+}
+
 // Enqueues plan pl for c (device pointers) on stream; the current device is already set.
-ml_status launch(const Plan &pl, int dev, const Call &c, cudaStream_t stream) {
+// ws: the device workspace of a global plan (global_workspace_bytes), else unused.
+ml_status launch(const Plan &pl, int dev, const Call &c, cudaStream_t stream, float *ws) {
   if (c.m == 0 || c.n == 0) {
     if (!c.info) return ML_OK;
     const cudaError_t err = cudaMemsetAsync(c.info, 0, c.batch * sizeof(int32_t), stream);
     return err == cudaSuccess ? ML_OK : cuda_fail(ML_RUNTIME_ERROR, "cudaMemsetAsync", err);
   }
+  if (pl.launch == Launch::kGlobal) return launch_global(pl, dev, c, stream, ws);
   int count = 0;
   const KernelDesc &k = kernels(&count)[pl.kernel];
   const KernelInfo &kt = kernel_table(&count)[pl.kernel];
   const bool lane = pl.launch != Launch::kBlock;
-  const KernelState &st = prepare(pl.kernel, dev, lane);
+  const KernelState &st = prepare(pl.kernel, dev, lane ? kEntryLane : kEntryBlock);
   if (st.err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, k.name, st.err);
   const int m = static_cast<int>(c.m), n = static_cast<int>(c.n);
   const int budget = device_info(dev).budget_floats;
@@ -240,7 +314,10 @@ ml_status run_host_buffers(const Call &c, const Plan &pl) {
   const int64_t per = (in_f + sz[0] + sz[1] + sz[2] + 1) * int64_t{4};  // + info word
   // Chunks of at most 256 MiB on the device (or one matrix), so huge host batches stream through.
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(c.batch, (int64_t{256} << 20) / per));
-  const size_t need = static_cast<size_t>(chunk * per + 256 * 5);
+  Call probe = c;
+  probe.batch = chunk;
+  const int64_t ws_bytes = global_bytes(probe, pl);  // 0 unless a global plan
+  const size_t need = static_cast<size_t>(chunk * per + ws_bytes + 256 * 6);
   if (need > h.bytes) {
     if (h.buf) cudaFree(h.buf);
     h.buf = nullptr;
@@ -251,7 +328,7 @@ ml_status run_host_buffers(const Call &c, const Plan &pl) {
     }
     h.bytes = need;
   }
-  // Carve the buffer: a, out0, out1, out2, info, each 256-byte aligned.
+  // Carve the buffer: a, out0, out1, out2, info, workspace, each 256-byte aligned.
   auto align = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
   char *base = static_cast<char *>(h.buf);
   float *da = reinterpret_cast<float *>(base);
@@ -262,6 +339,8 @@ ml_status run_host_buffers(const Call &c, const Plan &pl) {
     base += align(chunk * sz[i] * 4);
   }
   int32_t *dinfo = reinterpret_cast<int32_t *>(base);
+  base += align(chunk * 4);
+  float *dws = reinterpret_cast<float *>(base);
   float *hout[3] = {c.out0, c.out1, c.out2};
 
   for (int64_t off = 0; off < c.batch; off += chunk) {
@@ -276,7 +355,7 @@ ml_status run_host_buffers(const Call &c, const Plan &pl) {
     dc.out1 = sz[1] && hout[1] ? dout[1] : nullptr;
     dc.out2 = sz[2] && hout[2] ? dout[2] : nullptr;
     dc.info = c.info ? dinfo : nullptr;
-    if (ml_status st = launch(pl, 0, dc, h.stream)) return st;
+    if (ml_status st = launch(pl, 0, dc, h.stream, dws)) return st;
     for (int i = 0; i < 3; ++i) {
       if (!sz[i] || !hout[i]) continue;
       if ((err = cudaMemcpyAsync(hout[i] + off * sz[i], dout[i], nb * sz[i] * 4,
@@ -317,6 +396,12 @@ bool has_kernel(int k) {
          (all[k].lane_entry != nullptr || all[k].entry != nullptr) && !skipped_by_env(all[k].name);
 }
 
+bool has_global(int k) {
+  int count = 0;
+  const KernelDesc *all = kernels(&count);
+  return k < count && k < kMaxKernels && all[k].global_entry != nullptr;
+}
+
 class CudaBackend final : public Backend {
  public:
   const char *name() const override { return "cuda"; }
@@ -330,12 +415,14 @@ class CudaBackend final : public Backend {
   int64_t kernel_max_n(int32_t) const override { return 0; }
   bool plan(const Call &c, const policy::Resolved &pol, int32_t device, Plan *out) const override {
     const int64_t budget = scratch_budget(device);
-    return budget > 0 && gpu_plan(c, pol, budget, has_kernel, out);
+    return budget > 0 && gpu_plan(c, pol, budget, has_kernel, out, has_global);
   }
   const char *plan_name(const Call &, const Plan &p, const policy::Resolved &) const override {
     return gpu_plan_name("cuda", p);
   }
-  int64_t workspace_bytes(const Call &, const Plan &) const override { return 0; }
+  int64_t workspace_bytes(const Call &c, const Plan &p) const override {
+    return global_bytes(c, p);
+  }
   ml_status run_host(const Call &c, const Plan &p, const policy::Resolved &,
                      const char *) override {
     return run_host_buffers(c, p);
@@ -346,7 +433,8 @@ class CudaBackend final : public Backend {
       return fail(ML_INVALID_ARGUMENT, kWhere, "exec->device %d is not a usable CUDA device",
                   exec.device);
     DeviceGuard guard(exec.device);
-    return launch(p, exec.device, c, static_cast<cudaStream_t>(exec.stream));
+    return launch(p, exec.device, c, static_cast<cudaStream_t>(exec.stream),
+                  static_cast<float *>(exec.workspace));
   }
 };
 

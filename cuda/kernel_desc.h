@@ -10,6 +10,9 @@ namespace ml::cuda {
 // Every __global__ entry has this signature; outputs a kernel does not produce are null.
 // Outputs follow ml::Call: qr (q, r), eigh (w, v), eigvalsh (w), svd (u, s, vt), svdvals (-, s).
 using EntryFn = void (*)(ml_params, const float *, float *, float *, float *, int *);
+// A global entry takes the device workspace too: block b's scratch is ws + b * ws_stride.
+using GlobalEntryFn = void (*)(ml_params, const float *, float *, float *, float *, int *,
+                               float *ws, ml_i64 ws_stride);
 
 struct KernelDesc {
   const char *name;
@@ -21,6 +24,9 @@ struct KernelDesc {
   EntryFn lane_entry;
   // Threads per group (launch_config.h), null for REGISTER lines.
   int (*group_size)(int m, int n, int64_t batch, int units);
+  // Global entry (ML_CUDA_GLOBAL_ENTRY_CONTEXT: blockDim = (threads, 1), scratch in the
+  // caller's workspace); GROUP lines only, null for the others.
+  GlobalEntryFn global_entry;
 };
 
 // The table in order (cuda/kernels.cu); count in *n.

@@ -102,6 +102,19 @@ inline int group_size_svdvals_bidiag_bisect(int m, int n, int64_t batch, int uni
   return group_size_svdvals_bidiag_qr(m, n, batch, units);
 }
 
+// ---- global launches (Launch::kGlobal: a group kernel's scratch in device memory) ----
+
+// Threads of a global launch's block (one matrix per block) for any GROUP kernel: a lane per
+// row of the larger side in whole warps plus one warp for the serial steps (QL chase, QR
+// steps of the SVD), at most 1024. Unmeasured: a starting point for the H200 runs, not a
+// tuned choice (the shared-memory launches above stop at 256-288 lanes; past the shared window
+// the trailing updates have more rows than that).
+inline int group_size_global(int m, int n) {
+  const int big = m > n ? m : n;
+  const int g = (big + 31) / 32 * 32 + 32;
+  return g > 1024 ? 1024 : g;
+}
+
 // ---- blocks ----
 
 // Threads per group: the kernel's group size, `forced` (METAL_LINALG_CUDA_GROUP_SIZE, 0: not

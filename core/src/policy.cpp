@@ -28,7 +28,8 @@ namespace {
 const char *const kFieldNames[kFieldCount] = {"cpu_kernel_max_n",  "gpu_min_batch",
                                               "gpu_max_n",         "host_gpu_min_work",
                                               "gpu_lane_max_n",    "gpu_lane_min_batch",
-                                              "gpu_small_max_n",   "gpu_simd_max_n"};
+                                              "gpu_small_max_n",   "gpu_simd_max_n",
+                                              "gpu_global_max_n",  "gpu_global_min_batch"};
 
 // Without measurements: the CPU kernels only where they are known to beat
 // LAPACK's call overhead, device tensors stay on the GPU whenever a kernel
@@ -49,6 +50,9 @@ int64_t default_value(int32_t op, int field) {
     case kGpuSmallMaxN: return 1 << 20;
     // Simdgroup kernels wherever they exist (their windows: max(m, n) <= 32 or 64).
     case kGpuSimdMaxN: return 1 << 20;
+    // Group kernels with device-memory scratch beyond the shared window: off until measured.
+    case kGpuGlobalMaxN: return 0;
+    case kGpuGlobalMinBatch: return 1;
     default: return 0;
   }
 }
@@ -302,7 +306,7 @@ ml_status set(int32_t op, const char *field, int64_t value) {
     return fail(ML_INVALID_ARGUMENT, "policy_set",
                 "unknown policy field '%s' for %s (fields: cpu_kernel_max_n, gpu_min_batch, "
                 "gpu_max_n, host_gpu_min_work, gpu_lane_max_n, gpu_lane_min_batch, "
-                "gpu_small_max_n, gpu_simd_max_n)",
+                "gpu_small_max_n, gpu_simd_max_n, gpu_global_max_n, gpu_global_min_batch)",
                 field, op_name(op));
   if (value < 0)
     return fail(ML_INVALID_ARGUMENT, "policy_set", "%s must be >= 0, got %lld", field,

@@ -19,7 +19,10 @@ enum Field : int {
   kGpuLaneMinBatch = 5, // ... and batch >= this; else a group of lanes per matrix
   kGpuSmallMaxN = 6,    // GPU register kernels (a thread per matrix) when max(m,n) <= this
   kGpuSimdMaxN = 7,     // GPU simdgroup kernels (a simdgroup per matrix) when max(m,n) <= this
-  kFieldCount = 8
+  kGpuGlobalMaxN = 8,   // device memory beyond the shared window: a group kernel with its
+                        // scratch in device memory when max(m,n) <= this (0 = never) ...
+  kGpuGlobalMinBatch = 9,  // ... and batch >= this
+  kFieldCount = 10
 };
 
 // Forced backend from METAL_LINALG_<OP>_BACKEND.

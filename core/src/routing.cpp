@@ -30,7 +30,7 @@ int32_t gpu_kernel_flags(int32_t op, int64_t m, int64_t n, int32_t flags) {
 }
 
 bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget,
-              bool (*has_kernel)(int), Plan *out) {
+              bool (*has_kernel)(int), Plan *out, bool (*has_global)(int)) {
   const int64_t m = c.m, n = c.n, big = std::max(m, n);
   if (c.op == ML_OP_SVD && c.flags != 0 && m != n) return false;  // full U/V of non-square
   const int32_t kf = gpu_kernel_flags(c.op, m, n, c.flags);
@@ -59,7 +59,52 @@ bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget,
       out->launch = Launch::kBlock;
     return true;
   }
+  // Beyond the shared window: a GROUP line with its scratch in device memory.
+  if (!has_global || m == 0 || n == 0 || big > kGlobalMaxDim ||
+      big > pol.value[policy::kGpuGlobalMaxN] || c.batch < pol.value[policy::kGpuGlobalMinBatch])
+    return false;
+  for (int i = 0; i < count; ++i) {
+    const KernelInfo &k = table[i];
+    if (k.op != c.op || k.kind != KernelKind::kGroup || (has_kernel && !has_kernel(i)) ||
+        !has_global(i))
+      continue;
+    if (!shape_in_range(m, n, kGlobalScratchFloats) ||
+        !k.fits(static_cast<int>(m), static_cast<int>(n), kf,
+                static_cast<int>(kGlobalScratchFloats)))
+      continue;
+    out->kernel = i;
+    out->kernel_flags = kf;
+    out->launch = Launch::kGlobal;
+    return true;
+  }
   return false;
+}
+
+int64_t global_slice_floats(int64_t scratch_floats) { return (scratch_floats + 31) / 32 * 32; }
+
+int64_t global_in_flight(int64_t batch, int64_t slice_floats) {
+  const int64_t fit = kGlobalWorkspaceBytes / (std::max<int64_t>(slice_floats, 1) * 4);
+  return std::max<int64_t>(1, std::min(batch, fit));
+}
+
+int64_t global_scratch_floats(const Call &c, const Plan &p, int32_t *flags) {
+  int count = 0;
+  const KernelInfo *table = kernel_table(&count);
+  if (p.launch != Launch::kGlobal || p.kernel < 0 || p.kernel >= count || c.m <= 0 || c.n <= 0 ||
+      std::max(c.m, c.n) > kGlobalMaxDim)
+    return 0;
+  const KernelInfo &k = table[p.kernel];
+  const int m = static_cast<int>(c.m), n = static_cast<int>(c.n);
+  const int f = k.choose_flags(m, n, p.kernel_flags, static_cast<int>(kGlobalScratchFloats));
+  if (flags) *flags = f;
+  return k.scratch(m, n, f);
+}
+
+int64_t global_workspace_bytes(const Call &c, const Plan &p) {
+  const int64_t scratch = global_scratch_floats(c, p, nullptr);
+  if (scratch <= 0 || c.batch <= 0) return 0;
+  const int64_t slice = global_slice_floats(scratch);
+  return slice * global_in_flight(c.batch, slice) * 4;
 }
 
 const char *gpu_plan_name(const char *backend, const Plan &p) {
@@ -67,7 +112,7 @@ const char *gpu_plan_name(const char *backend, const Plan &p) {
   int count = 0;
   const KernelInfo *table = kernel_table(&count);
   name = std::string(backend) + ":" + (p.kernel >= 0 && p.kernel < count ? table[p.kernel].name : "?") +
-         (p.launch == Launch::kLane ? "/lane" : "");
+         (p.launch == Launch::kLane ? "/lane" : p.launch == Launch::kGlobal ? "/global" : "");
   return name.c_str();
 }
 

@@ -11,8 +11,11 @@
 //
 // MLX's allocator hands out unified (managed) memory to code outside libmlx; the kernels use
 // it through its device address.
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -61,14 +64,21 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
   ex.memory = ML_MEMORY_CUDA;
   ex.device = enc.device().cuda_device();
   ex.stream = static_cast<cudaStream_t>(enc.stream());
+  // Device workspace (the core's global launches: a group kernel's scratch in device memory,
+  // at most about 1 GiB): an MLX array from MLX's allocator, held by the encoder as a temporary
+  // until the work that uses it has completed. It is registered after the launch below, so that
+  // an uncaptured first launch (after enc.commit()) is covered by the next commit's completion,
+  // not by the one just committed.
   int64_t ws_bytes = 0;
   if (ml_workspace_size(&ex, spec.op, batch, m, n, spec.flags, &ws_bytes) != ML_OK)
     throw std::runtime_error(error_message(spec.op, ml_last_error()));
+  std::optional<mx::array> ws;
   if (ws_bytes > 0) {
-    mx::array ws(mx::allocator::malloc(static_cast<size_t>(ws_bytes)),
-                 {static_cast<int>(ws_bytes)}, mx::uint8);
-    enc.add_temporary(ws);
-    ex.workspace = mx::gpu_ptr<void>(ws);
+    if (ws_bytes > std::numeric_limits<int32_t>::max())
+      throw std::runtime_error(error_message(spec.op, "workspace above 2 GiB"));
+    ws.emplace(mx::allocator::malloc(static_cast<size_t>(ws_bytes)),
+               mx::Shape{static_cast<int32_t>(ws_bytes)}, mx::uint8);
+    ex.workspace = mx::gpu_ptr<void>(*ws);
     ex.workspace_bytes = ws_bytes;
   }
 
@@ -88,6 +98,7 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
       capture.discard = true;
     }
   }
+  if (ws) enc.add_temporary(*ws);
   if (!error.empty()) throw std::runtime_error(error);
 }
 

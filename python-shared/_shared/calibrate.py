@@ -6,7 +6,10 @@ CPU: for each op, the largest n up to which the portable CPU kernel beats LAPACK
   through the GPU, copies included, than computed by the CPU backend (0 = never);
 - with data in GPU memory (a frontend with a `gpu` device): gpu_min_batch, the smallest batch at
   which device data is faster on the GPU than through the CPU backend, and gpu_lane_max_n /
-  gpu_lane_min_batch, where the lane-per-matrix launch beats the block launch.
+  gpu_lane_min_batch, where the lane-per-matrix launch beats the block launch;
+  gpu_global_max_n / gpu_global_min_batch, where the global launch (a group kernel with its
+  scratch in device memory, for shapes beyond the shared-memory window) beats the host route
+  (copy to the host and LAPACK).
 Other fields keep their values.
 
 The functions that turn timings into thresholds (choose_*), the policy-file merge and the table
@@ -52,6 +55,13 @@ SIMD_SIZES = (9, 12, 16, 24, 32, 48, 64)
 SIMD_BATCHES = (1, 64, 1024, 16384)
 SIMD_MAX_WORK = 1 << 26  # batch * max(m, n)^2 above this is not timed
 LANE_GIVE_UP = 2.0  # past a loss of the lane launch by this factor, larger n are not timed
+# Device data beyond the shared window: the global launch against the host route.
+GLOBAL_SIZES = (256, 384, 512, 768, 1024)
+GLOBAL_BATCHES = (1, 8, 64)
+GLOBAL_MAX_WORK = 1 << 34  # batch * n^3 above this is not timed
+GLOBAL_SLOW_S = (
+    5.0  # once the global launch loses and takes longer than this, larger n are not timed
+)
 
 SLOW_CALL_S = 0.25  # a call slower than this is timed once after its warm-up
 LANE_FIELDS = ("gpu_lane_max_n", "gpu_lane_min_batch")
@@ -64,7 +74,10 @@ FIELD_ORDER = (
     "gpu_lane_min_batch",
     "gpu_small_max_n",
     "gpu_simd_max_n",
+    "gpu_global_max_n",
+    "gpu_global_min_batch",
 )
+GLOBAL_FIELDS = ("gpu_global_max_n", "gpu_global_min_batch")
 HEADER_MARK = "# metal-linalg policy measured by "
 
 
@@ -170,6 +183,50 @@ def choose_simd(timings, sizes=SIMD_SIZES, batches=SIMD_BATCHES) -> int | None:
             return best or 0
         best = n
     return best
+
+
+def choose_global(
+    timings, sizes=GLOBAL_SIZES, batches=GLOBAL_BATCHES
+) -> tuple[int | None, int | None]:
+    """(gpu_global_max_n, gpu_global_min_batch) from {(n, batch): (t_global, t_host)} in seconds.
+
+    t_global None: the global launch is not available (or failed) there, a loss; a missing key,
+    a None value or t_host None: not measured. A threshold by n alone cannot say that a lone
+    matrix loses (one thread block against LAPACK on every CPU core) where a batch wins, so the
+    route is the rectangle n <= max_n, batch >= min_batch. For each min_batch b of `batches`:
+    max_n(b) is the largest n of `sizes` such that the global launch wins at every measured
+    point (n', b') with n' <= n and b' >= b (the first n with no measured point there, or
+    with a loss, ends it). Chosen: the b whose rectangle saves the most time over its measured
+    points (sum of t_host - t_global: a workload spread evenly over the grid), ties to the
+    larger max_n, then the smaller b. Returns (0, None) when the global
+    launch wins nowhere from the smallest n (the launch is off, min_batch does not matter) and
+    (None, None) when nothing was measured at the smallest n.
+    """
+    sizes, batches = sorted(sizes), sorted(batches)
+
+    def result(n, b):
+        v = timings.get((n, b))
+        if v is None or v[1] is None:
+            return None
+        return v[0] is not None and v[0] < v[1]
+
+    if all(result(sizes[0], b) is None for b in batches):
+        return None, None
+    best = (0.0, 0, 0)  # (seconds saved, max_n, -min_batch)
+    for b in batches:
+        max_n, saved = 0, 0.0
+        for n in sizes:
+            pts = [(bb, result(n, bb)) for bb in batches if bb >= b]
+            pts = [(bb, r) for bb, r in pts if r is not None]
+            if not pts or not all(r for _, r in pts):
+                break
+            max_n = n
+            saved += sum(timings[(n, bb)][1] - timings[(n, bb)][0] for bb, _ in pts)
+        if max_n and (saved, max_n, -b) > best:
+            best = (saved, max_n, -b)
+    if not best[1]:
+        return 0, None
+    return best[1], -best[2]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -550,6 +607,77 @@ def simd_timings(fe, op: str, budget: Budget | None = None, log=print, record=No
     return out
 
 
+def global_timings(fe, op: str, budget: Budget | None = None, log=print, record=None, base=None):
+    """{(n, batch): (t_global, t_host)} for device data (see choose_global): square n of
+    GLOBAL_SIZES x GLOBAL_BATCHES with batch * n^3 <= GLOBAL_MAX_WORK, the global launch on
+    (gpu_global_max_n unlimited, gpu_global_min_batch 1) against what the op does with it off
+    (gpu_global_max_n 0: the host route, a copy to the host and LAPACK), wall time of the whole
+    call. Past a size where the global launch loses and takes longer than GLOBAL_SLOW_S at some
+    batch, larger sizes are not timed."""
+    budget = budget or Budget(None)
+    dev = fe.gpu
+    call, timer = fe.op(op, dev), wall_timer(fe, dev)
+    out = {}
+    gpu_max_n = max(max(GLOBAL_SIZES), fe.q.policy(op)["gpu_max_n"])
+    common = dict(base or {}, gpu_min_batch=1, gpu_max_n=gpu_max_n)
+
+    def on():
+        fe.q.set_policy(op, gpu_global_max_n=HUGE, gpu_global_min_batch=1, **common)
+
+    def off():
+        fe.q.set_policy(op, gpu_global_max_n=0, **common)
+
+    stop = None
+    try:
+        for n in GLOBAL_SIZES:
+            slow_loss = False
+            for batch in GLOBAL_BATCHES:
+                entry = {"n": n, "batch": batch}
+                if record is not None:
+                    record.append(entry)
+                if batch * n**3 > GLOBAL_MAX_WORK:
+                    entry["skipped"] = "work above GLOBAL_MAX_WORK"
+                    continue
+                if stop or budget.expired():
+                    entry["skipped"] = stop or "time budget"
+                    continue
+                on()
+                on_name = _backend(fe, op, n, batch, dev)
+                off()
+                off_name = _backend(fe, op, n, batch, dev)
+                entry.update(global_backend=on_name, host_backend=off_name)
+                if not off_name.startswith("cpu:"):
+                    entry["skipped"] = f"the route without global launches is {off_name}"
+                    continue
+                variants = {"host": off}
+                if on_name.endswith("/global"):
+                    variants["global"] = on
+                x = fe.random_input(op, n, batch, dev, seed=n * 13 + batch)
+                r = _compare(fe, dev, call, x, variants, timer, min_reps=2, max_reps=5)
+                del x
+                t_global, t_host = r["best"].get("global"), r["best"]["host"]
+                entry.update(global_s=t_global, host_s=t_host)
+                if r["errors"]:
+                    entry["errors"] = r["errors"]
+                out[(n, batch)] = (t_global, t_host)
+                note = "" if "global" in variants else f" (no global launch: {on_name})"
+                log(
+                    f"  {op:9s} {n:4d}x{n:<4d} x{batch:<3d} global {_ms(t_global)} ms, host "
+                    f"{_ms(t_host)} ms{note}{' errors: ' + str(r['errors']) if r['errors'] else ''}"
+                )
+                if t_host is not None and (
+                    t_global is None or (t_global >= t_host and t_global > GLOBAL_SLOW_S)
+                ):
+                    slow_loss = True
+            if slow_loss:
+                stop = (
+                    f"global launch missing, or lost and took > {GLOBAL_SLOW_S} s, at a smaller n"
+                )
+    finally:
+        fe.q.reset_policy(op)
+    return out
+
+
 def host_timings(fe, op: str, budget: Budget | None = None, log=print, record=None, base=None):
     """[(work, t_cpu, t_gpu)] for host data: the CPU backend vs the GPU route (copies
     included), square n of HOST_SIZES x HOST_BATCHES with batch*n*n <= HOST_MAX_WORK; the batch of
@@ -638,11 +766,25 @@ def has_lane_fields(fe, op: str = "qr") -> bool:
     return all(f in fe.q.policy(op) for f in LANE_FIELDS)
 
 
-PHASE_WEIGHTS = {"cpu_kernel": 1.0, "lane": 1.0, "simd": 0.75, "gpu_min_batch": 0.25, "host": 2.0}
+PHASE_WEIGHTS = {
+    "cpu_kernel": 1.0,
+    "lane": 1.0,
+    "simd": 0.75,
+    "global": 1.5,
+    "gpu_min_batch": 0.25,
+    "host": 2.0,
+}
 
 
 def plan_phases(
-    ops, *, cpu: bool, host_gpu: bool, device_gpu: bool, lanes: bool, simd: bool = False
+    ops,
+    *,
+    cpu: bool,
+    host_gpu: bool,
+    device_gpu: bool,
+    lanes: bool,
+    simd: bool = False,
+    global_launch: bool = False,
 ) -> list:
     """[(op, phase)] in measuring order."""
     phases = []
@@ -654,6 +796,8 @@ def plan_phases(
                 phases.append((op, "lane"))
             if simd:
                 phases.append((op, "simd"))
+            if global_launch:
+                phases.append((op, "global"))
             phases.append((op, "gpu_min_batch"))
         if host_gpu:
             phases.append((op, "host"))
@@ -671,8 +815,17 @@ def measure(
     device_gpu = bool(gpu) and fe.gpu is not None
     lanes = device_gpu and has_lane_fields(fe, ops[0] if ops else "qr")
     simd = device_gpu and "gpu_simd_max_n" in fe.q.policy(ops[0] if ops else "qr")
+    global_launch = device_gpu and all(
+        f in fe.q.policy(ops[0] if ops else "qr") for f in GLOBAL_FIELDS
+    )
     phases = plan_phases(
-        ops, cpu=cpu, host_gpu=bool(gpu), device_gpu=device_gpu, lanes=lanes, simd=simd
+        ops,
+        cpu=cpu,
+        host_gpu=bool(gpu),
+        device_gpu=device_gpu,
+        lanes=lanes,
+        simd=simd,
+        global_launch=global_launch,
     )
     budget = Budget(budget_s)
     result = {
@@ -691,6 +844,7 @@ def measure(
             "gpu_device_data": device_gpu,
             "lane_fields": lanes,
             "simd_field": simd,
+            "global_fields": global_launch,
             "grids": {
                 "cpu_sizes": list(CPU_SIZES),
                 "cpu_batch": CPU_BATCH,
@@ -702,6 +856,9 @@ def measure(
                 "lane_batches": list(LANE_BATCHES),
                 "simd_sizes": list(SIMD_SIZES),
                 "simd_batches": list(SIMD_BATCHES),
+                "global_sizes": list(GLOBAL_SIZES),
+                "global_batches": list(GLOBAL_BATCHES),
+                "global_max_work": GLOBAL_MAX_WORK,
             },
         },
         "chosen": {op: {} for op in ops},
@@ -763,6 +920,15 @@ def _phase(fe, op, phase, chosen, notes, rec, base, budget, log) -> None:
             notes.append("simd: nothing measured at the smallest n (field not set)")
         else:
             chosen["gpu_simd_max_n"] = max_n
+    elif phase == "global":
+        log(f"[calibrate] {op}: global launch vs host route beyond the shared window (device data)")
+        max_n, min_batch = choose_global(global_timings(fe, op, budget, log, rec, base))
+        if max_n is None:
+            notes.append("global: nothing measured at the smallest n (fields not set)")
+        else:
+            chosen["gpu_global_max_n"] = max_n
+            if min_batch is not None:
+                chosen["gpu_global_min_batch"] = min_batch
     elif phase == "gpu_min_batch":
         log(f"[calibrate] {op}: GPU vs CPU by batch (device data)")
         if base:
@@ -790,6 +956,7 @@ def table_notes(result: dict) -> list:
         ),
         "host_gpu_min_work 0 = host data never goes to the GPU",
         f"gpu_min_batch {HUGE} = device data never goes to the GPU; gpu_lane_max_n 0 = lane off",
+        "gpu_global_max_n 0 = no global launches (device data beyond the shared window: host)",
     ]
     for op, items in result["notes"].items():
         notes += [f"{op}: {n}" for n in items]

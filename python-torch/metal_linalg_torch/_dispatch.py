@@ -131,15 +131,19 @@ def _c_call(op, exec_ptr, a, batch, m, n, flags, outs, info) -> None:
         _lib.check(status, op)
 
 
-def _cuda_kernel(op: str, m: int, n: int, batch: int) -> bool:
+def _cuda_kernel(op: str, m: int, n: int, batch: int) -> str | None:
+    """The core's CUDA plan name for the shape ("cuda:eigh_tridiag_ql/global"), or None when
+    the core would not run it on the GPU."""
     if not CUDA_CORE:
-        return False
+        return None
     name = _lib.text(lib.ml_backend(_lib.OP_ID[op], _lib.ML_MEMORY_CUDA, m, n, batch))
-    return name.startswith("cuda:")
+    return name if name.startswith("cuda:") else None
 
 
-# Device workspace bytes per (op, batch, m, n, flags): the CUDA backend's workspace depends on
-# the call's shape alone (no policy field changes it), so one query per shape is enough.
+# Device workspace bytes per (plan name, op, batch, m, n, flags): the CUDA backend's workspace
+# depends on the plan (the kernel and launch kind: only global launches need one, and the
+# policy decides whether a shape runs global) and the call's shape, so the plan name ml_backend
+# reports is part of the key and a policy change never reuses a stale size.
 _WORKSPACE = {}
 
 
@@ -155,14 +159,14 @@ def _current_stream(index: int) -> int:
     return torch.cuda.current_stream(index).cuda_stream
 
 
-def _run_cuda(op, A, batch, m, n, flags, outs, info=None) -> None:
+def _run_cuda(op, A, batch, m, n, flags, outs, info=None, plan: str = "") -> None:
     device = A.device
     index = device.index if device.index is not None else torch.cuda.current_device()
     ex = _lib.MlExec()
     ex.memory = _lib.ML_MEMORY_CUDA
     ex.device = index
     ex.stream = _current_stream(index)
-    key = (op, batch, m, n, flags)
+    key = (plan, op, batch, m, n, flags)
     nbytes = _WORKSPACE.get(key)
     if nbytes is None:
         size = ctypes.c_int64(0)
@@ -175,7 +179,8 @@ def _run_cuda(op, A, batch, m, n, flags, outs, info=None) -> None:
         nbytes = size.value
         if len(_WORKSPACE) < 4096:
             _WORKSPACE[key] = nbytes
-    # Stream-ordered caching allocator: freeing the workspace after enqueueing is safe.
+    # Stream-ordered caching allocator: freeing the workspace after enqueueing is safe (a later
+    # allocation on the same stream reuses it only after this call's kernels in stream order).
     workspace = None
     if nbytes > 0:
         workspace = torch.empty(nbytes, dtype=torch.uint8, device=device)
@@ -217,10 +222,11 @@ def run(op: str, A: torch.Tensor, flags: int, with_info: bool = False) -> list:
         _c_call(op, None, A.data_ptr(), batch, m, n, flags, outs, _ptr(info))
         return outs + [info] if with_info else outs
     device = A.device
-    if A.is_cuda and _cuda_kernel(op, m, n, batch):
+    plan = _cuda_kernel(op, m, n, batch) if A.is_cuda else None
+    if plan is not None:
         outs = [torch.empty(s, dtype=torch.float32, device=device) for s in shapes]
         info = torch.empty(batch_shape, dtype=torch.int32, device=device) if with_info else None
-        _run_cuda(op, A, batch, m, n, flags, outs, info)
+        _run_cuda(op, A, batch, m, n, flags, outs, info, plan)
         return outs + [info] if with_info else outs
     # Anything else (CUDA shapes without a GPU kernel, MPS, ...) goes through host memory.
     outs = _host_empty(shapes)

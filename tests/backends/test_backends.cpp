@@ -3,10 +3,14 @@
 // core/src/registry.cpp: which backend, kernel and launch kind a call gets under explicitly
 // set policies, on an H200-sized budget (sm_90: 58112 shared floats, 132 SMs), and the group
 // sizes and block shapes the CUDA backend launches. Also the one output-size function (ops.h).
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
 
+#define ML_CPU_SERIAL 1
+#include "../../core/kernels/compat_cpu.h"
+#include "../../core/kernels/kernel_table.h"
 #include "../../core/kernels/params.h"
 #include "../../cuda/launch_config.h"
 #include "../../metal/launch_config.h"
@@ -32,6 +36,8 @@ class FakeBackend final : public Backend {
   FakeBackend(const char *name, int32_t memory, int64_t budget)
       : name_(name), memory_(memory), budget_(budget) {}
   bool usable = true;
+  bool global = false;  // has global entries (as the CUDA backend's GROUP lines)
+  static bool has_global(int) { return true; }
   const char *name() const override { return name_; }
   int32_t memory() const override { return memory_; }
   bool available() const override { return usable; }
@@ -43,12 +49,14 @@ class FakeBackend final : public Backend {
       *out = Plan{};
       return true;
     }
-    return gpu_plan(c, pol, budget_, nullptr, out);
+    return gpu_plan(c, pol, budget_, nullptr, out, global ? has_global : nullptr);
   }
   const char *plan_name(const Call &, const Plan &p, const policy::Resolved &) const override {
     return memory_ == ML_MEMORY_HOST ? "cpu:lapack" : gpu_plan_name(name_, p);
   }
-  int64_t workspace_bytes(const Call &, const Plan &) const override { return 0; }
+  int64_t workspace_bytes(const Call &c, const Plan &p) const override {
+    return global_workspace_bytes(c, p);
+  }
   ml_status run_host(const Call &, const Plan &, const policy::Resolved &, const char *) override {
     return ML_OK;
   }
@@ -93,6 +101,8 @@ policy::Resolved pol(int64_t small, int64_t lane_n, int64_t lane_b, int64_t host
   p.value[policy::kGpuLaneMinBatch] = lane_b;
   p.value[policy::kGpuSmallMaxN] = small;
   p.value[policy::kGpuSimdMaxN] = simd;
+  p.value[policy::kGpuGlobalMaxN] = 0;
+  p.value[policy::kGpuGlobalMinBatch] = 1;
   p.force = force;
   return p;
 }
@@ -186,6 +196,131 @@ void test_routing() {
   }
 }
 
+// Global launches (a group kernel's scratch in device memory) beyond the shared window.
+void test_global_routing() {
+  const auto dev = ML_MEMORY_CUDA, host = ML_MEMORY_HOST;
+  g_cuda.global = true;
+  policy::Resolved on = pol(8, 0, 1);
+  on.value[policy::kGpuGlobalMaxN] = 4096;
+  const policy::Resolved off = pol(8, 0, 1);
+  expect(name_of(ML_OP_EIGH, 300, 300, 3, 0, dev, on) == "cuda:eigh_tridiag_ql/global",
+         "eigh 300x300 device, global_max_n 4096: global");
+  expect(name_of(ML_OP_EIGH, 300, 300, 3, 0, dev, on, false) == "cuda:eigh_tridiag_ql/global",
+         "eigh 300x300 device dispatch: global");
+  expect(name_of(ML_OP_EIGH, 300, 300, 3, 0, dev, off) == "cpu:lapack",
+         "eigh 300x300 device, global_max_n 0: CPU");
+  expect(name_of(ML_OP_EIGH, 300, 300, 3, 0, dev, off, false) == "none",
+         "eigh 300x300 device dispatch, global_max_n 0: none");
+  // Within the shared window the shared-memory launches keep the shape.
+  expect(name_of(ML_OP_EIGH, 200, 200, 3, 0, dev, on) == "cuda:eigh_tridiag_ql",
+         "eigh 200x200 still a block launch");
+  expect(name_of(ML_OP_EIGVALSH, 1024, 1024, 2, 0, dev, on) ==
+             "cuda:eigvalsh_tridiag_ql/global",
+         "eigvalsh 1024 global");
+  expect(name_of(ML_OP_QR, 513, 257, 2, ML_QR_REDUCED, dev, on) == "cuda:qr_householder/global",
+         "qr 513x257 global");
+  expect(name_of(ML_OP_QR, 300, 300, 2, ML_QR_COMPLETE, dev, on) == "cuda:qr_householder/global",
+         "qr 300x300 complete global");
+  expect(name_of(ML_OP_SVD, 513, 257, 2, 0, dev, on) == "cuda:svd_bidiag_qr/global",
+         "svd 513x257 global");
+  expect(name_of(ML_OP_SVD, 257, 513, 2, 1, dev, on) == "cpu:lapack",
+         "svd full_matrices non-square: still no GPU kernel");
+  expect(name_of(ML_OP_SVDVALS, 300, 900, 2, 0, dev, on) == "cuda:svdvals_bidiag_qr/global",
+         "svdvals 300x900 global");
+  // The policy's bounds: gpu_global_max_n, gpu_global_min_batch, the hard kGlobalMaxDim, and
+  // the query's gpu_max_n.
+  policy::Resolved small = on;
+  small.value[policy::kGpuGlobalMaxN] = 299;
+  expect(name_of(ML_OP_EIGH, 300, 300, 3, 0, dev, small) == "cpu:lapack", "300 > global_max_n");
+  policy::Resolved minb = on;
+  minb.value[policy::kGpuGlobalMinBatch] = 8;
+  expect(name_of(ML_OP_EIGH, 300, 300, 7, 0, dev, minb) == "cpu:lapack",
+         "batch 7 < global_min_batch 8: CPU");
+  expect(name_of(ML_OP_EIGH, 300, 300, 8, 0, dev, minb) == "cuda:eigh_tridiag_ql/global",
+         "batch 8 >= global_min_batch 8: global");
+  policy::Resolved huge = on;
+  huge.value[policy::kGpuGlobalMaxN] = int64_t{1} << 40;
+  huge.value[policy::kGpuMaxN] = int64_t{1} << 40;
+  expect(name_of(ML_OP_EIGH, 4096, 4096, 1, 0, dev, huge) == "cuda:eigh_tridiag_ql/global",
+         "eigh 4096 global");
+  expect(name_of(ML_OP_EIGH, 4097, 4097, 1, 0, dev, huge) == "cpu:lapack",
+         "eigh 4097 beyond kGlobalMaxDim: CPU");
+  expect(name_of(ML_OP_SVD, 100000, 3, 1, 0, dev, huge) == "cpu:lapack",
+         "svd 100000x3 beyond kGlobalMaxDim: CPU");
+  expect(name_of(ML_OP_EIGH, 2048, 2048, 1, 0, dev, on) == "cpu:lapack",
+         "eigh 2048 query beyond gpu_max_n 1024: CPU");
+  // A backend without global entries (Metal today) never plans one.
+  g_cuda.global = false;
+  expect(name_of(ML_OP_EIGH, 300, 300, 3, 0, dev, on) == "cpu:lapack", "no global entries: CPU");
+  g_cuda.global = true;
+  // Host memory takes a global plan only where the copies pay off, as any GPU plan.
+  expect(name_of(ML_OP_EIGH, 300, 300, 64, 0, host, on) == "cpu:lapack",
+         "host, host_gpu_min_work 0: CPU");
+  policy::Resolved host_on = on;
+  host_on.value[policy::kHostGpuMinWork] = 1;
+  expect(name_of(ML_OP_EIGH, 300, 300, 64, 0, host, host_on) == "cuda:eigh_tridiag_ql/global",
+         "host, work pays: global");
+
+  // Workspace: the kernel's scratch per matrix, rounded to 32 floats, times the matrices in
+  // flight (all of a small batch; a large one bounded by kGlobalWorkspaceBytes).
+  const int eigh = [] {
+    int count = 0;
+    const KernelInfo *t = kernel_table(&count);
+    for (int i = 0; i < count; ++i)
+      if (std::strcmp(t[i].name, "eigh_tridiag_ql") == 0) return i;
+    return -1;
+  }();
+  Plan gp;
+  gp.kernel = eigh;
+  gp.launch = Launch::kGlobal;
+  const Call c3{ML_OP_EIGH, 3, 300, 300, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
+  const int64_t scratch = ml_eigh_tridiag_ql_scratch_floats(300, 300);
+  const int64_t slice = (scratch + 31) / 32 * 32;
+  expect(global_slice_floats(scratch) == slice && slice % 32 == 0 && slice >= scratch,
+         "global slice: scratch rounded to 128 bytes");
+  expect(g_cuda.workspace_bytes(c3, gp) == slice * 3 * 4, "workspace of 3 x 300^2 eigh");
+  const Call big{ML_OP_EIGH, 100000, 300, 300, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
+  const int64_t fit = kGlobalWorkspaceBytes / (slice * 4);
+  expect(global_in_flight(100000, slice) == fit && fit < 100000 && fit > 1,
+         "in flight bounded by the workspace cap");
+  expect(g_cuda.workspace_bytes(big, gp) == fit * slice * 4 &&
+             g_cuda.workspace_bytes(big, gp) <= kGlobalWorkspaceBytes,
+         "workspace of a long batch stays under the cap");
+  expect(global_in_flight(5, int64_t{1} << 29) == 1, "at least one matrix in flight");
+  Plan block = gp;
+  block.launch = Launch::kBlock;
+  expect(g_cuda.workspace_bytes(c3, block) == 0, "block plans need no workspace");
+  // The plan's flags under the global budget: svd keeps V in its (device) scratch.
+  Plan sp;
+  const Call sv{ML_OP_SVD, 2, 513, 257, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
+  int32_t flags = -1;
+  expect(gpu_plan(sv, on, ML_CUDA_SCRATCH_FLOATS_SM90, nullptr, &sp, FakeBackend::has_global) &&
+             global_scratch_floats(sv, sp, &flags) ==
+                 ml_svd_bidiag_qr_scratch_floats_flags(513, 257, ML_K_SVD_V_SHARED) &&
+             flags == ML_K_SVD_V_SHARED,
+         "svd global: V in the workspace");
+  // Every kernel's size helpers stay far from int overflow up to kGlobalMaxDim.
+  int count = 0;
+  const KernelInfo *t = kernel_table(&count);
+  for (int i = 0; i < count; ++i) {
+    if (t[i].kind != KernelKind::kGroup) continue;
+    const int d = static_cast<int>(kGlobalMaxDim);
+    const int square = t[i].op == ML_OP_EIGH || t[i].op == ML_OP_EIGVALSH;
+    const int shapes[3][2] = {{d, d}, {d, square ? d : 1}, {square ? d : 1, d}};
+    for (const auto &sh : shapes) {
+      const int kf = t[i].op == ML_OP_QR ? ML_QR_COMPLETE : 0;
+      const int f = t[i].choose_flags(sh[0], sh[1], kf, static_cast<int>(kGlobalScratchFloats));
+      const int need = t[i].scratch(sh[0], sh[1], f);
+      const int64_t side = std::max(sh[0], sh[1]) + 1;
+      expect(t[i].fits(sh[0], sh[1], kf, static_cast<int>(kGlobalScratchFloats)) && need > 0 &&
+                 need <= 2 * side * side + 100000,
+             std::string(t[i].name) + " fits " + std::to_string(sh[0]) + "x" +
+                 std::to_string(sh[1]) + " in the global budget");
+    }
+  }
+  g_cuda.global = false;
+}
+
 void test_cuda_launch() {
   using namespace ml::cuda;
   const int u = 132;
@@ -208,6 +343,10 @@ void test_cuda_launch() {
   expect(lane_matrices(16384, 301, ML_CUDA_SCRATCH_FLOATS_SM90, 1024, 0) == 32, "lane: a warp");
   expect(lane_matrices(5, 301, ML_CUDA_SCRATCH_FLOATS_SM90, 1024, 0) == 5, "lane: short batch");
   expect(threads_per_group(288, 0, 256) == 256, "threads capped by the kernel's limit");
+  // Global launches: a lane per row of the larger side plus a warp, at most 1024.
+  expect(group_size_global(300, 300) == 352, "global 300: 320 + 32 lanes");
+  expect(group_size_global(513, 257) == 576, "global 513x257: 544 + 32 lanes");
+  expect(group_size_global(4096, 4096) == 1024, "global 4096: 1024 lanes");
 }
 
 void test_metal_launch() {
@@ -251,6 +390,7 @@ void test_output_shape() {
 
 int main() {
   ml::test_routing();
+  ml::test_global_routing();
   ml::test_cuda_launch();
   ml::test_metal_launch();
   ml::test_output_shape();

@@ -7,7 +7,8 @@
 // iterating line under p.max_iter = 1 (unconverged matrices: NaN outputs, the info bit). A GROUP
 // or SIMD line without a group size in cuda/launch_config.h or metal/launch_config.h does not
 // compile.
-// Usage: test_kernel_table
+// `test_kernel_table global`: the GROUP lines as global launches (run_global below).
+// Usage: test_kernel_table [global]
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -70,12 +71,12 @@ int flags_for(int op, int variant) {
   return variant == 1 && (op == ML_OP_EIGH || op == ML_OP_EIGVALSH) ? ML_K_UPPER : 0;
 }
 
-// Runs e on `batch` gaussian matrices of m x n with group size gs (1: lane per matrix) and
-// checks every result.
-void run_and_check(kt::Report &rep, const Entry &e, int m, int n, int flags,
-                                 int gs, int scratch_budget, const char *launch) {
-  std::mt19937_64 rng(1234 + 17 * m + n);
-  const int batch = 3, k = std::min(m, n);
+// Runs e on the m x n matrices `inputs` (named by fams; rounded to float here) with group size
+// gs (1: lane per matrix) and flags chosen for scratch_budget, and checks every result.
+void run_mats(kt::Report &rep, const Entry &e, const std::vector<kt::Mat> &inputs,
+              const std::vector<std::string> &fams, int m, int n, int flags, int gs,
+              int scratch_budget, const char *launch) {
+  const int batch = static_cast<int>(inputs.size()), k = std::min(m, n);
   const bool complete = e.op == ML_OP_QR && flags == ML_K_QR_COMPLETE;
   const int64_t sz0 = e.op == ML_OP_QR ? (flags == ML_K_QR_R ? 0 : int64_t(m) * (complete ? m : k))
                       : e.op == ML_OP_EIGH || e.op == ML_OP_EIGVALSH ? n
@@ -89,12 +90,9 @@ void run_and_check(kt::Report &rep, const Entry &e, int m, int n, int flags,
   std::vector<kt::Mat> mats;
   std::vector<float> a;
   for (int b = 0; b < batch; ++b) {
-    kt::Mat g = kt::gaussian(rng, m, n);
-    if (e.op == ML_OP_EIGH || e.op == ML_OP_EIGVALSH) g = kt::matmul(g, kt::transpose(g));
-    mats.push_back(g);
-    auto f = kt::to_float(g);
+    auto f = kt::to_float(inputs[b]);
     a.insert(a.end(), f.begin(), f.end());
-    mats.back() = kt::from_float(f.data(), m, n);  // the matrix the kernel sees, exactly
+    mats.push_back(kt::from_float(f.data(), m, n));  // the matrix the kernel sees, exactly
   }
   std::vector<float> o0(size_t(batch * sz0) + 1, -7.f), o1(size_t(batch * sz1) + 1, -7.f),
       o2(size_t(batch * sz2) + 1, -7.f);
@@ -104,8 +102,8 @@ void run_and_check(kt::Report &rep, const Entry &e, int m, int n, int flags,
   ml::kernel_runner::run(gs, batch, e.scratch(m, n, kflags), e.run, &x);
   char at[200];
   for (int b = 0; b < batch; ++b) {
-    std::snprintf(at, sizeof at, "%s %dx%d flags=%d %s gs=%d #%d", e.name, m, n, flags, launch,
-                  gs, b);
+    std::snprintf(at, sizeof at, "%s %dx%d flags=%d %s gs=%d %s #%d", e.name, m, n, flags,
+                  launch, gs, fams[b].c_str(), b);
     const kt::Mat &A = mats[b];
     rep.expect((info[b] & (ML_INFO_NOT_CONVERGED | ML_INFO_NONFINITE)) == 0,
                std::string(at) + " info");
@@ -147,7 +145,7 @@ void run_and_check(kt::Report &rep, const Entry &e, int m, int n, int flags,
         rep.ratio(err / (kt::norm1(A) * n * kt::kUlp), kLimit, std::string(at) + " w vs double");
         break;
       }
-      case ML_OP_SVD: kt::check_svd_ratios(rep, at, "gaussian", A, p0, p1, p2, info[b], kLimit); break;
+      case ML_OP_SVD: kt::check_svd_ratios(rep, at, fams[b], A, p0, p1, p2, info[b], kLimit); break;
       default: {
         const auto ref = kt::reference_singular_values(A);
         double err = 0;
@@ -157,6 +155,72 @@ void run_and_check(kt::Report &rep, const Entry &e, int m, int n, int flags,
       }
     }
   }
+}
+
+// Runs e on three gaussian matrices of m x n (symmetrised for eigh) and checks every result.
+void run_and_check(kt::Report &rep, const Entry &e, int m, int n, int flags, int gs,
+                   int scratch_budget, const char *launch) {
+  std::mt19937_64 rng(1234 + 17 * m + n);
+  std::vector<kt::Mat> mats;
+  for (int b = 0; b < 3; ++b) {
+    kt::Mat g = kt::gaussian(rng, m, n);
+    if (e.op == ML_OP_EIGH || e.op == ML_OP_EIGVALSH) g = kt::matmul(g, kt::transpose(g));
+    mats.push_back(g);
+  }
+  run_mats(rep, e, mats, std::vector<std::string>(mats.size(), "gaussian"), m, n, flags, gs,
+           scratch_budget, launch);
+}
+
+// Global launches (the backends' Launch::kGlobal: a GROUP line with its scratch in device
+// memory, past the shared window): every GROUP line at odd sizes beyond the H200 window, with
+// the global scratch budget (2^28 floats, as core/src/routing.h's kGlobalScratchFloats) and
+// large groups (512 lanes, and CUDA's global group size), on hard families, with the ratios of
+// docs/design.md section 7. The runner's scratch is ordinary memory: this checks the kernels'
+// logic past the shared window and at group sizes the shared launches never use.
+constexpr int kGlobalBudget = 1 << 28;
+
+void run_global(kt::Report &rep) {
+  for (const Entry &e : kEntries) {
+    if (e.kind != KT_IS_GROUP) continue;
+    const bool eig = e.op == ML_OP_EIGH || e.op == ML_OP_EIGVALSH;
+    struct Shape {
+      int m, n, flags, gs;
+    };
+    std::vector<Shape> shapes;
+    if (eig) {
+      shapes = {{241, 241, ML_K_LOWER, 512}, {299, 299, ML_K_UPPER, 0}};
+    } else if (e.op == ML_OP_QR) {
+      shapes = {{299, 257, ML_K_QR_REDUCED, 512}, {241, 299, ML_K_QR_COMPLETE, 0}};
+    } else {
+      shapes = {{299, 241, 0, 512}, {241, 257, 0, 0}};
+    }
+    for (const Shape &sh : shapes) {
+      const int m = sh.m, n = sh.n;
+      const int gs = sh.gs > 0 ? sh.gs : ml::cuda::group_size_global(m, n);
+      rep.expect(!e.fits(m, n, sh.flags, kH200Budget) && e.fits(m, n, sh.flags, kGlobalBudget),
+                 std::string(e.name) + " global shape past the shared window, within the global one");
+      std::mt19937_64 rng(4242 + 31 * m + n);
+      const kt::Families all = eig ? kt::symmetric_families(n, rng, true)
+                               : e.op == ML_OP_QR ? kt::general_families(m, n, rng)
+                                                  : kt::svd_families(m, n, rng, true);
+      const std::set<std::string> want =
+          eig ? std::set<std::string>{"graded", "clustered", "scale1e-30", "wilkinson"}
+          : e.op == ML_OP_QR ? std::set<std::string>{"graded", "rankdef", "scale1e37"}
+                             : std::set<std::string>{"graded", "rankdef", "geometric1e-30"};
+      std::vector<kt::Mat> mats;
+      std::vector<std::string> fams;
+      for (const auto &f : all)
+        if (want.count(f.first)) {
+          fams.push_back(f.first);
+          mats.push_back(f.second);
+        }
+      rep.expect(fams.size() == want.size(), std::string(e.name) + " global families found");
+      kt::Timer t(e.name, m, n, gs);
+      run_mats(rep, e, mats, fams, m, n, sh.flags, gs, kGlobalBudget, "global");
+    }
+  }
+  std::printf("global: %d checks, %d failures, worst ratio %.3g (%s)\n", rep.checks, rep.failures,
+              rep.worst, rep.worst_where.c_str());
 }
 
 // The outputs' sizes per matrix (floats of o0, o1, o2) of an op at m x n.
@@ -267,8 +331,12 @@ void check_cap(kt::Report &rep, const Entry &e, int m, int n, int flags, int gs,
 
 }  // namespace
 
-int main() {
+int main(int argc, char **argv) {
   kt::Report rep;
+  if (argc > 1 && std::strcmp(argv[1], "global") == 0) {
+    run_global(rep);
+    return rep.failures == 0 ? 0 : 1;
+  }
   std::set<int> ops;
   std::set<std::string> names;
   for (const Entry &e : kEntries) {

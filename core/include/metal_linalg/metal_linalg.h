@@ -156,7 +156,11 @@ ML_API ml_status ml_svdvals(const ml_exec *exec, const float *a, int64_t batch, 
                             int64_t n, float *s, int32_t *info);
 
 /* Bytes of workspace a call with these arguments needs (0 is possible).
- * flags: qr mode / eigh uplo / svd full_matrices, as for the call. */
+ * flags: qr mode / eigh uplo / svd full_matrices, as for the call. Nonzero
+ * for ML_MEMORY_CUDA calls the policy routes to a global launch (a kernel
+ * with its scratch in device memory, for shapes beyond shared memory: at
+ * most about 1 GiB); it depends on the policy in force, so query it again
+ * after changing the policy. */
 ML_API ml_status ml_workspace_size(const ml_exec *exec, int32_t op, int64_t batch, int64_t m,
                                    int64_t n, int32_t flags, int64_t *bytes);
 

@@ -20,6 +20,8 @@ FIELDS = {
     "gpu_lane_min_batch",
     "gpu_small_max_n",
     "gpu_simd_max_n",
+    "gpu_global_max_n",
+    "gpu_global_min_batch",
 }
 
 
@@ -212,6 +214,90 @@ def test_simd_phase_planned_only_with_the_field():
     assert with_simd == [("qr", "lane"), ("qr", "simd"), ("qr", "gpu_min_batch")]
     assert ("qr", "simd") not in cal.plan_phases(
         ["qr"], cpu=False, host_gpu=False, device_gpu=True, lanes=True
+    )
+
+
+# --- gpu_global_max_n / gpu_global_min_batch ------------------------------------------------
+
+GLOBAL_SIZES = shared_cal.GLOBAL_SIZES
+GLOBAL_BATCHES = shared_cal.GLOBAL_BATCHES
+
+
+def global_grid(wins, skip=lambda n, b: False):
+    """{(n, b): (t_global, t_host)}: the host route's time grows as b n^3; the global launch
+    twice as fast where wins(n, b), else half as fast; points where skip(n, b) left out (not
+    measured)."""
+    return {
+        (n, b): ((0.5 if wins(n, b) else 2.0) * b * n**3 * 1e-9, b * n**3 * 1e-9)
+        for n in GLOBAL_SIZES
+        for b in GLOBAL_BATCHES
+        if not skip(n, b)
+    }
+
+
+def test_global_batch_one_loses_batches_win():
+    # The expected H200 shape: a lone matrix loses to LAPACK, batches of 8 and 64 win everywhere.
+    t = global_grid(lambda n, b: b >= 8)
+    assert shared_cal.choose_global(t) == (1024, 8)
+
+
+def test_global_wins_everywhere():
+    assert shared_cal.choose_global(global_grid(lambda n, b: True)) == (1024, 1)
+
+
+def test_global_never_wins():
+    assert shared_cal.choose_global(global_grid(lambda n, b: False)) == (0, None)
+
+
+def test_global_nothing_measured():
+    assert shared_cal.choose_global({}) == (None, None)
+    # Measured only beyond the smallest n: nothing is claimed.
+    t = global_grid(lambda n, b: True, skip=lambda n, b: n == 256)
+    assert shared_cal.choose_global(t) == (None, None)
+
+
+def test_global_small_n_at_batch_one_against_large_n_at_large_batches():
+    # Batch 1 wins up to 384 only; batch >= 8 wins everywhere: the rectangle from batch 8 saves
+    # more time (every size at 8 and 64) than the one from batch 1 (n <= 384 at every batch).
+    t = global_grid(lambda n, b: b >= 8 or n <= 384)
+    assert shared_cal.choose_global(t) == (1024, 8)
+    # Batch 64 alone wins past 384: its rectangle (every n at batch 64) saves the most.
+    t = global_grid(lambda n, b: b == 64 or n <= 384)
+    assert shared_cal.choose_global(t) == (1024, 64)
+    # Equal savings (2 s from batch 1 up to 256, 2 s from batch 8 up to 384): the larger max_n.
+    t = {(256, 1): (1.0, 2.0), (256, 8): (1.0, 2.0), (384, 1): (3.0, 2.0), (384, 8): (1.0, 2.0)}
+    assert shared_cal.choose_global(t, (256, 384), (1, 8)) == (384, 8)
+    # A win at batch 1, however small, adds to the savings: the rectangle from batch 1.
+    t = {(256, 1): (1.0, 1.0 + 1e-9), (256, 8): (0.0, 2.0)}
+    assert shared_cal.choose_global(t, (256,), (1, 8)) == (256, 1)
+
+
+def test_global_work_cap_and_failures():
+    # Unmeasured points (the work cap: batch 64 above n = 512) do not end a rectangle; a failed
+    # global call (t_global None) is a loss.
+    skip = lambda n, b: b == 64 and n > 512
+    t = global_grid(lambda n, b: b >= 8, skip=skip)
+    assert shared_cal.choose_global(t) == (1024, 8)
+    t[(768, 8)] = (None, 1.0)
+    assert shared_cal.choose_global(t) == (512, 8)
+    # A size with no measured point at or above the batch ends the claim there.
+    t = global_grid(lambda n, b: b == 64, skip=skip)
+    assert shared_cal.choose_global(t) == (512, 64)
+
+
+def test_global_tie_is_a_loss():
+    t = global_grid(lambda n, b: True)
+    t[(256, 1)] = (1.0, 1.0)
+    assert shared_cal.choose_global(t) == (1024, 8)
+
+
+def test_global_phase_planned_only_with_the_fields():
+    phases = cal._shared.plan_phases(
+        ["eigh"], cpu=False, host_gpu=False, device_gpu=True, lanes=True, global_launch=True
+    )
+    assert phases == [("eigh", "lane"), ("eigh", "global"), ("eigh", "gpu_min_batch")]
+    assert ("eigh", "global") not in cal._shared.plan_phases(
+        ["eigh"], cpu=False, host_gpu=True, device_gpu=False, lanes=False, global_launch=False
     )
 
 

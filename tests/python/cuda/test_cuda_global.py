@@ -1,0 +1,250 @@
+"""The CUDA backend's global launch (a group kernel with its scratch in device memory, for shapes
+beyond the shared-memory window) through metal_linalg_torch on CUDA tensors and the C API.
+
+Runs on a machine with an NVIDIA GPU and a library built with the CUDA backend; skips elsewhere (CI).
+Values are checked with LAPACK's test ratios against torch.linalg in float64 (the helpers of
+test_cuda_ops.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+mlt = pytest.importorskip("metal_linalg_torch")
+from metal_linalg_torch import _dispatch, _lib
+
+if not _lib.lib.ml_backend_available(b"cuda"):
+    pytest.skip("metal_linalg built without the CUDA backend", allow_module_level=True)
+
+from test_cuda_ops import (
+    OPS,
+    call_op,
+    check_eigh,
+    check_outputs,
+    gen_family,
+    sym_family,
+)
+
+DEV = torch.device("cuda")
+KERNEL = {
+    "qr": "qr_householder",
+    "eigh": "eigh_tridiag_ql",
+    "eigvalsh": "eigvalsh_tridiag_ql",
+    "svd": "svd_bidiag_qr",
+    "svdvals": "svdvals_bidiag_qr",
+}
+
+
+def set_global(max_n: int) -> None:
+    for op in range(len(OPS)):
+        assert _lib.lib.ml_policy_set(op, b"gpu_min_batch", 1) == 0
+        assert _lib.lib.ml_policy_set(op, b"gpu_max_n", 1 << 20) == 0
+        assert _lib.lib.ml_policy_set(op, b"gpu_lane_max_n", 0) == 0
+        assert _lib.lib.ml_policy_set(op, b"gpu_global_max_n", max_n) == 0
+        assert _lib.lib.ml_policy_set(op, b"gpu_global_min_batch", 1) == 0
+
+
+@pytest.fixture(autouse=True)
+def _global_on():
+    """Global launches on for every op up to 4096 (the policy default is off)."""
+    set_global(4096)
+    yield
+    for op in range(len(OPS)):
+        _lib.lib.ml_policy_reset(op)
+
+
+def backend(op: str, m: int, n: int, batch: int, memory=_lib.ML_MEMORY_CUDA) -> str:
+    return _lib.text(_lib.lib.ml_backend(OPS.index(op), memory, m, n, batch))
+
+
+def _input(op: str, m: int, n: int, batch: int, family: str = "random", seed: int = 0):
+    if op.startswith("eig"):
+        return sym_family(family, n, batch, seed=seed)
+    return gen_family(family, m, n, batch, seed=seed)
+
+
+def test_routing_names_the_global_plan() -> None:
+    for op in OPS:
+        assert backend(op, 300, 300, 2) == f"cuda:{KERNEL[op]}/global", op
+        # Within the shared window: the shared-memory launches.
+        assert backend(op, 200, 200, 2) == f"cuda:{KERNEL[op]}", op
+    set_global(0)
+    for op in OPS:
+        assert backend(op, 300, 300, 2) == "cpu:lapack", op
+
+
+SQUARE = [(256, 3), (300, 2), (257, 1)]
+RECT = [(513, 257, 2), (257, 513, 2), (1024, 300, 1)]
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("nb", SQUARE, ids=[f"{n}x{n}x{b}" for n, b in SQUARE])
+def test_square_values(op: str, nb: tuple[int, int]) -> None:
+    n, batch = nb
+    assert backend(op, n, n, batch).endswith("/global")
+    a = _input(op, n, n, batch, seed=n + batch).to(DEV)
+    outs = call_op(op, a)
+    for o in outs:
+        assert o.device == a.device and o.dtype == torch.float32
+    check_outputs(op, a, outs, f"{op} {n}x{n} x{batch} global")
+
+
+@pytest.mark.parametrize("op", ["qr", "svd", "svdvals"])
+@pytest.mark.parametrize("mnb", RECT, ids=[f"{m}x{n}x{b}" for m, n, b in RECT])
+def test_rect_values(op: str, mnb: tuple[int, int, int]) -> None:
+    m, n, batch = mnb
+    assert backend(op, m, n, batch).endswith("/global")
+    a = _input(op, m, n, batch, seed=m + n).to(DEV)
+    check_outputs(op, a, call_op(op, a), f"{op} {m}x{n} x{batch} global")
+    if op == "qr":  # R only and complete (square) run global too
+        r = mlt.qr(a, mode="r")[1]
+        check_outputs("qr", a, (None, r), f"qr mode=r {m}x{n} global")
+        sq = a[..., : min(m, n), : min(m, n)].contiguous()
+        check_outputs("qr", sq, tuple(mlt.qr(sq, mode="complete")), "qr complete global")
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("family", ["graded", "clustered", "rankdef", "tiny", "huge"])
+def test_hard_families(op: str, family: str) -> None:
+    a = _input(op, 300, 300, 2, family=family, seed=5).to(DEV)
+    check_outputs(op, a, call_op(op, a), f"{op} {family} 300x300 global")
+
+
+def test_nonfinite_isolated() -> None:
+    a = sym_family("random", 260, 3, seed=3)
+    a[1, 5, 7] = float("nan")
+    a = a.to(DEV)
+    w, v = mlt.eigh(a)
+    assert torch.isnan(w[1]).all() and torch.isnan(v[1]).all()
+    good = [0, 2]
+    check_eigh(a[good], w[good], v[good], "eigh global, finite neighbours of a NaN matrix")
+
+
+def test_torch_workspace_and_cache() -> None:
+    """The torch package sizes the workspace per plan: off, a shape goes through the host with no
+    workspace; on, the same shape's entry is the core's ml_workspace_size, nonzero, and the
+    call's peak memory holds it (torch's allocator)."""
+    n, batch = 300, 2
+    a = sym_family("random", n, batch, seed=11).to(DEV)
+    set_global(0)
+    check_eigh(a, *mlt.eigh(a), "eigh 300 through the host")
+    set_global(4096)
+    ex = _lib.MlExec()
+    ex.memory = _lib.ML_MEMORY_CUDA
+    ex.device = torch.cuda.current_device()
+    need = ctypes.c_int64()
+    _lib.check(
+        _lib.lib.ml_workspace_size(
+            ctypes.byref(ex), _lib.OP_ID["eigh"], batch, n, n, 0, ctypes.byref(need)
+        ),
+        "workspace_size",
+    )
+    # The kernel's scratch (about n^2 floats) per matrix in flight, all of a small batch.
+    assert need.value >= batch * n * n * 4, need.value
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    w, v = mlt.eigh(a)
+    torch.cuda.synchronize()
+    assert torch.cuda.max_memory_allocated() - base >= need.value + v.numel() * 4
+    check_eigh(a, w, v, "eigh 300 global through the torch package")
+    key = ("cuda:eigh_tridiag_ql/global", "eigh", batch, n, n, 0)
+    assert _dispatch._WORKSPACE.get(key) == need.value
+    set_global(0)
+    size = ctypes.c_int64(-1)
+    _lib.lib.ml_workspace_size(
+        ctypes.byref(ex), _lib.OP_ID["eigh"], batch, n, n, 0, ctypes.byref(size)
+    )
+    assert size.value == 0
+
+
+def test_c_api_rejects_a_short_workspace() -> None:
+    n, batch = 300, 2
+    a = sym_family("random", n, batch, seed=12).to(DEV)
+    w = torch.empty(batch, n, device=DEV)
+    v = torch.empty(batch, n, n, device=DEV)
+    ex = _lib.MlExec()
+    ex.memory = _lib.ML_MEMORY_CUDA
+    ex.device = torch.cuda.current_device()
+    ex.stream = torch.cuda.current_stream().cuda_stream
+    need = ctypes.c_int64()
+    _lib.lib.ml_workspace_size(
+        ctypes.byref(ex), _lib.OP_ID["eigh"], batch, n, n, 0, ctypes.byref(need)
+    )
+    short = torch.empty(need.value - 4, dtype=torch.uint8, device=DEV)
+    ex.workspace = short.data_ptr()
+    ex.workspace_bytes = short.numel()
+    status = _lib.lib.ml_eigh(
+        ctypes.byref(ex), a.data_ptr(), batch, n, 0, w.data_ptr(), v.data_ptr(), None
+    )
+    assert status != _lib.ML_OK
+    assert "workspace" in _lib.text(_lib.lib.ml_last_error())
+
+
+def test_cuda_graph() -> None:
+    """A global launch captured in a CUDA graph (the workspace from the graph's pool)."""
+    n, batch = 256, 2
+    static = sym_family("random", n, batch, seed=21).to(DEV)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        mlt.eigh(static)  # one-time kernel set-up outside capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        w_static, v_static = mlt.eigh(static)
+    for seed in (22, 23):
+        fresh = sym_family("random", n, batch, seed=seed).to(DEV)
+        static.copy_(fresh)
+        graph.replay()
+        torch.cuda.synchronize()
+        check_eigh(fresh, w_static, v_static, f"global graph replay seed {seed}")
+
+
+def test_chunks_reuse_the_workspace() -> None:
+    """Two matrices in flight (METAL_LINALG_CUDA_GLOBAL_MATRICES, read once per process: a
+    subprocess) on a batch of 5: three launches one after another reuse one workspace."""
+    script = textwrap.dedent(
+        """
+        import ctypes, torch, metal_linalg_torch as mlt
+        from metal_linalg_torch import _lib
+        from test_cuda_ops import check_eigh, check_outputs, gen_family, sym_family
+        for op in range(5):
+            _lib.lib.ml_policy_set(op, b"gpu_global_max_n", 4096)
+        n, batch = 260, 5
+        ex = _lib.MlExec()
+        ex.memory = _lib.ML_MEMORY_CUDA
+        need = ctypes.c_int64()
+        eigh = _lib.OP_ID["eigh"]
+        _lib.lib.ml_workspace_size(ctypes.byref(ex), eigh, batch, n, n, 0, ctypes.byref(need))
+        one = ctypes.c_int64()
+        _lib.lib.ml_workspace_size(ctypes.byref(ex), eigh, 1, n, n, 0, ctypes.byref(one))
+        assert 0 < one.value and need.value == 2 * one.value, (need.value, one.value)
+        a = sym_family("random", n, batch, seed=31).cuda()
+        check_eigh(a, *mlt.eigh(a), "eigh 260 x5 in chunks of 2")
+        g = gen_family("random", 300, 270, batch, seed=32).cuda()
+        check_outputs("svd", g, tuple(mlt.svd(g)), "svd 300x270 x5 in chunks of 2")
+        print("ok")
+        """
+    )
+    env = dict(os.environ, METAL_LINALG_CUDA_GLOBAL_MATRICES="2")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
