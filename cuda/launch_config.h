@@ -70,6 +70,14 @@ inline int group_size_svdvals_bidiag_qr(int m, int n, int64_t batch, int units) 
   return throughput_group_size(warps_of(m > n ? m : n, 256), m, n, batch, units);
 }
 
+// svd / svdvals one-sided Jacobi (SIMD lines): a lane per column, one simdgroup.
+inline int group_size_svd_jacobi_simd(int m, int n, int64_t, int) {
+  return simd_group_size(m, n);
+}
+inline int group_size_svdvals_jacobi_simd(int m, int n, int64_t, int) {
+  return simd_group_size(m, n);
+}
+
 // ---- blocks ----
 
 // Threads per group: the kernel's group size, `forced` (METAL_LINALG_CUDA_GROUP_SIZE, 0: not
