@@ -115,6 +115,14 @@ inline int group_size_global(int m, int n) {
   return g > 1024 ? 1024 : g;
 }
 
+// svd / svdvals one-sided Jacobi (SIMD lines): a lane per column, one simdgroup.
+inline int group_size_svd_jacobi_simd(int m, int n, int64_t, int) {
+  return simd_group_size(m, n);
+}
+inline int group_size_svdvals_jacobi_simd(int m, int n, int64_t, int) {
+  return simd_group_size(m, n);
+}
+
 // ---- blocks ----
 
 // Threads per group: the kernel's group size, `forced` (METAL_LINALG_CUDA_GROUP_SIZE, 0: not

@@ -63,6 +63,12 @@ inline int group_size_svdvals_bidiag_bisect(int m, int n, int64_t batch) {
   return group_size_svdvals_bidiag_qr(m, n, batch);
 }
 
+// svd / svdvals one-sided Jacobi (SIMD lines): one simdgroup, a lane per column.
+inline int group_size_svd_jacobi_simd(int m, int n, int64_t) { return simd_group_size(m, n); }
+inline int group_size_svdvals_jacobi_simd(int m, int n, int64_t) {
+  return simd_group_size(m, n);
+}
+
 // Slice of the threadgroup scratch one thread of a lane-per-matrix threadgroup of `threads`
 // threads gets (compat_metal.h's ml_lane_slice: odd, so equal offsets hit distinct banks).
 inline int lane_slice(int threads) {

@@ -40,6 +40,7 @@
 #include "qr_householder_simd.h"
 #include "qr_householder_small.h"
 #include "svd_bidiag_qr.h"
+#include "svd_jacobi_simd.h"
 #include "svd_jacobi_small.h"
 
 // choose_flags of a kernel with a single layout.
@@ -91,6 +92,12 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
     ml_flags_unchanged)                                                                         \
   X(svdvals_jacobi_small, ML_OP_SVDVALS, ml_svdvals_jacobi_small, O1, REGISTER,                 \
     ml_svd_jacobi_small_scratch_floats_flags, ml_svd_jacobi_small_fits_flags,                   \
+    ml_flags_unchanged)                                                                         \
+  X(svd_jacobi_simd, ML_OP_SVD, ml_svd_jacobi_simd, O012, SIMD,                               \
+    ml_svd_jacobi_simd_scratch_floats_flags, ml_svd_jacobi_simd_fits_flags,                     \
+    ml_flags_unchanged)                                                                         \
+  X(svdvals_jacobi_simd, ML_OP_SVDVALS, ml_svdvals_jacobi_simd, O1, SIMD,                       \
+    ml_svd_jacobi_simd_scratch_floats_flags, ml_svd_jacobi_simd_fits_flags,                     \
     ml_flags_unchanged)                                                                         \
   X(svd_bidiag_qr, ML_OP_SVD, ml_svd_bidiag_qr, O012, GROUP,                                    \
     ml_svd_bidiag_qr_scratch_floats_flags, ml_svd_bidiag_qr_fits_flags,                         \

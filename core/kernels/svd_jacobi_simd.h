@@ -1,11 +1,11 @@
 // Thin SVD and singular values of one m x n matrix per SIMDGROUP (a warp on CUDA: 32 lanes, or
 // 16 for max(m, n) <= 16; Metal: 32), the matrix in registers, one lane per column: one-sided
 // (Hestenes) Jacobi on the working matrix W = A (tall, m >= n) or A^T (wide), M x N with
-// M = max(m, n) <= 64 rows and N = min(m, n) <= the simdgroup width (32) columns.
+// M = max(m, n) <= 32 rows and N = min(m, n) columns (N <= the simdgroup width).
 //
-// Layout: lane j holds column j of W (float w[MR], MR = 16, 32 or 64 rows picked from M at run
+// Layout: lane j holds column j of W (float w[MR], MR = 16 or 32 rows picked from M at run
 // time, zero-padded, every loop unrolled so the array stays in registers), its squared norm,
-// and column j of V (float v[NR], NR = min(MR, 32); svd only). Lanes N..width-1 are idle (zero
+// and column j of V (float v[MR]; svd only). Lanes N..width-1 are idle (zero
 // columns that take part in no rotation).
 // Order: parallel round-robin (tournament, circle method) over NP = N rounded up to even
 // columns: NP - 1 rounds per sweep, each pairing every column once; column NP - 1 stays fixed,
@@ -45,22 +45,16 @@
 #ifndef ML_KERNELS_SVD_JACOBI_SIMD_H
 #define ML_KERNELS_SVD_JACOBI_SIMD_H
 
-#define ML_SVDS_MAX_M 64             // rows of the working matrix per lane
-#define ML_SVDS_MAX_N 32             // columns: one per lane
+#define ML_SVDS_MAX_N 32             // rows and columns of the working matrix (a lane per column)
 #define ML_SVDS_TINY 7.8886091e-31f  // 2^-100: a column norm^2 below this counts as zero
 #define ML_SVDS_UP 1.1529215e+18f    // 2^60
 #define ML_SVDS_DOWN 8.6736174e-19f  // 2^-60
 #define ML_SVDS_SWEEPS 30            // default sweep cap (LAPACK sgesvj's NSWEEP)
 
-// Shapes handled at group size 32 (16-lane groups: max(m, n) <= 16, the launch's rule):
-// max(m, n) <= 32 (ml_svd_jacobi_simd), 33..64 with min(m, n) <= 32 (ml_svd_jacobi_simd64).
+// Shapes handled at group size 32 (16-lane groups: max(m, n) <= 16, the launch's rule).
+// (A 64-row variant, w[64] per lane, needed 255 registers and spilled on sm_90: not offered.)
 ML_HOST_FN int ml_svd_jacobi_simd_fits(int m, int n) {
-  const int big = m > n ? m : n, k = m < n ? m : n;
-  return k >= 1 && big <= 32;
-}
-ML_HOST_FN int ml_svd_jacobi_simd64_fits(int m, int n) {
-  const int big = m > n ? m : n, k = m < n ? m : n;
-  return k >= 1 && k <= ML_SVDS_MAX_N && big > 32 && big <= ML_SVDS_MAX_M;
+  return m >= 1 && n >= 1 && m <= ML_SVDS_MAX_N && n <= ML_SVDS_MAX_N;
 }
 // The kernel-table forms (kernel_table.h), for svd and svdvals: registers only, no scratch.
 ML_HOST_FN int ml_svd_jacobi_simd_scratch_floats_flags(int m, int n, int flags) {
@@ -73,11 +67,6 @@ ML_HOST_FN int ml_svd_jacobi_simd_fits_flags(int m, int n, int flags, int scratc
   (void)flags;
   (void)scratch_floats;
   return ml_svd_jacobi_simd_fits(m, n);
-}
-ML_HOST_FN int ml_svd_jacobi_simd64_fits_flags(int m, int n, int flags, int scratch_floats) {
-  (void)flags;
-  (void)scratch_floats;
-  return ml_svd_jacobi_simd64_fits(m, n);
 }
 
 // 2^e as two normal factors (e in -252..254): x * lo * hi, at most one rounding.
@@ -113,13 +102,13 @@ ML_FN void ml_svds_nan_fill(int tall, int vec, int j, int M, int N, ML_DEVICE fl
   }
 }
 
-// One matrix: working shape M x N (M >= N, M <= MR, N <= simd width). tall: A is M x N (W = A),
+// One matrix: working shape M x N (N <= M <= MR, N <= simd width). tall: A is M x N (W = A),
 // else A is N x M (W = A^T). VEC = 0: s and info only.
 template <int MR, int VEC>
 ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
                         ML_DEVICE const float *am, ML_DEVICE float *um, ML_DEVICE float *sm,
                         ML_DEVICE float *vtm, ML_DEVICE int *info, ml_i64 g) {
-  const int NR = MR < ML_SVDS_MAX_N ? MR : ML_SVDS_MAX_N;  // V rows per lane
+  const int NR = MR;  // V rows per lane (N <= M <= MR)
   const int j = ml_simd_lane(ctx);
   const bool col = j < N;
   float w[MR];
@@ -148,7 +137,7 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
   ML_UNROLL for (int i = 0; i < (VEC ? NR : 1); ++i) v[i] = (VEC && i == j) ? 1.0f : 0.0f;
 
   // Round-robin pairing over NP columns: K = NP - 1 rounds per sweep.
-  const int NP = N + (N & 1), K = NP - 1, half = NP / 2;
+  const int NP = N + (N & 1), K = NP - 1, hnp = NP / 2;
   const float tol = (float)M * ML_FLT_EPS;
   int sweeps = 0, converged = N < 2 ? 1 : 0;
   while (!converged && sweeps < max_sweeps) {
@@ -196,7 +185,10 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
       ML_UNROLL for (int i = 0; i < MR; ++i) w[i] = ml_fma(c, w[i], sg * wq[i]);
       if (t != 0.0f) {  // the norm update; recomputed when it cancels (lost > 2 bits)
         const float nn = nrm + (lower ? -t : t) * ga;
-        nrm = nn >= 0.25f * nrm ? nn : ml_svds_norm2<MR>(w);
+        if (nn >= 0.25f * nrm)
+          nrm = nn;
+        else
+          nrm = ml_svds_norm2<MR>(w);
       }
       if (VEC) {
         ML_UNROLL for (int i = 0; i < (VEC ? NR : 1); ++i) {
@@ -205,7 +197,7 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
         }
       }
       pk = pk + 1 == K ? 0 : pk + 1;
-      pf = pf + half >= K ? pf + half - K : pf + half;
+      pf = pf + hnp >= K ? pf + hnp - K : pf + hnp;
     }
     ++sweeps;
     converged = ml_simd_max(ctx, rotated ? 1.0f : 0.0f) > 0.0f ? 0 : 1;
@@ -299,72 +291,43 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
   }
 }
 
-// The entries, for working-matrix rows in LO..HI (register columns of 16, 32 or 64 rows; each
-// entry's register allocation is that of its largest column, so the 64-row case is its own).
 #define ML_SVDS_DISPATCH(VEC)                                                                  \
-  if (HI <= 32 && M <= 16)                                                                     \
+  if (M <= 16)                                                                                 \
     ml_svds_impl<16, VEC>(ctx, tall, M, N, max_sweeps, am, um, sm, vtm, info, g);              \
-  else if (HI <= 32)                                                                           \
-    ml_svds_impl<32, VEC>(ctx, tall, M, N, max_sweeps, am, um, sm, vtm, info, g);              \
   else                                                                                         \
-    ml_svds_impl<64, VEC>(ctx, tall, M, N, max_sweeps, am, um, sm, vtm, info, g);
+    ml_svds_impl<32, VEC>(ctx, tall, M, N, max_sweeps, am, um, sm, vtm, info, g);
 
-template <int LO, int HI>
-ML_FN void ml_svds_svd_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
-                             ML_DEVICE float *u, ML_DEVICE float *s, ML_DEVICE float *vt,
-                             ML_DEVICE int *info) {
+// The shared body of the entries (info first: it is not itself a table kernel). VEC = 0:
+// svdvals (u and vt unused).
+template <int VEC>
+ML_FN void ml_svds_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE const float *a,
+                         ML_DEVICE float *u, ML_DEVICE float *s, ML_DEVICE float *vt) {
   if (ctx.group_id >= p.batch || ctx.lane >= ML_SIMD_WIDTH) return;
   const int m = p.m, n = p.n;
   const int tall = m >= n, M = tall ? m : n, N = tall ? n : m;
-  if (M < LO || M > HI || N < 1 || N > ML_SVDS_MAX_N || N > ml_simd_width(ctx)) return;
-  const int max_sweeps = p.max_iter > 0 ? p.max_iter : ML_SVDS_SWEEPS;
-  const ml_i64 g = ctx.group_id;
-  ML_DEVICE const float *am = a + g * (ml_i64)m * n;
-  ML_DEVICE float *um = u + g * (ml_i64)m * N;
-  ML_DEVICE float *sm = s + g * (ml_i64)N;
-  ML_DEVICE float *vtm = vt + g * (ml_i64)N * n;
-  ML_SVDS_DISPATCH(1)
-}
-template <int LO, int HI>
-ML_FN void ml_svds_svdvals_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
-                                 ML_DEVICE float *s, ML_DEVICE int *info) {
-  if (ctx.group_id >= p.batch || ctx.lane >= ML_SIMD_WIDTH) return;
-  const int m = p.m, n = p.n;
-  const int tall = m >= n, M = tall ? m : n, N = tall ? n : m;
-  if (M < LO || M > HI || N < 1 || N > ML_SVDS_MAX_N || N > ml_simd_width(ctx)) return;
+  if (!ml_svd_jacobi_simd_fits(m, n) || N > ml_simd_width(ctx)) return;
   const int max_sweeps = p.max_iter > 0 ? p.max_iter : ML_SVDS_SWEEPS;
   const ml_i64 g = ctx.group_id;
   ML_DEVICE const float *am = a + g * (ml_i64)m * n;
   ML_DEVICE float *sm = s + g * (ml_i64)N;
-  ML_DEVICE float *um = sm;  // unused
-  ML_DEVICE float *vtm = sm;
-  ML_SVDS_DISPATCH(0)
+  ML_DEVICE float *um = VEC ? u + g * (ml_i64)m * N : sm;
+  ML_DEVICE float *vtm = VEC ? vt + g * (ml_i64)N * n : sm;
+  ML_SVDS_DISPATCH(VEC)
 }
 
 // Entry: u (m x k), s (k, descending, >= 0), vt (k x n), k = min(m, n); p.flags ignored.
-// max(m, n) <= 32. Shapes the kernel does not handle (ml_svd_jacobi_simd_fits, or more columns
-// than the simdgroup has lanes) are left untouched.
+// Shapes the kernel does not handle (ml_svd_jacobi_simd_fits, or more columns than the
+// simdgroup has lanes) are left untouched.
 ML_FN void ml_svd_jacobi_simd(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                               ML_DEVICE float *u, ML_DEVICE float *s, ML_DEVICE float *vt,
                               ML_DEVICE int *info) {
-  ml_svds_svd_entry<1, 32>(ctx, p, a, u, s, vt, info);
+  ml_svds_entry<1>(ctx, p, info, a, u, s, vt);
 }
 // Entry: singular values only (no vectors formed or rotated; p.flags ignored); s and info
 // bitwise those of ml_svd_jacobi_simd.
 ML_FN void ml_svdvals_jacobi_simd(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                                   ML_DEVICE float *s, ML_DEVICE int *info) {
-  ml_svds_svdvals_entry<1, 32>(ctx, p, a, s, info);
-}
-// The same for 33 <= max(m, n) <= 64, min(m, n) <= 32 (64-row register columns):
-// ml_svd_jacobi_simd64_fits.
-ML_FN void ml_svd_jacobi_simd64(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
-                                ML_DEVICE float *u, ML_DEVICE float *s, ML_DEVICE float *vt,
-                                ML_DEVICE int *info) {
-  ml_svds_svd_entry<33, 64>(ctx, p, a, u, s, vt, info);
-}
-ML_FN void ml_svdvals_jacobi_simd64(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
-                                    ML_DEVICE float *s, ML_DEVICE int *info) {
-  ml_svds_svdvals_entry<33, 64>(ctx, p, a, s, info);
+  ml_svds_entry<0>(ctx, p, info, a, s, s, s);
 }
 
 #undef ML_SVDS_DISPATCH
