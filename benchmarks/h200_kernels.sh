@@ -2,9 +2,12 @@
 # One call on the GPU machine (device tool, carry [".whl"] holding the scipy_openblas32 wheel):
 # build metal-linalg-torch there with the CUDA backend (sm_90) into /tmp/site (skipped when a
 # build from this tree is already there), then run what the argument names. Results go to $OUT.
-#   bash benchmarks/h200_kernels.sh ab       # CUDA tests, then ours with and without the
-#                                            # simdgroup kernels (gpu_simd_max_n 0) on n <= 128,
-#                                            # then Nsight Compute on a few kernels
+#   bash benchmarks/h200_kernels.sh ab       # CUDA tests, then ours with the new kernels (the
+#                                            # simdgroup lines, the bisection lines in place of
+#                                            # the QL/QR ones) and without (gpu_simd_max_n 0,
+#                                            # table order) on n <= 128
+#   bash benchmarks/h200_kernels.sh prof     # global launches vs the host route at n >= 256,
+#                                            # Nsight Compute on a few kernels
 #   bash benchmarks/h200_kernels.sh policy   # the routing policy measurement (tune_policy_gpu.py)
 #   bash benchmarks/h200_kernels.sh grid     # the whole grid plus the off-grid shapes, with peers
 #   bash benchmarks/h200_kernels.sh tests    # CUDA tests only
@@ -42,11 +45,12 @@ tests() {
 }
 
 if [ "$mode" = tests ] || [ "$mode" = ab ]; then
-  tests 200
+  tests 240
 fi
 if [ "$mode" = ab ]; then
   SH="9x9 12x12 16x16 17x17 24x24 32x32 37x37 48x48 64x64 64x32 100x100 127x127 128x128 100x40"
   for r in ${AB_ROUNDS:-1}; do
+    METAL_LINALG_CUDA_SKIP_KERNELS=${NEW_SKIP:-eigh_tridiag_ql,eigvalsh_tridiag_ql,svdvals_bidiag_qr} \
     timeout 100 python3 benchmarks/run_gpu.py --out "$OUT/simd$r" --impls ours --shapes $SH \
       --extra-shapes $EXTRA 9x9 12x12 48x48 --point-ms 150 --reps 8 --budget-s 80 \
       --ours-extra-s 10 > "$OUT/simd$r.log" 2>&1
@@ -62,6 +66,19 @@ if [ "$mode" = ab ]; then
   old=$(ls "$OUT"/base*/*.json | paste -sd,); new=$(ls "$OUT"/simd*/*.json | paste -sd,)
   python3 benchmarks/compare_results.py "$old" "$new" --md "$OUT/ab.md" --png "$OUT/ab.png" | tail -90
   cp "$OUT"/simd1/*.json "$OUT/simd1.json"; cp "$OUT"/base1/*.json "$OUT/base1.json"
+fi
+if [ "$mode" = prof ]; then
+  GSH="256x256 512x512 1024x1024 1024x512"
+  on=()
+  for o in "${OPS_UP[@]}"; do on+=("METAL_LINALG_${o}_GPU_GLOBAL_MAX_N=4096" "METAL_LINALG_${o}_GPU_GLOBAL_MIN_BATCH=1"); done
+  env "${on[@]}" timeout 200 python3 benchmarks/run_gpu.py --out "$OUT/global" --impls ours \
+    --shapes $GSH --point-ms 150 --reps 5 --budget-s 150 --ours-extra-s 30 > "$OUT/global.log" 2>&1
+  echo "global rc=$? at $SECONDS s"
+  timeout 150 python3 benchmarks/run_gpu.py --out "$OUT/host" --impls ours --shapes $GSH \
+    --point-ms 150 --reps 5 --budget-s 100 --ours-extra-s 30 > "$OUT/host.log" 2>&1
+  echo "host rc=$? at $SECONDS s"
+  python3 benchmarks/compare_results.py "$OUT"/host/*.json "$OUT"/global/*.json --md "$OUT/global.md" | tail -40
+  cp "$OUT"/global/*.json "$OUT/global.json"
   if command -v ncu >/dev/null && [ "$SECONDS" -lt 470 ]; then
     for spec in "eigh 32 32 16384" "svd 32 32 16384" "qr 64 64 16384" "eigvalsh 32 32 16384"; do
       timeout 40 ncu --clock-control none --profile-from-start off \
