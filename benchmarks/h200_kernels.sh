@@ -64,11 +64,12 @@ if [ "$mode" = ab ]; then
     echo "base$r rc=$? at $SECONDS s"
   done
   old=$(ls "$OUT"/base*/*.json | paste -sd,); new=$(ls "$OUT"/simd*/*.json | paste -sd,)
-  python3 benchmarks/compare_results.py "$old" "$new" --md "$OUT/ab.md" --png "$OUT/ab.png" | tail -90
+  python3 benchmarks/compare_results.py "$old" "$new" --max-n 128 --md "$OUT/ab.md" \
+    --png "$OUT/ab.png" | tail -90
   cp "$OUT"/simd1/*.json "$OUT/simd1.json"; cp "$OUT"/base1/*.json "$OUT/base1.json"
 fi
 if [ "$mode" = prof ]; then
-  GSH="256x256 512x512 1024x1024 1024x512"
+  GSH=${GSH:-"256x256 512x512 1024x512"}
   on=()
   for o in "${OPS_UP[@]}"; do on+=("METAL_LINALG_${o}_GPU_GLOBAL_MAX_N=4096" "METAL_LINALG_${o}_GPU_GLOBAL_MIN_BATCH=1"); done
   env "${on[@]}" timeout 200 python3 benchmarks/run_gpu.py --out "$OUT/global" --impls ours \
@@ -77,10 +78,12 @@ if [ "$mode" = prof ]; then
   timeout 150 python3 benchmarks/run_gpu.py --out "$OUT/host" --impls ours --shapes $GSH \
     --point-ms 150 --reps 5 --budget-s 100 --ours-extra-s 30 > "$OUT/host.log" 2>&1
   echo "host rc=$? at $SECONDS s"
-  python3 benchmarks/compare_results.py "$OUT"/host/*.json "$OUT"/global/*.json --md "$OUT/global.md" | tail -40
+  python3 benchmarks/compare_results.py "$OUT"/host/*.json "$OUT"/global/*.json --max-n 4096 \
+    --md "$OUT/global.md" | tail -40
   cp "$OUT"/global/*.json "$OUT/global.json"
   if command -v ncu >/dev/null && [ "$SECONDS" -lt 470 ]; then
-    for spec in "eigh 32 32 16384" "svd 32 32 16384" "qr 64 64 16384" "eigvalsh 32 32 16384"; do
+    specs=("eigh 32 32 16384" "svd 32 32 16384" "qr 64 64 16384" "qr 32 32 16384")
+    for spec in "${specs[@]}"; do
       timeout 40 ncu --clock-control none --profile-from-start off \
         --section SpeedOfLight --section Occupancy --section LaunchStats \
         --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
