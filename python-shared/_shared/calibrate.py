@@ -54,6 +54,7 @@ LANE_BATCHES = (256, 1024, 4096, 16384, 65536)
 SIMD_SIZES = (9, 12, 16, 24, 32, 48, 64)
 SIMD_BATCHES = (1, 64, 1024, 16384)
 SIMD_MAX_WORK = 1 << 26  # batch * max(m, n)^2 above this is not timed
+SIMD_TOLERANCE = 1.05  # a simdgroup time within this factor of the other route is no loss
 LANE_GIVE_UP = 2.0  # past a loss of the lane launch by this factor, larger n are not timed
 # Device data beyond the shared window: the global launch against the host route.
 GLOBAL_SIZES = (256, 384, 512, 768, 1024)
@@ -169,8 +170,9 @@ def choose_lane(timings, sizes=LANE_SIZES, batches=LANE_BATCHES) -> tuple[int | 
 
 def choose_simd(timings, sizes=SIMD_SIZES, batches=SIMD_BATCHES) -> int | None:
     """gpu_simd_max_n from {(n, batch): (t_simd, t_other)} in seconds: the largest n of `sizes`
-    such that the simdgroup kernel is no slower than the route without it at every measured batch
-    of every n' <= n (a point with t_simd None counts as a loss: the kernel failed or no simdgroup
+    such that the simdgroup kernel is no slower than the route without it (within
+    SIMD_TOLERANCE, timing noise) at every measured batch of every n' <= n, and faster at one of
+    them at least (a point with t_simd None counts as a loss: the kernel failed or no simdgroup
     kernel covers n there). The first n with no measured batch ends the claim. 0 when it loses
     at the smallest n; None when nothing was measured at the smallest n."""
     best = None
@@ -179,7 +181,9 @@ def choose_simd(timings, sizes=SIMD_SIZES, batches=SIMD_BATCHES) -> int | None:
         pts = [(ts, to) for ts, to in pts if to is not None]
         if not pts:
             break
-        if any(ts is None or ts > to for ts, to in pts):
+        if any(ts is None or ts > SIMD_TOLERANCE * to for ts, to in pts):
+            return best or 0
+        if not any(ts < to for ts, to in pts):
             return best or 0
         best = n
     return best
@@ -595,7 +599,11 @@ def simd_timings(fe, op: str, budget: Budget | None = None, log=print, record=No
                 if r["errors"]:
                     entry["errors"] = r["errors"]
                 out[(n, batch)] = (t_simd, t_other)
-                lost = lost or t_simd is None or (t_other is not None and t_simd > t_other)
+                lost = (
+                    lost
+                    or t_simd is None
+                    or (t_other is not None and t_simd > SIMD_TOLERANCE * t_other)
+                )
                 log(
                     f"  {op:9s} {n:2d}x{n:<2d} x{batch:<6d} simd {_ms(t_simd)} ms ({simd_name}), "
                     f"other {_ms(t_other)} ms ({other_name})"

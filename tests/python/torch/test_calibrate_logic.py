@@ -186,6 +186,17 @@ def test_simd_crossover():
     assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == 32
 
 
+def test_simd_within_noise_is_no_loss_but_needs_a_win():
+    t = simd_grid(lambda n, b: True)
+    for b in SIMD_BATCHES:
+        t[(24, b)] = (1.03e-3, 1e-3)  # 3% slower everywhere at 24: within noise, yet no win
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == 16
+    t[(24, 1)] = (0.9e-3, 1e-3)  # one win among ties: claimed
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == 64
+    t[(32, 64)] = (1.2e-3, 1e-3)  # 20% slower: a loss
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == 24
+
+
 def test_simd_loses_at_the_smallest_n():
     assert cal.choose_simd(simd_grid(lambda n, b: b != 64), SIMD_SIZES, SIMD_BATCHES) == 0
 
