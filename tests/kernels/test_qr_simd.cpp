@@ -185,7 +185,7 @@ std::string where(const char *entry, int gs, const char *op, int m, int n, const
 }
 
 // test_qr_small.cpp's families: kt::general_families plus exact zero columns (R's diagonal
-// exactly 0) and a power-of-two scaled matrix.
+// exactly 0) and a power-of-two scaled matrix; and two with tiny entries below the diagonal.
 kt::Families families(int m, int n, std::mt19937_64 &rng) {
   kt::Families out = kt::general_families(m, n, rng);
   Mat zc = kt::gaussian(rng, m, n);  // column 0 (and the last when n > 2) exactly zero
@@ -197,6 +197,14 @@ kt::Families families(int m, int n, std::mt19937_64 &rng) {
   Mat one = kt::gaussian(rng, m, n);
   for (double &x : one.v) x = std::ldexp(std::round(x * 8), 90);
   out.push_back({"pow2_1e27", one});
+  // Entries below the diagonal 1e-20 (1e-36) of those above: every reflector's sum of squares
+  // underflows the unscaled test, so each step takes the rescaled path (the tau = 0 path).
+  for (double f : {1e-20, 1e-36}) {
+    Mat t = kt::gaussian(rng, m, n);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < std::min(i, n); ++j) t(i, j) *= f;
+    out.push_back({f > 1e-30 ? "tiny_below" : "tinier_below", t});
+  }
   return out;
 }
 
@@ -297,7 +305,8 @@ std::vector<float> check(Report &rep, Worst &worst, const Run &k, Exec exec, int
     Mat R = kt::from_float(rb, rrows, n);
     const double an = kt::norm1(A);
     const bool unique = fam == "gaussian" || fam == "identity" || fam == "pow2_1e27" ||
-                        fam == "scale1e-30" || fam == "scale1e37" || fam == "zero";
+                        fam == "scale1e-30" || fam == "scale1e37" || fam == "zero" ||
+                        fam == "tiny_below" || fam == "tinier_below";
     if (unique) {
       Mat R0 = kt::from_float(r0.data() + size_t(b) * rrows * n, rrows, n);
       // Two correctly rounded QRs of A differ by up to about cond(A) eps: the agreement is
@@ -349,7 +358,6 @@ std::vector<float> check(Report &rep, Worst &worst, const Run &k, Exec exec, int
 }
 
 constexpr int kModes[3] = {ML_K_QR_REDUCED, ML_K_QR_R, ML_K_QR_COMPLETE};
-constexpr int kNumFamilies = 12;  // families() above
 
 // Every m, n in 1..lim at group size gs, the three modes; per (shape, mode) the families
 // rotate so each appears on a share of the grid (all of them with `all`).
@@ -393,7 +401,7 @@ void sample(Report &rep, Worst &worst, const Run &k32, const Run &k64, bool comp
                       {&k64, 32, 12, 50, ML_K_QR_R}};
   for (const S &s : shapes) {
     kt::Timer tm(s.k->name, s.m, s.n, s.gs);
-    const std::vector<int> pick = {0, 3, 5, 8};  // gaussian, clustered, rankdef, scale1e-30
+    const std::vector<int> pick = {0, 3, 5, 12};  // gaussian, clustered, rankdef, tiny_below
     std::mt19937_64 r1(uint64_t(s.m * 131 + s.n)), r2(r1);
     auto threaded = check(rep, worst, *s.k, ml::kernel_runner::run, s.gs, s.m, s.n, s.mode, r1,
                           pick);
