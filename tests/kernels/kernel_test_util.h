@@ -453,6 +453,48 @@ inline Families symmetric_families(int n, std::mt19937_64 &rng, bool huge_ok) {
   return out;
 }
 
+// A batch of symmetric matrices as an eigh kernel reads it: the families in order, a poisoned
+// copy of the first one (NaN / +-Inf at a random entry of the read triangle) in the middle and
+// a poisoned identity at the end; NaN in every entry of the unread triangle (uplo: ML_K_LOWER
+// or ML_K_UPPER).
+struct EigBatch {
+  std::vector<std::pair<std::string, Mat>> items;
+  std::vector<int> poison;  // 0 none, 1 NaN, 2 Inf, 3 -Inf
+  std::vector<float> a;     // the matrices back to back, row-major
+};
+inline EigBatch eig_batch(const Families &fams, int n, int uplo, std::mt19937_64 &rng) {
+  const float qnan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  EigBatch eb;
+  const size_t mid = fams.size() / 2;
+  for (size_t f = 0; f < fams.size(); ++f) {
+    if (f == mid) {
+      eb.items.push_back({"nonfinite", fams[0].second});
+      eb.poison.push_back(1 + int(rng() % 3));
+    }
+    eb.items.push_back(fams[f]);
+    eb.poison.push_back(0);
+  }
+  eb.items.push_back({"nonfinite", identity(n)});
+  eb.poison.push_back(1 + int(rng() % 3));
+  for (size_t b = 0; b < eb.items.size(); ++b) {
+    auto v = to_float(eb.items[b].second);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) {
+        const bool read = uplo == ML_K_LOWER ? i >= j : i <= j;
+        if (!read) v[size_t(i) * n + j] = qnan;
+      }
+    if (eb.poison[b]) {
+      const int i = int(rng() % n), j = int(rng() % n);
+      v[uplo == ML_K_LOWER ? size_t(std::max(i, j)) * n + std::min(i, j)
+                           : size_t(std::min(i, j)) * n + std::max(i, j)] =
+          eb.poison[b] == 1 ? qnan : eb.poison[b] == 2 ? inf : -inf;
+    }
+    eb.a.insert(eb.a.end(), v.begin(), v.end());
+  }
+  return eb;
+}
+
 // ---- LAPACK-style ratios in double ----
 // Of a thin SVD (u m x k, s k, vt k x n, k = min(m, n)) of the m x n matrix A:
 // |A - U S Vt|_1 / (|A|_1 max(m,n) ulp), |I - Ut U|_1 / (m ulp), |I - V Vt|_1 / (n ulp), and

@@ -5,12 +5,14 @@
 // all ones and graded positive definite matrices, 1e-30 / 1e37 scales, NaN garbage in the
 // unread triangle, NaN / Inf matrices inside a batch), judged by LAPACK's ratios in double as
 // test_kernels' eigh checks; diagonal matrices exact; the sweep cap; group_offset. The same
-// matrices also go through eigh_tridiag_ql and the worst ratios of both are printed side by
-// side per family (KT_REPS=k: k batches per n and triangle, default 1; KT_FULL=1: see main).
+// matrices also go through eigh_tridiag_ql (and, for n <= 8, the two-sided Jacobi of
+// eigh_jacobi_small) and the worst ratios are printed side by side per family (KT_REPS=k: k
+// batches per n and triangle, default 1; KT_FULL=1: see main).
 #include <map>
 
 #include "kernel_runner.h"
 #include "../../core/kernels/eigh_jacobi_simd.h"
+#include "../../core/kernels/eigh_jacobi_small.h"
 #include "../../core/kernels/eigh_tridiag_ql.h"
 #include "kernel_test_util.h"
 
@@ -37,6 +39,10 @@ void eigvalsh_entry(const ml_ctx &ctx, void *u) {
 void ql_entry(const ml_ctx &ctx, void *u) {
   auto &x = *static_cast<EigArgs *>(u);
   ml_eigh_tridiag_ql(ctx, x.p, x.a, x.w, x.v, x.info);
+}
+void two_sided_entry(const ml_ctx &ctx, void *u) {
+  auto &x = *static_cast<EigArgs *>(u);
+  ml_eigh_jacobi_small(ctx, x.p, x.a, x.w, x.v, x.info);
 }
 
 // kt::symmetric_families plus all ones and graded positive definite D B D (B = I + small
@@ -71,6 +77,7 @@ struct Worst {
 };
 struct Stats {
   std::map<std::string, Worst> jac, ql;
+  std::map<std::string, Worst> jac8, two8, ql8;  // n <= 8: with the two-sided register kernel
   int max_sweeps[33] = {};
   double sum_sweeps[33] = {};
   int count_sweeps[33] = {};
@@ -104,38 +111,11 @@ void check_batch(Report &rep, int n, int uplo, std::mt19937_64 &rng, Stats &st, 
         k == "graded_pd1e-6" || k == "scale1e-30")
       fams.push_back(f);
   }
-  const float qnan = std::numeric_limits<float>::quiet_NaN();
-  const float inf = std::numeric_limits<float>::infinity();
-  std::vector<std::pair<std::string, Mat>> items;
-  std::vector<int> poison;  // 0 none, 1 NaN, 2 Inf, 3 -Inf
-  const size_t mid = fams.size() / 2;
-  for (size_t f = 0; f < fams.size(); ++f) {
-    if (f == mid) {
-      items.push_back({"nonfinite", fams[0].second});
-      poison.push_back(1 + int(rng() % 3));
-    }
-    items.push_back(fams[f]);
-    poison.push_back(0);
-  }
-  items.push_back({"nonfinite", kt::identity(n)});
-  poison.push_back(1 + int(rng() % 3));
+  kt::EigBatch eb = kt::eig_batch(fams, n, uplo, rng);
+  const auto &items = eb.items;
+  const auto &poison = eb.poison;
+  const auto &a = eb.a;
   const int batch = int(items.size());
-  std::vector<float> a;
-  for (int b = 0; b < batch; ++b) {
-    auto v = kt::to_float(items[b].second);
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) {
-        const bool read = uplo == ML_K_LOWER ? i >= j : i <= j;
-        if (!read) v[size_t(i) * n + j] = qnan;
-      }
-    if (poison[b]) {
-      const int i = int(rng() % n), j = int(rng() % n);
-      v[uplo == ML_K_LOWER ? size_t(std::max(i, j)) * n + std::min(i, j)
-                           : size_t(std::min(i, j)) * n + std::max(i, j)] =
-          poison[b] == 1 ? qnan : poison[b] == 2 ? inf : -inf;
-    }
-    a.insert(a.end(), v.begin(), v.end());
-  }
   const size_t nw = size_t(batch) * n, nv = size_t(batch) * n * n;
   std::vector<float> w(nw, -7.f), v(nv, -7.f), w2(nw, -7.f), wq(nw, -7.f), vq(nv, -7.f);
   std::vector<int> info(batch, -1), info2(batch, -1), infoq(batch, -1);
@@ -162,6 +142,11 @@ void check_batch(Report &rep, int n, int uplo, std::mt19937_64 &rng, Stats &st, 
   // The comparison: eigh_tridiag_ql one lane per matrix (its algorithm at any group size).
   EigArgs argsq{p, a.data(), wq.data(), vq.data(), infoq.data()};
   ml::kernel_runner::run(1, batch, ml_eigh_tridiag_ql_scratch_floats(n, n), ql_entry, &argsq);
+  // n <= 8: also the two-sided Jacobi of eigh_jacobi_small (relative stopping test).
+  std::vector<float> wt(nw, -7.f), vt(nv, -7.f);
+  std::vector<int> infot(batch, -1);
+  EigArgs argst{p, a.data(), wt.data(), vt.data(), infot.data()};
+  if (n <= 8) ml::kernel_runner::run(1, batch, 0, two_sided_entry, &argst);
 
   for (int b = 0; b < batch; ++b) {
     const std::string fam = items[b].first;
@@ -218,6 +203,12 @@ void check_batch(Report &rep, int n, int uplo, std::mt19937_64 &rng, Stats &st, 
     st.jac[fam].add(x.res, x.orth, x.err, x.rel);
     const Ratios q = ratios(A, wq.data() + size_t(b) * n, vq.data() + size_t(b) * n * n);
     st.ql[fam].add(q.res, q.orth, q.err, q.rel);
+    if (n <= 8) {
+      const Ratios t = ratios(A, wt.data() + size_t(b) * n, vt.data() + size_t(b) * n * n);
+      st.jac8[fam].add(x.res, x.orth, x.err, x.rel);
+      st.two8[fam].add(t.res, t.orth, t.err, t.rel);
+      st.ql8[fam].add(q.res, q.orth, q.err, q.rel);
+    }
   }
 }
 
@@ -313,6 +304,13 @@ void print_table(const Stats &st) {
     const Worst &q = st.ql.at(fam);
     std::printf("%-16s | %9.3g %9.3g %9.3g %11.3g | %9.3g %9.3g %9.3g %11.3g\n", fam.c_str(),
                 j.res, j.orth, j.err, j.rel, q.res, q.orth, q.err, q.rel);
+  }
+  std::printf("n <= 8: worst |w-wref| (normwise) and rel, this kernel | two-sided "
+              "eigh_jacobi_small | eigh_tridiag_ql\n");
+  for (const auto &[fam, j] : st.jac8) {
+    const Worst &t = st.two8.at(fam), &q = st.ql8.at(fam);
+    std::printf("%-16s | %9.3g %11.3g | %9.3g %11.3g | %9.3g %11.3g\n", fam.c_str(), j.err, j.rel,
+                t.err, t.rel, q.err, q.rel);
   }
   std::printf("sweeps (gaussian, wilkinson) per n: max/mean");
   for (int n = 2; n <= 32; ++n)

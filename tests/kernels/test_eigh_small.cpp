@@ -66,38 +66,11 @@ struct Worst {
 // the middle and at the end; NaN in every unread entry. eigh and eigvalsh on the same batch.
 void check_batch(Report &rep, int n, int uplo, std::mt19937_64 &rng, Worst &worst) {
   auto fams = symmetric_families(n, rng);
-  const float qnan = std::numeric_limits<float>::quiet_NaN();
-  const float inf = std::numeric_limits<float>::infinity();
-  std::vector<std::pair<std::string, Mat>> items;
-  std::vector<int> poison;  // 0 none, 1 NaN, 2 Inf, 3 -Inf
-  const size_t mid = fams.size() / 2;
-  for (size_t f = 0; f < fams.size(); ++f) {
-    if (f == mid) {
-      items.push_back({"nonfinite", fams[0].second});
-      poison.push_back(1 + int(rng() % 3));
-    }
-    items.push_back(fams[f]);
-    poison.push_back(0);
-  }
-  items.push_back({"nonfinite", kt::identity(n)});
-  poison.push_back(1 + int(rng() % 3));
+  kt::EigBatch eb = kt::eig_batch(fams, n, uplo, rng);
+  const auto &items = eb.items;
+  const auto &poison = eb.poison;
+  const auto &a = eb.a;
   const int batch = int(items.size());
-  std::vector<float> a;
-  for (int b = 0; b < batch; ++b) {
-    auto v = kt::to_float(items[b].second);
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) {
-        const bool read = uplo == ML_K_LOWER ? i >= j : i <= j;
-        if (!read) v[size_t(i) * n + j] = qnan;
-      }
-    if (poison[b]) {
-      const int i = int(rng() % n), j = int(rng() % n);
-      v[uplo == ML_K_LOWER ? size_t(std::max(i, j)) * n + std::min(i, j)
-                           : size_t(std::min(i, j)) * n + std::max(i, j)] =
-          poison[b] == 1 ? qnan : poison[b] == 2 ? inf : -inf;
-    }
-    a.insert(a.end(), v.begin(), v.end());
-  }
   std::vector<float> w(size_t(batch) * n, -7.f), v(size_t(batch) * n * n, -7.f), w2(w);
   std::vector<int> info(batch, -1), info2(batch, -1);
   EigArgs args{{n, n, uplo, 0, batch, 0}, a.data(), w.data(), v.data(), info.data()};
