@@ -600,6 +600,7 @@ void test_race(Report &rep) {
       check_qr(rep, n, n, ML_K_QR_REDUCED, gs, rng, kFew);
       check_qr(rep, n + 3, n, ML_K_QR_COMPLETE, gs, rng, kFew);
       check_eig(rep, n, ML_K_LOWER, gs, rng, kFew);
+      check_eig_bisect(rep, n, ML_K_UPPER, gs, rng, kCore);  // clusters: the rounds' barriers
     }
 }
 
