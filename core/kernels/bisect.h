@@ -95,4 +95,16 @@ ML_FN float ml_bisect_one(ML_SHARED const float *d, ML_SHARED const float *b, in
   return 0.5f * (a + c);
 }
 
+// The group's outcome of its lanes' bisections (most: a lane's most halvings, capped: whether
+// one of its values hit the cap): the group's most halvings in *iters, and 1 when any value hit
+// the cap, the same on every lane. One ml_group_max (one barrier); red: 32 floats.
+ML_FN int ml_bisect_outcome(ML_CTX ctx, int most, int capped, ML_SHARED float *red,
+                            ML_THREAD int *iters) {
+  // The most halvings, plus 2^20 when a value hit the cap (exact in float).
+  const float code = ml_group_max(ctx, (float)most + (capped ? 1048576.0f : 0.0f), red);
+  const int hit = code >= 1048576.0f ? 1 : 0;
+  *iters = (int)(hit ? code - 1048576.0f : code);
+  return hit;
+}
+
 #endif  // ML_KERNELS_BISECT_H

@@ -507,6 +507,49 @@ ML_FN void ml_eigvalsh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float
   if (info && lane == 0) info[g] = ml_eigh_info(iters, status);
 }
 
+// Every eigenvalue of the tridiagonal (d, e) of ml_eigh_tridiagonalise by bisection, lane j
+// computing eigenvalues j, j + gs, ... into vals[j] (index order: ascending up to the overlap
+// of close values' intervals). Gershgorin's interval, the pivot floor and whether T is diagonal
+// are found by every lane on its own (n broadcast reads; the reduction's last barrier
+// published d and e). *gnorm: g of bisect.h; *diagonal: every e is 0 (vals = d, exactly);
+// *iters: the most halvings; returns 1 (on every lane) when some value hit the cap, p.max_iter
+// halvings (default ML_BISECT_DEFAULT_CAP). One barrier, which also publishes vals.
+ML_FN int ml_eigh_bisect_values(ML_CTX ctx, ML_PARAMS p, ML_SHARED const float *d,
+                                ML_SHARED const float *e, int n, ML_SHARED float *vals,
+                                ML_SHARED float *red, ML_THREAD int *iters,
+                                ML_THREAD float *gnorm, ML_THREAD int *diagonal) {
+  float lo = 0.0f, hi = 0.0f, emax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float el = i > 0 ? ml_fabs(e[i - 1]) : 0.0f, er = i + 1 < n ? ml_fabs(e[i]) : 0.0f;
+    const float r = el + er;
+    lo = i == 0 ? d[i] - r : ml_fmin(lo, d[i] - r);
+    hi = i == 0 ? d[i] + r : ml_fmax(hi, d[i] + r);
+    emax = ml_fmax(emax, er);
+  }
+  const int diag = emax == 0.0f ? 1 : 0;
+  const float gn = ml_fmax(ml_fabs(lo), ml_fabs(hi));
+  const float pivmin = ML_FLT_MIN * ml_fmax(1.0f, emax * emax);
+  const float margin = 2.1f * (float)n * ML_FLT_ULP * gn + 4.2f * pivmin;
+  lo -= margin;
+  hi += margin;
+  const float atol = ML_FLT_ULP * gn;
+  const int cap = p.max_iter > 0 ? p.max_iter : ML_BISECT_DEFAULT_CAP;
+  int most = 0, capped = 0;
+  for (int j = ctx.lane; j < n; j += ctx.group_size) {
+    int steps = 0;
+    const float x = diag ? d[j] : ml_bisect_one(d, e, n, 0, j, lo, hi, atol, pivmin, cap, &steps);
+    if (steps < 0) {
+      capped = 1;
+      steps = cap;
+    }
+    most = ml_imax(most, steps);
+    vals[j] = x;
+  }
+  *gnorm = gn;
+  *diagonal = diag;
+  return ml_bisect_outcome(ctx, most, capped, red, iters);
+}
+
 // w: n eigenvalues ascending, by bisection (bisect.h) on the tridiagonal of
 // ml_eigh_tridiagonalise: lane j computes eigenvalues j, j + gs, ... on its own, so the only
 // barriers after the reduction are one reduction (the halving count and the cap) and the
@@ -534,43 +577,12 @@ ML_FN void ml_eigvalsh_tridiag_bisect(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const f
     ml_eigh_nan_outputs(ctx, n, wm, 0, info, ML_INFO_NONFINITE);
     return;
   }
-  // Gershgorin's interval, the pivot floor and whether T is diagonal, by every lane on its
-  // own (n broadcast reads; the reduction's last barrier published d and e).
-  float lo = 0.0f, hi = 0.0f, emax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float el = i > 0 ? ml_fabs(e[i - 1]) : 0.0f, er = i + 1 < n ? ml_fabs(e[i]) : 0.0f;
-    const float r = el + er;
-    lo = i == 0 ? d[i] - r : ml_fmin(lo, d[i] - r);
-    hi = i == 0 ? d[i] + r : ml_fmax(hi, d[i] + r);
-    emax = ml_fmax(emax, er);
-  }
-  const bool diagonal = emax == 0.0f;
-  const float gnorm = ml_fmax(ml_fabs(lo), ml_fabs(hi));
-  const float pivmin = ML_FLT_MIN * ml_fmax(1.0f, emax * emax);
-  const float margin = 2.1f * (float)n * ML_FLT_ULP * gnorm + 4.2f * pivmin;
-  lo -= margin;
-  hi += margin;
-  const float atol = ML_FLT_ULP * gnorm;
-  const int cap = p.max_iter > 0 ? p.max_iter : ML_BISECT_DEFAULT_CAP;
   ML_SHARED float *wv = hv;  // unsorted eigenvalues
   ML_SHARED float *perm = hw;
-  int most = 0, capped = 0;
-  for (int j = lane; j < n; j += gs) {
-    int steps = 0;
-    const float x = diagonal ? d[j] : ml_bisect_one(d, e, n, 0, j, lo, hi, atol, pivmin, cap, &steps);
-    if (steps < 0) {
-      capped = 1;
-      steps = cap;
-    }
-    most = ml_imax(most, steps);
-    wv[j] = x;
-  }
-  // One reduction: the most halvings, plus 2^20 when an eigenvalue hit the cap (exact in float).
-  const float code = ml_group_max(ctx, (float)most + (capped ? 1048576.0f : 0.0f), red);
-  const int hit = code >= 1048576.0f ? 1 : 0;
-  const int iters = (int)(hit ? code - 1048576.0f : code);
-  if (hit) {  // not converged: NaN outputs, as for non-finite input
-    ml_eigh_nan_outputs(ctx, n, wm, 0, info, ml_eigh_info(iters, -2));
+  int iters = 0, diagonal = 0;
+  float gnorm = 0.0f;
+  if (ml_eigh_bisect_values(ctx, p, d, e, n, wv, red, &iters, &gnorm, &diagonal)) {
+    ml_eigh_nan_outputs(ctx, n, wm, 0, info, ml_eigh_info(iters, -2));  // not converged
     return;
   }
   // Ascending order (the intervals of equal or close eigenvalues overlap, so the midpoints
@@ -634,39 +646,10 @@ ML_FN void ml_eigh_tridiag_bisect(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float
     ml_eigh_nan_outputs(ctx, n, wm, vm, info, ML_INFO_NONFINITE);
     return;
   }
-  // Eigenvalues: exactly as ml_eigvalsh_tridiag_bisect.
-  float lo = 0.0f, hi = 0.0f, emax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float el = i > 0 ? ml_fabs(e[i - 1]) : 0.0f, er = i + 1 < n ? ml_fabs(e[i]) : 0.0f;
-    const float r = el + er;
-    lo = i == 0 ? d[i] - r : ml_fmin(lo, d[i] - r);
-    hi = i == 0 ? d[i] + r : ml_fmax(hi, d[i] + r);
-    emax = ml_fmax(emax, er);
-  }
-  const bool diagonal = emax == 0.0f;
-  const float gnorm = ml_fmax(ml_fabs(lo), ml_fabs(hi));
-  const float pivmin = ML_FLT_MIN * ml_fmax(1.0f, emax * emax);
-  const float margin = 2.1f * (float)n * ML_FLT_ULP * gnorm + 4.2f * pivmin;
-  lo -= margin;
-  hi += margin;
-  const float atol = ML_FLT_ULP * gnorm;
-  const int cap = p.max_iter > 0 ? p.max_iter : ML_BISECT_DEFAULT_CAP;
-  int most = 0, capped = 0;
-  for (int j = lane; j < n; j += gs) {
-    int steps = 0;
-    const float x = diagonal ? d[j] : ml_bisect_one(d, e, n, 0, j, lo, hi, atol, pivmin, cap, &steps);
-    if (steps < 0) {
-      capped = 1;
-      steps = cap;
-    }
-    most = ml_imax(most, steps);
-    hv[j] = x;
-  }
-  const float code = ml_group_max(ctx, (float)most + (capped ? 1048576.0f : 0.0f), red);
-  const int hit = code >= 1048576.0f ? 1 : 0;
-  const int iters = (int)(hit ? code - 1048576.0f : code);
-  if (hit) {  // not converged: NaN outputs, as for non-finite input
-    ml_eigh_nan_outputs(ctx, n, wm, vm, info, ml_eigh_info(iters, -2));
+  int iters = 0, diagonal = 0;
+  float gnorm = 0.0f;
+  if (ml_eigh_bisect_values(ctx, p, d, e, n, hv, red, &iters, &gnorm, &diagonal)) {
+    ml_eigh_nan_outputs(ctx, n, wm, vm, info, ml_eigh_info(iters, -2));  // not converged
     return;
   }
   ml_eigh_rank(ctx, n, hv, perm);

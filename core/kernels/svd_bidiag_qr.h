@@ -424,10 +424,8 @@ ML_FN void ml_svd_bidiag_bisect_values(ML_CTX ctx, ML_PARAMS p, ML_SHARED const 
     most = ml_imax(most, steps);
     sv[t] = x;
   }
-  // One reduction: the most halvings, plus 2^20 when a value hit the cap (exact in float).
-  const float code = ml_group_max(ctx, (float)most + (capped ? 1048576.0f : 0.0f), red);
-  const int hit = code >= 1048576.0f ? 1 : 0;
-  const int iters = (int)(hit ? code - 1048576.0f : code);
+  int iters = 0;
+  const int hit = ml_bisect_outcome(ctx, most, capped, red, &iters);
   const int count = ml_imin(iters, 0xffff) << ML_INFO_SWEEPS_SHIFT;
   if (hit) {  // not converged: NaN outputs, as for non-finite input
     const float nan = ml_nan();
