@@ -305,11 +305,16 @@ int main(int argc, char **argv) {
     check_svd(rep, tab16, 16, 16, 16, rng, false);
   } else {
     // Every n = 1..32 at 32 lanes and 1..16 at 16 lanes, tall and wide shapes. KT_FULL=1:
-    // every family at every shape (slow); default: a quarter of the families per shape,
-    // rotating, so every family meets every fourth size (gaussian, NaN and Inf at all).
-    const int parts = std::getenv("KT_FULL") ? 1 : 4;
+    // every family at every shape (slow); default: a quarter of the families per shape (a
+    // sixth beyond n = 16), rotating, so every family meets every fourth (sixth) size;
+    // gaussian, NaN and Inf at all.
+    const bool full = std::getenv("KT_FULL") != nullptr;
+    const int parts = full ? 1 : 4;
     check_fits(rep);
-    for (int n = 1; n <= 32; ++n) check_svd(rep, tab, 32, n, n, rng, false, n % parts, parts);
+    for (int n = 1; n <= 32; ++n) {
+      const int pn = n > 16 && !full ? 6 : parts;
+      check_svd(rep, tab, 32, n, n, rng, false, n % pn, pn);
+    }
     for (int n = 1; n <= 16; ++n)
       check_svd(rep, tab16, 16, n, n, rng, false, (n + 1) % parts, parts);
     const int shapes[][2] = {{2, 1},  {16, 3},  {9, 16},  {16, 13}, {5, 12}, {32, 8},
