@@ -23,8 +23,9 @@
 //     copy it already holds); alpha' = alpha - t gamma, beta' = beta + t gamma (recomputed from
 //     the column when that loses more than 2 bits, and at each sweep's start);
 //   - V: the same rotation of the lane's V column with the partner's (N shuffles).
-//   A round that rotates nothing for a lane applies c = 1, s = 0 (exact): the round is
-//   branch-free, so every shuffle is in simdgroup-uniform control flow.
+//   A lane that does not rotate applies c = 1, s = 0 (exact), so every shuffle stays in
+//   simdgroup-uniform control flow; from the fifth sweep on, a round in which no lane rotates
+//   skips the updates and the V shuffles altogether (one ml_simd_max vote per round).
 //   Per round and lane (M the padded size MR = 16 or 32): 2 M + 1 shuffles, M FMAs for gamma,
 //   2 M for the column (a multiply and an FMA per entry), 2 M for V, ~45 scalar operations
 //   (6 ml_rsqrt). svdvals: M + 1 shuffles, 3 M FMAs, the same scalar work.
@@ -172,6 +173,7 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
       const float pn = ml_simd_shuffle(ctx, nrm, q);
       const float al = lower ? nrm : pn, be = lower ? pn : nrm;
       float c = 1.0f, t = 0.0f;
+      bool rot = false;
       if (q != j && al >= ML_SVDS_TINY && be >= ML_SVDS_TINY &&
           ml_fabs(ga) * (ml_rsqrt(al) * ml_rsqrt(be)) > tol) {
         // t: the smaller root of t^2 + 2 zeta t - 1 = 0 (zeroes the new w_p . w_q), zeta =
@@ -188,21 +190,28 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
         const float rd = ml_rsqrt(d);
         t = ((be < al) != (ga < 0.0f)) ? -(rd * rd) : rd * rd;  // sign of zeta
         c = ml_rsqrt(1.0f + t * t);
-        rotated = true;
+        rot = true;
       }
-      const float sg = lower ? -(c * t) : c * t;  // this lane's coefficient of the partner
-      ML_UNROLL for (int i = 0; i < MR; ++i) w[i] = ml_fma(c, w[i], sg * wq[i]);
-      if (t != 0.0f) {  // the norm update; recomputed when it cancels (lost > 2 bits)
-        const float nn = nrm + (lower ? -t : t) * ga;
-        if (nn >= 0.25f * nrm)
-          nrm = nn;
-        else
-          nrm = ml_svds_norm2<MR>(w);
-      }
-      if (VEC) {
-        ML_UNROLL for (int i = 0; i < (VEC ? NR : 1); ++i) {
-          const float vq = ml_simd_shuffle(ctx, v[i], q);
-          v[i] = ml_fma(c, v[i], sg * vq);
+      rotated = rotated || rot;
+      // From the fifth sweep on, whole rounds without a rotation become common (the last sweep
+      // is one): a vote (one ml_simd_max) then skips the round's updates, which would be
+      // exact identities (c = 1, s = 0) on every lane; the V shuffles are skipped with them.
+      // The vote is uniform, so the shuffles inside stay in uniform control flow.
+      if (sweeps < 4 || ml_simd_max(ctx, rot ? 1.0f : 0.0f) > 0.0f) {
+        const float sg = lower ? -(c * t) : c * t;  // this lane's coefficient of the partner
+        ML_UNROLL for (int i = 0; i < MR; ++i) w[i] = ml_fma(c, w[i], sg * wq[i]);
+        if (rot) {  // the norm update; recomputed when it cancels (lost > 2 bits)
+          const float nn = nrm + (lower ? -t : t) * ga;
+          if (nn >= 0.25f * nrm)
+            nrm = nn;
+          else
+            nrm = ml_svds_norm2<MR>(w);
+        }
+        if (VEC) {
+          ML_UNROLL for (int i = 0; i < (VEC ? NR : 1); ++i) {
+            const float vq = ml_simd_shuffle(ctx, v[i], q);
+            v[i] = ml_fma(c, v[i], sg * vq);
+          }
         }
       }
       pk = pk + 1 == K ? 0 : pk + 1;
