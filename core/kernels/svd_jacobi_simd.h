@@ -17,16 +17,18 @@
 //   - rotate when |gamma| > M eps ||w_p|| ||w_q|| (a relative test: graded matrices keep their
 //     small singular values to high relative accuracy) and both squared norms >= 2^-100:
 //     zeta = (beta - alpha) / (2 gamma), t = sign(zeta) / (|zeta| + sqrt(1 + zeta^2)),
-//     c = 1 / sqrt(1 + t^2), s = c t, computed identically by both lanes;
+//     c = 1 / sqrt(1 + t^2), s = c t, computed identically by both lanes (six ml_rsqrt, no
+//     division or correctly rounded sqrt: those are long instruction sequences on GPUs);
 //     w_p' = c w_p - s w_q, w_q' = s w_p + c w_q (each lane its own column, from the partner's
 //     copy it already holds); alpha' = alpha - t gamma, beta' = beta + t gamma (recomputed from
 //     the column when that loses more than 2 bits, and at each sweep's start);
 //   - V: the same rotation of the lane's V column with the partner's (N shuffles).
-//   A round that rotates nothing for a lane applies c = 1, s = 0 (exact): the round is
-//   branch-free, so every shuffle is in simdgroup-uniform control flow.
-//   Per round and lane (M, N the padded sizes MR, NR): M + N + 1 shuffles, M FMAs for gamma,
-//   2 M for the columns (a multiply and an FMA per entry), 2 N for V, ~25 scalar operations
-//   (2 sqrt, 2 divisions). svdvals: M + 1 shuffles, 3 M FMAs.
+//   A lane that does not rotate applies c = 1, s = 0 (exact), so every shuffle stays in
+//   simdgroup-uniform control flow; from the fifth sweep on, a round in which no lane rotates
+//   skips the updates and the V shuffles altogether (one ml_simd_max vote per round).
+//   Per round and lane (M the padded size MR = 16 or 32): 2 M + 1 shuffles, M FMAs for gamma,
+//   2 M for the column (a multiply and an FMA per entry), 2 M for V, ~45 scalar operations
+//   (6 ml_rsqrt). svdvals: M + 1 shuffles, 3 M FMAs, the same scalar work.
 // A sweep in which no lane rotated ends it (one ml_simd_max per sweep).
 // Then s_j = ||w_j|| (rescaled when the square underflows), each column's rank in descending
 // order by N shuffles (ties by index): lane j writes its outputs at position rank(j).
@@ -171,29 +173,45 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
       const float pn = ml_simd_shuffle(ctx, nrm, q);
       const float al = lower ? nrm : pn, be = lower ? pn : nrm;
       float c = 1.0f, t = 0.0f;
+      bool rot = false;
       if (q != j && al >= ML_SVDS_TINY && be >= ML_SVDS_TINY &&
-          ml_fabs(ga) > tol * (ml_sqrt(al) * ml_sqrt(be))) {
-        // t: the smaller root of t^2 + 2 zeta t - 1 = 0 (zeroes the new w_p . w_q).
-        const float zeta = (be - al) / (2.0f * ga);
-        const float az = ml_fabs(zeta);
-        t = 1.0f / (az + (az < 1.0e18f ? ml_sqrt(1.0f + az * az) : az));
-        t = zeta < 0.0f ? -t : t;
-        c = 1.0f / ml_sqrt(1.0f + t * t);
-        rotated = true;
+          ml_fabs(ga) * (ml_rsqrt(al) * ml_rsqrt(be)) > tol) {
+        // t: the smaller root of t^2 + 2 zeta t - 1 = 0 (zeroes the new w_p . w_q), zeta =
+        // (beta - alpha) / (2 gamma). Reciprocals and roots by ml_rsqrt (~1 ulp; no division:
+        // the angle need not be exact, only c and s consistent, c^2 + s^2 = 1 to a few ulp).
+        // Ranges: |gamma| > tol 2^-100 and |beta - alpha| < 2^7, so zeta stays finite.
+        const float rg = ml_rsqrt(ml_fabs(ga));
+        const float az = 0.5f * ml_fabs(be - al) * (rg * rg);
+        float d = 2.0f * az;
+        if (az < 1.0e18f) {
+          const float h = 1.0f + az * az;
+          d = az + h * ml_rsqrt(h);
+        }
+        const float rd = ml_rsqrt(d);
+        t = ((be < al) != (ga < 0.0f)) ? -(rd * rd) : rd * rd;  // sign of zeta
+        c = ml_rsqrt(1.0f + t * t);
+        rot = true;
       }
-      const float sg = lower ? -(c * t) : c * t;  // this lane's coefficient of the partner
-      ML_UNROLL for (int i = 0; i < MR; ++i) w[i] = ml_fma(c, w[i], sg * wq[i]);
-      if (t != 0.0f) {  // the norm update; recomputed when it cancels (lost > 2 bits)
-        const float nn = nrm + (lower ? -t : t) * ga;
-        if (nn >= 0.25f * nrm)
-          nrm = nn;
-        else
-          nrm = ml_svds_norm2<MR>(w);
-      }
-      if (VEC) {
-        ML_UNROLL for (int i = 0; i < (VEC ? NR : 1); ++i) {
-          const float vq = ml_simd_shuffle(ctx, v[i], q);
-          v[i] = ml_fma(c, v[i], sg * vq);
+      rotated = rotated || rot;
+      // From the fifth sweep on, whole rounds without a rotation become common (the last sweep
+      // is one): a vote (one ml_simd_max) then skips the round's updates, which would be
+      // exact identities (c = 1, s = 0) on every lane; the V shuffles are skipped with them.
+      // The vote is uniform, so the shuffles inside stay in uniform control flow.
+      if (sweeps < 4 || ml_simd_max(ctx, rot ? 1.0f : 0.0f) > 0.0f) {
+        const float sg = lower ? -(c * t) : c * t;  // this lane's coefficient of the partner
+        ML_UNROLL for (int i = 0; i < MR; ++i) w[i] = ml_fma(c, w[i], sg * wq[i]);
+        if (rot) {  // the norm update; recomputed when it cancels (lost > 2 bits)
+          const float nn = nrm + (lower ? -t : t) * ga;
+          if (nn >= 0.25f * nrm)
+            nrm = nn;
+          else
+            nrm = ml_svds_norm2<MR>(w);
+        }
+        if (VEC) {
+          ML_UNROLL for (int i = 0; i < (VEC ? NR : 1); ++i) {
+            const float vq = ml_simd_shuffle(ctx, v[i], q);
+            v[i] = ml_fma(c, v[i], sg * vq);
+          }
         }
       }
       pk = pk + 1 == K ? 0 : pk + 1;
