@@ -53,61 +53,61 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
 
 // clang-format off
 #define ML_KERNEL_TABLE(X)                                                                      \
-  X(qr_householder_small, ML_OP_QR, ml_qr_householder_small, O01, REGISTER,                     \
-    ml_qr_householder_small_scratch_floats_flags, ml_qr_householder_small_fits_flags,           \
-    ml_flags_unchanged)                                                                         \
-  X(qr_householder_simd, ML_OP_QR, ml_qr_householder_simd, O01, SIMD,                           \
-    ml_qr_householder_simd_scratch_floats_flags, ml_qr_householder_simd_fits_flags,             \
-    ml_flags_unchanged)                                                                         \
-  X(qr_householder_simd64, ML_OP_QR, ml_qr_householder_simd64, O01, SIMD,                       \
-    ml_qr_householder_simd_scratch_floats_flags, ml_qr_householder_simd64_fits_flags,           \
-    ml_flags_unchanged)                                                                         \
-  X(qr_householder, ML_OP_QR, ml_qr_householder, O01, GROUP,                                    \
-    ml_qr_householder_scratch_floats_mode, ml_qr_householder_fits_mode, ml_flags_unchanged)     \
-  X(eigh_jacobi_small, ML_OP_EIGH, ml_eigh_jacobi_small, O01, REGISTER,                         \
-    ml_eigh_jacobi_small_scratch_floats_flags, ml_eigh_jacobi_small_fits_flags,                 \
-    ml_flags_unchanged)                                                                         \
-  X(eigvalsh_jacobi_small, ML_OP_EIGVALSH, ml_eigvalsh_jacobi_small, O0, REGISTER,              \
-    ml_eigvalsh_jacobi_small_scratch_floats_flags, ml_eigvalsh_jacobi_small_fits_flags,         \
-    ml_flags_unchanged)                                                                         \
-  X(eigh_jacobi_simd, ML_OP_EIGH, ml_eigh_jacobi_simd, O01, SIMD,                               \
-    ml_eigh_jacobi_simd_scratch_floats_flags, ml_eigh_jacobi_simd_fits_flags,                   \
-    ml_flags_unchanged)                                                                         \
-  X(eigvalsh_jacobi_simd, ML_OP_EIGVALSH, ml_eigvalsh_jacobi_simd, O0, SIMD,                    \
-    ml_eigvalsh_jacobi_simd_scratch_floats_flags, ml_eigvalsh_jacobi_simd_fits_flags,           \
-    ml_flags_unchanged)                                                                         \
-  X(eigh_tridiag_ql, ML_OP_EIGH, ml_eigh_tridiag_ql, O01, GROUP,                                \
+  X(qr_householder_small, ML_OP_QR, ml_qr_householder_small, O01, REGISTER,                   \
+    ml_qr_householder_small_scratch_floats_flags, ml_qr_householder_small_fits_flags,         \
+    ml_flags_unchanged)                                                                       \
+  X(qr_householder_simd, ML_OP_QR, ml_qr_householder_simd, O01, SIMD,                         \
+    ml_qr_householder_simd_scratch_floats_flags, ml_qr_householder_simd_fits_flags,           \
+    ml_flags_unchanged)                                                                       \
+  X(qr_householder_simd64, ML_OP_QR, ml_qr_householder_simd64, O01, SIMD,                     \
+    ml_qr_householder_simd_scratch_floats_flags, ml_qr_householder_simd64_fits_flags,         \
+    ml_flags_unchanged)                                                                       \
+  X(qr_householder, ML_OP_QR, ml_qr_householder, O01, GROUP,                                  \
+    ml_qr_householder_scratch_floats_mode, ml_qr_householder_fits_mode, ml_flags_unchanged)   \
+  X(eigh_jacobi_small, ML_OP_EIGH, ml_eigh_jacobi_small, O01, REGISTER,                       \
+    ml_eigh_jacobi_small_scratch_floats_flags, ml_eigh_jacobi_small_fits_flags,               \
+    ml_flags_unchanged)                                                                       \
+  X(eigvalsh_jacobi_small, ML_OP_EIGVALSH, ml_eigvalsh_jacobi_small, O0, REGISTER,            \
+    ml_eigvalsh_jacobi_small_scratch_floats_flags, ml_eigvalsh_jacobi_small_fits_flags,       \
+    ml_flags_unchanged)                                                                       \
+  X(eigh_jacobi_simd, ML_OP_EIGH, ml_eigh_jacobi_simd, O01, SIMD,                             \
+    ml_eigh_jacobi_simd_scratch_floats_flags, ml_eigh_jacobi_simd_fits_flags,                 \
+    ml_flags_unchanged)                                                                       \
+  X(eigvalsh_jacobi_simd, ML_OP_EIGVALSH, ml_eigvalsh_jacobi_simd, O0, SIMD,                  \
+    ml_eigvalsh_jacobi_simd_scratch_floats_flags, ml_eigvalsh_jacobi_simd_fits_flags,         \
+    ml_flags_unchanged)                                                                       \
+  X(eigh_tridiag_ql, ML_OP_EIGH, ml_eigh_tridiag_ql, O01, GROUP,                              \
     ml_eigh_tridiag_ql_scratch_floats_flags, ml_eigh_tridiag_ql_fits_flags, ml_flags_unchanged) \
-  X(eigh_tridiag_bisect, ML_OP_EIGH, ml_eigh_tridiag_bisect, O01, GROUP,                        \
-    ml_eigh_tridiag_bisect_scratch_floats_flags, ml_eigh_tridiag_bisect_fits_flags,             \
-    ml_flags_unchanged)                                                                         \
-  X(eigvalsh_tridiag_ql, ML_OP_EIGVALSH, ml_eigvalsh_tridiag_ql, O0, GROUP,                     \
-    ml_eigvalsh_tridiag_ql_scratch_floats_flags, ml_eigvalsh_tridiag_ql_fits_flags,             \
-    ml_flags_unchanged)                                                                         \
+  X(eigh_tridiag_bisect, ML_OP_EIGH, ml_eigh_tridiag_bisect, O01, GROUP,                      \
+    ml_eigh_tridiag_bisect_scratch_floats_flags, ml_eigh_tridiag_bisect_fits_flags,           \
+    ml_flags_unchanged)                                                                       \
   X(eigvalsh_tridiag_bisect, ML_OP_EIGVALSH, ml_eigvalsh_tridiag_bisect, O0, GROUP,           \
-    ml_eigvalsh_tridiag_bisect_scratch_floats_flags, ml_eigvalsh_tridiag_bisect_fits_flags,     \
-    ml_flags_unchanged)                                                                         \
-  X(svd_jacobi_small, ML_OP_SVD, ml_svd_jacobi_small, O012, REGISTER,                           \
-    ml_svd_jacobi_small_scratch_floats_flags, ml_svd_jacobi_small_fits_flags,                   \
-    ml_flags_unchanged)                                                                         \
-  X(svdvals_jacobi_small, ML_OP_SVDVALS, ml_svdvals_jacobi_small, O1, REGISTER,                 \
-    ml_svd_jacobi_small_scratch_floats_flags, ml_svd_jacobi_small_fits_flags,                   \
-    ml_flags_unchanged)                                                                         \
+    ml_eigvalsh_tridiag_bisect_scratch_floats_flags, ml_eigvalsh_tridiag_bisect_fits_flags,   \
+    ml_flags_unchanged)                                                                       \
+  X(eigvalsh_tridiag_ql, ML_OP_EIGVALSH, ml_eigvalsh_tridiag_ql, O0, GROUP,                   \
+    ml_eigvalsh_tridiag_ql_scratch_floats_flags, ml_eigvalsh_tridiag_ql_fits_flags,           \
+    ml_flags_unchanged)                                                                       \
+  X(svd_jacobi_small, ML_OP_SVD, ml_svd_jacobi_small, O012, REGISTER,                         \
+    ml_svd_jacobi_small_scratch_floats_flags, ml_svd_jacobi_small_fits_flags,                 \
+    ml_flags_unchanged)                                                                       \
+  X(svdvals_jacobi_small, ML_OP_SVDVALS, ml_svdvals_jacobi_small, O1, REGISTER,               \
+    ml_svd_jacobi_small_scratch_floats_flags, ml_svd_jacobi_small_fits_flags,                 \
+    ml_flags_unchanged)                                                                       \
   X(svd_jacobi_simd, ML_OP_SVD, ml_svd_jacobi_simd, O012, SIMD,                               \
-    ml_svd_jacobi_simd_scratch_floats_flags, ml_svd_jacobi_simd_fits_flags,                     \
-    ml_flags_unchanged)                                                                         \
-  X(svdvals_jacobi_simd, ML_OP_SVDVALS, ml_svdvals_jacobi_simd, O1, SIMD,                       \
-    ml_svd_jacobi_simd_scratch_floats_flags, ml_svd_jacobi_simd_fits_flags,                     \
-    ml_flags_unchanged)                                                                         \
-  X(svd_bidiag_qr, ML_OP_SVD, ml_svd_bidiag_qr, O012, GROUP,                                    \
-    ml_svd_bidiag_qr_scratch_floats_flags, ml_svd_bidiag_qr_fits_flags,                         \
-    ml_svd_bidiag_qr_choose_flags)                                                              \
-  X(svdvals_bidiag_qr, ML_OP_SVDVALS, ml_svdvals_bidiag_qr, O1, GROUP,                          \
-    ml_svdvals_bidiag_qr_scratch_floats_flags, ml_svdvals_bidiag_qr_fits_flags,                 \
-    ml_svdvals_bidiag_qr_choose_flags)                                                          \
-  X(svdvals_bidiag_bisect, ML_OP_SVDVALS, ml_svdvals_bidiag_bisect, O1, GROUP,                  \
-    ml_svdvals_bidiag_bisect_scratch_floats_flags, ml_svdvals_bidiag_bisect_fits_flags,         \
-    ml_flags_unchanged)
+    ml_svd_jacobi_simd_scratch_floats_flags, ml_svd_jacobi_simd_fits_flags,                   \
+    ml_flags_unchanged)                                                                       \
+  X(svdvals_jacobi_simd, ML_OP_SVDVALS, ml_svdvals_jacobi_simd, O1, SIMD,                     \
+    ml_svd_jacobi_simd_scratch_floats_flags, ml_svd_jacobi_simd_fits_flags,                   \
+    ml_flags_unchanged)                                                                       \
+  X(svd_bidiag_qr, ML_OP_SVD, ml_svd_bidiag_qr, O012, GROUP,                                  \
+    ml_svd_bidiag_qr_scratch_floats_flags, ml_svd_bidiag_qr_fits_flags,                       \
+    ml_svd_bidiag_qr_choose_flags)                                                            \
+  X(svdvals_bidiag_bisect, ML_OP_SVDVALS, ml_svdvals_bidiag_bisect, O1, GROUP,                \
+    ml_svdvals_bidiag_bisect_scratch_floats_flags, ml_svdvals_bidiag_bisect_fits_flags,       \
+    ml_flags_unchanged)                                                                       \
+  X(svdvals_bidiag_qr, ML_OP_SVDVALS, ml_svdvals_bidiag_qr, O1, GROUP,                        \
+    ml_svdvals_bidiag_qr_scratch_floats_flags, ml_svdvals_bidiag_qr_fits_flags,               \
+    ml_svdvals_bidiag_qr_choose_flags)
 // clang-format on
 
 // The output arguments of each `outs` code, for entry points that name their pointers
