@@ -204,7 +204,7 @@ void run_global(kt::Report &rep) {
       const int m = sh.m, n = sh.n;
       const int gs = sh.gs > 0 ? sh.gs : ml::cuda::group_size_global(m, n);
       rep.expect(!e.fits(m, n, sh.flags, kH200Budget) && e.fits(m, n, sh.flags, kGlobalBudget),
-                 std::string(e.name) + " global shape past the shared window, within the global one");
+                 std::string(e.name) + " global shape past the shared window, in the global one");
       std::mt19937_64 rng(4242 + 31 * m + n);
       const kt::Families all = eig ? kt::symmetric_families(n, rng, true)
                                : e.op == ML_OP_QR ? kt::general_families(m, n, rng)
