@@ -1,7 +1,9 @@
 """Measure the CUDA routing policy of this machine for every op (metal_linalg_torch.calibrate):
 host_gpu_min_work (host tensors: CPU backend vs the GPU route, copies included), gpu_lane_max_n /
 gpu_lane_min_batch (device tensors: lane-per-matrix vs block kernels, when the core has these
-fields) and gpu_min_batch (device tensors: GPU vs the CPU route), within a total time budget.
+fields), gpu_global_max_n / gpu_global_min_batch (device tensors beyond the shared window: the
+global launch vs the host route) and gpu_min_batch (device tensors: GPU vs the CPU route), within
+a total time budget.
 
 Writes to --out: <device>.policy (the core/tuned table, device line = ml_device_name()),
 policy-gpu.json (every raw timing) and policy-gpu.md (chosen values and timing tables per op).
@@ -65,6 +67,18 @@ def _host_cell(p) -> str:
     return f"{_ms(cpu)} / {_ms(gpu)}{mark}"
 
 
+def _global_cell(p) -> str:
+    if p is None:
+        return ""
+    if p.get("skipped"):
+        return "skipped" if p["skipped"] == "time budget" else "-"
+    glob, host = p.get("global_s"), p.get("host_s")
+    if glob is None:
+        return f"no global / {_ms(host)}"
+    mark = " **G**" if host is not None and glob < host else ""
+    return f"{_ms(glob)} / {_ms(host)}{mark}"
+
+
 def markdown(result: dict, command: str) -> str:
     meta = result["meta"]
     lines = [
@@ -89,6 +103,16 @@ def markdown(result: dict, command: str) -> str:
         if pts.get("lane"):
             lines += ["", "Device tensors, lane / block ms (**L**: lane faster):", ""]
             lines += _grid(pts["lane"], "n", "batch", _lane_cell)
+        if pts.get("global"):
+            lines += [
+                "",
+                (
+                    "Device tensors beyond the shared window, global launch / host route ms "
+                    "(**G**: global faster):"
+                ),
+                "",
+            ]
+            lines += _grid(pts["global"], "n", "batch", _global_cell)
         if pts.get("host"):
             lines += ["", "Host tensors, CPU backend / GPU route ms (**G**: GPU faster):", ""]
             lines += _grid(pts["host"], "n", "batch", _host_cell)

@@ -159,7 +159,8 @@ int64_t global_matrices(const Call &c, const Plan &pl, int64_t *slice) {
   *slice = global_slice_floats(scratch);
   if (scratch <= 0 || c.batch <= 0) return 0;
   int64_t in_flight = global_in_flight(c.batch, *slice);
-  if (forced_global_matrices() > 0) in_flight = std::min<int64_t>(in_flight, forced_global_matrices());
+  if (forced_global_matrices() > 0)
+    in_flight = std::min<int64_t>(in_flight, forced_global_matrices());
   return in_flight;
 }
 
@@ -212,7 +213,7 @@ ml_status launch_global(const Plan &pl, int dev, const Call &c, cudaStream_t str
 }
 
 // Enqueues plan pl for c (device pointers) on stream; the current device is already set.
-// ws: the device workspace of a global plan (global_workspace_bytes), else unused.
+// ws: the device workspace of a global plan (global_bytes), else unused.
 ml_status launch(const Plan &pl, int dev, const Call &c, cudaStream_t stream, float *ws) {
   if (c.m == 0 || c.n == 0) {
     if (!c.info) return ML_OK;

@@ -1,7 +1,8 @@
 // The CUDA entry points of every line of core/kernels/kernel_table.h, generated: a block entry
 // (a group of blockDim.x lanes per matrix), a lane entry (one thread per matrix) and a global
-// entry (a group per matrix, scratch in device memory) for GROUP lines, the lane entry alone for REGISTER lines, the block entry alone for SIMD lines; and
-// their KernelDesc list in table order.
+// entry (a group per matrix, scratch in device memory) for GROUP lines, the lane entry alone
+// for REGISTER lines, the block entry alone for SIMD lines; and their KernelDesc list in table
+// order.
 // Nothing here is written per kernel.
 #include "../core/kernels/compat_cuda.h"
 #include "../core/kernels/kernel_table.h"

@@ -74,16 +74,19 @@ def check(clang: str, tree: Path) -> list[str]:
         ["-x", "c++", "-std=c++20", "-I", "core/include", "tests/kernels/test_kernel_table.cpp"],
     )
     for name, fn, kind in rows:
-        # GROUP: block + lane entries; REGISTER: lane entry; SIMD: block entry.
+        # GROUP: block + lane entries; REGISTER: lane entry; SIMD: block entry (Metal and CUDA).
         lane = ["_lane"] if kind != "SIMD" else []
         block = [""] if kind != "REGISTER" else []
         want_metal = [f"ml_metal_{name}{s}" for s in lane + block]
         for entry in want_metal:
             if not re.search(rf"__kernel\s+void\s+{entry}\s*\(", metal):
                 errors.append(f"{name}: no Metal entry {entry} in metal/kernels.metal")
-        want_cuda = [f"ml_cuda_{name}{s}" for s in lane + block]
+        # CUDA also has a global entry (scratch in device memory) per GROUP line.
+        glob = ["_global"] if kind == "GROUP" else []
+        want_cuda = [f"ml_cuda_{name}{s}" for s in lane + block + glob]
         for entry in want_cuda:
-            if not re.search(rf"__global__\s+void\s+{entry}\s*\(", cuda):
+            bounds = r"(?:__launch_bounds__\s*\([^)]*\)\s*)?"
+            if not re.search(rf"__global__\s+void\s+{bounds}{entry}\s*\(", cuda):
                 errors.append(f"{name}: no CUDA entry {entry} in cuda/kernels.cu")
         if not re.search(r'\{\s*"' + name + r'"\s*,', cuda):
             errors.append(f"{name}: no KernelDesc row in cuda/kernels.cu")

@@ -55,7 +55,8 @@ bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget_floats,
               bool (*has_global)(int kernel) = nullptr);
 
 // ml_backend's name of a GPU plan: "<backend>:<kernel>", plus "/lane" for a lane launch and
-// "/global" for a global launch of a GROUP kernel ("cuda:eigh_tridiag_ql/lane"). Per thread, valid until the next call.
+// "/global" for a global launch of a GROUP kernel ("cuda:eigh_tridiag_ql/lane"). Per thread,
+// valid until the next call.
 const char *gpu_plan_name(const char *backend, const Plan &p);
 
 // Where a call with buffers in `memory` runs (device: exec->device for device memory).

@@ -686,6 +686,30 @@ static void test_policy(void) {
   expect_ok(ml_policy_get(ML_OP_EIGH, buf, sizeof buf, NULL), "policy get after reset");
   CHECK(strstr(buf, "gpu_min_batch=123456") == NULL, "reset kept the value: '%s'\n", buf);
 
+  /* The global launch's fields: a device query of a shape beyond every shared-memory window
+     names the CPU with gpu_global_max_n 0 and the global plan with it on (CUDA builds), and a
+     host workspace query is 0 whatever they say. */
+  expect_ok(ml_policy_get(ML_OP_EIGH, buf, sizeof buf, NULL), "policy get global");
+  CHECK(strstr(buf, ";gpu_global_max_n=") && strstr(buf, ";gpu_global_min_batch="),
+        "global fields missing: '%s'\n", buf);
+  expect_ok(ml_policy_set(ML_OP_EIGH, "gpu_global_max_n", 0), "global off");
+  CHECK(strcmp(ml_backend(ML_OP_EIGH, ML_MEMORY_CUDA, 300, 300, 4), "cpu:lapack") == 0,
+        "global off, eigh 300 device query: '%s'\n",
+        ml_backend(ML_OP_EIGH, ML_MEMORY_CUDA, 300, 300, 4));
+  expect_ok(ml_policy_set(ML_OP_EIGH, "gpu_global_max_n", 4096), "global on");
+  expect_ok(ml_policy_get(ML_OP_EIGH, buf, sizeof buf, NULL), "policy get global on");
+  CHECK(strstr(buf, "gpu_global_max_n=4096") != NULL, "after global set: '%s'\n", buf);
+  {
+    const char *b = ml_backend(ML_OP_EIGH, ML_MEMORY_CUDA, 300, 300, 4);
+    int64_t bytes = -1;
+    /* With a CUDA backend the plan is global; without one the CPU. */
+    const char *want = ml_backend_available("cuda") ? "cuda:eigh_tridiag_ql/global" : "cpu:lapack";
+    CHECK(strcmp(b, want) == 0, "global on, eigh 300 device query: '%s'\n", b);
+    expect_ok(ml_workspace_size(NULL, ML_OP_EIGH, 4, 300, 300, 0, &bytes), "host workspace");
+    CHECK(bytes == 0, "host workspace with global on: %lld\n", (long long)bytes);
+  }
+  expect_ok(ml_policy_reset(ML_OP_EIGH), "policy reset global");
+
   expect_invalid(ml_policy_set(ML_OP_SVD, "no_such_field", 1), "unknown policy field");
   CHECK(strstr(ml_last_error(), "no_such_field") != NULL, "message names the field: %s\n",
         ml_last_error());

@@ -219,7 +219,9 @@ def test_chunks_reuse_the_workspace() -> None:
         from metal_linalg_torch import _lib
         from test_cuda_ops import check_eigh, check_outputs, gen_family, sym_family
         for op in range(5):
-            _lib.lib.ml_policy_set(op, b"gpu_global_max_n", 4096)
+            for field, value in ((b"gpu_global_max_n", 4096), (b"gpu_global_min_batch", 1),
+                                 (b"gpu_min_batch", 1), (b"gpu_max_n", 1 << 20)):
+                assert _lib.lib.ml_policy_set(op, field, value) == 0
         n, batch = 260, 5
         ex = _lib.MlExec()
         ex.memory = _lib.ML_MEMORY_CUDA
