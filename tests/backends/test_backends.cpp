@@ -215,7 +215,7 @@ void test_global_routing() {
   expect(name_of(ML_OP_EIGH, 200, 200, 3, 0, dev, on) == "cuda:eigh_tridiag_ql",
          "eigh 200x200 still a block launch");
   expect(name_of(ML_OP_EIGVALSH, 1024, 1024, 2, 0, dev, on) ==
-             "cuda:eigvalsh_tridiag_ql/global",
+             "cuda:eigvalsh_tridiag_bisect/global",
          "eigvalsh 1024 global");
   expect(name_of(ML_OP_QR, 513, 257, 2, ML_QR_REDUCED, dev, on) == "cuda:qr_householder/global",
          "qr 513x257 global");
@@ -225,7 +225,7 @@ void test_global_routing() {
          "svd 513x257 global");
   expect(name_of(ML_OP_SVD, 257, 513, 2, 1, dev, on) == "cpu:lapack",
          "svd full_matrices non-square: still no GPU kernel");
-  expect(name_of(ML_OP_SVDVALS, 300, 900, 2, 0, dev, on) == "cuda:svdvals_bidiag_qr/global",
+  expect(name_of(ML_OP_SVDVALS, 300, 900, 2, 0, dev, on) == "cuda:svdvals_bidiag_bisect/global",
          "svdvals 300x900 global");
   // The policy's bounds: gpu_global_max_n, gpu_global_min_batch, the hard kGlobalMaxDim, and
   // the query's gpu_max_n.
@@ -313,7 +313,7 @@ void test_global_routing() {
       const int need = t[i].scratch(sh[0], sh[1], f);
       const int64_t side = std::max(sh[0], sh[1]) + 1;
       expect(t[i].fits(sh[0], sh[1], kf, static_cast<int>(kGlobalScratchFloats)) && need > 0 &&
-                 need <= 2 * side * side + 100000,
+                 need <= 3 * side * side + 100000,
              std::string(t[i].name) + " fits " + std::to_string(sh[0]) + "x" +
                  std::to_string(sh[1]) + " in the global budget");
     }
