@@ -8,8 +8,11 @@
 #                                            # table order) on n <= 128
 #   bash benchmarks/h200_kernels.sh prof     # global launches vs the host route at n >= 256,
 #                                            # Nsight Compute on a few kernels
-#   bash benchmarks/h200_kernels.sh policy   # the routing policy measurement (tune_policy_gpu.py)
-#   bash benchmarks/h200_kernels.sh grid     # the whole grid plus the off-grid shapes, with peers
+#   bash benchmarks/h200_kernels.sh policy   # CUDA tests, then the routing policy measurement
+#                                            # (tune_policy_gpu.py); its table is kept in
+#                                            # /tmp/policy for a grid run in the same lease
+#   bash benchmarks/h200_kernels.sh grid     # the whole grid plus the off-grid shapes, with peers,
+#                                            # under /tmp/policy's table when one was measured
 #   bash benchmarks/h200_kernels.sh tests    # CUDA tests only
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -94,11 +97,17 @@ if [ "$mode" = prof ]; then
   fi
 fi
 if [ "$mode" = policy ]; then
-  timeout 420 python3 benchmarks/tune_policy_gpu.py --out "$OUT" --budget-s "${POLICY_BUDGET_S:-300}" \
-    2>&1 | tee "$OUT/policy-gpu.log" | tail -80
+  tests 150
+  left=$(( 560 - SECONDS ))
+  timeout "$left" python3 benchmarks/tune_policy_gpu.py --out "$OUT" \
+    --budget-s "$(( left - 60 ))" 2>&1 | tee "$OUT/policy-gpu.log" | tail -80
   rc=$(( rc | PIPESTATUS[0] ))
+  mkdir -p /tmp/policy && cp "$OUT"/*.policy /tmp/policy/ 2>/dev/null
 fi
 if [ "$mode" = grid ]; then
+  for f in /tmp/policy/*.policy; do
+    [ -e "$f" ] && export METAL_LINALG_POLICY_FILE=$f && echo "== policy file $f"
+  done
   timeout 560 python3 benchmarks/run_gpu.py --out "$OUT" --extra-shapes $EXTRA \
     --budget-s "${GRID_BUDGET_S:-400}" --ours-extra-s 60 2>&1 | tee "$OUT/bench.log" | tail -60
   rc=$(( rc | PIPESTATUS[0] ))
