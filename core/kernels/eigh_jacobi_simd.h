@@ -38,13 +38,15 @@
 // Each rotation is applied in scaled (fast Givens) form: column j is stored as d_j w~_j, the
 // rotation costs one FMA per row, w~_p += (-t d_q / d_p) w~_q, w~_q += (t d_p / d_q) w~_p,
 // d_p, d_q *= c (|t| <= 1, c >= 1/sqrt 2), and 1 / d by its own product (1 / c = 2 r k in
-// the rotation below: no division, no square root); the scales are folded back into the
-// columns at the start of every sweep, where the squared norms (kept up to date by
-// ||w_p||^2 -= t w_p.w_q, ||w_q||^2 += t w_p.w_q) are recomputed.
+// the rotation below: no division, no square root) corrected by a Newton step on d every
+// round (two FMAs: without it d x (1 / d) drifts from 1 within a sweep, and the rotations
+// with it); the scales are folded back into the columns at the start of every sweep, where
+// the squared norms (kept up to date by ||w_p||^2 -= t w_p.w_q, ||w_q||^2 += t w_p.w_q) are
+// recomputed.
 // Per round and lane: n_pad + 2 shuffles (partner column, its norm and scale), 2 n_pad FMAs
 // (dot product, update), two ml_rsqrt and the rotation's scalar work; n_pad = n rounded up
-// to 8 (the register array's compile-time size). For n = 32 the round is 177 SASS
-// instructions on sm_90 (nvcc 13): 34 SHFL, 69 FFMA, 27 FMUL, 2 MUFU.RSQ, 45 others (the
+// to 8 (the register array's compile-time size). For n = 32 the round is 179 SASS
+// instructions on sm_90 (nvcc 13): 34 SHFL, 71 FFMA, 27 FMUL, 2 MUFU.RSQ, 45 others (the
 // rotation's selects and compares, the partner index, the shuffle mask's convergence check),
 // against the 98 of the shuffles and FMAs alone. The dispatch tells the compiler that the
 // group is a simdgroup of 16 or 32 lanes: without it, every shuffle keeps the group-of-one
@@ -251,6 +253,7 @@ ML_FN void ml_ejsimd_solve(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *am,
         for (int i = 0; i < NP; ++i) x[i] = ml_fma(coef, y[i], x[i]);
         d *= c;
         dinv *= rot ? rk2 : 1.0f;
+        dinv = ml_fma(dinv, ml_fma(-d, dinv, 1.0f), dinv);  // one Newton step: no drift
         alpha = ml_fma(st, gam, alpha);
         rotated = rotated || rot;
         large = large || gam * gam > ML_EJSIMD_FINAL_RATIO * thr;
