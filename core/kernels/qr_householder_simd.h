@@ -1,5 +1,5 @@
 // Householder QR of one m x n matrix per SIMDGROUP (1 <= m, n <= 64), the matrix in registers:
-// lane l holds columns l, l + gs (gs = ctx.group_size, 16 or 32; two columns per lane when more
+// lane l holds columns l, l + gs (gs = the group size, 16 or 32; two columns per lane when more
 // than gs columns are held), each as a private array of 32 or 64 floats (the entry's row limit)
 // indexed by compile-time constants only (ML_UNROLL), so it stays in registers. No barriers, no
 // scratch: every exchange is a simd shuffle.
@@ -70,12 +70,19 @@ ML_HOST_FN int ml_qr_householder_simd64_fits_flags(int m, int n, int flags, int 
 ML_FN float ml_qrw_pow2_lo(int e) { return ml_exp2i(e / 2); }
 ML_FN float ml_qrw_pow2_hi(int e) { return ml_exp2i(e - e / 2); }
 
+// A shuffle within the group of GS lanes: at 32 (a whole simdgroup, every lane active at each
+// call, since all branches around the calls are group-uniform) the constant-mask form.
+template <int GS>
+ML_FN float ml_qrw_shfl(ML_CTX ctx, float x, int src) {
+  return GS == 32 ? ml_simd_shuffle_full(ctx, x, src) : ml_simd_shuffle(ctx, x, src);
+}
+
 // Reflector k of the factorisation, KS = the owner's slot (k / gs). a[s][i]: row i of this
 // lane's column lane + s * gs. tau_s / scl_s: this lane's reflectors (tau, scale) per slot.
-template <int R, int CPL, int KS>
+template <int R, int CPL, int KS, int GS>
 ML_FN void ml_qrw_factor_step(ML_CTX ctx, ML_THREAD float (*a)[R],
                               ML_THREAD float *tau_s, ML_THREAD float *scl_s, int m, int k) {
-  const int B = ML_QRW_BLOCK, gs = ctx.group_size, lane = ctx.lane;
+  const int B = ML_QRW_BLOCK, gs = GS, lane = ctx.lane;
   const int ko = k - KS * gs;  // owner lane
   // alpha = a[k][k] and sigma = sum_{i > k} a[i][k]^2, each lane over its own slot-KS column;
   // the owner's values are the ones used.
@@ -95,8 +102,8 @@ ML_FN void ml_qrw_factor_step(ML_CTX ctx, ML_THREAD float (*a)[R],
       }
     }
   }
-  alpha = ml_simd_shuffle(ctx, alpha, ko);
-  float sigma = ml_simd_shuffle(ctx, s0 + s1, ko);
+  alpha = ml_qrw_shfl<GS>(ctx, alpha, ko);
+  float sigma = ml_qrw_shfl<GS>(ctx, s0 + s1, ko);
   float up = 1.0f;
   if (sigma < ML_HOUSE_TINY) {  // uniform: squares underflowed (or the column is 0)
     s0 = 0.0f;
@@ -107,7 +114,7 @@ ML_FN void ml_qrw_factor_step(ML_CTX ctx, ML_THREAD float (*a)[R],
         s0 = ml_fma(b + r > k ? x : 0.0f, x, s0);
       }
     }
-    sigma = ml_simd_shuffle(ctx, s0, ko);
+    sigma = ml_qrw_shfl<GS>(ctx, s0, ko);
     up = ML_HOUSE_UP;
   }
   float t = 0.0f, sc = 1.0f, beta = alpha;
@@ -133,8 +140,8 @@ ML_FN void ml_qrw_factor_step(ML_CTX ctx, ML_THREAD float (*a)[R],
       if (b >= m || b + B <= k) continue;
       if (b > k) {
         ML_UNROLL for (int r = 0; r < B; r += 2) {
-          const float x0 = ml_simd_shuffle(ctx, a[KS][b + r], ko);
-          const float x1 = ml_simd_shuffle(ctx, a[KS][b + r + 1], ko);
+          const float x0 = ml_qrw_shfl<GS>(ctx, a[KS][b + r], ko);
+          const float x1 = ml_qrw_shfl<GS>(ctx, a[KS][b + r + 1], ko);
           xv[b + r] = x0;
           xv[b + r + 1] = x1;
           ML_UNROLL for (int s = KS; s < CPL; ++s) {
@@ -144,7 +151,7 @@ ML_FN void ml_qrw_factor_step(ML_CTX ctx, ML_THREAD float (*a)[R],
         }
       } else {
         ML_UNROLL for (int r = 0; r < B; ++r) {
-          const float x = ml_simd_shuffle(ctx, a[KS][b + r], ko);
+          const float x = ml_qrw_shfl<GS>(ctx, a[KS][b + r], ko);
           const float xs = b + r > k ? x : 0.0f;
           xv[b + r] = xs;
           ML_UNROLL for (int s = KS; s < CPL; ++s) {
@@ -187,14 +194,14 @@ ML_FN void ml_qrw_factor_step(ML_CTX ctx, ML_THREAD float (*a)[R],
 
 // Step j of forming Q backwards: H_j applied to the Q columns c > j (c < qcols) held by this
 // lane, then the owner's column j becomes e_j - tau_j v_j. Rows <= j of Q columns c > j are 0.
-template <int R, int CPL, int KS>
+template <int R, int CPL, int KS, int GS>
 ML_FN void ml_qrw_q_step(ML_CTX ctx, ML_THREAD float (*a)[R],
                          ML_THREAD const float *tau_s, ML_THREAD const float *scl_s, int m,
                          int qcols, int j) {
-  const int B = ML_QRW_BLOCK, gs = ctx.group_size, lane = ctx.lane;
+  const int B = ML_QRW_BLOCK, gs = GS, lane = ctx.lane;
   const int jo = j - KS * gs;
-  const float t = ml_simd_shuffle(ctx, tau_s[KS], jo);
-  const float sc = ml_simd_shuffle(ctx, scl_s[KS], jo);
+  const float t = ml_qrw_shfl<GS>(ctx, tau_s[KS], jo);
+  const float sc = ml_qrw_shfl<GS>(ctx, scl_s[KS], jo);
   const bool owner = lane == jo;
   if (t != 0.0f) {  // uniform
     float xv[R];
@@ -205,8 +212,8 @@ ML_FN void ml_qrw_q_step(ML_CTX ctx, ML_THREAD float (*a)[R],
       if (b >= m || b + B <= j + 1) continue;
       if (b > j) {
         ML_UNROLL for (int r = 0; r < B; r += 2) {
-          const float x0 = ml_simd_shuffle(ctx, a[KS][b + r], jo);
-          const float x1 = ml_simd_shuffle(ctx, a[KS][b + r + 1], jo);
+          const float x0 = ml_qrw_shfl<GS>(ctx, a[KS][b + r], jo);
+          const float x1 = ml_qrw_shfl<GS>(ctx, a[KS][b + r + 1], jo);
           xv[b + r] = x0;
           xv[b + r + 1] = x1;
           ML_UNROLL for (int s = KS; s < CPL; ++s) {
@@ -216,7 +223,7 @@ ML_FN void ml_qrw_q_step(ML_CTX ctx, ML_THREAD float (*a)[R],
         }
       } else {
         ML_UNROLL for (int r = 0; r < B; ++r) {
-          const float x = ml_simd_shuffle(ctx, a[KS][b + r], jo);
+          const float x = ml_qrw_shfl<GS>(ctx, a[KS][b + r], jo);
           const float xs = b + r > j ? x : 0.0f;
           xv[b + r] = xs;
           ML_UNROLL for (int s = KS; s < CPL; ++s) d0[s] = ml_fma(xs, a[s][b + r], d0[s]);
@@ -262,10 +269,10 @@ ML_FN void ml_qrw_q_step(ML_CTX ctx, ML_THREAD float (*a)[R],
 }
 
 // One matrix with CPL column slots per lane (CPL * gs >= the columns held).
-template <int R, int CPL>
+template <int R, int CPL, int GS>
 ML_FN void ml_qrw_impl(ML_CTX ctx, int m, int n, int mode, ML_DEVICE const float *am,
                        ML_DEVICE float *qm, ML_DEVICE float *rm, ML_DEVICE int *info, ml_i64 g) {
-  const int B = ML_QRW_BLOCK, gs = ctx.group_size, lane = ctx.lane;
+  const int B = ML_QRW_BLOCK, gs = GS, lane = ctx.lane;
   const int kr = m < n ? m : n;
   const int qcols = mode == ML_K_QR_COMPLETE ? m : kr;  // Q's columns = R's rows
   float a[CPL][R];
@@ -312,9 +319,9 @@ ML_FN void ml_qrw_impl(ML_CTX ctx, int m, int n, int mode, ML_DEVICE const float
   // Factor.
   for (int k = 0; k < kr; ++k) {
     if (CPL == 1 || k < gs)
-      ml_qrw_factor_step<R, CPL, 0>(ctx, a, tau_s, scl_s, m, k);
+      ml_qrw_factor_step<R, CPL, 0, GS>(ctx, a, tau_s, scl_s, m, k);
     else
-      ml_qrw_factor_step<R, CPL, (CPL > 1 ? 1 : 0)>(ctx, a, tau_s, scl_s, m, k);
+      ml_qrw_factor_step<R, CPL, (CPL > 1 ? 1 : 0), GS>(ctx, a, tau_s, scl_s, m, k);
   }
 
   // R (qcols x n), scaled back; rows >= kr (complete tall) are zero. Rank-deficiency: an
@@ -350,9 +357,9 @@ ML_FN void ml_qrw_impl(ML_CTX ctx, int m, int n, int mode, ML_DEVICE const float
   }
   for (int j = kr - 1; j >= 0; --j) {
     if (CPL == 1 || j < gs)
-      ml_qrw_q_step<R, CPL, 0>(ctx, a, tau_s, scl_s, m, qcols, j);
+      ml_qrw_q_step<R, CPL, 0, GS>(ctx, a, tau_s, scl_s, m, qcols, j);
     else
-      ml_qrw_q_step<R, CPL, (CPL > 1 ? 1 : 0)>(ctx, a, tau_s, scl_s, m, qcols, j);
+      ml_qrw_q_step<R, CPL, (CPL > 1 ? 1 : 0), GS>(ctx, a, tau_s, scl_s, m, qcols, j);
   }
   ML_UNROLL for (int s = 0; s < CPL; ++s) {
     const int c = lane + s * gs;
@@ -384,10 +391,19 @@ ML_FN void ml_qrw_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML_DE
   ML_DEVICE const float *am = a + g * (ml_i64)m * n;
   ML_DEVICE float *rm = r + g * (ml_i64)qcols * n;
   ML_DEVICE float *qm = mode == ML_K_QR_R ? q : q + g * (ml_i64)m * qcols;
-  if (MAXCPL == 1 || nc <= ctx.group_size)
-    ml_qrw_impl<R, 1>(ctx, m, n, mode, am, qm, rm, info, g);
-  else
-    ml_qrw_impl<R, (MAXCPL > 1 ? 2 : 1)>(ctx, m, n, mode, am, qm, rm, info, g);
+  // The group size as a template constant: lane arithmetic folds, and at 32 every shuffle is
+  // one instruction (a run-time mask costs several more per call on CUDA).
+  if (ctx.group_size == 32) {
+    if (MAXCPL == 1 || nc <= 32)
+      ml_qrw_impl<R, 1, 32>(ctx, m, n, mode, am, qm, rm, info, g);
+    else
+      ml_qrw_impl<R, (MAXCPL > 1 ? 2 : 1), 32>(ctx, m, n, mode, am, qm, rm, info, g);
+  } else {
+    if (MAXCPL == 1 || nc <= 16)
+      ml_qrw_impl<R, 1, 16>(ctx, m, n, mode, am, qm, rm, info, g);
+    else
+      ml_qrw_impl<R, (MAXCPL > 1 ? 2 : 1), 16>(ctx, m, n, mode, am, qm, rm, info, g);
+  }
 }
 
 // q: m x k (reduced) or m x m (complete), unused (may be null) in R mode; r: k x n (m x n
