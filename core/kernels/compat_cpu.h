@@ -90,7 +90,9 @@ ML_FN float ml_simd_shuffle_xor(ML_CTX ctx, float x, int mask) {
 }
 ML_FN float ml_simd_broadcast(ML_CTX ctx, float x, int src) { return ml_cpu_simd(ctx, 3, x, src); }
 // ml_simd_shuffle for a group that is one whole simdgroup of 32 lanes, all active.
-ML_FN float ml_simd_shuffle_full(ML_CTX ctx, float x, int src) { return ml_cpu_simd(ctx, 3, x, src); }
+ML_FN float ml_simd_shuffle_full(ML_CTX ctx, float x, int src) {
+  return ml_cpu_simd(ctx, 3, x, src);
+}
 #endif
 
 // Math shims. No fast math on the CPU build, but isfinite stays bit-based everywhere.

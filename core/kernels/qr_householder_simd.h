@@ -364,9 +364,10 @@ ML_FN void ml_qrw_impl(ML_CTX ctx, int m, int n, int mode, ML_DEVICE const float
   }
   for (int j = kr - 1; j >= 0; --j) {
     switch (j / B) {
-#define ML_QRW_Q_CASE(KB)                                                                            \
-  case KB:                                                                                           \
-    ml_qrw_q_step<R, CPL, ML_QRW_SLOT(R, CPL, GS, KB), GS, KB>(ctx, a, tau_s, scl_s, m, qcols, j); \
+#define ML_QRW_Q_CASE(KB)                                                                 \
+  case KB:                                                                                \
+    ml_qrw_q_step<R, CPL, ML_QRW_SLOT(R, CPL, GS, KB), GS, KB>(ctx, a, tau_s, scl_s, m, \
+                                                               qcols, j);               \
     break;
       ML_QRW_CASES(ML_QRW_Q_CASE)
 #undef ML_QRW_Q_CASE
