@@ -1,5 +1,5 @@
 // Householder QR of one m x n matrix per SIMDGROUP (1 <= m, n <= 64), the matrix in registers:
-// lane l holds columns l, l + gs (gs = ctx.group_size, 16 or 32; two columns per lane when more
+// lane l holds columns l, l + gs (gs = the group size, 16 or 32; two columns per lane when more
 // than gs columns are held), each as a private array of 32 or 64 floats (the entry's row limit)
 // indexed by compile-time constants only (ML_UNROLL), so it stays in registers. No barriers, no
 // scratch: every exchange is a simd shuffle.
@@ -14,15 +14,17 @@
 // below the diagonal are then shuffled row by row (one shuffle per row), and every lane updates
 // its own column(s) with a local dot product and axpy. The owner keeps its reflector unscaled
 // (x, with v = scale * x): scale enters the dot product and the axpy factor instead, so nobody
-// multiplies the rows by it. Rows are processed in blocks of ML_QRW_BLOCK; blocks wholly above
-// the current row or at/after row m are skipped (a uniform branch), so an m-row matrix costs
-// about m - k rows per step whatever the array size.
+// multiplies the rows by it. Rows are processed in 8 blocks (ML_QRW_BLOCK); each step is
+// instantiated per block of its row k, so the blocks above it are skipped at compile time and
+// those at/after row m by a uniform branch: an m-row matrix costs about m - k rows per step
+// whatever the array size, with no per-block work for the rows above k.
 #ifndef ML_KERNELS_QR_HOUSEHOLDER_SIMD_H
 #define ML_KERNELS_QR_HOUSEHOLDER_SIMD_H
 
 #include "householder.h"  // ML_HOUSE_TINY / UP / DOWN: the same reflector rule
 
-#define ML_QRW_BLOCK 4  // rows per block of the skipping test
+// Rows per block: the R rows of a lane's column are 8 blocks (4 rows for R = 32, 8 for 64).
+#define ML_QRW_BLOCK(R) ((R) / 8)
 
 // Two entries, the same code at two array sizes (registers are allocated per entry, so the
 // smaller one keeps the occupancy of shapes up to 32 x 32):
@@ -70,19 +72,26 @@ ML_HOST_FN int ml_qr_householder_simd64_fits_flags(int m, int n, int flags, int 
 ML_FN float ml_qrw_pow2_lo(int e) { return ml_exp2i(e / 2); }
 ML_FN float ml_qrw_pow2_hi(int e) { return ml_exp2i(e - e / 2); }
 
+// A shuffle within the group of GS lanes: at 32 (a whole simdgroup, every lane active at each
+// call, since all branches around the calls are group-uniform) the constant-mask form.
+template <int GS>
+ML_FN float ml_qrw_shfl(ML_CTX ctx, float x, int src) {
+  return GS == 32 ? ml_simd_shuffle_full(ctx, x, src) : ml_simd_shuffle(ctx, x, src);
+}
+
 // Reflector k of the factorisation, KS = the owner's slot (k / gs). a[s][i]: row i of this
 // lane's column lane + s * gs. tau_s / scl_s: this lane's reflectors (tau, scale) per slot.
-template <int R, int CPL, int KS>
+template <int R, int CPL, int KS, int GS, int KB>
 ML_FN void ml_qrw_factor_step(ML_CTX ctx, ML_THREAD float (*a)[R],
                               ML_THREAD float *tau_s, ML_THREAD float *scl_s, int m, int k) {
-  const int B = ML_QRW_BLOCK, gs = ctx.group_size, lane = ctx.lane;
+  const int B = ML_QRW_BLOCK(R), gs = GS, lane = ctx.lane;
   const int ko = k - KS * gs;  // owner lane
   // alpha = a[k][k] and sigma = sum_{i > k} a[i][k]^2, each lane over its own slot-KS column;
   // the owner's values are the ones used.
   float alpha = 0.0f, s0 = 0.0f, s1 = 0.0f;
-  ML_UNROLL for (int b = 0; b < R; b += B) {
-    if (b >= m || b + B <= k) continue;
-    if (b > k) {
+  ML_UNROLL for (int b = KB * B; b < R; b += B) {
+    if (b >= m) break;
+    if (b > KB * B) {
       ML_UNROLL for (int r = 0; r < B; r += 2) {
         s0 = ml_fma(a[KS][b + r], a[KS][b + r], s0);
         s1 = ml_fma(a[KS][b + r + 1], a[KS][b + r + 1], s1);
@@ -95,19 +104,19 @@ ML_FN void ml_qrw_factor_step(ML_CTX ctx, ML_THREAD float (*a)[R],
       }
     }
   }
-  alpha = ml_simd_shuffle(ctx, alpha, ko);
-  float sigma = ml_simd_shuffle(ctx, s0 + s1, ko);
+  alpha = ml_qrw_shfl<GS>(ctx, alpha, ko);
+  float sigma = ml_qrw_shfl<GS>(ctx, s0 + s1, ko);
   float up = 1.0f;
   if (sigma < ML_HOUSE_TINY) {  // uniform: squares underflowed (or the column is 0)
     s0 = 0.0f;
-    ML_UNROLL for (int b = 0; b < R; b += B) {
-      if (b >= m || b + B <= k) continue;
+    ML_UNROLL for (int b = KB * B; b < R; b += B) {
+      if (b >= m) break;
       ML_UNROLL for (int r = 0; r < B; ++r) {
         const float x = a[KS][b + r] * ML_HOUSE_UP;
         s0 = ml_fma(b + r > k ? x : 0.0f, x, s0);
       }
     }
-    sigma = ml_simd_shuffle(ctx, s0, ko);
+    sigma = ml_qrw_shfl<GS>(ctx, s0, ko);
     up = ML_HOUSE_UP;
   }
   float t = 0.0f, sc = 1.0f, beta = alpha;
@@ -128,13 +137,12 @@ ML_FN void ml_qrw_factor_step(ML_CTX ctx, ML_THREAD float (*a)[R],
     float xv[R];
     float d0[CPL], d1[CPL], hk[CPL];
     ML_UNROLL for (int s = 0; s < CPL; ++s) d0[s] = d1[s] = hk[s] = 0.0f;
-    ML_UNROLL for (int b = 0; b < R; b += B) {
-      ML_UNROLL for (int r = 0; r < B; ++r) xv[b + r] = 0.0f;
-      if (b >= m || b + B <= k) continue;
-      if (b > k) {
+    ML_UNROLL for (int b = KB * B; b < R; b += B) {
+      if (b >= m) break;
+      if (b > KB * B) {
         ML_UNROLL for (int r = 0; r < B; r += 2) {
-          const float x0 = ml_simd_shuffle(ctx, a[KS][b + r], ko);
-          const float x1 = ml_simd_shuffle(ctx, a[KS][b + r + 1], ko);
+          const float x0 = ml_qrw_shfl<GS>(ctx, a[KS][b + r], ko);
+          const float x1 = ml_qrw_shfl<GS>(ctx, a[KS][b + r + 1], ko);
           xv[b + r] = x0;
           xv[b + r + 1] = x1;
           ML_UNROLL for (int s = KS; s < CPL; ++s) {
@@ -144,7 +152,7 @@ ML_FN void ml_qrw_factor_step(ML_CTX ctx, ML_THREAD float (*a)[R],
         }
       } else {
         ML_UNROLL for (int r = 0; r < B; ++r) {
-          const float x = ml_simd_shuffle(ctx, a[KS][b + r], ko);
+          const float x = ml_qrw_shfl<GS>(ctx, a[KS][b + r], ko);
           const float xs = b + r > k ? x : 0.0f;
           xv[b + r] = xs;
           ML_UNROLL for (int s = KS; s < CPL; ++s) {
@@ -160,9 +168,9 @@ ML_FN void ml_qrw_factor_step(ML_CTX ctx, ML_THREAD float (*a)[R],
       w[s] = c > k ? t * ml_fma(sc, d0[s] + d1[s], hk[s]) : 0.0f;
       ws[s] = w[s] * sc;
     }
-    ML_UNROLL for (int b = 0; b < R; b += B) {
-      if (b >= m || b + B <= k) continue;
-      if (b > k) {
+    ML_UNROLL for (int b = KB * B; b < R; b += B) {
+      if (b >= m) break;
+      if (b > KB * B) {
         ML_UNROLL for (int r = 0; r < B; ++r) {
           ML_UNROLL for (int s = KS; s < CPL; ++s)
             a[s][b + r] = ml_fma(-xv[b + r], ws[s], a[s][b + r]);
@@ -178,35 +186,31 @@ ML_FN void ml_qrw_factor_step(ML_CTX ctx, ML_THREAD float (*a)[R],
     }
   }
   // The owner's diagonal entry becomes beta (R's); its rows below keep x (unscaled v).
-  ML_UNROLL for (int b = 0; b < R; b += B) {
-    if (b > k || b + B <= k) continue;
-    ML_UNROLL for (int r = 0; r < B; ++r)
-      a[KS][b + r] = (owner && b + r == k) ? beta : a[KS][b + r];
-  }
+  ML_UNROLL for (int r = 0; r < B; ++r)
+    a[KS][KB * B + r] = (owner && KB * B + r == k) ? beta : a[KS][KB * B + r];
 }
 
 // Step j of forming Q backwards: H_j applied to the Q columns c > j (c < qcols) held by this
 // lane, then the owner's column j becomes e_j - tau_j v_j. Rows <= j of Q columns c > j are 0.
-template <int R, int CPL, int KS>
+template <int R, int CPL, int KS, int GS, int KB>
 ML_FN void ml_qrw_q_step(ML_CTX ctx, ML_THREAD float (*a)[R],
                          ML_THREAD const float *tau_s, ML_THREAD const float *scl_s, int m,
                          int qcols, int j) {
-  const int B = ML_QRW_BLOCK, gs = ctx.group_size, lane = ctx.lane;
+  const int B = ML_QRW_BLOCK(R), gs = GS, lane = ctx.lane;
   const int jo = j - KS * gs;
-  const float t = ml_simd_shuffle(ctx, tau_s[KS], jo);
-  const float sc = ml_simd_shuffle(ctx, scl_s[KS], jo);
+  const float t = ml_qrw_shfl<GS>(ctx, tau_s[KS], jo);
+  const float sc = ml_qrw_shfl<GS>(ctx, scl_s[KS], jo);
   const bool owner = lane == jo;
   if (t != 0.0f) {  // uniform
     float xv[R];
     float d0[CPL], d1[CPL];
     ML_UNROLL for (int s = 0; s < CPL; ++s) d0[s] = d1[s] = 0.0f;
-    ML_UNROLL for (int b = 0; b < R; b += B) {
-      ML_UNROLL for (int r = 0; r < B; ++r) xv[b + r] = 0.0f;
-      if (b >= m || b + B <= j + 1) continue;
-      if (b > j) {
+    ML_UNROLL for (int b = KB * B; b < R; b += B) {
+      if (b >= m) break;
+      if (b > KB * B) {
         ML_UNROLL for (int r = 0; r < B; r += 2) {
-          const float x0 = ml_simd_shuffle(ctx, a[KS][b + r], jo);
-          const float x1 = ml_simd_shuffle(ctx, a[KS][b + r + 1], jo);
+          const float x0 = ml_qrw_shfl<GS>(ctx, a[KS][b + r], jo);
+          const float x1 = ml_qrw_shfl<GS>(ctx, a[KS][b + r + 1], jo);
           xv[b + r] = x0;
           xv[b + r + 1] = x1;
           ML_UNROLL for (int s = KS; s < CPL; ++s) {
@@ -216,7 +220,7 @@ ML_FN void ml_qrw_q_step(ML_CTX ctx, ML_THREAD float (*a)[R],
         }
       } else {
         ML_UNROLL for (int r = 0; r < B; ++r) {
-          const float x = ml_simd_shuffle(ctx, a[KS][b + r], jo);
+          const float x = ml_qrw_shfl<GS>(ctx, a[KS][b + r], jo);
           const float xs = b + r > j ? x : 0.0f;
           xv[b + r] = xs;
           ML_UNROLL for (int s = KS; s < CPL; ++s) d0[s] = ml_fma(xs, a[s][b + r], d0[s]);
@@ -231,9 +235,9 @@ ML_FN void ml_qrw_q_step(ML_CTX ctx, ML_THREAD float (*a)[R],
       w[s] = act[s] ? t * (sc * (d0[s] + d1[s])) : 0.0f;  // Q[j][c] is 0
       ws[s] = w[s] * sc;
     }
-    ML_UNROLL for (int b = 0; b < R; b += B) {
-      if (b >= m || b + B <= j) continue;
-      if (b > j) {
+    ML_UNROLL for (int b = KB * B; b < R; b += B) {
+      if (b >= m) break;
+      if (b > KB * B) {
         ML_UNROLL for (int r = 0; r < B; ++r) {
           ML_UNROLL for (int s = KS; s < CPL; ++s)
             a[s][b + r] = ml_fma(-xv[b + r], ws[s], a[s][b + r]);
@@ -251,8 +255,8 @@ ML_FN void ml_qrw_q_step(ML_CTX ctx, ML_THREAD float (*a)[R],
   // Owner: column j = e_j - tau v_j (rows < j were cleared before the loop).
   if (owner) {
     const float ts = -t * sc;
-    ML_UNROLL for (int b = 0; b < R; b += B) {
-      if (b >= m || b + B <= j) continue;
+    ML_UNROLL for (int b = KB * B; b < R; b += B) {
+      if (b >= m) break;
       ML_UNROLL for (int r = 0; r < B; ++r) {
         const int i = b + r;
         a[KS][i] = i > j ? ts * a[KS][i] : (i == j ? 1.0f - t : a[KS][i]);
@@ -261,11 +265,17 @@ ML_FN void ml_qrw_q_step(ML_CTX ctx, ML_THREAD float (*a)[R],
   }
 }
 
+// The steps of row block KB (k / B, one of 8): the blocks above it are skipped at compile time
+// and only the diagonal block tests rows against k, so a step costs its rows k..m-1 plus one
+// uniform test per block. The owner's column slot k / gs follows from KB (B divides gs).
+#define ML_QRW_SLOT(R, CPL, GS, KB) ((CPL) > 1 && (KB) * ML_QRW_BLOCK(R) >= (GS) ? 1 : 0)
+#define ML_QRW_CASES(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+
 // One matrix with CPL column slots per lane (CPL * gs >= the columns held).
-template <int R, int CPL>
+template <int R, int CPL, int GS>
 ML_FN void ml_qrw_impl(ML_CTX ctx, int m, int n, int mode, ML_DEVICE const float *am,
                        ML_DEVICE float *qm, ML_DEVICE float *rm, ML_DEVICE int *info, ml_i64 g) {
-  const int B = ML_QRW_BLOCK, gs = ctx.group_size, lane = ctx.lane;
+  const int B = ML_QRW_BLOCK(R), gs = GS, lane = ctx.lane;
   const int kr = m < n ? m : n;
   const int qcols = mode == ML_K_QR_COMPLETE ? m : kr;  // Q's columns = R's rows
   float a[CPL][R];
@@ -311,10 +321,14 @@ ML_FN void ml_qrw_impl(ML_CTX ctx, int m, int n, int mode, ML_DEVICE const float
 
   // Factor.
   for (int k = 0; k < kr; ++k) {
-    if (CPL == 1 || k < gs)
-      ml_qrw_factor_step<R, CPL, 0>(ctx, a, tau_s, scl_s, m, k);
-    else
-      ml_qrw_factor_step<R, CPL, (CPL > 1 ? 1 : 0)>(ctx, a, tau_s, scl_s, m, k);
+    switch (k / B) {
+#define ML_QRW_FACTOR_CASE(KB)                                                                   \
+  case KB:                                                                                       \
+    ml_qrw_factor_step<R, CPL, ML_QRW_SLOT(R, CPL, GS, KB), GS, KB>(ctx, a, tau_s, scl_s, m, k); \
+    break;
+      ML_QRW_CASES(ML_QRW_FACTOR_CASE)
+#undef ML_QRW_FACTOR_CASE
+    }
   }
 
   // R (qcols x n), scaled back; rows >= kr (complete tall) are zero. Rank-deficiency: an
@@ -349,10 +363,15 @@ ML_FN void ml_qrw_impl(ML_CTX ctx, int m, int n, int mode, ML_DEVICE const float
       a[s][i] = c < kr ? (i < c ? 0.0f : a[s][i]) : (i == c ? 1.0f : 0.0f);
   }
   for (int j = kr - 1; j >= 0; --j) {
-    if (CPL == 1 || j < gs)
-      ml_qrw_q_step<R, CPL, 0>(ctx, a, tau_s, scl_s, m, qcols, j);
-    else
-      ml_qrw_q_step<R, CPL, (CPL > 1 ? 1 : 0)>(ctx, a, tau_s, scl_s, m, qcols, j);
+    switch (j / B) {
+#define ML_QRW_Q_CASE(KB)                                                                 \
+  case KB:                                                                                \
+    ml_qrw_q_step<R, CPL, ML_QRW_SLOT(R, CPL, GS, KB), GS, KB>(ctx, a, tau_s, scl_s, m, \
+                                                               qcols, j);               \
+    break;
+      ML_QRW_CASES(ML_QRW_Q_CASE)
+#undef ML_QRW_Q_CASE
+    }
   }
   ML_UNROLL for (int s = 0; s < CPL; ++s) {
     const int c = lane + s * gs;
@@ -384,10 +403,19 @@ ML_FN void ml_qrw_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML_DE
   ML_DEVICE const float *am = a + g * (ml_i64)m * n;
   ML_DEVICE float *rm = r + g * (ml_i64)qcols * n;
   ML_DEVICE float *qm = mode == ML_K_QR_R ? q : q + g * (ml_i64)m * qcols;
-  if (MAXCPL == 1 || nc <= ctx.group_size)
-    ml_qrw_impl<R, 1>(ctx, m, n, mode, am, qm, rm, info, g);
-  else
-    ml_qrw_impl<R, (MAXCPL > 1 ? 2 : 1)>(ctx, m, n, mode, am, qm, rm, info, g);
+  // The group size as a template constant: lane arithmetic folds, and at 32 every shuffle is
+  // one instruction (a run-time mask costs several more per call on CUDA).
+  if (ctx.group_size == 32) {
+    if (MAXCPL == 1 || nc <= 32)
+      ml_qrw_impl<R, 1, 32>(ctx, m, n, mode, am, qm, rm, info, g);
+    else
+      ml_qrw_impl<R, (MAXCPL > 1 ? 2 : 1), 32>(ctx, m, n, mode, am, qm, rm, info, g);
+  } else {
+    if (MAXCPL == 1 || nc <= 16)
+      ml_qrw_impl<R, 1, 16>(ctx, m, n, mode, am, qm, rm, info, g);
+    else
+      ml_qrw_impl<R, (MAXCPL > 1 ? 2 : 1), 16>(ctx, m, n, mode, am, qm, rm, info, g);
+  }
 }
 
 // q: m x k (reduced) or m x m (complete), unused (may be null) in R mode; r: k x n (m x n
