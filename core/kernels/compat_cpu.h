@@ -71,6 +71,7 @@ ML_FN float ml_simd_min(ML_CTX, float x) { return x; }
 ML_FN float ml_simd_shuffle(ML_CTX, float x, int) { return x; }
 ML_FN float ml_simd_shuffle_xor(ML_CTX, float x, int) { return x; }
 ML_FN float ml_simd_broadcast(ML_CTX, float x, int) { return x; }
+ML_FN float ml_simd_shuffle_full(ML_CTX, float x, int) { return x; }
 #else
 ML_FN void ml_barrier(ML_CTX ctx) {
   if (ctx.group_size > 1) ctx.ops->barrier(ctx.state, ctx.lane);
@@ -88,6 +89,8 @@ ML_FN float ml_simd_shuffle_xor(ML_CTX ctx, float x, int mask) {
   return ml_cpu_simd(ctx, 4, x, mask);
 }
 ML_FN float ml_simd_broadcast(ML_CTX ctx, float x, int src) { return ml_cpu_simd(ctx, 3, x, src); }
+// ml_simd_shuffle for a group that is one whole simdgroup of 32 lanes, all active.
+ML_FN float ml_simd_shuffle_full(ML_CTX ctx, float x, int src) { return ml_cpu_simd(ctx, 3, x, src); }
 #endif
 
 // Math shims. No fast math on the CPU build, but isfinite stays bit-based everywhere.

@@ -124,6 +124,12 @@ ML_FN float ml_simd_broadcast(ML_CTX ctx, float x, int src) {
   if (ctx.group_size == 1) return x;
   return __shfl_sync(ml_simd_mask(ctx), x, ml_simd_base(ctx) + src);
 }
+// ml_simd_shuffle for a group that is one whole simdgroup of 32 lanes, all of them active at
+// the call (a SIMD kernel at group size 32): a constant full mask, so one SHFL, without the
+// per-call mask arithmetic and the convergence checks a run-time mask costs.
+ML_FN float ml_simd_shuffle_full(ML_CTX, float x, int src) {
+  return __shfl_sync(0xffffffffu, x, src);
+}
 
 ML_FN ml_u32 ml_float_as_uint(float x) { return __float_as_uint(x); }
 ML_FN float ml_uint_as_float(ml_u32 u) { return __uint_as_float(u); }

@@ -73,6 +73,10 @@ ML_FN float ml_simd_broadcast(ML_CTX ctx, float x, int src) {
   if (ctx.group_size == 1) return x;
   return metal::simd_broadcast(x, (ushort)src);
 }
+// ml_simd_shuffle for a group that is one whole simdgroup of 32 lanes, all active.
+ML_FN float ml_simd_shuffle_full(ML_CTX, float x, int src) {
+  return metal::simd_shuffle(x, (ushort)src);
+}
 
 ML_FN ml_u32 ml_float_as_uint(float x) { return metal::as_type<ml_u32>(x); }
 ML_FN float ml_uint_as_float(ml_u32 u) { return metal::as_type<float>(u); }
