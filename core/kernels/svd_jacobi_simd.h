@@ -43,7 +43,10 @@
 // output NaN; ML_INFO_RANK_DEFICIENT when s_min <= M ulp s_max.
 // svdvals runs the same rotations of W without V and U, so its s and info are bitwise the svd's.
 // Context: ctx.group_size 16 or 32 (== ml_simd_width); lanes of a larger group beyond the first
-// simdgroup return at once. No scratch, no barriers.
+// simdgroup return at once. No scratch, no barriers. The group size is a template constant: at
+// 32 every exchange is ml_simd_shuffle_full (constant full mask: one SHFL, no per-call mask and
+// base arithmetic); 16-lane groups share a warp with another matrix, so they keep
+// ml_simd_shuffle (the half-warp mask, loop-invariant).
 #ifndef ML_KERNELS_SVD_JACOBI_SIMD_H
 #define ML_KERNELS_SVD_JACOBI_SIMD_H
 
@@ -74,6 +77,13 @@ ML_HOST_FN int ml_svd_jacobi_simd_fits_flags(int m, int n, int flags, int scratc
 // 2^e as two normal factors (e in -252..254): x * lo * hi, at most one rounding.
 ML_FN float ml_svds_pow2_lo(int e) { return ml_exp2i(e / 2); }
 ML_FN float ml_svds_pow2_hi(int e) { return ml_exp2i(e - e / 2); }
+
+// A shuffle within the group of GS lanes: at 32 (one whole simdgroup, every lane active at each
+// call: all branches around the calls are simdgroup-uniform) the constant-mask form, one SHFL.
+template <int GS>
+ML_FN float ml_svds_shfl(ML_CTX ctx, float x, int src) {
+  return GS == 32 ? ml_simd_shuffle_full(ctx, x, src) : ml_simd_shuffle(ctx, x, src);
+}
 
 // Squared norm of a register column (4 partial sums).
 template <int MR>
@@ -106,7 +116,7 @@ ML_FN void ml_svds_nan_fill(int tall, int vec, int j, int M, int N, ML_DEVICE fl
 
 // One matrix: working shape M x N (N <= M <= MR, N <= simd width). tall: A is M x N (W = A),
 // else A is N x M (W = A^T). VEC = 0: s and info only.
-template <int MR, int VEC>
+template <int MR, int VEC, int GS>
 ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
                         ML_DEVICE const float *am, ML_DEVICE float *um, ML_DEVICE float *sm,
                         ML_DEVICE float *vtm, ML_DEVICE int *info, ml_i64 g) {
@@ -154,23 +164,23 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
       float wq[MR];
       float g0 = 0.0f, g1 = 0.0f, g2 = 0.0f, g3 = 0.0f;
       ML_UNROLL for (int i = 0; i < MR; i += 4) {
-        wq[i] = ml_simd_shuffle(ctx, w[i], q);
+        wq[i] = ml_svds_shfl<GS>(ctx, w[i], q);
         g0 = ml_fma(w[i], wq[i], g0);
         if (i + 1 < MR) {
-          wq[i + 1] = ml_simd_shuffle(ctx, w[i + 1], q);
+          wq[i + 1] = ml_svds_shfl<GS>(ctx, w[i + 1], q);
           g1 = ml_fma(w[i + 1], wq[i + 1], g1);
         }
         if (i + 2 < MR) {
-          wq[i + 2] = ml_simd_shuffle(ctx, w[i + 2], q);
+          wq[i + 2] = ml_svds_shfl<GS>(ctx, w[i + 2], q);
           g2 = ml_fma(w[i + 2], wq[i + 2], g2);
         }
         if (i + 3 < MR) {
-          wq[i + 3] = ml_simd_shuffle(ctx, w[i + 3], q);
+          wq[i + 3] = ml_svds_shfl<GS>(ctx, w[i + 3], q);
           g3 = ml_fma(w[i + 3], wq[i + 3], g3);
         }
       }
       const float ga = (g0 + g1) + (g2 + g3);
-      const float pn = ml_simd_shuffle(ctx, nrm, q);
+      const float pn = ml_svds_shfl<GS>(ctx, nrm, q);
       const float al = lower ? nrm : pn, be = lower ? pn : nrm;
       float c = 1.0f, t = 0.0f;
       bool rot = false;
@@ -209,7 +219,7 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
         }
         if (VEC) {
           ML_UNROLL for (int i = 0; i < (VEC ? NR : 1); ++i) {
-            const float vq = ml_simd_shuffle(ctx, v[i], q);
+            const float vq = ml_svds_shfl<GS>(ctx, v[i], q);
             v[i] = ml_fma(c, v[i], sg * vq);
           }
         }
@@ -241,7 +251,7 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
   // Rank of each column in descending order (ties by index): its output position.
   int rk = 0;
   for (int t = 0; t < N; ++t) {
-    const float st = ml_simd_shuffle(ctx, sv, t);
+    const float st = ml_svds_shfl<GS>(ctx, sv, t);
     rk += (t != j && (st > sv || (st == sv && t < j))) ? 1 : 0;
   }
   const float smax = ml_simd_max(ctx, col ? sv : 0.0f);
@@ -265,7 +275,7 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
     // from the span of the columns already set, then Gram-Schmidt twice against them; every
     // lane computes the same x, lane jt keeps it.
     for (int jt = 0; jt < N; ++jt) {
-      if (ml_simd_shuffle(ctx, lone ? 1.0f : 0.0f, jt) == 0.0f) continue;
+      if (ml_svds_shfl<GS>(ctx, lone ? 1.0f : 0.0f, jt) == 0.0f) continue;
       const bool used = col && j != jt && (!lone || j < jt);
       float best = -1.0f;
       int is = 0;
@@ -309,11 +319,12 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
   }
 }
 
-#define ML_SVDS_DISPATCH(VEC)                                                                  \
+// Group size 32 (also the first simdgroup of a larger group) or 16, as a template constant.
+#define ML_SVDS_DISPATCH(VEC, GS)                                                              \
   if (M <= 16)                                                                                 \
-    ml_svds_impl<16, VEC>(ctx, tall, M, N, max_sweeps, am, um, sm, vtm, info, g);              \
+    ml_svds_impl<16, VEC, GS>(ctx, tall, M, N, max_sweeps, am, um, sm, vtm, info, g);          \
   else                                                                                         \
-    ml_svds_impl<32, VEC>(ctx, tall, M, N, max_sweeps, am, um, sm, vtm, info, g);
+    ml_svds_impl<32, VEC, GS>(ctx, tall, M, N, max_sweeps, am, um, sm, vtm, info, g);
 
 // The shared body of the entries (info first: it is not itself a table kernel). VEC = 0:
 // svdvals (u and vt unused).
@@ -330,7 +341,11 @@ ML_FN void ml_svds_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE
   ML_DEVICE float *sm = s + g * (ml_i64)N;
   ML_DEVICE float *um = VEC ? u + g * (ml_i64)m * N : sm;
   ML_DEVICE float *vtm = VEC ? vt + g * (ml_i64)N * n : sm;
-  ML_SVDS_DISPATCH(VEC)
+  if (ctx.group_size >= 32) {
+    ML_SVDS_DISPATCH(VEC, 32)
+  } else {
+    ML_SVDS_DISPATCH(VEC, 16)
+  }
 }
 
 // Entry: u (m x k), s (k, descending, >= 0), vt (k x n), k = min(m, n); p.flags ignored.
