@@ -25,6 +25,7 @@
 #define ML_HOST_FN static inline
 #define ML_CTX const ml_ctx &
 #define ML_PARAMS const ml_params &
+#define ML_STEP_PARAMS const ml_step_params &
 // Full unrolling of a loop with compile-time bounds (the register kernels *_small.h: their
 // private arrays must only see constant indices). GCC and clang both take this spelling.
 #define ML_UNROLL _Pragma("GCC unroll 64")

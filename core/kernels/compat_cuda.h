@@ -14,6 +14,7 @@
 #define ML_HOST_FN static __host__ __device__ inline
 #define ML_CTX const ml_ctx &
 #define ML_PARAMS const ml_params &
+#define ML_STEP_PARAMS const ml_step_params &
 // Full unrolling of a loop with compile-time bounds (the register kernels *_small.h: their
 // private arrays must only see constant indices, or they go to local memory).
 #define ML_UNROLL _Pragma("unroll")

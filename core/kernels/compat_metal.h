@@ -18,6 +18,7 @@
 #define ML_HOST_FN inline
 #define ML_CTX thread const ml_ctx &
 #define ML_PARAMS constant const ml_params &
+#define ML_STEP_PARAMS constant const ml_step_params &
 // Full unrolling of a loop with compile-time bounds (the register kernels *_small.h: their
 // private arrays must only see constant indices).
 #define ML_UNROLL _Pragma("unroll")

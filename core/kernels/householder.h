@@ -17,6 +17,23 @@ struct ml_house_t {
 #define ML_HOUSE_UP 1.1529215e+18f    // 2^60
 #define ML_HOUSE_DOWN 8.6736174e-19f  // 2^-60
 
+// The reflector from alpha and sigma = sum of (X[i] * up)^2, up 1 or ML_HOUSE_UP (the
+// rescaled sum when the plain one fell below ML_HOUSE_TINY). Shared by ml_house and the
+// kernels that sum X themselves (the blocked steps, whose X is in device memory).
+ML_FN void ml_house_finish(float alpha, float sigma, float up, ML_THREAD ml_house_t *h) {
+  if (!(sigma >= ML_HOUSE_TINY)) {
+    h->beta = alpha;
+    h->tau = 0.0f;
+    h->scale = 1.0f;
+    return;
+  }
+  float as = alpha * up;
+  float bs = -ml_copysign(ml_hypot(as, ml_sqrt(sigma)), as);
+  h->tau = (bs - as) / bs;
+  h->scale = up / (as - bs);
+  h->beta = up == 1.0f ? bs : bs * ML_HOUSE_DOWN;
+}
+
 // Reflector for x = [alpha; X], X[i] = base[i * stride], i < count, in shared memory that
 // every lane can already see. Every lane gets the same result in *h. Contains one ml_barrier
 // (two when the rescaled path runs), using red[0..31] and red[32..63]. The caller scales
@@ -41,17 +58,7 @@ ML_FN void ml_house(ML_CTX ctx, float alpha, ML_SHARED const float *base, int st
     sigma = ml_group_sum(ctx, part, red + 32);
     up = ML_HOUSE_UP;
   }
-  if (!(sigma >= ML_HOUSE_TINY)) {
-    h->beta = alpha;
-    h->tau = 0.0f;
-    h->scale = 1.0f;
-    return;
-  }
-  float as = alpha * up;
-  float bs = -ml_copysign(ml_hypot(as, ml_sqrt(sigma)), as);
-  h->tau = (bs - as) / bs;
-  h->scale = up / (as - bs);
-  h->beta = up == 1.0f ? bs : bs * ML_HOUSE_DOWN;
+  ml_house_finish(alpha, sigma, up, h);
 }
 
 #endif  // ML_KERNELS_HOUSEHOLDER_H

@@ -51,10 +51,30 @@ struct ml_params {
   ml_i64 group_offset;  // matrix index of group 0 of this launch (chunked launches)
 };
 
+// One launch of a step kernel of the blocked algorithms (core/kernels/steps.h): groups
+// 0..groups-1 of a launch (group_offset + the launch's group index: entry points add the
+// offset), over `batch` matrices whose operands live in one device workspace `ws` at
+// off[i] + matrix * stride[i] floats. Each step documents what its fields mean; ld[i] is the
+// leading dimension of operand i (column-major unless a step says otherwise).
+struct ml_step_params {
+  ml_i32 m, n, k, flags;
+  ml_i32 ld[4];
+  ml_i32 i[4];          // step-specific integers
+  float alpha, beta, f0, f1;
+  ml_i64 batch;         // matrices of this launch
+  ml_i64 groups;        // groups of this launch in all (groups past it return)
+  ml_i64 group_offset;  // index of the launch's first group (chunked launches)
+  ml_i64 first;         // index of the launch's first matrix in the call's a / outputs / info
+  ml_i64 off[4];        // workspace offsets (floats) of operands 0..3 of the first matrix
+  ml_i64 stride[4];     // floats between consecutive matrices' operands
+};
+
 #if defined(__cplusplus) || defined(__METAL_VERSION__)
 static_assert(sizeof(ml_params) == 32, "ml_params layout drifted");
+static_assert(sizeof(ml_step_params) == 160, "ml_step_params layout drifted");
 #else
 _Static_assert(sizeof(struct ml_params) == 32, "ml_params layout drifted");
+_Static_assert(sizeof(struct ml_step_params) == 160, "ml_step_params layout drifted");
 #endif
 
 #endif  // ML_KERNELS_PARAMS_H

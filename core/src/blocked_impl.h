@@ -1,0 +1,74 @@
+// Internals shared by the blocked algorithms' sequencing files (blocked_<op>.cpp): the
+// workspace slice builder, the launch helper of a chunk of matrices and the matrix product.
+// Compiled with the kernels' host helpers (ML_CPU_SERIAL dialect) in view.
+#pragma once
+#define ML_CPU_SERIAL 1
+#include <algorithm>
+#include <cstdint>
+
+#include "../kernels/compat_cpu.h"
+#include "../kernels/steps.h"
+#include "blocked.h"
+
+namespace ml::blocked {
+
+inline int64_t round32(int64_t f) { return (f + 31) / 32 * 32; }
+
+// Regions of one matrix's workspace slice, in floats from the slice start, each rounded to
+// 32 floats (128 bytes).
+struct Slice {
+  int64_t floats = 0;
+  int64_t add(int64_t f) {
+    const int64_t at = floats;
+    floats += round32(std::max<int64_t>(f, 1));
+    return at;
+  }
+};
+
+// A chunk of `batch` matrices starting at call matrix `first`, each with a workspace slice of
+// `stride` floats. launch() fills what every step of the chunk shares: batch, groups, first,
+// and each operand's stride when left 0 (the slice size: operands of one matrix's slice).
+struct Chunk {
+  Runner &r;
+  int64_t first = 0, batch = 0, stride = 0;
+  ml_status launch(int32_t step, int64_t groups, int gs, int shared, ml_step_params p) const;
+};
+
+// Zeroed step parameters.
+inline ml_step_params step_params() {
+  ml_step_params p{};
+  return p;
+}
+
+// 32 x 32 tiles of an m x n matrix (the load and store steps).
+inline int64_t tiles32(int64_t m, int64_t n) { return ((m + 31) / 32) * ((n + 31) / 32); }
+
+// Lanes of a group that streams the r rows of a panel (capped by o.max_group).
+int panel_lanes(int64_t r, const Options &o);
+// Lanes of the element-wise steps (scan, load, store, eye, info).
+int plain_lanes(const Options &o);
+
+// C (m x n) = alpha op(A) op(B) + beta C for every matrix of the chunk (core/kernels/gemm.h),
+// operands at workspace offsets of the slice with leading dimensions; nothing for an empty C.
+ml_status gemm(const Chunk &ch, const Options &o, int flags, int m, int n, int k, float alpha,
+               int64_t a, int lda, int64_t b, int ldb, float beta, int64_t c, int ldc);
+
+// scan + load of the call's input into W (column-major, ld m) with the stat slot filled
+// (core/kernels/blocked_common.h); tri: ML_STEP_TRI_*.
+ml_status load_input(const Chunk &ch, const Options &o, int m, int n, int tri, int64_t stat,
+                     int64_t w);
+// store of workspace matrix W (m x n, column-major, ld) into call output `out` (0..2) with
+// ML_STORE_* flags, NaN for non-finite inputs (stat).
+ml_status store_output(const Chunk &ch, const Options &o, int out, int m, int n, int flags,
+                       int64_t w, int ld, int64_t stat);
+// info words from the stat slots (when the call has them).
+ml_status store_info(const Chunk &ch, const Options &o, int64_t stat, bool has_info);
+
+// One op's algorithm: floats per matrix of the workspace slice, and the sequence of one chunk.
+struct Algo {
+  int64_t (*per_matrix)(const Call &c, int32_t kf, const Options &o);
+  ml_status (*run_chunk)(const Call &c, int32_t kf, const Options &o, const Chunk &ch);
+};
+const Algo *qr_algo();  // blocked_qr.cpp
+
+}  // namespace ml::blocked

@@ -1,0 +1,65 @@
+// The blocked algorithms (core/src/blocked.h) on the CPU runner: a Runner that executes each
+// step kernel of core/kernels/steps.h with kernel_runner::run (a thread per lane, real
+// barriers), the workspace a host vector filled with NaN first so that reads of never-written
+// workspace show in the results. Include after kernel_runner.h.
+#pragma once
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "../../core/kernels/steps.h"
+#include "../../core/src/blocked.h"
+#include "kernel_runner.h"
+
+namespace kt {
+
+class CpuStepRunner final : public ml::blocked::Runner {
+ public:
+  std::vector<float> ws;
+  const float *a = nullptr;
+  float *o0 = nullptr, *o1 = nullptr, *o2 = nullptr;
+  int *info = nullptr;
+  int launches = 0;
+
+  ml_status launch(const ml::blocked::StepLaunch &l) override {
+    if (l.step < 0 || l.step >= ml::blocked::kStepCount || l.group_size < 1 ||
+        l.group_size > 1024 || l.p.groups < 0) {
+      std::printf("FAIL bad step launch %d (gs %d)\n", l.step, l.group_size);
+      return ML_RUNTIME_ERROR;
+    }
+    Bound u{&l, this};
+    ml::kernel_runner::run(l.group_size, l.p.groups, l.shared_floats, kEntries[l.step], &u);
+    ++launches;
+    return ML_OK;
+  }
+
+  // Runs c (kernel flags kf) under o; the workspace sized by workspace_bytes.
+  ml_status run(const ml::Call &c, int32_t kf, const ml::blocked::Options &o) {
+    const int64_t bytes = ml::blocked::workspace_bytes(c, kf, o);
+    ws.assign(static_cast<size_t>(bytes / 4), std::nanf(""));
+    a = c.a;
+    o0 = c.out0;
+    o1 = c.out1;
+    o2 = c.out2;
+    info = c.info;
+    return ml::blocked::run(c, kf, o, *this);
+  }
+
+ private:
+  struct Bound {
+    const ml::blocked::StepLaunch *l;
+    CpuStepRunner *r;
+  };
+#define KT_STEP_ENTRY(name, fn)                                                        \
+  static void entry_##name(const ml_ctx &ctx, void *u) {                              \
+    auto &b = *static_cast<Bound *>(u);                                               \
+    fn(ctx, b.l->p, b.r->ws.data(), b.r->a, b.r->o0, b.r->o1, b.r->o2, b.r->info);    \
+  }
+  ML_STEP_TABLE(KT_STEP_ENTRY)
+#undef KT_STEP_ENTRY
+#define KT_STEP_PTR(name, fn) &entry_##name,
+  static constexpr ml::kernel_runner::Kernel kEntries[] = {ML_STEP_TABLE(KT_STEP_PTR)};
+#undef KT_STEP_PTR
+};
+
+}  // namespace kt

@@ -1,0 +1,258 @@
+// Tests of the blocked algorithms for large matrices (core/src/blocked.cpp, step kernels of
+// core/kernels/steps.h) through the CPU runner, at reduced sizes with small panels and groups
+// so that panel and tile boundaries fall inside the matrices (odd sizes, a panel of one
+// column, wide and tall shapes).
+// Suites: gemm (the product step against double), qr (LAPACK-style ratios on the general
+// families, NaN/Inf isolation in a batch, info bits, agreement with the group kernel).
+// Usage: test_blocked <suite>
+#include "kernel_runner.h"
+#include "../../core/kernels/qr_householder.h"
+#include "kernel_test_util.h"
+#include "step_runner.h"
+
+using kt::Mat;
+using kt::Report;
+
+namespace {
+
+constexpr double kQrLimit = 30;     // docs/design.md section 7
+constexpr double kGemmLimit = 4;    // |C - C_ref| / (k ulp (|alpha| |A| |B| + |beta C|)), entrywise
+constexpr double kAgreeLimit = 60;  // blocked vs unblocked QR, as test_qr_small scales it
+
+std::string where(const char *op, int m, int n, const std::string &fam, int idx) {
+  char b[160];
+  std::snprintf(b, sizeof b, "%s %dx%d %s #%d", op, m, n, fam.c_str(), idx);
+  return b;
+}
+
+// ---- gemm ----
+
+void gemm_case(Report &rep, std::mt19937_64 &rng, int m, int n, int k, int flags, int lanes,
+               float alpha, float beta) {
+  const bool ta = flags & ML_GEMM_TRANS_A, tb = flags & ML_GEMM_TRANS_B;
+  const int batch = 2;
+  // Stored shapes (column-major) with padded leading dimensions.
+  const int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+  const int lda = ar + 3, ldb = br + 1, ldc = m + 2;
+  const int64_t sa = int64_t(lda) * ac, sb = int64_t(ldb) * bc, sc = int64_t(ldc) * n;
+  const int64_t oa = 5, ob = oa + batch * sa, oc = ob + batch * sb;
+  kt::CpuStepRunner r;
+  r.ws.assign(size_t(oc + batch * sc), std::nanf(""));
+  std::normal_distribution<double> g;
+  for (int64_t i = 0; i < batch * sa; ++i) r.ws[size_t(oa + i)] = float(g(rng));
+  for (int64_t i = 0; i < batch * sb; ++i) r.ws[size_t(ob + i)] = float(g(rng));
+  if (beta != 0)
+    for (int64_t i = 0; i < batch * sc; ++i) r.ws[size_t(oc + i)] = float(g(rng));
+  const std::vector<float> before = r.ws;
+  ml::blocked::StepLaunch l{};
+  l.step = ml::blocked::kStep_gemm;
+  l.group_size = lanes * lanes;
+  l.shared_floats = ml_gemm_shared_floats(lanes);
+  l.p.m = m;
+  l.p.n = n;
+  l.p.k = k;
+  l.p.flags = flags;
+  l.p.alpha = alpha;
+  l.p.beta = beta;
+  l.p.i[0] = lanes;
+  l.p.batch = batch;
+  l.p.groups = ml_gemm_groups(m, n, lanes, batch);
+  l.p.off[0] = oa;
+  l.p.off[1] = ob;
+  l.p.off[2] = oc;
+  l.p.stride[0] = sa;
+  l.p.stride[1] = sb;
+  l.p.stride[2] = sc;
+  l.p.ld[0] = lda;
+  l.p.ld[1] = ldb;
+  l.p.ld[2] = ldc;
+  r.launch(l);
+  char at[160];
+  std::snprintf(at, sizeof at, "gemm m%d n%d k%d flags%d L%d alpha%g beta%g", m, n, k, flags,
+                lanes, alpha, beta);
+  double worst = 0;
+  bool padding_kept = true;
+  for (int b = 0; b < batch; ++b) {
+    const float *A = before.data() + oa + b * sa, *B = before.data() + ob + b * sb;
+    const float *C0 = before.data() + oc + b * sc, *C = r.ws.data() + oc + b * sc;
+    for (int j = 0; j < n; ++j) {
+      for (int i = 0; i < m; ++i) {
+        double s = 0, sa_ = 0;
+        for (int l2 = 0; l2 < k; ++l2) {
+          const double x = ta ? A[size_t(i) * lda + l2] : A[size_t(l2) * lda + i];
+          const double y = tb ? B[size_t(l2) * ldb + j] : B[size_t(j) * ldb + l2];
+          s += x * y;
+          sa_ += std::fabs(x * y);
+        }
+        const double c0 = beta != 0 ? C0[size_t(j) * ldc + i] : 0.0;
+        const double ref = alpha * s + beta * c0;
+        const double scale = std::fabs(alpha) * sa_ + std::fabs(beta * c0);
+        const double err = std::fabs(C[size_t(j) * ldc + i] - ref);
+        const double ratio = scale > 0 ? err / (std::max(k, 1) * kt::kUlp * scale) : err;
+        worst = std::max(worst, std::isfinite(C[size_t(j) * ldc + i]) ? ratio : 1e30);
+      }
+      for (int i = m; i < ldc; ++i)  // the padding rows are not C's: untouched
+        padding_kept = padding_kept &&
+                       std::memcmp(&C[size_t(j) * ldc + i], &C0[size_t(j) * ldc + i], 4) == 0;
+    }
+  }
+  rep.ratio(worst, kGemmLimit, at);
+  rep.expect(padding_kept, std::string(at) + " leaves the padding");
+}
+
+int suite_gemm() {
+  Report rep;
+  std::mt19937_64 rng(11);
+  const int shapes[][3] = {{1, 1, 1}, {5, 7, 3}, {16, 16, 16}, {33, 17, 40}, {70, 65, 9},
+                           {3, 50, 70}};
+  for (auto &s : shapes)
+    for (int flags = 0; flags < 4; ++flags)
+      for (int lanes : {4, 8}) {
+        gemm_case(rep, rng, s[0], s[1], s[2], flags, lanes, 1.0f, 0.0f);
+        gemm_case(rep, rng, s[0], s[1], s[2], flags, lanes, -1.0f, 1.0f);
+        gemm_case(rep, rng, s[0], s[1], s[2], flags, lanes, 0.5f, 2.0f);
+      }
+  std::printf("gemm: %d checks, %d failures, worst ratio %.3g (%s)\n", rep.checks, rep.failures,
+              rep.worst, rep.worst_where.c_str());
+  return rep.failures ? 1 : 0;
+}
+
+// ---- qr ----
+
+void qr_group_entry(const ml_ctx &ctx, void *u) {
+  auto &x = *static_cast<kt::QrArgs *>(u);
+  ml_qr_householder(ctx, x.p, x.a, x.q, x.r, x.info);
+}
+
+struct Worst {
+  double resid = 0, orth = 0, agree = 0;
+};
+
+void qr_case(Report &rep, Worst &worst, int m, int n, int mode, const ml::blocked::Options &o,
+             std::mt19937_64 &rng) {
+  kt::Families fams = kt::general_families(m, n, rng);
+  const int k = std::min(m, n);
+  const int qcols = mode == ML_K_QR_COMPLETE ? m : k, rrows = qcols;
+  const int nf = int(fams.size());
+  const int batch = nf + 2;  // + a NaN matrix in the middle and an Inf one at the end
+  const int bad_nan = nf / 2;
+  std::vector<std::string> name;
+  std::vector<float> a;
+  for (int b = 0, f = 0; b < batch; ++b) {
+    std::vector<float> v;
+    if (b == bad_nan || b == batch - 1) {
+      v = kt::to_float(kt::gaussian(rng, m, n));
+      v[size_t(rng() % v.size())] = b == bad_nan ? std::numeric_limits<float>::quiet_NaN()
+                                                 : -std::numeric_limits<float>::infinity();
+      name.push_back(b == bad_nan ? "nan" : "inf");
+    } else {
+      v = kt::to_float(fams[f].second);
+      name.push_back(fams[f].first);
+      ++f;
+    }
+    a.insert(a.end(), v.begin(), v.end());
+  }
+  const bool want_q = mode != ML_K_QR_R;
+  std::vector<float> q(size_t(batch) * m * qcols, -7.f), r(size_t(batch) * rrows * n, -7.f);
+  std::vector<int> info(batch, -1);
+  ml::Call c{ML_OP_QR, batch, m, n, mode, a.data(), want_q ? q.data() : nullptr, r.data(),
+             nullptr, info.data()};
+  kt::CpuStepRunner run;
+  const ml_status st = run.run(c, mode, o);
+  rep.expect(st == ML_OK, where("qr run", m, n, "", mode));
+  // The unblocked group kernel on the same input (its own Householder vectors are the same).
+  std::vector<float> q0(size_t(batch) * m * qcols), r0(size_t(batch) * rrows * n);
+  std::vector<int> info0(batch, -1);
+  kt::QrArgs ref{{m, n, mode, 0, batch, 0}, a.data(), q0.data(), r0.data(), info0.data()};
+  ml::kernel_runner::run(32, batch, ml_qr_householder_scratch_floats(m, n), qr_group_entry, &ref);
+
+  const char *op = mode == ML_K_QR_R ? "qr-r" : mode == ML_K_QR_COMPLETE ? "qr-complete" : "qr";
+  const int mx = std::max(m, n);
+  for (int b = 0; b < batch; ++b) {
+    const std::string &fam = name[b];
+    const std::string at = where(op, m, n, fam, b);
+    const float *rb = r.data() + size_t(b) * rrows * n;
+    const float *qb = q.data() + size_t(b) * m * qcols;
+    if (fam == "nan" || fam == "inf") {
+      rep.expect(kt::all_nan(rb, size_t(rrows) * n), at + " R all NaN");
+      if (want_q) rep.expect(kt::all_nan(qb, size_t(m) * qcols), at + " Q all NaN");
+      rep.expect(info[b] == ML_INFO_NONFINITE, at + " info NONFINITE");
+      continue;
+    }
+    rep.expect(kt::all_finite(rb, size_t(rrows) * n), at + " R finite");
+    bool tri = true;
+    for (int i = 0; i < rrows; ++i)
+      for (int j = 0; j < std::min(i, n); ++j) tri = tri && rb[size_t(i) * n + j] == 0.f;
+    rep.expect(tri, at + " R upper triangular");
+    if (fam != "rankdef" && fam != "clustered" && fam != "geometric" && fam != "repeated")
+      rep.expect(info[b] == info0[b], at + " info as the group kernel");
+    if (fam == "zero") rep.expect(info[b] == ML_INFO_RANK_DEFICIENT, at + " info RANK_DEFICIENT");
+    if (fam == "gaussian" || fam == "identity") rep.expect(info[b] == 0, at + " info 0");
+    Mat A = kt::from_float(a.data() + size_t(b) * m * n, m, n);
+    Mat R = kt::from_float(rb, rrows, n);
+    const double an = kt::norm1(A);
+    const bool unique = fam == "gaussian" || fam == "identity" || fam == "scale1e-30" ||
+                        fam == "scale1e37" || fam == "zero";
+    if (unique) {
+      Mat R0 = kt::from_float(r0.data() + size_t(b) * rrows * n, rrows, n);
+      for (size_t i = 0; i < R.v.size(); ++i) R0.v[i] -= R.v[i];
+      const double d = an > 0 ? kt::norm1(R0) / (mx * an * kt::kUlp) : kt::norm1(R0);
+      rep.ratio(d, kAgreeLimit, at + " R vs unblocked");
+      worst.agree = std::max(worst.agree, d);
+    }
+    if (!want_q) continue;
+    rep.expect(kt::all_finite(qb, size_t(m) * qcols), at + " Q finite");
+    Mat Q = kt::from_float(qb, m, qcols);
+    const double orth = kt::orth_defect(Q) / (m * kt::kUlp);
+    rep.ratio(orth, kQrLimit, at + " |I - Q^T Q|");
+    worst.orth = std::max(worst.orth, orth);
+    Mat QR = kt::matmul(Q, R);
+    for (size_t i = 0; i < QR.v.size(); ++i) QR.v[i] -= A.v[i];
+    const double res = an > 0 ? kt::norm1(QR) / (an * mx * kt::kUlp) : kt::norm1(QR);
+    rep.ratio(res, kQrLimit, at + " |A - QR|");
+    worst.resid = std::max(worst.resid, res);
+  }
+}
+
+int suite_qr() {
+  Report rep;
+  Worst worst;
+  std::mt19937_64 rng(23);
+  ml::blocked::Options o;
+  o.nb = 8;
+  o.gemm_lanes = 4;
+  o.max_group = 32;
+  // Panel boundaries inside the matrix, a last panel of one column (17, 33), wide and tall.
+  const int shapes[][2] = {{1, 1}, {5, 3}, {3, 5}, {8, 8}, {17, 17}, {40, 24},
+                           {24, 40}, {33, 33}, {67, 45}};
+  for (auto &s : shapes)
+    for (int mode : {ML_K_QR_REDUCED, ML_K_QR_R, ML_K_QR_COMPLETE}) {
+      kt::Timer t("qr blocked", s[0], s[1], o.max_group);
+      qr_case(rep, worst, s[0], s[1], mode, o, rng);
+    }
+  // One larger matrix with the GPU's panel width and bigger groups.
+  ml::blocked::Options big;
+  big.nb = 32;
+  big.gemm_lanes = 8;
+  big.max_group = 64;
+  qr_case(rep, worst, 130, 97, ML_K_QR_REDUCED, big, rng);
+  // A workspace bound that forces one matrix per chunk.
+  ml::blocked::Options chunked = o;
+  chunked.max_workspace_bytes = 1;
+  qr_case(rep, worst, 20, 13, ML_K_QR_REDUCED, chunked, rng);
+  std::printf("qr: %d checks, %d failures; worst |A-QR| %.3g, |I-Q^TQ| %.3g, vs unblocked %.3g "
+              "(limits %g, %g)\n",
+              rep.checks, rep.failures, worst.resid, worst.orth, worst.agree, kQrLimit,
+              kAgreeLimit);
+  return rep.failures ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  const std::string s = argc > 1 ? argv[1] : "";
+  if (s == "gemm") return suite_gemm();
+  if (s == "qr") return suite_qr();
+  std::fprintf(stderr, "usage: test_blocked gemm|qr\n");
+  return 2;
+}
