@@ -11,12 +11,11 @@
 
 #include "blocked_common.h"
 #include "householder.h"
+#include "larft.h"
 
 // Shared floats of a panel group of gs lanes with panel width at most nb: a partial sum per
 // warp and column, two reduction buffers.
-ML_HOST_FN int ml_qr_panel_shared_floats(int nb, int gs) {
-  return nb * ((gs + 31) / 32) + ML_RED_FLOATS;
-}
+ML_HOST_FN int ml_qr_panel_shared_floats(int nb, int gs) { return ml_larft_shared_floats(nb, gs); }
 
 // qr_panel: one group per matrix. m rows; i[0] = j (first row and column of the panel),
 // i[1] = jb (its width), i[2] = nb (T's leading dimension). Operands: 0 W (m x n, ld[0]),
@@ -89,45 +88,14 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   }
   if (lane == 0 && zero_diag) st[2] = (float)((int)st[2] | ML_INFO_RANK_DEFICIENT);
 
-  // V explicitly; T = -tau_c T[0:c, 0:c] (V[:, 0:c]^T v_c) column by column (LAPACK's larft,
-  // forward, columnwise). The dot products V^T V first: per-warp partials in shared memory.
+  // V explicitly, then T (larft.h).
   for (int c = 0; c < jb; ++c) {
     ML_DEVICE const float *col = P + (ml_i64)c * ld;
     ML_DEVICE float *vc = V + (ml_i64)c * ldv;
     for (int i = lane; i < r; i += gs) vc[i] = i < c ? 0.0f : (i == c ? 1.0f : col[i]);
   }
   ml_barrier_device(ctx);
-  for (int c = 1; c < jb; ++c) {
-    ML_DEVICE const float *vc = V + (ml_i64)c * ldv;
-    for (int q = 0; q < c; ++q) {
-      ML_DEVICE const float *vq = V + (ml_i64)q * ldv;
-      float d = 0.0f;
-      for (int i = c + lane; i < r; i += gs) d += vq[i] * vc[i];
-      d = ml_simd_sum(ctx, d);
-      if (ml_simd_lane(ctx) == 0) part[q * nw + ml_simd_id(ctx)] = d;
-    }
-    ml_barrier(ctx);
-    // Lane q < c: z_q = sum of the partials; then T[q, c] = -tau_c sum_{l=q..c-1} T[q, l] z_l
-    // needs every z_l: through shared memory (red holds z).
-    if (lane < c) {
-      float z = 0.0f;
-      for (int w = 0; w < nw; ++w) z += part[lane * nw + w];
-      red[lane] = z;
-    }
-    ml_barrier(ctx);
-    const float tc = T[(ml_i64)c * nb + c];
-    if (lane < c) {
-      float t = 0.0f;
-      for (int l = lane; l < c; ++l) t += T[(ml_i64)l * nb + lane] * red[l];
-      T[(ml_i64)c * nb + lane] = -tc * t;
-    }
-    ml_barrier_device(ctx);
-  }
-  // Zeros below T's diagonal (the products read T as a full nb x nb block).
-  for (int e = lane; e < nb * nb; e += gs) {
-    const int c = e / nb, q = e - c * nb;
-    if (q > c || c >= jb) T[e] = 0.0f;
-  }
+  ml_larft_group(ctx, V, ldv, r, jb, T, nb, part, red);
 }
 
 #endif  // ML_KERNELS_QR_BLOCKED_H

@@ -11,7 +11,8 @@
   X(store, ml_step_store)               \
   X(info, ml_step_info)                 \
   X(gemm, ml_step_gemm)                 \
-  X(qr_panel, ml_step_qr_panel)
+  X(qr_panel, ml_step_qr_panel)         \
+  X(larft, ml_step_larft)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

@@ -14,6 +14,7 @@
 
 #include "blocked_common.h"
 #include "gemm.h"
+#include "larft.h"
 #include "qr_blocked.h"
 
 #include "step_list.h"
