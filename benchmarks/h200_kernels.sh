@@ -14,6 +14,11 @@
 #   bash benchmarks/h200_kernels.sh grid     # the whole grid plus the off-grid shapes, with peers,
 #                                            # under /tmp/policy's table when one was measured
 #   bash benchmarks/h200_kernels.sh tests    # CUDA tests only
+#   bash benchmarks/h200_kernels.sh large    # the blocked algorithms' CUDA tests, then the
+#                                            # large-matrix grid (run_gpu.py --large) with peers
+# A prebuilt package in .site (git-ignored: `pip install --target .site ./python-torch` with the
+# CUDA backend for sm_90 on the build machine, carried along) is used instead of building when
+# it loads; otherwise the build runs here.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench-out}
@@ -25,6 +30,17 @@ OPS_UP=(QR EIGH EIGVALSH SVD SVDVALS)
 EXTRA="17x17 24x24 37x37 100x100 127x127 100x40"
 
 stamp=$(git rev-parse HEAD 2>/dev/null; git diff HEAD 2>/dev/null | md5sum)
+if [ -d .site/metal_linalg_torch ] && [ "$(cat /tmp/site/.ml_stamp 2>/dev/null)" != "$stamp" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site \
+    .whl/scipy_openblas32-*.whl
+  rm -rf /tmp/site/metal_linalg_torch && cp -r .site/metal_linalg_torch /tmp/site/
+  if python3 -c 'import sys, metal_linalg_torch as m; sys.exit(0 if m._lib.lib.ml_backend_available(b"cuda") else 1)'; then
+    echo "$stamp" > /tmp/site/.ml_stamp
+    echo "== prebuilt package from .site"
+  else
+    echo "== the prebuilt package does not load here: building"
+  fi
+fi
 if [ "$(cat /tmp/site/.ml_stamp 2>/dev/null)" != "$stamp" ]; then
   echo "== building metal-linalg-torch (CUDA, sm_90)"
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site \
@@ -47,6 +63,17 @@ tests() {
   rc=$(( rc | PIPESTATUS[0] ))
 }
 
+if [ "$mode" = large ]; then
+  timeout "${TESTS_S:-200}" python3 -m pytest tests/python/cuda/test_cuda_blocked.py \
+    tests/python/cuda/test_cuda_global.py -q -p no:cacheprovider --maxfail=40 -o addopts="" 2>&1 \
+    | tee "$OUT/pytest.log" | tail -25
+  rc=$(( rc | PIPESTATUS[0] ))
+  left=$(( 570 - SECONDS ))
+  timeout "$left" python3 benchmarks/run_gpu.py --out "$OUT" --large ${LARGE_ARGS:-} \
+    --point-ms 300 --reps 5 --budget-s "$(( left - 90 ))" --ours-extra-s 60 2>&1 \
+    | tee "$OUT/bench.log" | tail -70
+  rc=$(( rc | PIPESTATUS[0] ))
+fi
 if [ "$mode" = tests ] || [ "$mode" = ab ]; then
   tests 240
 fi

@@ -40,6 +40,24 @@ IMPLS = ("ours", "torch", "cupy", "jax")
 HERE = Path(__file__).resolve().parent
 
 
+# The large-matrix grid: square n in {256..4096} and tall 1024x512, 4096x1024, batch in
+# {1, 8, 64}, capped at batch * m * n * min(m, n) <= 2^36.
+LARGE_SHAPES = [(n, n) for n in (256, 512, 1024, 2048, 4096)] + [(1024, 512), (4096, 1024)]
+LARGE_BATCHES = (1, 8, 64)
+
+
+def large_grid() -> list[tuple[str, int, int, int]]:
+    pts = []
+    for op in OPS:
+        for m, n in LARGE_SHAPES:
+            if op in ("eigh", "eigvalsh") and m != n:
+                continue
+            for b in LARGE_BATCHES:
+                if b * m * n * min(m, n) <= 1 << 36:
+                    pts.append((op, m, n, b))
+    return pts
+
+
 def grid(quick: bool) -> list[tuple[str, int, int, int]]:
     """The shared benchmark grid (both packages' `bench`), or a handful of points."""
     if quick:
@@ -335,7 +353,7 @@ def run(args) -> dict:
             impls["ours"].lib.lib.ml_policy_set(i, b"gpu_min_batch", 1)
     bw = copy_bandwidth()
     warm_up(impls)
-    points = grid(args.quick)
+    points = large_grid() if args.large else grid(args.quick)
     if args.extra_shapes:  # shapes off the grid, at the grid's batches and work cap
         extra = [shared.parse_shape(t) for t in args.extra_shapes]
         points += [(q.op, q.m, q.n, q.batch) for q in shared.grid(OPS, extra)]
@@ -566,6 +584,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="bench-out", help="output folder for JSON, Markdown and PNG")
     p.add_argument("--quick", action="store_true", help="a few points only (smoke run)")
+    p.add_argument(
+        "--large",
+        action="store_true",
+        help="the large-matrix grid (n 256..4096, tall 1024x512 and 4096x1024, batch 1/8/64, "
+        "batch*m*n*min(m,n) <= 2^36) instead of the small-matrix one",
+    )
     p.add_argument("--ops", nargs="*", choices=OPS, help="only these ops")
     p.add_argument("--shapes", nargs="*", help="only these shapes, e.g. 64x64 1024x512")
     p.add_argument("--impls", nargs="*", default=list(IMPLS), choices=IMPLS)

@@ -4,7 +4,9 @@
 // A block runs one matrix (or several one-warp groups / lane-per-matrix threads); its scratch is
 // dynamic shared memory, raised above 48 KB once per kernel and device. Global plans
 // (Launch::kGlobal, shapes beyond the shared window) run one matrix per block with the scratch
-// in the caller's device workspace (workspace_bytes); device calls never allocate.
+// in the caller's device workspace (workspace_bytes); blocked plans (Launch::kBlocked) enqueue
+// the step kernels core/src/blocked.cpp sequences, over that workspace too; device calls never
+// allocate.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include <string>
 
 #include "backend.h"
+#include "blocked.h"
 #include "errors.h"
 #include "kernel_desc.h"
 #include "kernel_table.h"
@@ -164,7 +167,27 @@ int64_t global_matrices(const Call &c, const Plan &pl, int64_t *slice) {
   return in_flight;
 }
 
+// Options of the blocked algorithms on CUDA; METAL_LINALG_BLOCKED_NB / _GEMM_LANES override
+// the panel width and the product's lanes (experiments).
+const blocked::Options &blocked_options() {
+  static const blocked::Options o = [] {
+    blocked::Options x;
+    x.nb = 32;
+    x.gemm_lanes = 16;
+    x.max_group = 1024;
+    const int nb = env_int("METAL_LINALG_BLOCKED_NB");
+    if (nb >= 1 && nb <= 64) x.nb = nb;
+    const int gl = env_int("METAL_LINALG_BLOCKED_GEMM_LANES");
+    if (gl == 4 || gl == 8 || gl == 16 || gl == 32) x.gemm_lanes = gl;
+    return x;
+  }();
+  return o;
+}
+
+// Device workspace bytes of plan pl for c: global and blocked plans.
 int64_t global_bytes(const Call &c, const Plan &pl) {
+  if (pl.launch == Launch::kBlocked)
+    return blocked::workspace_bytes(c, pl.kernel_flags, blocked_options());
   int64_t slice = 0;
   const int64_t in_flight = global_matrices(c, pl, &slice);
   return in_flight * slice * 4;
@@ -212,6 +235,66 @@ ml_status launch_global(const Plan &pl, int dev, const Call &c, cudaStream_t str
   return ML_OK;
 }
 
+// Enqueues the step kernels of a blocked plan on a stream: one launch per step, a group per
+// block, chunked when a step has more groups than a grid takes.
+class StepRunner final : public blocked::Runner {
+ public:
+  StepRunner(int dev, const Call &c, cudaStream_t stream, float *ws)
+      : dev_(dev), c_(c), stream_(stream), ws_(ws) {}
+  ml_status launch(const blocked::StepLaunch &l) override {
+    int count = 0;
+    const StepFn *all = steps(&count);
+    if (l.step < 0 || l.step >= count || l.step >= kMaxKernels)
+      return fail(ML_RUNTIME_ERROR, kWhere, "unknown step %d", l.step);
+    const char *name = blocked::step_name(l.step);
+    const KernelState &st = prepare_step(l.step);
+    if (st.err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, name, st.err);
+    if (l.group_size > st.max_threads)
+      return fail(ML_RUNTIME_ERROR, kWhere, "step %s: %d lanes, at most %d", name, l.group_size,
+                  st.max_threads);
+    ml_step_params p = l.p;
+    const float *a = c_.a;
+    float *o0 = c_.out0, *o1 = c_.out1, *o2 = c_.out2, *ws = ws_;
+    int *info = c_.info;
+    void *args[] = {&p, &ws, &a, &o0, &o1, &o2, &info};
+    const size_t smem = static_cast<size_t>(l.shared_floats) * sizeof(float);
+    constexpr int64_t kMaxGrid = int64_t{1} << 30;
+    for (int64_t off = 0; off < l.p.groups; off += kMaxGrid) {
+      p.group_offset = off;
+      const unsigned blocks = static_cast<unsigned>(std::min(kMaxGrid, l.p.groups - off));
+      const cudaError_t err = cudaLaunchKernel(reinterpret_cast<const void *>(all[l.step]),
+                                               dim3(blocks), dim3(l.group_size), args, smem,
+                                               stream_);
+      if (err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, name, err);
+    }
+    return ML_OK;
+  }
+
+ private:
+  // Raises the step's dynamic shared-memory limit to the device's budget once per device.
+  const KernelState &prepare_step(int step) const {
+    static KernelState states[kMaxDevices][kMaxKernels];
+    KernelState &s = states[dev_][step];
+    const int dev = dev_;
+    std::call_once(s.once, [&s, step, dev] {
+      int count = 0;
+      const void *fn = reinterpret_cast<const void *>(steps(&count)[step]);
+      s.err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   device_info(dev).budget_floats * static_cast<int>(sizeof(float)));
+      cudaFuncAttributes attr;
+      if (s.err == cudaSuccess) s.err = cudaFuncGetAttributes(&attr, fn);
+      if (s.err == cudaSuccess) s.max_threads = attr.maxThreadsPerBlock;
+      if (s.err != cudaSuccess) cudaGetLastError();
+    });
+    return s;
+  }
+
+  int dev_;
+  const Call &c_;
+  cudaStream_t stream_;
+  float *ws_;
+};
+
 // Enqueues plan pl for c (device pointers) on stream; the current device is already set.
 // ws: the device workspace of a global plan (global_bytes), else unused.
 ml_status launch(const Plan &pl, int dev, const Call &c, cudaStream_t stream, float *ws) {
@@ -221,6 +304,12 @@ ml_status launch(const Plan &pl, int dev, const Call &c, cudaStream_t stream, fl
     return err == cudaSuccess ? ML_OK : cuda_fail(ML_RUNTIME_ERROR, "cudaMemsetAsync", err);
   }
   if (pl.launch == Launch::kGlobal) return launch_global(pl, dev, c, stream, ws);
+  if (pl.launch == Launch::kBlocked) {
+    if (!ws && global_bytes(c, pl) > 0)
+      return fail(ML_RUNTIME_ERROR, kWhere, "blocked plan without a workspace");
+    StepRunner r(dev, c, stream, ws);
+    return blocked::run(c, pl.kernel_flags, blocked_options(), r);
+  }
   int count = 0;
   const KernelDesc &k = kernels(&count)[pl.kernel];
   const KernelInfo &kt = kernel_table(&count)[pl.kernel];
@@ -317,7 +406,7 @@ ml_status run_host_buffers(const Call &c, const Plan &pl) {
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(c.batch, (int64_t{256} << 20) / per));
   Call probe = c;
   probe.batch = chunk;
-  const int64_t ws_bytes = global_bytes(probe, pl);  // 0 unless a global plan
+  const int64_t ws_bytes = global_bytes(probe, pl);  // 0 unless a global or blocked plan
   const size_t need = static_cast<size_t>(chunk * per + ws_bytes + 256 * 6);
   if (need > h.bytes) {
     if (h.buf) cudaFree(h.buf);
@@ -416,10 +505,10 @@ class CudaBackend final : public Backend {
   int64_t kernel_max_n(int32_t) const override { return 0; }
   bool plan(const Call &c, const policy::Resolved &pol, int32_t device, Plan *out) const override {
     const int64_t budget = scratch_budget(device);
-    return budget > 0 && gpu_plan(c, pol, budget, has_kernel, out, has_global);
+    return budget > 0 && gpu_plan(c, pol, budget, has_kernel, out, has_global, true);
   }
-  const char *plan_name(const Call &, const Plan &p, const policy::Resolved &) const override {
-    return gpu_plan_name("cuda", p);
+  const char *plan_name(const Call &c, const Plan &p, const policy::Resolved &) const override {
+    return gpu_plan_name("cuda", p, c.op);
   }
   int64_t workspace_bytes(const Call &c, const Plan &p) const override {
     return global_bytes(c, p);

@@ -32,4 +32,9 @@ struct KernelDesc {
 // The table in order (cuda/kernels.cu); count in *n.
 const KernelDesc *kernels(int *n);
 
+// A step kernel's entry (cuda/steps.cu): (params, workspace, a, out0, out1, out2, info).
+using StepFn = void (*)(ml_step_params, float *, const float *, float *, float *, float *, int *);
+// The step kernels in step order (core/kernels/step_list.h); count in *n.
+const StepFn *steps(int *n);
+
 }  // namespace ml::cuda

@@ -72,3 +72,32 @@
   ML_METAL_ENTRIES_##kind(name, fn, outs)
 
 ML_KERNEL_TABLE(ML_METAL_ENTRIES)
+
+// ---- step kernels of the blocked algorithms (core/kernels/steps.h) ----
+// ml_metal_step_<name>: one threadgroup per group of the step, its scratch a static threadgroup
+// array of ML_METAL_SCRATCH_FLOATS. Buffers: 0 the workspace, 1 a, 2..4 the call's outputs as
+// stored (out0, out1, out2), 5 info, 6 the step's parameters (set_bytes). The host binds the
+// workspace in place of an absent buffer; the steps touch only what their parameters name.
+#include "../core/kernels/steps.h"
+
+#define ML_METAL_STEP_ENTRY(name, fn)                                                         \
+  kernel void ml_metal_step_##name(device float *ws [[buffer(0)]],                            \
+                                   device const float *a [[buffer(1)]],                       \
+                                   device float *o0 [[buffer(2)]],                            \
+                                   device float *o1 [[buffer(3)]],                            \
+                                   device float *o2 [[buffer(4)]],                            \
+                                   device int *info [[buffer(5)]],                            \
+                                   constant ml_step_params &p [[buffer(6)]],                  \
+                                   uint lane [[thread_position_in_threadgroup]],              \
+                                   uint group_size [[threads_per_threadgroup]],               \
+                                   uint group [[threadgroup_position_in_grid]]) {             \
+    threadgroup float scratch[ML_METAL_SCRATCH_FLOATS];                                       \
+    ml_ctx ctx;                                                                               \
+    ctx.lane = (int)lane;                                                                     \
+    ctx.group_size = (int)group_size;                                                         \
+    ctx.group_id = p.group_offset + (ml_i64)group;                                            \
+    ctx.scratch = scratch;                                                                    \
+    fn(ctx, p, ws, a, o0, o1, o2, info);                                                      \
+  }
+
+ML_STEP_TABLE(ML_METAL_STEP_ENTRY)

@@ -2,7 +2,8 @@
 // metal/kernels.metal), caches one pipeline per entry, and launches the plans the core routes
 // (core/src/routing.h) in every kind the table has: a threadgroup per matrix (block), one
 // thread per matrix in a slice of the threadgroup memory (lane), one thread per matrix in
-// registers (register). Every entry declares its 32 KB of threadgroup memory statically
+// registers (register), and the blocked algorithms (the step kernels core/src/blocked.cpp
+// sequences, one dispatch each with a memory barrier between them, over a workspace buffer). Every entry declares its 32 KB of threadgroup memory statically
 // (ML_METAL_SCRATCH_FLOATS); pipelines whose device offers less are refused.
 //  - Host buffers (run_host): our own command queue; each buffer wraps the caller's memory
 //    without a copy (newBuffer(bytesNoCopy)) when pointer and length are page-aligned, else a
@@ -28,6 +29,7 @@
 #include "../core/kernels/compat_cpu.h"
 #include "../core/kernels/kernel_table.h"
 #include "backend.h"
+#include "blocked.h"
 #include "errors.h"
 #include "kernel_table.h"
 #include "launch_config.h"
@@ -97,7 +99,27 @@ struct Sink {
     else
       ops->dispatch_threadgroups(ops->user, int64_t(groups), int64_t(threads));
   }
+  // Whether barrier() can be encoded (the caller's callbacks may lack one).
+  bool can_barrier() const { return enc != nullptr || (ops && ops->barrier); }
+  void barrier() const {
+    if (enc)
+      enc->memoryBarrier(MTL::BarrierScopeBuffers);
+    else
+      ops->barrier(ops->user);
+  }
 };
+
+// Options of the blocked algorithms on Metal: 256-lane products (16 x 16), panels of 32.
+const blocked::Options &blocked_options() {
+  static const blocked::Options o = [] {
+    blocked::Options x;
+    x.nb = 32;
+    x.gemm_lanes = 16;
+    x.max_group = 1024;
+    return x;
+  }();
+  return o;
+}
 
 class MetalBackend final : public Backend {
  public:
@@ -108,12 +130,16 @@ class MetalBackend final : public Backend {
   int64_t scratch_budget(int32_t) const override { return state().ok ? kScratchFloats : 0; }
   int64_t kernel_max_n(int32_t) const override { return 0; }
   bool plan(const Call &c, const policy::Resolved &pol, int32_t, Plan *out) const override {
-    return state().ok && gpu_plan(c, pol, kScratchFloats, nullptr, out);
+    return state().ok && gpu_plan(c, pol, kScratchFloats, nullptr, out, nullptr, true);
   }
-  const char *plan_name(const Call &, const Plan &p, const policy::Resolved &) const override {
-    return gpu_plan_name("metal", p);
+  const char *plan_name(const Call &c, const Plan &p, const policy::Resolved &) const override {
+    return gpu_plan_name("metal", p, c.op);
   }
-  int64_t workspace_bytes(const Call &, const Plan &) const override { return 0; }
+  int64_t workspace_bytes(const Call &c, const Plan &p) const override {
+    return p.launch == Launch::kBlocked
+               ? blocked::workspace_bytes(c, p.kernel_flags, blocked_options())
+               : 0;
+  }
   ml_status run_host(const Call &c, const Plan &p, const policy::Resolved &,
                      const char *where) override;
   ml_status run_device(const ml_exec &exec, const Call &c, const Plan &p,
@@ -178,13 +204,88 @@ class MetalBackend final : public Backend {
     return p;
   }
 
+  // The pipeline of step kernel `step` (ml_metal_step_<name>), created once.
+  MTL::ComputePipelineState *step_pipeline(int step, const char *where, ml_status *st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    MTL::ComputePipelineState *&p = step_pipelines_[step];
+    if (p) return p;
+    const std::string fn = std::string("ml_metal_step_") + blocked::step_name(step);
+    NS::AutoreleasePool *pool = NS::AutoreleasePool::alloc()->init();
+    MTL::Function *f = state().library->newFunction(ns(fn));
+    NS::Error *err = nullptr;
+    if (f) p = state().device->newComputePipelineState(f, &err);
+    if (!p)
+      *st = fail(ML_RUNTIME_ERROR, where, "Metal pipeline %s: %s", fn.c_str(),
+                 !f ? "not in metal_linalg.metallib"
+                    : err ? err->localizedDescription()->utf8String() : "unknown error");
+    if (f) f->release();
+    pool->release();
+    return p;
+  }
+
   // Encodes matrices [first, first + count) of c into out: args are a, out0, out1, out2, info.
   ml_status encode(const Sink &out, const Call &c, const Plan &pl, const Arg args[5],
                    int64_t first, int64_t count, const char *where);
+  // Encodes a blocked plan: every step of core/src/blocked.cpp's sequence, a memory barrier
+  // after each; ws: the workspace (workspace_bytes), args as encode().
+  ml_status encode_blocked(const Sink &out, const Call &c, const Plan &pl, const Arg args[5],
+                           const Arg &ws, const char *where);
 
   std::mutex mu_;
   MTL::ComputePipelineState *pipelines_[kKernelCount][2] = {};
+  MTL::ComputePipelineState *step_pipelines_[blocked::kStepCount] = {};
 };
+
+// The steps of a blocked plan into a Sink. Buffers: 0 workspace, 1 a, 2..4 the outputs, 5 info,
+// 6 the parameters; an absent buffer is bound to the workspace (never read through).
+class StepEncoder final : public blocked::Runner {
+ public:
+  using PipelineFn = MTL::ComputePipelineState *(*)(void *self, int step, const char *where,
+                                                    ml_status *st);
+  StepEncoder(const Sink &out, const Arg args[5], const Arg &ws, void *self, PipelineFn pipeline,
+              const char *where)
+      : out_(out), args_(args), ws_(ws), self_(self), pipeline_(pipeline), where_(where) {}
+  ml_status launch(const blocked::StepLaunch &l) override {
+    ml_status st = ML_OK;
+    MTL::ComputePipelineState *ps = pipeline_(self_, l.step, where_, &st);
+    if (!ps) return st;
+    if (l.group_size > static_cast<int>(ps->maxTotalThreadsPerThreadgroup()))
+      return fail(ML_RUNTIME_ERROR, where_, "step %s: %d lanes, the pipeline allows %d",
+                  blocked::step_name(l.step), l.group_size,
+                  static_cast<int>(ps->maxTotalThreadsPerThreadgroup()));
+    if (l.shared_floats > kScratchFloats)
+      return fail(ML_RUNTIME_ERROR, where_, "step %s: %d shared floats, the entry has %d",
+                  blocked::step_name(l.step), l.shared_floats, kScratchFloats);
+    out_.pipeline(ps);
+    out_.buffer(ws_, 0);
+    for (int i = 0; i < 5; ++i) out_.buffer(args_[i].buffer ? args_[i] : ws_, i + 1);
+    out_.bytes(&l.p, sizeof l.p, 6);
+    out_.dispatch(NS::UInteger(l.p.groups), NS::UInteger(l.group_size));
+    out_.barrier();
+    return ML_OK;
+  }
+
+ private:
+  const Sink &out_;
+  const Arg *args_;
+  const Arg &ws_;
+  void *self_;
+  PipelineFn pipeline_;
+  const char *where_;
+};
+
+ml_status MetalBackend::encode_blocked(const Sink &out, const Call &c, const Plan &pl,
+                                       const Arg args[5], const Arg &ws, const char *where) {
+  if (!out.can_barrier())
+    return fail(ML_INVALID_ARGUMENT, where,
+                "a blocked plan needs ml_metal_encoder_ops.barrier (memory barriers between its "
+                "steps)");
+  auto pipeline = [](void *self, int step, const char *w, ml_status *st) {
+    return static_cast<MetalBackend *>(self)->step_pipeline(step, w, st);
+  };
+  StepEncoder r(out, args, ws, this, pipeline, where);
+  return blocked::run(c, pl.kernel_flags, blocked_options(), r);
+}
 
 ml_status MetalBackend::encode(const Sink &out, const Call &c, const Plan &pl,
                                const Arg args[5], int64_t first, int64_t count,
@@ -290,7 +391,21 @@ ml_status MetalBackend::run_device(const ml_exec &exec, const Call &c, const Pla
     if (!out.enc) return fail(ML_RUNTIME_ERROR, where, "cannot open a Metal compute encoder");
   }
   ml_status st = ML_OK;
-  if (c.m > 0 && c.n > 0) st = encode(out, c, pl, args, 0, c.batch, where);
+  if (c.m > 0 && c.n > 0) {
+    if (pl.launch == Launch::kBlocked) {
+      const int64_t need = workspace_bytes(c, pl);
+      auto *wb = static_cast<MTL::Buffer *>(exec.workspace);
+      if (need > 0 && (!wb || exec.workspace_bytes < need ||
+                       static_cast<uint64_t>(need) > wb->length()))
+        st = fail(ML_INVALID_ARGUMENT, where,
+                  "a blocked plan needs exec->workspace: an MTL::Buffer of %lld bytes",
+                  static_cast<long long>(need));
+      else
+        st = encode_blocked(out, c, pl, args, Arg{wb, 0}, where);
+    } else {
+      st = encode(out, c, pl, args, 0, c.batch, where);
+    }
+  }
   if (own) out.enc->endEncoding();
   return st;
 }
@@ -328,9 +443,19 @@ ml_status MetalBackend::run_host(const Call &c, const Plan &pl, const policy::Re
     if (staged[i] && i == 0) std::memcpy(b->contents(), ptrs[0], len);
     args[i] = {b, 0};
   }
-  // One command buffer per bounded chunk of matrices, all committed, then waited for.
+  // One command buffer per bounded chunk of matrices, all committed, then waited for (a
+  // blocked plan: one command buffer, its workspace a private buffer).
   std::vector<MTL::CommandBuffer *> cbs;
-  const int64_t chunk = matrices_per_dispatch(c.m, c.n);
+  const bool blocked = pl.launch == Launch::kBlocked;
+  const int64_t chunk = blocked ? c.batch : matrices_per_dispatch(c.m, c.n);
+  MTL::Buffer *wsb = nullptr;
+  if (st == ML_OK && blocked) {
+    const NS::UInteger len = NS::UInteger(std::max<int64_t>(workspace_bytes(c, pl), 4));
+    wsb = sx.device->newBuffer(len, MTL::ResourceStorageModePrivate);
+    if (!wsb)
+      st = fail(ML_OUT_OF_MEMORY, where, "cannot allocate a Metal workspace of %llu bytes",
+                static_cast<unsigned long long>(len));
+  }
   for (int64_t off = 0; st == ML_OK && off < c.batch; off += chunk) {
     MTL::CommandBuffer *cb = sx.queue->commandBuffer();
     MTL::ComputeCommandEncoder *enc = cb ? cb->computeCommandEncoder() : nullptr;
@@ -340,7 +465,8 @@ ml_status MetalBackend::run_host(const Call &c, const Plan &pl, const policy::Re
     }
     Sink out;
     out.enc = enc;
-    st = encode(out, c, pl, args, off, std::min(chunk, c.batch - off), where);
+    st = blocked ? encode_blocked(out, c, pl, args, Arg{wsb, 0}, where)
+                 : encode(out, c, pl, args, off, std::min(chunk, c.batch - off), where);
     enc->endEncoding();
     cb->commit();
     cbs.push_back(cb);
@@ -356,6 +482,7 @@ ml_status MetalBackend::run_host(const Call &c, const Plan &pl, const policy::Re
       std::memcpy(ptrs[i], args[i].buffer->contents(), size_t(c.batch * per[i] * 4));
   for (int i = 0; i < 5; ++i)
     if (args[i].buffer) args[i].buffer->release();
+  if (wsb) wsb->release();
   pool->release();
   return st;
 }

@@ -34,6 +34,8 @@ enum class Launch : int32_t {
   kGlobal = 3,    // a group of up to 1024 lanes per matrix, scratch in the caller's device
                   // workspace instead of shared memory (GROUP kernels, shapes beyond the
                   // shared window; routing.h: global_workspace_floats)
+  kBlocked = 4,   // the op's blocked algorithm: a sequence of step kernels over a device
+                  // workspace (core/src/blocked.h); kernel is -1
 };
 
 // The routing decision for one call on one backend.
@@ -65,7 +67,7 @@ class Backend {
   // ml_backend's name of a plan: "cuda:eigh_tridiag_ql/lane", "cpu:lapack".
   virtual const char *plan_name(const Call &c, const Plan &p,
                                 const policy::Resolved &pol) const = 0;
-  // Device workspace bytes of a device-memory call (nonzero only for global plans).
+  // Device workspace bytes of a device-memory call (nonzero only for global and blocked plans).
   virtual int64_t workspace_bytes(const Call &c, const Plan &p) const = 0;
   // Host buffers: runs synchronously (copies or wraps as the backend needs).
   virtual ml_status run_host(const Call &c, const Plan &p, const policy::Resolved &pol,

@@ -29,7 +29,8 @@ const char *const kFieldNames[kFieldCount] = {"cpu_kernel_max_n",  "gpu_min_batc
                                               "gpu_max_n",         "host_gpu_min_work",
                                               "gpu_lane_max_n",    "gpu_lane_min_batch",
                                               "gpu_small_max_n",   "gpu_simd_max_n",
-                                              "gpu_global_max_n",  "gpu_global_min_batch"};
+                                              "gpu_global_max_n",  "gpu_global_min_batch",
+                                              "gpu_blocked_min_n"};
 
 // Without measurements: the CPU kernels only where they are known to beat
 // LAPACK's call overhead, device tensors stay on the GPU whenever a kernel
@@ -42,7 +43,7 @@ int64_t default_value(int32_t op, int field) {
       return k < 16 ? k : 16;
     }
     case kGpuMinBatch: return 1;
-    case kGpuMaxN: return 1024;
+    case kGpuMaxN: return 16384;  // kBlockedMaxDim (routing.h)
     // Lane-per-matrix GPU kernels: off until measured (a tuned table or calibration sets them).
     case kGpuLaneMaxN: return 0;
     case kGpuLaneMinBatch: return 1;
@@ -53,6 +54,9 @@ int64_t default_value(int32_t op, int field) {
     // Group kernels with device-memory scratch beyond the shared window: off until measured.
     case kGpuGlobalMaxN: return 0;
     case kGpuGlobalMinBatch: return 1;
+    // Blocked algorithms: beyond the shared window only until measured (a device tensor then
+    // stays on the device instead of a host round trip).
+    case kGpuBlockedMinN: return int64_t{1} << 30;
     default: return 0;
   }
 }
@@ -306,7 +310,8 @@ ml_status set(int32_t op, const char *field, int64_t value) {
     return fail(ML_INVALID_ARGUMENT, "policy_set",
                 "unknown policy field '%s' for %s (fields: cpu_kernel_max_n, gpu_min_batch, "
                 "gpu_max_n, host_gpu_min_work, gpu_lane_max_n, gpu_lane_min_batch, "
-                "gpu_small_max_n, gpu_simd_max_n, gpu_global_max_n, gpu_global_min_batch)",
+                "gpu_small_max_n, gpu_simd_max_n, gpu_global_max_n, gpu_global_min_batch, "
+                "gpu_blocked_min_n)",
                 field, op_name(op));
   if (value < 0)
     return fail(ML_INVALID_ARGUMENT, "policy_set", "%s must be >= 0, got %lld", field,

@@ -22,7 +22,9 @@ enum Field : int {
   kGpuGlobalMaxN = 8,   // device memory beyond the shared window: a group kernel with its
                         // scratch in device memory when max(m,n) <= this (0 = never) ...
   kGpuGlobalMinBatch = 9,  // ... and batch >= this
-  kFieldCount = 10
+  kGpuBlockedMinN = 10,    // device memory: the blocked algorithm (core/src/blocked.h) for
+                           // max(m,n) >= this and beyond the shared window (0 = never)
+  kFieldCount = 11
 };
 
 // Forced backend from METAL_LINALG_<OP>_BACKEND.

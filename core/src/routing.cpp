@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "blocked.h"
 #include "kernel_table.h"
 
 namespace ml {
@@ -30,10 +31,20 @@ int32_t gpu_kernel_flags(int32_t op, int64_t m, int64_t n, int32_t flags) {
 }
 
 bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget,
-              bool (*has_kernel)(int), Plan *out, bool (*has_global)(int)) {
+              bool (*has_kernel)(int), Plan *out, bool (*has_global)(int), bool blocked) {
   const int64_t m = c.m, n = c.n, big = std::max(m, n);
   if (c.op == ML_OP_SVD && c.flags != 0 && m != n) return false;  // full U/V of non-square
   const int32_t kf = gpu_kernel_flags(c.op, m, n, c.flags);
+  const int64_t blocked_min = pol.value[policy::kGpuBlockedMinN];
+  const bool blocked_ok = blocked && blocked_min > 0 && m > 0 && n > 0 && big <= kBlockedMaxDim &&
+                          blocked::supported(c.op);
+  auto take_blocked = [&] {
+    out->kernel = -1;
+    out->kernel_flags = kf;
+    out->launch = Launch::kBlocked;
+    return true;
+  };
+  if (blocked_ok && big >= blocked_min) return take_blocked();
   int count = 0;
   const KernelInfo *table = kernel_table(&count);
   for (int i = 0; i < count; ++i) {
@@ -59,7 +70,9 @@ bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget,
       out->launch = Launch::kBlock;
     return true;
   }
-  // Beyond the shared window: a GROUP line with its scratch in device memory.
+  // Beyond the shared window: the blocked algorithm, else a GROUP line with its scratch in
+  // device memory.
+  if (blocked_ok) return take_blocked();
   if (!has_global || m == 0 || n == 0 || big > kGlobalMaxDim ||
       big > pol.value[policy::kGpuGlobalMaxN] || c.batch < pol.value[policy::kGpuGlobalMinBatch])
     return false;
@@ -107,8 +120,13 @@ int64_t global_workspace_bytes(const Call &c, const Plan &p) {
   return slice * global_in_flight(c.batch, slice) * 4;
 }
 
-const char *gpu_plan_name(const char *backend, const Plan &p) {
+const char *gpu_plan_name(const char *backend, const Plan &p, int32_t op) {
   static thread_local std::string name;
+  if (p.launch == Launch::kBlocked) {
+    static const char *const ops[] = {"qr", "eigh", "eigvalsh", "svd", "svdvals"};
+    name = std::string(backend) + ":blocked_" + (op >= 0 && op < 5 ? ops[op] : "?");
+    return name.c_str();
+  }
   int count = 0;
   const KernelInfo *table = kernel_table(&count);
   name = std::string(backend) + ":" + (p.kernel >= 0 && p.kernel < count ? table[p.kernel].name : "?") +

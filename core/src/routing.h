@@ -50,14 +50,22 @@ int32_t gpu_kernel_flags(int32_t op, int64_t m, int64_t n, int32_t flags);
 //    min(gpu_global_max_n, kGlobalMaxDim) and batch >= gpu_global_min_batch.
 // has_kernel(k) (null: all) says which table lines the backend has; has_global(k) (null:
 // none) which have a global entry. False when none covers c.
+// Blocked algorithms (Launch::kBlocked, when `blocked` and the op has one, blocked.h): for
+// max(m, n) >= pol's gpu_blocked_min_n, and beyond the shared window before any global
+// launch, for max(m, n) <= kBlockedMaxDim; gpu_blocked_min_n 0 turns them off.
 bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget_floats,
               bool (*has_kernel)(int kernel), Plan *out,
-              bool (*has_global)(int kernel) = nullptr);
+              bool (*has_global)(int kernel) = nullptr, bool blocked = false);
+
+// Largest max(m, n) of a blocked plan (32-bit leading dimensions and tile counts stay far
+// from overflow; the workspace of one such matrix is a few GB).
+constexpr int64_t kBlockedMaxDim = 16384;
 
 // ml_backend's name of a GPU plan: "<backend>:<kernel>", plus "/lane" for a lane launch and
-// "/global" for a global launch of a GROUP kernel ("cuda:eigh_tridiag_ql/lane"). Per thread,
-// valid until the next call.
-const char *gpu_plan_name(const char *backend, const Plan &p);
+// "/global" for a global launch of a GROUP kernel ("cuda:eigh_tridiag_ql/lane"); a blocked
+// plan of op X is "<backend>:blocked_X" ("cuda:blocked_qr"). Per thread, valid until the
+// next call.
+const char *gpu_plan_name(const char *backend, const Plan &p, int32_t op);
 
 // Where a call with buffers in `memory` runs (device: exec->device for device memory).
 // Host memory: a GPU when the policy says the copies pay off (or it is forced), else the CPU.

@@ -13,6 +13,7 @@
 // Type-checked on Linux against the metal-cpp and MLX Metal headers of mlx-metal 0.32.4
 // (tools/check_metal_host.sh); never compiled by Apple's compiler nor run.
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -56,6 +57,10 @@ void dispatch_threadgroups(void *user, int64_t groups, int64_t threads_per_group
                                          MTL::Size(NS::UInteger(threads_per_group), 1, 1));
 }
 
+// Between two steps of a blocked plan (each reads what the previous one wrote to the
+// workspace, which MLX's hazard tracking does not see: it is bound with set_buffer).
+void barrier(void *user) { encoder_of(user).barrier(); }
+
 // The MTL::Buffer of an array (null when it has none).
 void *buffer_of(const mx::array &x) { return const_cast<void *>(x.buffer().ptr()); }
 
@@ -76,6 +81,7 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
   ops.set_buffer = set_buffer;
   ops.set_bytes = set_bytes;
   ops.dispatch_threadgroups = dispatch_threadgroups;
+  ops.barrier = barrier;
   ml_metal_stream ms;
   std::memset(&ms, 0, sizeof ms);
   ms.encoder_ops = &ops;
@@ -111,6 +117,20 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
   ex.memory = ML_MEMORY_METAL;
   ex.device = 0;
   ex.stream = &ms;
+  // The workspace of a blocked plan (large matrices): an MLX array from MLX's allocator, kept
+  // alive by the encoder until the command buffer completes.
+  int64_t ws_bytes = 0;
+  if (ml_workspace_size(&ex, spec.op, batch, m, n, spec.flags, &ws_bytes) != ML_OK)
+    throw std::runtime_error(error_message(spec.op, ml_last_error()));
+  if (ws_bytes > 0) {
+    if (ws_bytes > std::numeric_limits<int32_t>::max())
+      throw std::runtime_error(error_message(spec.op, "workspace above 2 GiB"));
+    mx::array ws(mx::allocator::malloc(static_cast<size_t>(ws_bytes)),
+                 mx::Shape{static_cast<int32_t>(ws_bytes)}, mx::uint8);
+    ex.workspace = buffer_of(ws);
+    ex.workspace_bytes = ws_bytes;
+    enc.add_temporary(ws);
+  }
   if (run_core(&ex, spec, static_cast<const float *>(buffer_of(a)), batch, m, n, p) != ML_OK)
     throw std::runtime_error(error_message(spec.op, ml_last_error()));
 }

@@ -15,6 +15,7 @@
 #include "../../cuda/launch_config.h"
 #include "../../metal/launch_config.h"
 #include "backend.h"
+#include "blocked.h"
 #include "kernel_table.h"
 #include "ops.h"
 #include "routing.h"
@@ -36,7 +37,8 @@ class FakeBackend final : public Backend {
   FakeBackend(const char *name, int32_t memory, int64_t budget)
       : name_(name), memory_(memory), budget_(budget) {}
   bool usable = true;
-  bool global = false;  // has global entries (as the CUDA backend's GROUP lines)
+  bool global = false;   // has global entries (as the CUDA backend's GROUP lines)
+  bool blocked = false;  // runs the blocked algorithms (as the CUDA backend)
   static bool has_global(int) { return true; }
   const char *name() const override { return name_; }
   int32_t memory() const override { return memory_; }
@@ -49,12 +51,14 @@ class FakeBackend final : public Backend {
       *out = Plan{};
       return true;
     }
-    return gpu_plan(c, pol, budget_, nullptr, out, global ? has_global : nullptr);
+    return gpu_plan(c, pol, budget_, nullptr, out, global ? has_global : nullptr, blocked);
   }
-  const char *plan_name(const Call &, const Plan &p, const policy::Resolved &) const override {
-    return memory_ == ML_MEMORY_HOST ? "cpu:lapack" : gpu_plan_name(name_, p);
+  const char *plan_name(const Call &c, const Plan &p, const policy::Resolved &) const override {
+    return memory_ == ML_MEMORY_HOST ? "cpu:lapack" : gpu_plan_name(name_, p, c.op);
   }
   int64_t workspace_bytes(const Call &c, const Plan &p) const override {
+    if (p.launch == Launch::kBlocked)
+      return blocked::workspace_bytes(c, p.kernel_flags, blocked::Options{});
     return global_workspace_bytes(c, p);
   }
   ml_status run_host(const Call &, const Plan &, const policy::Resolved &, const char *) override {
@@ -321,6 +325,73 @@ void test_global_routing() {
   g_cuda.global = false;
 }
 
+// Blocked plans: which calls take them under an explicit gpu_blocked_min_n, their precedence
+// over the shared-memory kernels and the global launches, their bounds and their workspace.
+void test_blocked_routing() {
+  const auto dev = ML_MEMORY_CUDA, host = ML_MEMORY_HOST;
+  policy::Resolved on = pol(8, 0, 1);
+  on.value[policy::kGpuMaxN] = int64_t{1} << 40;
+  on.value[policy::kGpuGlobalMaxN] = 4096;
+  on.value[policy::kGpuBlockedMinN] = int64_t{1} << 30;  // the default: beyond the window only
+  g_cuda.global = true;
+  g_cuda.blocked = true;
+  expect(name_of(ML_OP_QR, 300, 300, 2, ML_QR_REDUCED, dev, on) == "cuda:blocked_qr",
+         "qr 300x300 beyond the window: blocked, before the global launch");
+  expect(name_of(ML_OP_QR, 4096, 1024, 1, ML_QR_COMPLETE, dev, on) == "cuda:blocked_qr",
+         "qr 4096x1024 complete: blocked");
+  expect(name_of(ML_OP_QR, 128, 128, 2, ML_QR_REDUCED, dev, on) == "cuda:qr_householder",
+         "qr 128 inside the window: the shared-memory kernel");
+  policy::Resolved from128 = on;
+  from128.value[policy::kGpuBlockedMinN] = 128;
+  expect(name_of(ML_OP_QR, 128, 128, 2, ML_QR_REDUCED, dev, from128) == "cuda:blocked_qr",
+         "qr 128 with gpu_blocked_min_n 128: blocked");
+  expect(name_of(ML_OP_QR, 127, 100, 2, ML_QR_REDUCED, dev, from128) == "cuda:qr_householder",
+         "qr 127x100 below gpu_blocked_min_n 128: shared");
+  policy::Resolved off = on;
+  off.value[policy::kGpuBlockedMinN] = 0;
+  expect(name_of(ML_OP_QR, 300, 300, 2, ML_QR_REDUCED, dev, off) == "cuda:qr_householder/global",
+         "gpu_blocked_min_n 0: blocked off, the global launch");
+  expect(name_of(ML_OP_QR, kBlockedMaxDim + 1, 8, 1, ML_QR_REDUCED, dev, on) == "cpu:lapack",
+         "qr beyond kBlockedMaxDim: CPU");
+  expect(name_of(ML_OP_QR, kBlockedMaxDim, 8, 1, ML_QR_REDUCED, dev, on) == "cuda:blocked_qr",
+         "qr at kBlockedMaxDim: blocked");
+  expect(name_of(ML_OP_SVD, 257, 513, 2, 1, dev, on) == "cpu:lapack",
+         "svd full_matrices non-square: no GPU plan at all");
+  expect(name_of(ML_OP_QR, 0, 300, 2, ML_QR_REDUCED, dev, from128) == "cuda:qr_householder",
+         "an empty matrix is no blocked call");
+  // Host memory: only when the copies pay off, as any GPU plan.
+  expect(name_of(ML_OP_QR, 300, 300, 8, ML_QR_REDUCED, host, on) == "cpu:lapack",
+         "host, host_gpu_min_work 0: CPU");
+  policy::Resolved host_on = on;
+  host_on.value[policy::kHostGpuMinWork] = 1;
+  expect(name_of(ML_OP_QR, 300, 300, 8, ML_QR_REDUCED, host, host_on) == "cuda:blocked_qr",
+         "host, work pays: blocked");
+  // A backend without blocked algorithms keeps the global launch.
+  g_cuda.blocked = false;
+  expect(name_of(ML_OP_QR, 300, 300, 2, ML_QR_REDUCED, dev, on) == "cuda:qr_householder/global",
+         "no blocked algorithms: global");
+  g_cuda.blocked = true;
+  // Workspace: the blocked algorithm's slice per matrix times the batch, bounded.
+  Plan bp;
+  expect(gpu_plan(Call{ML_OP_QR, 3, 300, 200, ML_QR_REDUCED, nullptr, nullptr, nullptr, nullptr,
+                       nullptr},
+                  on, ML_CUDA_SCRATCH_FLOATS_SM90, nullptr, &bp, nullptr, true) &&
+             bp.launch == Launch::kBlocked && bp.kernel == -1,
+         "blocked plan: kernel -1");
+  const Call q3{ML_OP_QR, 3, 300, 200, ML_QR_REDUCED, nullptr, nullptr, nullptr, nullptr, nullptr};
+  const Call q1{ML_OP_QR, 1, 300, 200, ML_QR_REDUCED, nullptr, nullptr, nullptr, nullptr, nullptr};
+  const int64_t w1 = g_cuda.workspace_bytes(q1, bp), w3 = g_cuda.workspace_bytes(q3, bp);
+  // W, V, Q (3 x 300 x 200 floats) at least, per matrix; three matrices three slices.
+  expect(w1 >= 3 * 300 * 200 * 4 && w3 == 3 * w1, "blocked workspace: a slice per matrix");
+  const Call qbig{ML_OP_QR, 100000, 300, 200, ML_QR_REDUCED, nullptr, nullptr, nullptr, nullptr,
+                  nullptr};
+  expect(g_cuda.workspace_bytes(qbig, bp) <= blocked::Options{}.max_workspace_bytes &&
+             g_cuda.workspace_bytes(qbig, bp) >= w1,
+         "blocked workspace of a long batch stays under the bound");
+  g_cuda.global = false;
+  g_cuda.blocked = false;
+}
+
 void test_cuda_launch() {
   using namespace ml::cuda;
   const int u = 132;
@@ -390,6 +461,7 @@ void test_output_shape() {
 
 int main() {
   ml::test_routing();
+  ml::test_blocked_routing();
   ml::test_global_routing();
   ml::test_cuda_launch();
   ml::test_metal_launch();

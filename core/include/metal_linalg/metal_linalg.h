@@ -107,6 +107,10 @@ typedef struct ml_metal_encoder_ops {
   void (*set_bytes)(void *user, const void *bytes, int64_t length, int32_t index);
   /* groups x 1 x 1 threadgroups of threads_per_group x 1 x 1 threads. */
   void (*dispatch_threadgroups)(void *user, int64_t groups, int64_t threads_per_group);
+  /* A memory barrier over buffers between two dispatches (e.g. MLX's
+   * CommandEncoder::barrier): the blocked algorithms' steps read what the
+   * previous ones wrote. May be NULL; calls that need it then fail. */
+  void (*barrier)(void *user);
 } ml_metal_encoder_ops;
 
 /* The caller's Metal command stream for ML_MEMORY_METAL calls (e.g. MLX's
@@ -125,7 +129,10 @@ typedef struct ml_metal_encoder_ops {
  * indices the kernels use: 0 a, 1..3 the outputs as stored (svdvals' s and
  * svd's s at 2), 4 info, 5 parameters (set_bytes). Long batches are split
  * into several dispatches (bounded work each, for macOS's GPU watchdog); all
- * go into the given encoder or command buffer. */
+ * go into the given encoder or command buffer. Blocked plans (large matrices,
+ * ml_workspace_size > 0) take exec->workspace as an MTL::Buffer* of at least
+ * that many bytes (offset 0) and encode one dispatch per step with a memory
+ * barrier between them (encoder_ops: its barrier callback). */
 typedef struct ml_metal_stream {
   void *command_buffer;                     /* MTL::CommandBuffer*, or NULL */
   void *encoder;                            /* MTL::ComputeCommandEncoder*, or NULL */

@@ -51,6 +51,8 @@ def set_global(max_n: int) -> None:
         assert _lib.lib.ml_policy_set(op, b"gpu_lane_max_n", 0) == 0
         assert _lib.lib.ml_policy_set(op, b"gpu_global_max_n", max_n) == 0
         assert _lib.lib.ml_policy_set(op, b"gpu_global_min_batch", 1) == 0
+        # The blocked algorithms, which take these shapes first, off (test_cuda_blocked.py).
+        assert _lib.lib.ml_policy_set(op, b"gpu_blocked_min_n", 0) == 0
 
 
 @pytest.fixture(autouse=True)
@@ -220,7 +222,8 @@ def test_chunks_reuse_the_workspace() -> None:
         from test_cuda_ops import check_eigh, check_outputs, gen_family, sym_family
         for op in range(5):
             for field, value in ((b"gpu_global_max_n", 4096), (b"gpu_global_min_batch", 1),
-                                 (b"gpu_min_batch", 1), (b"gpu_max_n", 1 << 20)):
+                                 (b"gpu_min_batch", 1), (b"gpu_max_n", 1 << 20),
+                                 (b"gpu_blocked_min_n", 0)):
                 assert _lib.lib.ml_policy_set(op, field, value) == 0
         n, batch = 260, 5
         ex = _lib.MlExec()

@@ -22,6 +22,7 @@ FIELDS = {
     "gpu_simd_max_n",
     "gpu_global_max_n",
     "gpu_global_min_batch",
+    "gpu_blocked_min_n",
 }
 
 

@@ -1,0 +1,37 @@
+// The CUDA entry points of every step kernel of core/kernels/steps.h (the blocked algorithms'
+// pieces, sequenced by core/src/blocked*.cpp), generated, and their list in step order.
+// One group per block (blockDim.x lanes, up to 1024), its shared scratch the launch's dynamic
+// shared memory; the workspace and the call's buffers are plain device pointers.
+#include "../core/kernels/compat_cuda.h"
+#include "../core/kernels/steps.h"
+#include "kernel_desc.h"
+
+#define ML_CUDA_STEP_ENTRY(name, fn)                                                       \
+  __global__ void __launch_bounds__(1024)                                                  \
+      ml_cuda_step_##name(ml_step_params p, float *ws, const float *a, float *o0, float *o1, \
+                          float *o2, int *info) {                                          \
+    extern __shared__ float ml_cuda_step_scratch[];                                        \
+    ml_ctx ctx;                                                                            \
+    ctx.lane = static_cast<int>(threadIdx.x);                                              \
+    ctx.group_size = static_cast<int>(blockDim.x);                                         \
+    ctx.group_id = p.group_offset + static_cast<ml_i64>(blockIdx.x);                       \
+    ctx.scratch = ml_cuda_step_scratch;                                                    \
+    fn(ctx, p, ws, a, o0, o1, o2, info);                                                   \
+  }
+
+ML_STEP_TABLE(ML_CUDA_STEP_ENTRY)
+
+namespace ml::cuda {
+namespace {
+
+#define ML_CUDA_STEP_PTR(name, fn) ml_cuda_step_##name,
+const StepFn kSteps[] = {ML_STEP_TABLE(ML_CUDA_STEP_PTR)};
+
+}  // namespace
+
+const StepFn *steps(int *n) {
+  *n = static_cast<int>(sizeof(kSteps) / sizeof(kSteps[0]));
+  return kSteps;
+}
+
+}  // namespace ml::cuda
