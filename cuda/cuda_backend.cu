@@ -167,6 +167,11 @@ int64_t global_matrices(const Call &c, const Plan &pl, int64_t *slice) {
   return in_flight;
 }
 
+bool usable() {
+  static const bool ok = device_count() > 0 && device_info(0).ok;
+  return ok;
+}
+
 // Options of the blocked algorithms on CUDA; METAL_LINALG_BLOCKED_NB / _GEMM_LANES override
 // the panel width and the product's lanes (experiments).
 const blocked::Options &blocked_options() {
@@ -175,6 +180,10 @@ const blocked::Options &blocked_options() {
     x.nb = 32;
     x.gemm_lanes = 16;
     x.max_group = 1024;
+    if (usable()) {  // device 0's shared memory and multiprocessors (all devices alike)
+      x.shared_floats = device_info(0).budget_floats;
+      x.parallel_groups = 2 * device_info(0).units;
+    }
     const int nb = env_int("METAL_LINALG_BLOCKED_NB");
     if (nb >= 1 && nb <= 64) x.nb = nb;
     const int gl = env_int("METAL_LINALG_BLOCKED_GEMM_LANES");
@@ -380,10 +389,6 @@ HostPath &host_path() {
   return *h;
 }
 
-bool usable() {
-  static const bool ok = device_count() > 0 && device_info(0).ok;
-  return ok;
-}
 
 // The synchronous path for host buffers: copy to device 0, run, copy back.
 ml_status run_host_buffers(const Call &c, const Plan &pl) {

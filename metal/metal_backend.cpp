@@ -116,6 +116,7 @@ const blocked::Options &blocked_options() {
     x.nb = 32;
     x.gemm_lanes = 16;
     x.max_group = 1024;
+    x.shared_floats = kScratchFloats;
     return x;
   }();
   return o;

@@ -4,9 +4,13 @@
 // 16) computes a T x T tile of C (T = 4 L), each lane a 4 x 4 block of it in registers, the
 // operands staged through shared memory in slices of ML_GEMM_BK along k. fp32 FMA only (no
 // reduced-precision units): accuracy first.
-// Groups: batch x ceil(m / T) x ceil(n / T), tile-fastest (the tiles of one matrix together).
-// Fields: m, n, k; flags ML_GEMM_TRANS_A / ML_GEMM_TRANS_B; alpha, beta (beta == 0 never reads
-// C, so C may hold anything, NaN included); operand 0 A, 1 B, 2 C (off, stride, ld).
+// Groups: batch x S x ceil(m / T) x ceil(n / T), tile-fastest (the tiles of one matrix
+// together). Fields: m, n, k; flags ML_GEMM_TRANS_A / ML_GEMM_TRANS_B; alpha, beta (beta == 0
+// never reads C, so C may hold anything, NaN included); operand 0 A, 1 B, 2 C (off, stride,
+// ld). Split k (i[1] = S > 1, for products with few tiles and a long k): slice s of the k
+// range goes to group column s, which writes its raw partial product to operand 3 (S
+// consecutive m x n column-major blocks per matrix, ld m); ml_step_gemm_sum then forms
+// C = alpha sum_s P_s + beta C.
 // Lane (tx, ty) = (lane % L, lane / L) owns rows tx + L r and columns ty + L s (r, s < 4):
 // consecutive lanes read consecutive shared-memory rows (no bank conflicts) and write
 // consecutive rows of C (coalesced, column-major).
@@ -26,6 +30,11 @@ ML_HOST_FN ml_i64 ml_gemm_groups(int m, int n, int l, ml_i64 batch) {
   const int t = ml_gemm_tile(l);
   return batch * (ml_i64)((m + t - 1) / t) * (ml_i64)((n + t - 1) / t);
 }
+// k per slice of a product split S ways: whole ML_GEMM_BK slices.
+ML_HOST_FN int ml_gemm_split_len(int k, int s) {
+  const int per = (k + s - 1) / s;
+  return (per + ML_GEMM_BK - 1) / ML_GEMM_BK * ML_GEMM_BK;
+}
 
 ML_FN void ml_step_gemm(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                         ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
@@ -33,11 +42,16 @@ ML_FN void ml_step_gemm(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int L = p.i[0], T = 4 * L, gs = ctx.group_size, lane = ctx.lane;
-  const int m = p.m, n = p.n, k = p.k;
+  const int m = p.m, n = p.n, S = p.i[1] > 1 ? p.i[1] : 1;
   const int tm = (m + T - 1) / T, tn = (n + T - 1) / T;
   const ml_i64 tiles = (ml_i64)tm * tn;
-  const ml_i64 b = ctx.group_id / tiles;
-  const int t = (int)(ctx.group_id - b * tiles);
+  const ml_i64 bs = ctx.group_id / tiles;  // matrix * S + slice
+  const ml_i64 b = bs / S;
+  const int sl = (int)(bs - b * S);
+  const int t = (int)(ctx.group_id - bs * tiles);
+  const int klen = S > 1 ? ml_gemm_split_len(p.k, S) : p.k;
+  const int kbeg = sl * klen;
+  const int k = S > 1 ? ml_imin(p.k, kbeg + klen) : p.k;
   const int i0 = (t % tm) * T, j0 = (t / tm) * T;
   ML_DEVICE const float *A = ws + p.off[0] + b * p.stride[0];
   ML_DEVICE const float *B = ws + p.off[1] + b * p.stride[1];
@@ -56,7 +70,7 @@ ML_FN void ml_step_gemm(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     for (int s = 0; s < 4; ++s) acc[r][s] = 0.0f;
   }
   const int slice = ML_GEMM_BK * T;
-  for (int l0 = 0; l0 < k; l0 += ML_GEMM_BK) {
+  for (int l0 = kbeg; l0 < k; l0 += ML_GEMM_BK) {
     // Stage: memory-contiguous index fastest across lanes.
     for (int e = lane; e < slice; e += gs) {
       int i, l;
@@ -104,6 +118,20 @@ ML_FN void ml_step_gemm(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     ml_barrier(ctx);
   }
   if (!active) return;
+  if (S > 1) {  // the raw partial product of this slice
+    ML_DEVICE float *P = ws + p.off[3] + b * p.stride[3] + (ml_i64)sl * m * n;
+    ML_UNROLL
+    for (int s = 0; s < 4; ++s) {
+      const int j = j0 + ty + L * s;
+      if (j >= n) continue;
+      ML_UNROLL
+      for (int r = 0; r < 4; ++r) {
+        const int i = i0 + tx + L * r;
+        if (i < m) P[(ml_i64)j * m + i] = acc[r][s];
+      }
+    }
+    return;
+  }
   const float alpha = p.alpha, beta = p.beta;
   ML_UNROLL
   for (int s = 0; s < 4; ++s) {
@@ -117,6 +145,28 @@ ML_FN void ml_step_gemm(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
       *c = beta == 0.0f ? alpha * acc[r][s] : ml_fma(alpha, acc[r][s], beta * *c);
     }
   }
+}
+
+// gemm_sum: C = alpha (P_0 + ... + P_{S-1}) + beta C for the partial products of a split
+// ml_step_gemm (same fields; S = i[1]). Groups: batch x ceil(m n / group size), an element
+// of C per lane.
+ML_FN void ml_step_gemm_sum(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
+                            ML_DEVICE float *o2, ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const int m = p.m, n = p.n, S = p.i[1];
+  const ml_i64 mn = (ml_i64)m * n;
+  const ml_i64 per = (mn + ctx.group_size - 1) / ctx.group_size;
+  const ml_i64 b = ctx.group_id / per;
+  const ml_i64 e = (ctx.group_id - b * per) * ctx.group_size + ctx.lane;
+  if (e >= mn) return;
+  const int i = (int)(e % m), j = (int)(e / m);
+  ML_DEVICE const float *P = ws + p.off[3] + b * p.stride[3] + e;
+  float s = 0.0f;
+  for (int q = 0; q < S; ++q) s += P[(ml_i64)q * mn];
+  ML_DEVICE float *c = ws + p.off[2] + b * p.stride[2] + (ml_i64)j * p.ld[2] + i;
+  *c = p.beta == 0.0f ? p.alpha * s : ml_fma(p.alpha, s, p.beta * *c);
 }
 
 #endif  // ML_KERNELS_GEMM_H

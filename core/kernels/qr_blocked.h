@@ -13,15 +13,27 @@
 #include "householder.h"
 #include "larft.h"
 
-// Shared floats of a panel group of gs lanes with panel width at most nb: a partial sum per
-// warp and column, two reduction buffers.
-ML_HOST_FN int ml_qr_panel_shared_floats(int nb, int gs) { return ml_larft_shared_floats(nb, gs); }
+// Shared floats of a panel of r rows and jb <= nb columns for gs lanes: the panel (odd
+// leading dimension), tau, G and T of larft.h, a partial sum per warp and column, two
+// reduction buffers.
+ML_HOST_FN int ml_qr_panel_shared_floats(int r, int nb, int gs) {
+  return nb * (r | 1) + nb + ml_larft_shared_floats(nb) + nb * ((gs + 31) / 32) + ML_RED_FLOATS;
+}
+
+// Widest panel (<= nb_max, >= 1) whose rows r fit a shared budget with gs lanes.
+ML_HOST_FN int ml_qr_panel_width(int r, int nb_max, int gs, int budget_floats) {
+  int nb = nb_max;
+  while (nb > 1 && ml_qr_panel_shared_floats(r, nb, gs) > budget_floats) --nb;
+  return nb;
+}
 
 // qr_panel: one group per matrix. m rows; i[0] = j (first row and column of the panel),
 // i[1] = jb (its width), i[2] = nb (T's leading dimension). Operands: 0 W (m x n, ld[0]),
 // 1 V (m x k, ld[1]: column j + c of V is reflector c of this panel), 2 T of this panel
 // (nb x nb, column-major, ld nb; zeros below the diagonal), 3 stat (rank deficiency: an
-// exactly zero diagonal entry of R sets ML_INFO_RANK_DEFICIENT).
+// exactly zero diagonal entry of R sets ML_INFO_RANK_DEFICIENT). The panel is factored in
+// shared memory (ml_qr_panel_shared_floats(m - j, nb, group size)): every reduction and
+// update reads shared memory, the workspace is read and written once.
 ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                             ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
                             ML_DEVICE float *o2, ML_DEVICE int *info) {
@@ -31,17 +43,23 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   const int j = p.i[0], jb = p.i[1], nb = p.i[2];
   const int r = p.m - j;  // rows of the panel
   const int lane = ctx.lane, gs = ctx.group_size, nw = ml_simd_count(ctx);
-  const int ld = p.ld[0], ldv = p.ld[1];
+  const int ld = p.ld[0], ldv = p.ld[1], lds = r | 1;
   ML_DEVICE float *P = ws + p.off[0] + b * p.stride[0] + (ml_i64)j * ld + j;
   ML_DEVICE float *V = ws + p.off[1] + b * p.stride[1] + (ml_i64)j * ldv + j;
-  ML_DEVICE float *T = ws + p.off[2] + b * p.stride[2];
   ML_DEVICE float *st = ws + p.off[3] + b * p.stride[3];
-  ML_SHARED float *part = ctx.scratch;  // part[c * nw + warp]
+  ML_SHARED float *S = ctx.scratch;  // S[c * lds + i] = panel(i, c)
+  ML_SHARED float *tau = S + nb * lds;
+  ML_SHARED float *G = tau + nb;
+  ML_SHARED float *Ts = G + nb * nb;
+  ML_SHARED float *part = Ts + nb * nb;  // part[c * nw + warp]
   ML_SHARED float *red = part + nb * nw;
+  for (int c = 0; c < jb; ++c)
+    for (int i = lane; i < r; i += gs) S[c * lds + i] = P[(ml_i64)c * ld + i];
+  ml_barrier(ctx);
   bool zero_diag = false;
 
   for (int c = 0; c < jb; ++c) {
-    ML_DEVICE float *col = P + (ml_i64)c * ld;
+    ML_SHARED float *col = S + c * lds;
     const float alpha = col[c];
     float s = 0.0f;
     for (int i = c + 1 + lane; i < r; i += gs) s += col[i] * col[i];
@@ -61,15 +79,15 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     for (int i = c + 1 + lane; i < r; i += gs) col[i] *= h.scale;
     if (lane == 0) {
       col[c] = h.beta;
-      T[(ml_i64)c * nb + c] = h.tau;
+      tau[c] = h.tau;
     }
     zero_diag = zero_diag || h.beta == 0.0f;
-    ml_barrier_device(ctx);
+    ml_barrier(ctx);
     if (h.tau == 0.0f) continue;
-    // w_cc = tau (v^T W[:, cc]) for the panel's later columns: per-warp partials, then each
+    // w_cc = tau (v^T S[:, cc]) for the panel's later columns: per-warp partials, then each
     // lane adds them up for the columns it updates.
     for (int cc = c + 1; cc < jb; ++cc) {
-      ML_DEVICE const float *x = P + (ml_i64)cc * ld;
+      ML_SHARED const float *x = S + cc * lds;
       float d = lane == 0 ? x[c] : 0.0f;
       for (int i = c + 1 + lane; i < r; i += gs) d += col[i] * x[i];
       d = ml_simd_sum(ctx, d);
@@ -80,22 +98,36 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
       float w = 0.0f;
       for (int q = 0; q < nw; ++q) w += part[cc * nw + q];
       w *= h.tau;
-      ML_DEVICE float *x = P + (ml_i64)cc * ld;
+      ML_SHARED float *x = S + cc * lds;
       if (lane == 0) x[c] -= w;
       for (int i = c + 1 + lane; i < r; i += gs) x[i] -= col[i] * w;
     }
-    ml_barrier_device(ctx);
+    ml_barrier(ctx);
   }
   if (lane == 0 && zero_diag) st[2] = (float)((int)st[2] | ML_INFO_RANK_DEFICIENT);
 
-  // V explicitly, then T (larft.h).
+  // Back to the workspace: R's rows and the reflectors in W, V explicitly; then G = V^T V
+  // (one dot product per lane and pair, rows c.. of column q) and T (larft.h).
   for (int c = 0; c < jb; ++c) {
-    ML_DEVICE const float *col = P + (ml_i64)c * ld;
+    ML_SHARED const float *col = S + c * lds;
+    ML_DEVICE float *pc = P + (ml_i64)c * ld;
     ML_DEVICE float *vc = V + (ml_i64)c * ldv;
-    for (int i = lane; i < r; i += gs) vc[i] = i < c ? 0.0f : (i == c ? 1.0f : col[i]);
+    for (int i = lane; i < r; i += gs) {
+      const float x = col[i];
+      pc[i] = x;
+      vc[i] = i < c ? 0.0f : (i == c ? 1.0f : x);
+    }
   }
-  ml_barrier_device(ctx);
-  ml_larft_group(ctx, V, ldv, r, jb, T, nb, part, red);
+  for (int e = lane; e < jb * jb; e += gs) {
+    const int c = e / jb, q = e - c * jb;
+    if (q >= c) continue;
+    ML_SHARED const float *vq = S + q * lds;
+    ML_SHARED const float *vc = S + c * lds;
+    float s = vq[c];
+    for (int i = c + 1; i < r; ++i) s += vq[i] * vc[i];
+    G[q * nb + c] = s;
+  }
+  ml_larft_from_gram(ctx, G, tau, jb, nb, Ts, ws + p.off[2] + b * p.stride[2]);
 }
 
 #endif  // ML_KERNELS_QR_BLOCKED_H

@@ -11,6 +11,7 @@
   X(store, ml_step_store)               \
   X(info, ml_step_info)                 \
   X(gemm, ml_step_gemm)                 \
+  X(gemm_sum, ml_step_gemm_sum)         \
   X(qr_panel, ml_step_qr_panel)         \
   X(larft, ml_step_larft)
 // clang-format on

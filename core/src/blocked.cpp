@@ -30,9 +30,22 @@ int panel_lanes(int64_t r, const Options &o) {
 
 int plain_lanes(const Options &o) { return std::max(1, std::min(256, o.max_group)); }
 
+int split_slices(int64_t batch, const Options &o) {
+  const int64_t s = o.parallel_groups / std::max<int64_t>(batch, 1);
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(s, 16)));
+}
+
 ml_status gemm(const Chunk &ch, const Options &o, int flags, int m, int n, int k, float alpha,
-               int64_t a, int lda, int64_t b, int ldb, float beta, int64_t c, int ldc) {
+               int64_t a, int lda, int64_t b, int ldb, float beta, int64_t c, int ldc,
+               int64_t part, int64_t part_floats) {
   if (m <= 0 || n <= 0) return ML_OK;
+  const int64_t groups = ml_gemm_groups(m, n, o.gemm_lanes, ch.batch);
+  int split = 1;
+  if (part_floats > 0 && groups < o.parallel_groups && k >= 8 * ML_GEMM_BK) {
+    const int64_t want = (o.parallel_groups + groups - 1) / groups;
+    const int64_t most = std::min<int64_t>(k / (4 * ML_GEMM_BK), part_floats / (int64_t{m} * n));
+    split = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({want, most, 64})));
+  }
   ml_step_params p = step_params();
   p.m = m;
   p.n = n;
@@ -47,8 +60,15 @@ ml_status gemm(const Chunk &ch, const Options &o, int flags, int m, int n, int k
   p.ld[0] = lda;
   p.ld[1] = ldb;
   p.ld[2] = ldc;
-  return ch.launch(kStep_gemm, ml_gemm_groups(m, n, o.gemm_lanes, ch.batch),
-                   o.gemm_lanes * o.gemm_lanes, ml_gemm_shared_floats(o.gemm_lanes), p);
+  p.i[1] = split;
+  p.off[3] = part;
+  if (ml_status st = ch.launch(kStep_gemm, groups * split, o.gemm_lanes * o.gemm_lanes,
+                               ml_gemm_shared_floats(o.gemm_lanes), p))
+    return st;
+  if (split == 1) return ML_OK;
+  const int gs = plain_lanes(o);
+  const int64_t per = (int64_t{m} * n + gs - 1) / gs;
+  return ch.launch(kStep_gemm_sum, ch.batch * per, gs, 0, p);
 }
 
 ml_status load_input(const Chunk &ch, const Options &o, int m, int n, int tri, int64_t stat,

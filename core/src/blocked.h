@@ -32,6 +32,8 @@ struct Options {
   int nb = 32;            // panel width (1..64)
   int gemm_lanes = 16;    // L of core/kernels/gemm.h: groups of L x L lanes
   int max_group = 1024;   // largest group size
+  int shared_floats = 1 << 20;  // shared memory one group may use (floats)
+  int parallel_groups = 264;    // groups that fill the device (products with fewer split k)
   int64_t max_workspace_bytes = int64_t{1} << 30;  // bound on the workspace of a call
 };
 

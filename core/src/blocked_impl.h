@@ -50,8 +50,14 @@ int plain_lanes(const Options &o);
 
 // C (m x n) = alpha op(A) op(B) + beta C for every matrix of the chunk (core/kernels/gemm.h),
 // operands at workspace offsets of the slice with leading dimensions; nothing for an empty C.
+// part / part_floats: a scratch region of the slice for split-k partial products (products
+// with too few tiles to fill the device and a long k); 0: never split.
 ml_status gemm(const Chunk &ch, const Options &o, int flags, int m, int n, int k, float alpha,
-               int64_t a, int lda, int64_t b, int ldb, float beta, int64_t c, int ldc);
+               int64_t a, int lda, int64_t b, int ldb, float beta, int64_t c, int ldc,
+               int64_t part = 0, int64_t part_floats = 0);
+// Split-k slices worth reserving partial products for, per matrix, for a batch of `batch`
+// (1: none).
+int split_slices(int64_t batch, const Options &o);
 
 // scan + load of the call's input into W (column-major, ld m) with the stat slot filled
 // (core/kernels/blocked_common.h); tri: ML_STEP_TRI_*.

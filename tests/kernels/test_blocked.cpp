@@ -28,16 +28,17 @@ std::string where(const char *op, int m, int n, const std::string &fam, int idx)
 // ---- gemm ----
 
 void gemm_case(Report &rep, std::mt19937_64 &rng, int m, int n, int k, int flags, int lanes,
-               float alpha, float beta) {
+               float alpha, float beta, int split = 1) {
   const bool ta = flags & ML_GEMM_TRANS_A, tb = flags & ML_GEMM_TRANS_B;
   const int batch = 2;
   // Stored shapes (column-major) with padded leading dimensions.
   const int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
   const int lda = ar + 3, ldb = br + 1, ldc = m + 2;
   const int64_t sa = int64_t(lda) * ac, sb = int64_t(ldb) * bc, sc = int64_t(ldc) * n;
-  const int64_t oa = 5, ob = oa + batch * sa, oc = ob + batch * sb;
+  const int64_t oa = 5, ob = oa + batch * sa, oc = ob + batch * sb, op = oc + batch * sc;
+  const int64_t sp = int64_t(split) * m * n;  // partial products per matrix (split k)
   kt::CpuStepRunner r;
-  r.ws.assign(size_t(oc + batch * sc), std::nanf(""));
+  r.ws.assign(size_t(op + batch * sp), std::nanf(""));
   std::normal_distribution<double> g;
   for (int64_t i = 0; i < batch * sa; ++i) r.ws[size_t(oa + i)] = float(g(rng));
   for (int64_t i = 0; i < batch * sb; ++i) r.ws[size_t(ob + i)] = float(g(rng));
@@ -56,7 +57,10 @@ void gemm_case(Report &rep, std::mt19937_64 &rng, int m, int n, int k, int flags
   l.p.beta = beta;
   l.p.i[0] = lanes;
   l.p.batch = batch;
-  l.p.groups = ml_gemm_groups(m, n, lanes, batch);
+  l.p.groups = ml_gemm_groups(m, n, lanes, batch) * split;
+  l.p.i[1] = split;
+  l.p.off[3] = op;
+  l.p.stride[3] = sp;
   l.p.off[0] = oa;
   l.p.off[1] = ob;
   l.p.off[2] = oc;
@@ -67,9 +71,16 @@ void gemm_case(Report &rep, std::mt19937_64 &rng, int m, int n, int k, int flags
   l.p.ld[1] = ldb;
   l.p.ld[2] = ldc;
   r.launch(l);
+  if (split > 1) {  // the sum of the slices' partial products into C
+    l.step = ml::blocked::kStep_gemm_sum;
+    l.group_size = 64;
+    l.shared_floats = 0;
+    l.p.groups = batch * ((int64_t(m) * n + 63) / 64);
+    r.launch(l);
+  }
   char at[160];
-  std::snprintf(at, sizeof at, "gemm m%d n%d k%d flags%d L%d alpha%g beta%g", m, n, k, flags,
-                lanes, alpha, beta);
+  std::snprintf(at, sizeof at, "gemm m%d n%d k%d flags%d L%d alpha%g beta%g split%d", m, n, k,
+                flags, lanes, alpha, beta, split);
   double worst = 0;
   bool padding_kept = true;
   for (int b = 0; b < batch; ++b) {
@@ -112,6 +123,12 @@ int suite_gemm() {
         gemm_case(rep, rng, s[0], s[1], s[2], flags, lanes, -1.0f, 1.0f);
         gemm_case(rep, rng, s[0], s[1], s[2], flags, lanes, 0.5f, 2.0f);
       }
+  // Split k: slices of whole ML_GEMM_BK steps, a last slice shorter or empty.
+  for (int flags = 0; flags < 4; ++flags)
+    for (int split : {2, 3, 7}) {
+      gemm_case(rep, rng, 9, 70, 100, flags, 4, 1.0f, 0.0f, split);
+      gemm_case(rep, rng, 33, 5, 129, flags, 8, -1.0f, 1.0f, split);
+    }
   std::printf("gemm: %d checks, %d failures, worst ratio %.3g (%s)\n", rep.checks, rep.failures,
               rep.worst, rep.worst_where.c_str());
   return rep.failures ? 1 : 0;
@@ -236,6 +253,14 @@ int suite_qr() {
   big.gemm_lanes = 8;
   big.max_group = 64;
   qr_case(rep, worst, 130, 97, ML_K_QR_REDUCED, big, rng);
+  // Panels narrowed by a small shared-memory budget (as Metal's 32 KB narrows them), and a
+  // tall matrix whose V^T X products split k.
+  ml::blocked::Options narrow = o;
+  narrow.shared_floats = 1200;
+  qr_case(rep, worst, 90, 70, ML_K_QR_COMPLETE, narrow, rng);
+  ml::blocked::Options split = o;
+  split.parallel_groups = 64;
+  qr_case(rep, worst, 300, 24, ML_K_QR_REDUCED, split, rng);
   // A workspace bound that forces one matrix per chunk.
   ml::blocked::Options chunked = o;
   chunked.max_workspace_bytes = 1;

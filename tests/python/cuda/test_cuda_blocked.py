@@ -89,10 +89,15 @@ def test_rect_values(op: str, mnb: tuple[int, int, int]) -> None:
     assert backend(op, m, n, batch) == f"cuda:blocked_{op}"
     a = _input(op, m, n, batch, seed=m + n).to(DEV)
     check_outputs(op, a, call_op(op, a), f"{op} {m}x{n} x{batch} blocked")
-    if op == "qr":  # R only and complete run blocked too
+    if op == "qr":  # R only runs blocked too
         r = mlt.qr(a, mode="r")[1]
         check_outputs("qr", a, (None, r), f"qr mode=r {m}x{n} blocked")
-        check_outputs("qr", a, tuple(mlt.qr(a, mode="complete")), f"qr complete {m}x{n}")
+
+
+def test_qr_complete() -> None:
+    """Square complete QR (the package's complete mode) on the blocked path."""
+    a = gen_family("random", 300, 300, 2, seed=8).to(DEV)
+    check_outputs("qr", a, tuple(mlt.qr(a, mode="complete")), "qr complete 300 blocked")
 
 
 @pytest.mark.parametrize("op", BLOCKED)
