@@ -30,23 +30,44 @@ ML_FN float ml_step_input(ML_DEVICE const float *am, int n, int i, int c, int tr
   return am[(ml_i64)i * n + c];
 }
 
-// scan: one group per matrix. Reads the call's input a (matrix first + b, m x n row-major;
-// flags: ML_STEP_TRI_*), writes the stat slot (operand 0): e, the non-finite flag, info 0.
+// scan: the input's max |a| in two steps. scan: groups batch x ceil(m / 32), each a block of
+// 32 rows of the call's input a (matrix first + b, m x n row-major; flags: ML_STEP_TRI_*),
+// writing its block's max (Inf when a value is not finite) to partial[block] (operand 1:
+// the first ceil(m / 32) floats of the matrix's W, which the load overwrites later).
+// scan_final: one group per matrix, from the partials to the stat slot (operand 0): e, the
+// non-finite flag, info 0.
 ML_FN void ml_step_scan(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                         ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
                         ML_DEVICE float *o2, ML_DEVICE int *info) {
   (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
-  const ml_i64 b = ctx.group_id;
   const int m = p.m, n = p.n, tri = p.flags;
-  ML_DEVICE const float *am = a + (p.first + b) * (ml_i64)m * n;
+  const int blocks = (m + 31) / 32;
+  const ml_i64 b = ctx.group_id / blocks;
+  const int rb = (int)(ctx.group_id - b * blocks);
+  const int i0 = rb * 32, rows = ml_imin(32, m - i0);
+  ML_DEVICE const float *am = a + (p.first + b) * (ml_i64)m * n + (ml_i64)i0 * n;
   float amax = 0.0f;
-  for (ml_i64 t = ctx.lane; t < (ml_i64)m * n; t += ctx.group_size) {
-    const int i = (int)(t / n), c = (int)(t - (ml_i64)i * n);
+  for (int e = ctx.lane; e < rows * n; e += ctx.group_size) {
+    const int i = i0 + e / n, c = e % n;
     if ((tri == ML_STEP_TRI_LOWER && i < c) || (tri == ML_STEP_TRI_UPPER && i > c)) continue;
-    const float x = am[t];
+    const float x = am[e];
     amax = ml_isfinite(x) ? ml_fmax(amax, ml_fabs(x)) : ml_inf();
   }
+  amax = ml_group_max(ctx, amax, ctx.scratch);
+  if (ctx.lane == 0) ws[p.off[1] + b * p.stride[1] + rb] = amax;
+}
+
+ML_FN void ml_step_scan_final(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                              ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
+                              ML_DEVICE float *o2, ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const ml_i64 b = ctx.group_id;
+  const int blocks = (p.m + 31) / 32;
+  ML_DEVICE const float *part = ws + p.off[1] + b * p.stride[1];
+  float amax = 0.0f;
+  for (int q = ctx.lane; q < blocks; q += ctx.group_size) amax = ml_fmax(amax, part[q]);
   amax = ml_group_max(ctx, amax, ctx.scratch);
   if (ctx.lane == 0) {
     ML_DEVICE float *st = ws + p.off[0] + b * p.stride[0];

@@ -13,11 +13,11 @@
 #include "householder.h"
 #include "larft.h"
 
-// Shared floats of a panel of r rows and jb <= nb columns for gs lanes: the panel (odd
-// leading dimension), tau, G and T of larft.h, a partial sum per warp and column, two
-// reduction buffers.
+// Shared floats of a panel of r rows and jb <= nb columns: the panel (odd leading dimension),
+// tau, G and T of larft.h, two reduction buffers.
 ML_HOST_FN int ml_qr_panel_shared_floats(int r, int nb, int gs) {
-  return nb * (r | 1) + nb + ml_larft_shared_floats(nb) + nb * ((gs + 31) / 32) + ML_RED_FLOATS;
+  (void)gs;
+  return nb * (r | 1) + nb + ml_larft_shared_floats(nb) + ML_RED_FLOATS;
 }
 
 // Widest panel (<= nb_max, >= 1) whose rows r fit a shared budget with gs lanes.
@@ -51,8 +51,8 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   ML_SHARED float *tau = S + nb * lds;
   ML_SHARED float *G = tau + nb;
   ML_SHARED float *Ts = G + nb * nb;
-  ML_SHARED float *part = Ts + nb * nb;  // part[c * nw + warp]
-  ML_SHARED float *red = part + nb * nw;
+  ML_SHARED float *red = Ts + nb * nb;
+  const int warp = ml_simd_id(ctx), sl = ml_simd_lane(ctx);
   for (int c = 0; c < jb; ++c)
     for (int i = lane; i < r; i += gs) S[c * lds + i] = P[(ml_i64)c * ld + i];
   ml_barrier(ctx);
@@ -84,23 +84,15 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     zero_diag = zero_diag || h.beta == 0.0f;
     ml_barrier(ctx);
     if (h.tau == 0.0f) continue;
-    // w_cc = tau (v^T S[:, cc]) for the panel's later columns: per-warp partials, then each
-    // lane adds them up for the columns it updates.
-    for (int cc = c + 1; cc < jb; ++cc) {
-      ML_SHARED const float *x = S + cc * lds;
-      float d = lane == 0 ? x[c] : 0.0f;
-      for (int i = c + 1 + lane; i < r; i += gs) d += col[i] * x[i];
-      d = ml_simd_sum(ctx, d);
-      if (ml_simd_lane(ctx) == 0) part[cc * nw + ml_simd_id(ctx)] = d;
-    }
-    ml_barrier(ctx);
-    for (int cc = c + 1; cc < jb; ++cc) {
-      float w = 0.0f;
-      for (int q = 0; q < nw; ++q) w += part[cc * nw + q];
-      w *= h.tau;
+    // The panel's later columns, a warp each (warp-uniform loop): w = tau (v^T S[:, cc]) by a
+    // warp reduction, then S[:, cc] -= v w by the same warp. No cross-warp partials.
+    for (int cc = c + 1 + warp; cc < jb; cc += nw) {
       ML_SHARED float *x = S + cc * lds;
-      if (lane == 0) x[c] -= w;
-      for (int i = c + 1 + lane; i < r; i += gs) x[i] -= col[i] * w;
+      float d = 0.0f;
+      for (int i = c + 1 + sl; i < r; i += 32) d += col[i] * x[i];
+      const float w = (x[c] + ml_simd_sum(ctx, d)) * h.tau;
+      for (int i = c + 1 + sl; i < r; i += 32) x[i] -= col[i] * w;
+      if (sl == 0) x[c] -= w;
     }
     ml_barrier(ctx);
   }
@@ -118,14 +110,15 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
       vc[i] = i < c ? 0.0f : (i == c ? 1.0f : x);
     }
   }
-  for (int e = lane; e < jb * jb; e += gs) {
+  for (int e = warp; e < jb * jb; e += nw) {  // a warp per pair q < c (warp-uniform)
     const int c = e / jb, q = e - c * jb;
     if (q >= c) continue;
     ML_SHARED const float *vq = S + q * lds;
     ML_SHARED const float *vc = S + c * lds;
-    float s = vq[c];
-    for (int i = c + 1; i < r; ++i) s += vq[i] * vc[i];
-    G[q * nb + c] = s;
+    float s = 0.0f;
+    for (int i = c + 1 + sl; i < r; i += 32) s += vq[i] * vc[i];
+    s = ml_simd_sum(ctx, s);
+    if (sl == 0) G[q * nb + c] = vq[c] + s;
   }
   ml_larft_from_gram(ctx, G, tau, jb, nb, Ts, ws + p.off[2] + b * p.stride[2]);
 }

@@ -6,6 +6,7 @@
 // clang-format off
 #define ML_STEP_TABLE(X)                \
   X(scan, ml_step_scan)                 \
+  X(scan_final, ml_step_scan_final)     \
   X(load, ml_step_load)                 \
   X(eye, ml_step_eye)                   \
   X(store, ml_step_store)               \

@@ -24,7 +24,8 @@ ml_status Chunk::launch(int32_t step, int64_t groups, int gs, int shared,
 }
 
 int panel_lanes(int64_t r, const Options &o) {
-  const int g = r >= 2048 ? 512 : r >= 512 ? 256 : 128;
+  // Warps take the panel's columns one each: more warps, more columns at once.
+  const int g = r >= 256 ? 512 : 256;
   return std::max(1, std::min(g, o.max_group));
 }
 
@@ -79,8 +80,10 @@ ml_status load_input(const Chunk &ch, const Options &o, int m, int n, int tri, i
   p.n = n;
   p.flags = tri;
   p.off[0] = stat;
-  if (ml_status st = ch.launch(kStep_scan, ch.batch, gs, ML_RED_FLOATS, p)) return st;
-  p.off[1] = w;
+  p.off[1] = w;  // the partial maxima, before the load overwrites them
+  const int64_t blocks = (m + 31) / 32;
+  if (ml_status st = ch.launch(kStep_scan, ch.batch * blocks, gs, ML_RED_FLOATS, p)) return st;
+  if (ml_status st = ch.launch(kStep_scan_final, ch.batch, gs, ML_RED_FLOATS, p)) return st;
   p.ld[1] = m;
   return ch.launch(kStep_load, ch.batch * tiles32(m, n), gs, 32 * 33, p);
 }
