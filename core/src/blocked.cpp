@@ -40,7 +40,9 @@ ml_status gemm(const Chunk &ch, const Options &o, int flags, int m, int n, int k
                int64_t a, int lda, int64_t b, int ldb, float beta, int64_t c, int ldc,
                int64_t part, int64_t part_floats) {
   if (m <= 0 || n <= 0) return ML_OK;
-  const int64_t groups = ml_gemm_groups(m, n, o.gemm_lanes, ch.batch);
+  // A thin product (a panel's nb rows or columns) in smaller tiles: no half-empty 64-wide tile.
+  const int lanes = std::min(m, n) <= 32 && o.gemm_lanes > 8 ? 8 : o.gemm_lanes;
+  const int64_t groups = ml_gemm_groups(m, n, lanes, ch.batch);
   int split = 1;
   if (part_floats > 0 && groups < o.parallel_groups && k >= 8 * ML_GEMM_BK) {
     const int64_t want = (o.parallel_groups + groups - 1) / groups;
@@ -54,7 +56,7 @@ ml_status gemm(const Chunk &ch, const Options &o, int flags, int m, int n, int k
   p.flags = flags;
   p.alpha = alpha;
   p.beta = beta;
-  p.i[0] = o.gemm_lanes;
+  p.i[0] = lanes;
   p.off[0] = a;
   p.off[1] = b;
   p.off[2] = c;
@@ -63,8 +65,8 @@ ml_status gemm(const Chunk &ch, const Options &o, int flags, int m, int n, int k
   p.ld[2] = ldc;
   p.i[1] = split;
   p.off[3] = part;
-  if (ml_status st = ch.launch(kStep_gemm, groups * split, o.gemm_lanes * o.gemm_lanes,
-                               ml_gemm_shared_floats(o.gemm_lanes), p))
+  if (ml_status st = ch.launch(kStep_gemm, groups * split, lanes * lanes,
+                               ml_gemm_shared_floats(lanes), p))
     return st;
   if (split == 1) return ML_OK;
   const int gs = plain_lanes(o);
