@@ -3,7 +3,7 @@
 // (bisect.h), a lane per eigenvalue over many groups, and optionally their eigenvectors by
 // inverse iteration, everything in device memory. Steps, in launch order:
 //   tridiag_prep     a group per matrix: copies d, e into the scratch with negligible e zeroed
-//                    (|e_i| <= eps g: T splits into independent blocks), Gershgorin's interval,
+//                    (|e_i| <= 8 eps g: T splits into independent blocks), Gershgorin's interval,
 //                    g = max |x| over it (>= ||T||_2), the pivot floor, the cluster tolerance;
 //   tridiag_bisect   a lane per wanted eigenvalue: bisection by index (the values come out in
 //                    ascending order exactly, see ml_bisect_interval), then, with vectors, the
@@ -16,10 +16,10 @@
 //   tridiag_zero     Z = 0 (a group per column);
 //   tridiag_invit    a lane per value alone in its cluster: inverse iteration on its block;
 //   tridiag_cluster  a group per cluster of two or more values (groups of other values
-//                    return): its members one after another, the solves on lane 0, the
-//                    Gram-Schmidt against the earlier members (twice) spread over the group.
+//                    return): rounds of a solve per member (a lane each) and a Gram-Schmidt
+//                    of the members in order (twice) spread over the group.
 // Scratch per matrix (floats, offsets below): header | ds n | es n | pos n | link n | bs c |
-// be c | ps c | dinv c * n (vectors only; row i of the value j at i * c + j).
+// be c | ps c | shift c | dinv c * n (vectors only; row i of the value j at i * c + j).
 #ifndef ML_KERNELS_TRIDIAG_STEPS_H
 #define ML_KERNELS_TRIDIAG_STEPS_H
 
@@ -28,6 +28,9 @@
 
 #define ML_TRIDIAG_HDR 8     // lo, hi, g, pivmin, atol, ortol, ex, - (of the copies scaled by 2^-ex)
 #define ML_TRIDIAG_INVIT_ITERS 3
+// Off-diagonals at most ML_TRIDIAG_SPLIT eps g count as 0 (T splits there): a perturbation of
+// at most that much in norm (the entries are apart), below the other errors.
+#define ML_TRIDIAG_SPLIT 8.0f
 
 ML_HOST_FN ml_i64 ml_tridiag_off_ds(int n, int c) { (void)n, (void)c; return ML_TRIDIAG_HDR; }
 ML_HOST_FN ml_i64 ml_tridiag_off_es(int n, int c) { return ml_tridiag_off_ds(n, c) + n; }
@@ -36,7 +39,8 @@ ML_HOST_FN ml_i64 ml_tridiag_off_link(int n, int c) { return ml_tridiag_off_pos(
 ML_HOST_FN ml_i64 ml_tridiag_off_bs(int n, int c) { return ml_tridiag_off_link(n, c) + n; }
 ML_HOST_FN ml_i64 ml_tridiag_off_be(int n, int c) { return ml_tridiag_off_bs(n, c) + c; }
 ML_HOST_FN ml_i64 ml_tridiag_off_ps(int n, int c) { return ml_tridiag_off_be(n, c) + c; }
-ML_HOST_FN ml_i64 ml_tridiag_off_dinv(int n, int c) { return ml_tridiag_off_ps(n, c) + c; }
+ML_HOST_FN ml_i64 ml_tridiag_off_shift(int n, int c) { return ml_tridiag_off_ps(n, c) + c; }
+ML_HOST_FN ml_i64 ml_tridiag_off_dinv(int n, int c) { return ml_tridiag_off_shift(n, c) + c; }
 ML_HOST_FN ml_i64 ml_tridiag_scratch(int n, int c, int vectors) {
   return ml_tridiag_off_dinv(n, c) + (vectors ? (ml_i64)c * n : 0);
 }
@@ -92,7 +96,7 @@ ML_FN void ml_step_tridiag_prep(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *w
   hi = ml_ldexp(hi, -ex);
   emax = ml_ldexp(emax, -ex);
   const float g = ml_ldexp(g0, -ex);
-  const float tol = ML_FLT_EPS * g;
+  const float tol = ML_TRIDIAG_SPLIT * ML_FLT_EPS * g;
   for (int i = lane; i < n; i += gs) {
     ds[i] = ml_ldexp(d[i], -ex);
     const float ei = i + 1 < n ? ml_ldexp(e[i], -ex) : 0.0f;
@@ -340,11 +344,12 @@ ML_FN void ml_tridiag_project(ML_CTX ctx, ML_DEVICE float *Z, int ldz, ML_DEVICE
 }
 
 // tridiag_cluster: groups batch x count; group j works when value j heads a cluster of two or
-// more (else returns): its members one after another, each by inverse iteration from shifts
-// kept at least 10 eps |x| apart, the solves on lane 0 and after each solve a Gram-Schmidt
-// against the cluster's earlier members, twice, by the whole group. n; i[1] count; p.k: the
-// coefficient buffer (floats of shared memory past the 64 reduction floats); operands as
-// tridiag_invit.
+// more (else returns). Inverse iteration on all members at once, as sstein on each: shifts kept
+// at least 10 eps |x| apart (lane 0), then ML_TRIDIAG_INVIT_ITERS rounds of one solve per
+// member (a lane per member, from hashed starts) followed by a Gram-Schmidt of the members in
+// ascending order, each against the earlier ones twice, spread over the group. n; i[1] count;
+// p.k: the coefficient buffer (floats of shared memory past the 64 reduction floats); operands
+// as tridiag_invit.
 ML_FN void ml_step_tridiag_cluster(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                                    ML_DEVICE const float *a, ML_DEVICE float *o0,
                                    ML_DEVICE float *o1, ML_DEVICE float *o2,
@@ -367,37 +372,45 @@ ML_FN void ml_step_tridiag_cluster(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float
   while (h + k < n && link[h + k] != 0.0f) ++k;
   ML_DEVICE const float *ds = sc + ml_tridiag_off_ds(n, c);
   ML_DEVICE const float *es = sc + ml_tridiag_off_es(n, c);
+  ML_DEVICE float *shift = sc + ml_tridiag_off_shift(n, c);
   const float pfloor = ml_fmax(ML_FLT_EPS * sc[2], ML_FLT_MIN);
+  const int ex = (int)sc[6];
   ML_SHARED float *red = ctx.scratch;
   ML_SHARED float *coef = red + ML_RED_FLOATS;
-  float xprev = 0.0f;
-  for (int r = 0; r < k; ++r) {
-    const int j = (int)pos[h + r];
-    float x = ml_ldexp(w[j], -(int)sc[6]);
-    if (r > 0) {
+  if (lane == 0) {
+    float xprev = 0.0f;
+    for (int r = 0; r < k; ++r) {
+      const int j = (int)pos[h + r];
+      float x = ml_ldexp(w[j], -ex);
       const float pert = 10.0f * ML_FLT_EPS * ml_fabs(x);
-      if (x - xprev < pert) x = xprev + pert;
+      if (r > 0 && x - xprev < pert) x = xprev + pert;
+      shift[j] = x;
+      xprev = x;
     }
-    xprev = x;
-    ML_DEVICE float *z = Z + (ml_i64)j * ldz;
-    ML_DEVICE float *dinv = sc + ml_tridiag_off_dinv(n, c) + j;
-    if (lane == 0) ml_tridiag_factor(ds, es, bs, be, x, pfloor, dinv, c);
-    for (int i = bs + lane; i <= be; i += gs) z[i] = ml_tridiag_start(j, i);
-    ml_barrier_device(ctx);
-    for (int it = 0; it < ML_TRIDIAG_INVIT_ITERS; ++it) {
-      if (lane == 0) red[0] = ml_tridiag_solve(es, bs, be, dinv, c, z);
-      ml_barrier_device(ctx);
-      const float amax = red[0];
-      const bool ok = amax > 0.0f && ml_isfinite(amax);
+  }
+  ml_barrier_device(ctx);
+  for (int it = 0; it < ML_TRIDIAG_INVIT_ITERS; ++it) {
+    for (int r = lane; r < k; r += gs) {
+      const int j = (int)pos[h + r];
+      ML_DEVICE float *z = Z + (ml_i64)j * ldz;
+      ML_DEVICE float *dinv = sc + ml_tridiag_off_dinv(n, c) + j;
+      if (it == 0) {
+        ml_tridiag_factor(ds, es, bs, be, shift[j], pfloor, dinv, c);
+        for (int i = bs; i <= be; ++i) z[i] = ml_tridiag_start(j, i);
+      }
+      const float amax = ml_tridiag_solve(es, bs, be, dinv, c, z);
+      const bool ok = amax > 0.0f && ml_isfinite(amax);  // the pivot floor keeps it so
       const float s = ok ? 1.0f / amax : 0.0f;
-      for (int i = bs + lane; i <= be; i += gs)
-        z[i] = ok ? z[i] * s : ml_tridiag_start(j + it + 1, i);
-      ml_barrier_device(ctx);
+      for (int i = bs; i <= be; ++i) z[i] = ok ? z[i] * s : ml_tridiag_start(j + it + 1, i);
+    }
+    ml_barrier_device(ctx);
+    for (int r = 0; r < k; ++r) {
+      ML_DEVICE float *z = Z + (ml_i64)pos[h + r] * ldz;
       ml_tridiag_project(ctx, Z, ldz, pos, h, r, bs, be, z, coef, p.k);
       ml_tridiag_project(ctx, Z, ldz, pos, h, r, bs, be, z, coef, p.k);
       float ss = 0.0f;
       for (int i = bs + lane; i <= be; i += gs) ss += z[i] * z[i];
-      const float nrm = ml_group_sum(ctx, ss, red + 32);
+      const float nrm = ml_group_sum(ctx, ss, red + 32 * (r & 1));
       const float inv = nrm > 0.0f ? 1.0f / ml_sqrt(nrm) : 0.0f;
       for (int i = bs + lane; i <= be; i += gs) z[i] *= inv;
       ml_barrier_device(ctx);

@@ -407,6 +407,21 @@ int suite_limits() {
   return finish("limits", rep, w);
 }
 
+// Larger orders, by hand (not in CI): test_blocked_tridiag large [n].
+int suite_large(int n) {
+  Report rep;
+  Worst w;
+  std::mt19937_64 rng(26);
+  std::vector<Tri> f{random_tri(rng, n), clustered(rng, n), graded(n), wilkinson(n | 1)};
+  f.back().d.resize(n);
+  f.back().e.resize(n - 1);
+  run_case(rep, w, f, 0, n, true, opts(128), "large");
+  const int copies = n / 21;
+  run_case(rep, w, {glued_wilkinson(copies, 1e-4f), glued_wilkinson(copies, 1e-6f)}, 0,
+           21 * copies, true, opts(128), "large");
+  return finish("large", rep, w);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -416,6 +431,7 @@ int main(int argc, char **argv) {
   if (s == "tgk") return suite_tgk();
   if (s == "subset") return suite_subset();
   if (s == "limits") return suite_limits();
-  std::printf("usage: test_blocked_tridiag values|vectors|tgk|subset|limits\n");
+  if (s == "large") return suite_large(argc > 2 ? std::atoi(argv[2]) : 1000);
+  std::printf("usage: test_blocked_tridiag values|vectors|tgk|subset|limits|large [n]\n");
   return 2;
 }
