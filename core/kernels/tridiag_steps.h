@@ -5,7 +5,8 @@
 //   tridiag_prep     a group per matrix: copies d, e into the scratch with negligible e zeroed
 //                    (|e_i| <= 8 eps g: T splits into independent blocks), Gershgorin's interval,
 //                    g = max |x| over it (>= ||T||_2), the pivot floor, the cluster tolerance;
-//   tridiag_bisect   a lane per wanted eigenvalue: bisection by index (the values come out in
+//   tridiag_bisect   a lane per wanted eigenvalue (or up to 32 lanes doing multisection when
+//                    the batch is small): bisection by index (the values come out in
 //                    ascending order exactly, see ml_bisect_interval), then, with vectors, the
 //                    block the value belongs to and its rank there (from the per-block Sturm
 //                    counts at the ends of its final interval);
@@ -19,7 +20,7 @@
 //                    return): rounds of a solve per member (a lane each) and a Gram-Schmidt
 //                    of the members in order (twice) spread over the group.
 // Scratch per matrix (floats, offsets below): header | ds n | es n | pos n | link n | bs c |
-// be c | ps c | shift c | dinv c * n (vectors only; row i of the value j at i * c + j).
+// be c | ps c | shift c | lu c * n (vectors only; row i of the value j at i * c + j).
 #ifndef ML_KERNELS_TRIDIAG_STEPS_H
 #define ML_KERNELS_TRIDIAG_STEPS_H
 
@@ -40,9 +41,9 @@ ML_HOST_FN ml_i64 ml_tridiag_off_bs(int n, int c) { return ml_tridiag_off_link(n
 ML_HOST_FN ml_i64 ml_tridiag_off_be(int n, int c) { return ml_tridiag_off_bs(n, c) + c; }
 ML_HOST_FN ml_i64 ml_tridiag_off_ps(int n, int c) { return ml_tridiag_off_be(n, c) + c; }
 ML_HOST_FN ml_i64 ml_tridiag_off_shift(int n, int c) { return ml_tridiag_off_ps(n, c) + c; }
-ML_HOST_FN ml_i64 ml_tridiag_off_dinv(int n, int c) { return ml_tridiag_off_shift(n, c) + c; }
+ML_HOST_FN ml_i64 ml_tridiag_off_lu(int n, int c) { return ml_tridiag_off_shift(n, c) + c; }
 ML_HOST_FN ml_i64 ml_tridiag_scratch(int n, int c, int vectors) {
-  return ml_tridiag_off_dinv(n, c) + (vectors ? (ml_i64)c * n : 0);
+  return ml_tridiag_off_lu(n, c) + (vectors ? (ml_i64)c * n : 0);
 }
 
 // Cluster tolerance over g: LAPACK's 1e-3 (at least 0.1 / n) up to n = 256, 0.256 / n above,
@@ -155,19 +156,72 @@ ML_FN int ml_tridiag_block_of(ML_DEVICE const float *ds, ML_DEVICE const float *
   return -1;
 }
 
-// tridiag_bisect: groups batch x ceil(count / group size), a lane per value. n; i[0] il,
-// i[1] count, i[3] vectors (block assignment too); operands 0 scratch, 1 w, 3 stat; p.k: the
-// halving cap (0: ML_BISECT_DEFAULT_CAP).
+// Multisection by `sec` lanes (a power of two, <= 32, aligned within a simdgroup; sub: the
+// lane's place among them) of [*lo, *hi] around eigenvalue j of (d, b), as ml_bisect_interval
+// (same invariant, tolerance and cap, counted in steps) but each step evaluating sec points
+// p_1 < ... < p_sec that split the interval into sec + 1 parts, one count per lane: the new
+// interval is [p_(f-1), p_f] for the first point f with count > j (p_0 = lo, p_(sec+1) = hi),
+// the same on the sec lanes. Values j < j' from the same interval share their steps until a
+// point separates them, so their midpoints stay in index order. Simdgroup-uniform: every lane
+// of the simdgroup calls (active = 0 for lanes without a value) and the loop runs until all its
+// values are done.
+ML_FN void ml_tridiag_multisect(ML_CTX ctx, ML_DEVICE const float *d, ML_DEVICE const float *b,
+                                int n, int j, int active, int sec, int sub, ML_THREAD float *lo,
+                                ML_THREAD float *hi, float atol, float pivmin, int cap,
+                                ML_THREAD int *steps) {
+  float a = *lo, c = *hi;
+  int it = 0;
+  bool done = active == 0;
+  const float parts = (float)(sec + 1);
+  for (;;) {
+    if (!done) {
+      const float mid = 0.5f * (a + c);
+      const float width = ML_FLT_ULP * ml_fmax(ml_fabs(a), ml_fabs(c)) + atol;
+      if (c - a <= width || mid <= a || mid >= c) {
+        done = true;
+      } else if (it >= cap) {
+        done = true;
+        it = -1;
+      }
+    }
+    if (ml_simd_max(ctx, done ? 0.0f : 1.0f) == 0.0f) break;
+    const float span = c - a;
+    float first = (float)sec;
+    if (!done) {
+      const float pt = ml_fmin(c, a + span * ((float)(sub + 1) / parts));
+      if (ml_sturm_count(d, b, n, pt, pivmin) > j) first = (float)sub;
+    }
+    for (int m = 1; m < sec; m <<= 1) first = ml_fmin(first, ml_simd_shuffle_xor(ctx, first, m));
+    if (!done) {
+      const int f = (int)first;
+      const float na = f > 0 ? ml_fmin(c, a + span * ((float)f / parts)) : a;
+      const float nc = f < sec ? ml_fmin(c, a + span * ((float)(f + 1) / parts)) : c;
+      a = na;
+      c = nc;
+      ++it;
+    }
+  }
+  *lo = a;
+  *hi = c;
+  *steps = it;
+}
+
+// tridiag_bisect: groups batch x ceil(count * i[2] / group size), i[2] lanes per value (1:
+// bisection, ml_bisect_interval; 2..32, a power of two dividing the group size: multisection,
+// ml_tridiag_multisect, for batches too small to fill the device a lane per value). n; i[0]
+// il, i[1] count, i[3] vectors (block assignment too); operands 0 scratch, 1 w, 3 stat; p.k:
+// the step cap (0: ML_BISECT_DEFAULT_CAP).
 ML_FN void ml_step_tridiag_bisect(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                                   ML_DEVICE const float *a, ML_DEVICE float *o0,
                                   ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
-  const int n = p.n, il = p.i[0], c = p.i[1];
-  const ml_i64 per = (c + ctx.group_size - 1) / ctx.group_size;
+  const int n = p.n, il = p.i[0], c = p.i[1], sec = p.i[2] > 1 ? p.i[2] : 1;
+  const int vpg = ctx.group_size / sec;  // values per group
+  const ml_i64 per = (c + vpg - 1) / vpg;
   const ml_i64 b = ctx.group_id / per;
-  const int j = (int)(ctx.group_id - b * per) * ctx.group_size + ctx.lane;
-  if (j >= c) return;
+  const int j = (int)(ctx.group_id - b * per) * vpg + ctx.lane / sec, sub = ctx.lane % sec;
+  if (sec == 1 && j >= c) return;  // multisection: every lane of a simdgroup takes part
   ML_DEVICE float *sc = ws + p.off[0] + b * p.stride[0];
   ML_DEVICE float *w = ws + p.off[1] + b * p.stride[1];
   ML_DEVICE float *st = ws + p.off[3] + b * p.stride[3];
@@ -178,11 +232,18 @@ ML_FN void ml_step_tridiag_bisect(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float 
   float lo = sc[0], hi = sc[1];
   int bs = jg, be = jg, ps = jg;
   if (g == 0.0f) {  // T = 0: every eigenvalue 0, every row a block
+    if (j >= c || sub != 0) return;
     w[j] = 0.0f;
   } else {
     int steps = 0;
     const int cap = p.k > 0 ? p.k : ML_BISECT_DEFAULT_CAP;
-    ml_bisect_interval(ds, es, n, 0, jg, &lo, &hi, atol, pivmin, cap, &steps);
+    if (sec == 1) {
+      ml_bisect_interval(ds, es, n, 0, jg, &lo, &hi, atol, pivmin, cap, &steps);
+    } else {
+      ml_tridiag_multisect(ctx, ds, es, n, jg, j < c ? 1 : 0, sec, sub, &lo, &hi, atol, pivmin,
+                           cap, &steps);
+    }
+    if (j >= c || sub != 0) return;
     w[j] = ml_ldexp(0.5f * (lo + hi), (int)sc[6]);
     if (steps < 0) ml_tridiag_not_converged(st);
     if (p.i[3]) ps = ml_tridiag_block_of(ds, es, n, jg, lo, hi, pivmin, &bs, &be);
@@ -238,35 +299,71 @@ ML_FN float ml_tridiag_start(int j, int i) {
   return (float)(h >> 8) * 1.1920929e-07f - 1.0f;
 }
 
-// The LDL^T factorisation of the block bs..be of T - x I without pivoting (the Sturm
-// recurrence; pivots kept at least pfloor from 0): dinv[(i - bs) * cs] = 1 / pivot i.
-ML_FN void ml_tridiag_factor(ML_DEVICE const float *ds, ML_DEVICE const float *es, int bs, int be,
-                             float x, float pfloor, ML_DEVICE float *dinv, ml_i64 cs) {
-  float rinv = 0.0f;
-  for (int i = bs; i <= be; ++i) {
-    float piv = ds[i] - x;
-    if (i > bs) piv -= es[i - 1] * (es[i - 1] * rinv);
-    if (ml_fabs(piv) < pfloor) piv = piv < 0.0f ? -pfloor : pfloor;
-    rinv = 1.0f / piv;
-    dinv[(i - bs) * cs] = rinv;
+// LU factorisation with partial pivoting of the block bs..be of T - x I (as LAPACK's slagtf),
+// stored in one float per row: fa[(i - bs) * cs] = the diagonal entry of row i when step i
+// reaches it. Everything else follows from it and (ds, es, x): step i swaps rows i and i + 1
+// when |fa_i| < |e_i|; U's row i is then (e_i, d_i+1 - x, e_i+1), else (fa_i, b_i, 0) with b_i
+// = e_i, or -(fa_i-1 / e_i-1) e_i after a swap at i - 1. Off-diagonals inside a block are
+// nonzero (T splits at the zero ones), so no step divides by 0.
+ML_FN void ml_tridiag_lu(ML_DEVICE const float *ds, ML_DEVICE const float *es, int bs, int be,
+                         float x, ML_DEVICE float *fa, ml_i64 cs) {
+  float ai = ds[bs] - x, bi = bs < be ? es[bs] : 0.0f;
+  for (int i = bs; i < be; ++i) {
+    fa[(i - bs) * cs] = ai;
+    const float ci = es[i], an = ds[i + 1] - x, bn = i + 1 < be ? es[i + 1] : 0.0f;
+    if (ml_fabs(ai) >= ml_fabs(ci)) {
+      ai = an - (ci / ai) * bi;
+      bi = bn;
+    } else {
+      const float l = ai / ci;
+      ai = bi - l * an;
+      bi = -l * bn;
+    }
   }
+  fa[(be - bs) * cs] = ai;
 }
 
-// z (rows bs..be) = (L D L^T)^-1 z with the factors of ml_tridiag_factor; returns max |z|.
-ML_FN float ml_tridiag_solve(ML_DEVICE const float *es, int bs, int be,
-                             ML_DEVICE const float *dinv, ml_i64 cs, ML_DEVICE float *z) {
-  float y = z[bs];
-  for (int i = bs + 1; i <= be; ++i) {
-    y = z[i] - es[i - 1] * dinv[(i - 1 - bs) * cs] * y;
-    z[i] = y;
+// z (rows bs..be) = (T - x I)^-1 z with the factors of ml_tridiag_lu (pivots of U below pfloor
+// in magnitude replaced by +-pfloor); returns max |z|.
+ML_FN float ml_tridiag_solve(ML_DEVICE const float *ds, ML_DEVICE const float *es, int bs,
+                             int be, float x, float pfloor, ML_DEVICE const float *fa, ml_i64 cs,
+                             ML_DEVICE float *z) {
+  float zi = z[bs];  // z[i] as the elimination left it
+  for (int i = bs; i < be; ++i) {
+    const float ai = fa[(i - bs) * cs], ci = es[i], zn = z[i + 1];
+    if (ml_fabs(ai) >= ml_fabs(ci)) {
+      z[i] = zi;
+      zi = zn - (ci / ai) * zi;
+    } else {
+      z[i] = zn;
+      zi = zi - (ai / ci) * zn;
+    }
   }
-  float xv = z[be] * dinv[(be - bs) * cs];
-  z[be] = xv;
-  float amax = ml_fabs(xv);
-  for (int i = be - 1; i >= bs; --i) {
-    xv = (z[i] - es[i] * xv) * dinv[(i - bs) * cs];
-    z[i] = xv;
-    amax = ml_fmax(amax, ml_fabs(xv));
+  z[be] = zi;
+  float x1 = 0.0f, x2 = 0.0f, amax = 0.0f;  // x_i+1, x_i+2
+  for (int i = be; i >= bs; --i) {
+    const float ai = fa[(i - bs) * cs];
+    float u0, u1 = 0.0f, u2 = 0.0f;
+    if (i < be && ml_fabs(ai) < ml_fabs(es[i])) {
+      u0 = es[i];
+      u1 = ds[i + 1] - x;
+      u2 = i + 1 < be ? es[i + 1] : 0.0f;
+    } else {
+      u0 = ai;
+      if (i < be) {
+        u1 = es[i];
+        if (i > bs) {
+          const float ap = fa[(i - 1 - bs) * cs];
+          if (ml_fabs(ap) < ml_fabs(es[i - 1])) u1 = -(ap / es[i - 1]) * es[i];
+        }
+      }
+    }
+    if (ml_fabs(u0) < pfloor) u0 = u0 < 0.0f ? -pfloor : pfloor;
+    const float xi = (z[i] - u1 * x1 - u2 * x2) / u0;
+    z[i] = xi;
+    amax = ml_fmax(amax, ml_fabs(xi));
+    x2 = x1;
+    x1 = xi;
   }
   return amax;
 }
@@ -298,12 +395,13 @@ ML_FN void ml_step_tridiag_invit(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *
   }
   ML_DEVICE const float *ds = sc + ml_tridiag_off_ds(n, c);
   ML_DEVICE const float *es = sc + ml_tridiag_off_es(n, c);
-  ML_DEVICE float *dinv = sc + ml_tridiag_off_dinv(n, c) + j;
+  ML_DEVICE float *fa = sc + ml_tridiag_off_lu(n, c) + j;
   const float pfloor = ml_fmax(ML_FLT_EPS * sc[2], ML_FLT_MIN);
-  ml_tridiag_factor(ds, es, bs, be, ml_ldexp(w[j], -(int)sc[6]), pfloor, dinv, c);
+  const float x = ml_ldexp(w[j], -(int)sc[6]);
+  ml_tridiag_lu(ds, es, bs, be, x, fa, c);
   for (int i = bs; i <= be; ++i) z[i] = ml_tridiag_start(j, i);
   for (int it = 0; it < ML_TRIDIAG_INVIT_ITERS; ++it) {
-    const float amax = ml_tridiag_solve(es, bs, be, dinv, c, z);
+    const float amax = ml_tridiag_solve(ds, es, bs, be, x, pfloor, fa, c, z);
     const bool ok = amax > 0.0f && ml_isfinite(amax);  // the pivot floor keeps it so
     const float s = ok ? 1.0f / amax : 0.0f;
     for (int i = bs; i <= be; ++i) z[i] = ok ? z[i] * s : (i == (ps >= 0 ? ps : bs) ? 1.0f : 0.0f);
@@ -393,12 +491,13 @@ ML_FN void ml_step_tridiag_cluster(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float
     for (int r = lane; r < k; r += gs) {
       const int j = (int)pos[h + r];
       ML_DEVICE float *z = Z + (ml_i64)j * ldz;
-      ML_DEVICE float *dinv = sc + ml_tridiag_off_dinv(n, c) + j;
+      ML_DEVICE float *fa = sc + ml_tridiag_off_lu(n, c) + j;
+      const float x = shift[j];
       if (it == 0) {
-        ml_tridiag_factor(ds, es, bs, be, shift[j], pfloor, dinv, c);
+        ml_tridiag_lu(ds, es, bs, be, x, fa, c);
         for (int i = bs; i <= be; ++i) z[i] = ml_tridiag_start(j, i);
       }
-      const float amax = ml_tridiag_solve(es, bs, be, dinv, c, z);
+      const float amax = ml_tridiag_solve(ds, es, bs, be, x, pfloor, fa, c, z);
       const bool ok = amax > 0.0f && ml_isfinite(amax);  // the pivot floor keeps it so
       const float s = ok ? 1.0f / amax : 0.0f;
       for (int i = bs; i <= be; ++i) z[i] = ok ? z[i] * s : ml_tridiag_start(j + it + 1, i);

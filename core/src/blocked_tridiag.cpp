@@ -1,6 +1,8 @@
 // Sequencing of the tridiagonal eigensolver (blocked_tridiag.h, core/kernels/tridiag_steps.h).
 #include "blocked_tridiag.h"
 
+#include "errors.h"
+
 namespace ml::blocked {
 
 namespace {
@@ -10,6 +12,16 @@ int value_lanes(const Options &o) { return std::max(1, std::min(128, o.max_group
 int cluster_lanes(const Options &o) { return std::max(1, std::min(256, o.max_group)); }
 // Gram-Schmidt coefficients held at once in a cluster group's shared memory.
 constexpr int kClusterCoef = 1024;
+// Lanes the bisection aims to fill (about what an H200 holds at once): below that, up to 32
+// lanes share each value (multisection).
+constexpr int64_t kBisectLanes = int64_t{1} << 17;
+
+// Lanes per value of the bisection step: a power of two <= 32 dividing the group size gs.
+int sections(int64_t values, int gs) {
+  int sec = 1;
+  while (sec < 32 && values * sec * 2 <= kBisectLanes && gs % (sec * 2) == 0) sec *= 2;
+  return sec;
+}
 
 }  // namespace
 
@@ -21,6 +33,9 @@ ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int coun
                       int64_t e, int64_t w, int64_t z, int ldz, int64_t scratch, int64_t stat) {
   if (n <= 0 || count <= 0 || ch.batch <= 0) return ML_OK;
   const bool vectors = z >= 0;
+  if (il < 0 || count > n - il || (vectors && ldz < n))
+    return fail(ML_INVALID_ARGUMENT, "tridiag_eig", "values %d..%d of order %d, ldz %d", il,
+                il + count - 1, n, ldz);
   ml_status st;
   ml_step_params p = step_params();
   p.n = n;
@@ -38,7 +53,12 @@ ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int coun
   p.off[1] = w;
   p.off[2] = vectors ? z : 0;
   p.ld[2] = ldz;
-  if ((st = ch.launch(kStep_tridiag_bisect, vgroups, vl, 0, p))) return st;
+  const int sec = sections(ch.batch * count, vl);
+  const int vpg = vl / sec;
+  p.i[2] = sec;
+  if ((st = ch.launch(kStep_tridiag_bisect, ch.batch * ((count + vpg - 1) / vpg), vl, 0, p)))
+    return st;
+  p.i[2] = 0;
   if (!vectors) return ML_OK;
   if ((st = ch.launch(kStep_tridiag_link, vgroups, vl, 0, p)) ||
       (st = ch.launch(kStep_tridiag_zero, ch.batch * count, plain_lanes(o), 0, p)) ||
