@@ -15,25 +15,35 @@
 //                    than the cluster tolerance (clusters = maximal linked runs, as LAPACK's
 //                    sstein: vectors of one cluster are orthogonalised against each other);
 //   tridiag_zero     Z = 0 (a group per column);
-//   tridiag_invit    a lane per value alone in its cluster: inverse iteration on its block;
+//   tridiag_invit    a lane per value alone in its cluster: inverse iteration on its block
+//                    (LU with partial pivoting of T - x I, ML_TRIDIAG_INVIT_ITERS solves from
+//                    a hashed start vector);
 //   tridiag_cluster  a group per cluster of two or more values (groups of other values
 //                    return): rounds of a solve per member (a lane each) and a Gram-Schmidt
 //                    of the members in order (twice) spread over the group.
 // Scratch per matrix (floats, offsets below): header | ds n | es n | pos n | link n | bs c |
 // be c | ps c | shift c | lu c * n (vectors only; row i of the value j at i * c + j).
+// Work per lane (order n, c values): bisection about 26 Sturm counts of n steps (about 6 with
+// 32-lane multisection), 3 more with vectors for the block; inverse iteration O(block size).
+// A cluster of k values in a block of m rows: k solves a lane each per round, and a
+// Gram-Schmidt of k^2 m / group size per lane and about 4 k barriers per round.
 #ifndef ML_KERNELS_TRIDIAG_STEPS_H
 #define ML_KERNELS_TRIDIAG_STEPS_H
 
 #include "bisect.h"
 #include "blocked_common.h"
 
-#define ML_TRIDIAG_HDR 8     // lo, hi, g, pivmin, atol, ortol, ex, - (of the copies scaled by 2^-ex)
+// Header: lo, hi, g, pivmin, atol, ortol (of the copies scaled by 2^-ex), ex, unused.
+#define ML_TRIDIAG_HDR 8
 #define ML_TRIDIAG_INVIT_ITERS 3
 // Off-diagonals at most ML_TRIDIAG_SPLIT eps g count as 0 (T splits there): a perturbation of
 // at most that much in norm (the entries are apart), below the other errors.
 #define ML_TRIDIAG_SPLIT 8.0f
 
-ML_HOST_FN ml_i64 ml_tridiag_off_ds(int n, int c) { (void)n, (void)c; return ML_TRIDIAG_HDR; }
+ML_HOST_FN ml_i64 ml_tridiag_off_ds(int n, int c) {
+  (void)n, (void)c;
+  return ML_TRIDIAG_HDR;
+}
 ML_HOST_FN ml_i64 ml_tridiag_off_es(int n, int c) { return ml_tridiag_off_ds(n, c) + n; }
 ML_HOST_FN ml_i64 ml_tridiag_off_pos(int n, int c) { return ml_tridiag_off_es(n, c) + n; }
 ML_HOST_FN ml_i64 ml_tridiag_off_link(int n, int c) { return ml_tridiag_off_pos(n, c) + n; }
@@ -273,7 +283,8 @@ ML_FN void ml_step_tridiag_link(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *w
   const int ps = (int)sc[ml_tridiag_off_ps(n, c) + j];
   if (ps <= bs) return;  // first of its block, or unassigned (-1)
   const int q = (int)sc[ml_tridiag_off_pos(n, c) + ps - 1];
-  if (q >= 0 && ml_ldexp(w[j] - w[q], -(int)sc[6]) <= sc[5]) sc[ml_tridiag_off_link(n, c) + ps] = 1.0f;
+  if (q >= 0 && ml_ldexp(w[j] - w[q], -(int)sc[6]) <= sc[5])
+    sc[ml_tridiag_off_link(n, c) + ps] = 1.0f;
 }
 
 // tridiag_zero: groups batch x count, column j of Z (operand 2, n rows, ld[2]) set to 0.
@@ -404,7 +415,8 @@ ML_FN void ml_step_tridiag_invit(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *
     const float amax = ml_tridiag_solve(ds, es, bs, be, x, pfloor, fa, c, z);
     const bool ok = amax > 0.0f && ml_isfinite(amax);  // the pivot floor keeps it so
     const float s = ok ? 1.0f / amax : 0.0f;
-    for (int i = bs; i <= be; ++i) z[i] = ok ? z[i] * s : (i == (ps >= 0 ? ps : bs) ? 1.0f : 0.0f);
+    const int unit = ps >= 0 ? ps : bs;  // fallback, not reached with the pivot floor
+    for (int i = bs; i <= be; ++i) z[i] = ok ? z[i] * s : (i == unit ? 1.0f : 0.0f);
   }
   float nrm = 0.0f;
   for (int i = bs; i <= be; ++i) nrm += z[i] * z[i];
@@ -417,9 +429,9 @@ ML_HOST_FN int ml_tridiag_cluster_shared_floats(int ch) { return ML_RED_FLOATS +
 
 // z (rows bs..be) -= sum of (z . Z_q) Z_q over the cluster's members q = 0..r-1 (columns
 // pos[h + q] of Z), ch members at a time (coefficients by the simdgroups, the update by rows).
-ML_FN void ml_tridiag_project(ML_CTX ctx, ML_DEVICE float *Z, int ldz, ML_DEVICE const float *pos,
-                              int h, int r, int bs, int be, ML_DEVICE float *z,
-                              ML_SHARED float *coef, int ch) {
+ML_FN void ml_tridiag_project(ML_CTX ctx, ML_DEVICE float *Z, int ldz,
+                              ML_DEVICE const float *pos, int h, int r, int bs, int be,
+                              ML_DEVICE float *z, ML_SHARED float *coef, int ch) {
   const int sl = ml_simd_lane(ctx), sw = ml_simd_width(ctx);
   const int sid = ml_simd_id(ctx), ns = ml_simd_count(ctx);
   for (int q0 = 0; q0 < r; q0 += ch) {

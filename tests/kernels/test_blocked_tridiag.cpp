@@ -304,6 +304,12 @@ int suite_values() {
   }
   run_case(rep, w, {glued_wilkinson(6, 1e-4f), glued_wilkinson(6, 0.0f)}, 0, 126, false, opts(32),
            "values");
+  // Groups of one lane: bisection a lane per value (no multisection).
+  for (int n : {101, 300}) {
+    const auto f = families(rng, n);
+    run_case(rep, w, f, 0, n, false, opts(1), "values");
+    run_case(rep, w, f, n / 2, n / 3, false, opts(1), "values");
+  }
   return finish("values", rep, w);
 }
 
@@ -311,7 +317,9 @@ int suite_vectors() {
   Report rep;
   Worst w;
   std::mt19937_64 rng(22);
-  for (int n : {3, 21, 37, 101, 130}) run_case(rep, w, families(rng, n), 0, n, true, opts(32), "vectors");
+  for (int n : {3, 21, 37, 101, 130, 300})
+    run_case(rep, w, families(rng, n), 0, n, true, opts(32), "vectors");
+  run_case(rep, w, families(rng, 77), 0, 77, true, opts(1), "vectors");
   run_case(rep, w, {glued_wilkinson(6, 1e-4f), glued_wilkinson(6, 1e-7f), glued_wilkinson(6, 0.0f)},
            0, 126, true, opts(32), "vectors");
   run_case(rep, w, {wilkinson(101), random_tri(rng, 101)}, 0, 101, true, opts(64), "vectors");
