@@ -25,8 +25,10 @@
 // -pivmin, as LAPACK's slaebz does, so no division overflows (pivmin >= FLT_MIN max b[i]^2).
 // The loads do not depend on the pivots (only the subtract-divide
 // chain is serial); every lane of a group reads the same address (a broadcast).
-ML_FN int ml_sturm_count(ML_SHARED const float *d, ML_SHARED const float *b, int n, float x,
-                         float pivmin) {
+// P: the pointer type (shared memory for the group kernels, device memory for the steps of
+// core/kernels/tridiag_steps.h); the same for the functions below.
+template <typename P>
+ML_FN int ml_sturm_count(P d, P b, int n, float x, float pivmin) {
   float q = d[0] - x;
   if (ml_fabs(q) < pivmin) q = -pivmin;
   int cnt = q <= 0.0f ? 1 : 0;
@@ -43,8 +45,8 @@ ML_FN int ml_sturm_count(ML_SHARED const float *d, ML_SHARED const float *b, int
 // (dd[0..k), ee[0..k-1)): zero diagonal, off-diagonal dd[0], ee[0], dd[1], ..., dd[k-1]
 // (order 2k; its eigenvalues are +-sigma_i). For x > 0 the count minus k is the number of
 // singular values <= x. Same pivot rule as ml_sturm_count.
-ML_FN int ml_sturm_count_gk(ML_SHARED const float *dd, ML_SHARED const float *ee, int k,
-                            float x, float pivmin) {
+template <typename P>
+ML_FN int ml_sturm_count_gk(P dd, P ee, int k, float x, float pivmin) {
   float q = -x;
   if (ml_fabs(q) < pivmin) q = -pivmin;
   int cnt = q <= 0.0f ? 1 : 0;
@@ -63,24 +65,26 @@ ML_FN int ml_sturm_count_gk(ML_SHARED const float *dd, ML_SHARED const float *ee
   return cnt;
 }
 
-// The j-th smallest (0-based) eigenvalue of (d, b) (gk = 0; order n) or the j-th smallest
-// singular value of the bidiagonal (d, b) (gk = 1; k = n singular values), by bisection of
-// [lo, hi], which must satisfy count(lo) <= j < count(hi) (counts of values <= x). Stops when
-// the interval is narrower than ML_FLT_ULP * max(|a|, |b|) + atol or cannot be halved in
-// float; returns its midpoint. *steps: the halvings done, or -1 when cap of them did not
-// suffice (the value returned is then meaningless).
-ML_FN float ml_bisect_one(ML_SHARED const float *d, ML_SHARED const float *b, int n, int gk,
-                          int j, float lo, float hi, float atol, float pivmin, int cap,
-                          ML_THREAD int *steps) {
-  float a = lo, c = hi;
+// Narrows [*lo, *hi] around the j-th smallest (0-based) eigenvalue of (d, b) (gk = 0; order n)
+// or the j-th smallest singular value of the bidiagonal (d, b) (gk = 1; k = n singular values),
+// by bisection; on entry count(*lo) <= j < count(*hi) (counts of values <= x), which every
+// halving keeps. Stops when the interval is narrower than ML_FLT_ULP * max(|a|, |b|) + atol or
+// cannot be halved in float. *steps: the halvings done, or -1 when cap of them did not suffice.
+// Two values j < j' bisected from the same interval follow the same halvings until a count
+// separates them, after which j's interval lies left of j''s: their midpoints are in index order.
+template <typename P>
+ML_FN void ml_bisect_interval(P d, P b, int n, int gk, int j, ML_THREAD float *lo,
+                              ML_THREAD float *hi, float atol, float pivmin, int cap,
+                              ML_THREAD int *steps) {
+  float a = *lo, c = *hi;
   int it = 0;
   for (;;) {
     const float mid = 0.5f * (a + c);
     const float width = ML_FLT_ULP * ml_fmax(ml_fabs(a), ml_fabs(c)) + atol;
     if (c - a <= width || mid <= a || mid >= c) break;
     if (it >= cap) {
-      *steps = -1;
-      return mid;
+      it = -1;
+      break;
     }
     ++it;
     const int cnt = gk ? ml_sturm_count_gk(d, b, n, mid, pivmin) - n
@@ -91,7 +95,18 @@ ML_FN float ml_bisect_one(ML_SHARED const float *d, ML_SHARED const float *b, in
       a = mid;
     }
   }
+  *lo = a;
+  *hi = c;
   *steps = it;
+}
+
+// The midpoint of ml_bisect_interval's final interval started from [lo, hi] (meaningless when
+// *steps is -1).
+template <typename P>
+ML_FN float ml_bisect_one(P d, P b, int n, int gk, int j, float lo, float hi, float atol,
+                          float pivmin, int cap, ML_THREAD int *steps) {
+  float a = lo, c = hi;
+  ml_bisect_interval(d, b, n, gk, j, &a, &c, atol, pivmin, cap, steps);
   return 0.5f * (a + c);
 }
 

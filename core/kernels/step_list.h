@@ -14,7 +14,13 @@
   X(gemm, ml_step_gemm)                 \
   X(gemm_sum, ml_step_gemm_sum)         \
   X(qr_panel, ml_step_qr_panel)         \
-  X(larft, ml_step_larft)
+  X(larft, ml_step_larft)               \
+  X(tridiag_prep, ml_step_tridiag_prep)   \
+  X(tridiag_bisect, ml_step_tridiag_bisect) \
+  X(tridiag_link, ml_step_tridiag_link)   \
+  X(tridiag_zero, ml_step_tridiag_zero)   \
+  X(tridiag_invit, ml_step_tridiag_invit) \
+  X(tridiag_cluster, ml_step_tridiag_cluster)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H
