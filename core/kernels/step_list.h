@@ -12,7 +12,9 @@
   X(info, ml_step_info)                 \
   X(gemm, ml_step_gemm)                 \
   X(qr_panel, ml_step_qr_panel)         \
-  X(larft, ml_step_larft)
+  X(larft, ml_step_larft)               \
+  X(trd_col, ml_step_trd_col)           \
+  X(trd_symv, ml_step_trd_symv)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

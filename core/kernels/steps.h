@@ -16,6 +16,7 @@
 #include "gemm.h"
 #include "larft.h"
 #include "qr_blocked.h"
+#include "sytrd_blocked.h"
 
 #include "step_list.h"
 
