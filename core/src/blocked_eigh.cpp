@@ -30,6 +30,8 @@ constexpr bool kHaveTridiagSolver = false;
 
 // Lanes of trd_symv: simdgroups each computing one dot product at a time.
 int symv_lanes(const Options &o) { return std::max(1, std::min(256, o.max_group)); }
+// Entries of the dot products one simdgroup of trd_symv computes at least (short columns).
+constexpr int kSymvWork = 1024;
 // v of up to this many entries is staged in shared memory by trd_symv.
 constexpr int kSymvStage = 4096;
 
@@ -65,7 +67,7 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
   ml_status st;
   const int tri = kf == ML_K_UPPER ? ML_STEP_TRI_UPPER : ML_STEP_TRI_LOWER;
   if ((st = load_input(ch, o, n, n, tri, L.stat, L.a))) return st;
-  const int sg = symv_lanes(o), per_group = (sg + 31) / 32;
+  const int sg = symv_lanes(o), per_group = (sg + 31) / 32;  // simdgroups
   for (int j0 = 0; j0 < n; j0 += nb) {
     const int jb = std::min(nb, n - j0);
     ml_step_params p = step_params();
@@ -90,8 +92,9 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
       const int outs = rows + 2 * c;
       const bool stage = rows <= kSymvStage;
       p.flags = stage ? 1 : 0;
-      p.i[3] = per_group;
-      const int64_t groups = ch.batch * ((outs + per_group - 1) / per_group);
+      // Short columns: several per simdgroup (fewer groups, v staged fewer times).
+      p.i[3] = per_group * std::clamp(kSymvWork / rows, 1, 8);
+      const int64_t groups = ch.batch * ((outs + p.i[3] - 1) / p.i[3]);
       if ((st = ch.launch(kStep_trd_symv, groups, sg, stage ? ml_trd_symv_shared_floats(rows) : 0,
                           p)))
         return st;
