@@ -13,7 +13,7 @@
   X(gemm, ml_step_gemm)                 \
   X(qr_panel, ml_step_qr_panel)         \
   X(larft, ml_step_larft)               \
-  X(trd_col, ml_step_trd_col)           \
+  X(trd_update, ml_step_trd_update)     \
   X(trd_symv, ml_step_trd_symv)
 // clang-format on
 

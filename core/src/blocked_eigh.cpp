@@ -30,6 +30,8 @@ constexpr bool kHaveTridiagSolver = false;
 
 // Lanes of trd_symv: simdgroups each computing one dot product at a time.
 int symv_lanes(const Options &o) { return std::max(1, std::min(256, o.max_group)); }
+// Lanes of trd_update: a row each.
+int update_lanes(const Options &o) { return std::max(1, std::min(128, o.max_group)); }
 // Entries of the dot products one simdgroup of trd_symv computes at least (short columns).
 constexpr int kSymvWork = 1024;
 // v of up to this many entries is staged in shared memory by trd_symv.
@@ -46,7 +48,7 @@ EighLayout eigh_layout(int n, bool vectors, int64_t solver_floats, const Options
   Slice s;
   L.stat = s.add(ML_STAT_FLOATS);
   L.a = s.add(nn * nn);
-  L.dv = s.add(3 * nn + 2 * nb);
+  L.dv = s.add(ml_trd_vec_floats(n));
   L.p = s.add(nn * 3 * nb);
   if (vectors) {
     L.t = s.add(np * nb * nb);
@@ -67,7 +69,8 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
   ml_status st;
   const int tri = kf == ML_K_UPPER ? ML_STEP_TRI_UPPER : ML_STEP_TRI_LOWER;
   if ((st = load_input(ch, o, n, n, tri, L.stat, L.a))) return st;
-  const int sg = symv_lanes(o), per_group = (sg + 31) / 32;  // simdgroups
+  const int sg = symv_lanes(o), nsg = (sg + 31) / 32;  // simdgroups of trd_symv
+  const int ug = update_lanes(o);
   for (int j0 = 0; j0 < n; j0 += nb) {
     const int jb = std::min(nb, n - j0);
     ml_step_params p = step_params();
@@ -79,24 +82,29 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
     p.off[1] = L.p;
     p.ld[1] = n;
     p.off[2] = L.dv;
-    const int cg = panel_lanes(n - j0, o);
+    int symv_groups = 0;  // per matrix, of the last trd_symv
     for (int c = 0; c <= jb; ++c) {
-      p.i[1] = c;
-      p.flags = 0;
-      p.i[3] = 0;
-      if ((st = ch.launch(kStep_trd_col, ch.batch, cg, ml_trd_col_shared_floats(nb), p)))
-        return st;
       const int i = j0 + c, rows = n - 1 - i;
+      // Column c - 1 of W, column i (c < jb) or the panel's reflectors into A (c = jb).
+      const int upd_groups = ((c == jb ? n - j0 : n - i) + ug - 1) / ug;
+      p.m = 0;
+      p.flags = 0;
+      p.i[1] = c;
+      p.i[3] = symv_groups;
+      if ((st = ch.launch(kStep_trd_update, ch.batch * upd_groups, ug,
+                          ml_trd_update_shared_floats(nb), p)))
+        return st;
       if (c == jb || rows <= 0) continue;
-      // y = A22 v_i and the panel's dot products: one output per simdgroup.
+      // The reflector, y = A22 v_i and the panel's dot products: one output per simdgroup at a
+      // time, several per simdgroup for short columns (fewer groups, v staged fewer times).
       const int outs = rows + 2 * c;
-      const bool stage = rows <= kSymvStage;
-      p.flags = stage ? 1 : 0;
-      // Short columns: several per simdgroup (fewer groups, v staged fewer times).
-      p.i[3] = per_group * std::clamp(kSymvWork / rows, 1, 8);
-      const int64_t groups = ch.batch * ((outs + p.i[3] - 1) / p.i[3]);
-      if ((st = ch.launch(kStep_trd_symv, groups, sg, stage ? ml_trd_symv_shared_floats(rows) : 0,
-                          p)))
+      const int stage = rows <= kSymvStage ? 1 : 0;
+      p.m = upd_groups;
+      p.flags = stage;
+      p.i[3] = nsg * std::clamp(kSymvWork / rows, 1, 8);
+      symv_groups = (outs + p.i[3] - 1) / p.i[3];
+      if ((st = ch.launch(kStep_trd_symv, ch.batch * symv_groups, sg,
+                          ml_trd_symv_shared_floats(rows, stage), p)))
         return st;
     }
     // A22 -= [V W] [W V]^T over the rows and columns after the panel.

@@ -15,7 +15,7 @@ struct EighLayout {
   bool vectors = false;
   int64_t stat = 0;  // ML_STAT_FLOATS (core/kernels/blocked_common.h)
   int64_t a = 0;     // n x n, column-major: the matrix, then the unit lower reflectors
-  int64_t dv = 0;    // d (n), e (n - 1, at n), tau (n, at 2 n), dot products (2 nb, at 3 n)
+  int64_t dv = 0;    // d (n), e (n - 1, at n), tau (n, at 2 n), ...: ML_TRD_* of sytrd_blocked.h
   int64_t p = 0;     // the panel's [V | W | V], n x 3 nb
   int64_t t = 0;     // T of each panel (nb x nb each), vectors only
   int64_t z = 0;     // eigenvectors, n x n, vectors only
