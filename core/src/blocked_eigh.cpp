@@ -1,12 +1,13 @@
 // Blocked eigh / eigvalsh: the load of one triangle (mirrored, scaled), the Householder
-// tridiagonalisation in panels of nb columns (core/kernels/sytrd_blocked.h: per column a
-// one-group step and a multi-group product with the trailing matrix, per panel one rank-2nb
-// update of the trailing matrix as a matrix product), the tridiagonal eigensolver
-// (blocked_tridiag.h), and for eigh the back-transformation Z = Q Z in compact WY form, panels
-// from the last, as matrix products.
-// Launches per call: 2 (load) + 2 n - 1 (the columns) + 2 ceil(n / nb) (finish of each panel's
-// last column, trailing update) + the solver's + 1 (eigenvalues) + 1 (info, with info words);
-// eigh adds ceil(n / nb) (T) + 3 ceil((n - 1) / nb) (back-transformation) + 1 (eigenvectors).
+// tridiagonalisation in panels of nb columns (core/kernels/sytrd_blocked.h: per column two
+// launches over many groups, per panel one rank-2nb update of the trailing matrix as a matrix
+// product), the tridiagonal eigensolver (blocked_tridiag.h), and for eigh the
+// back-transformation Z = Q Z in compact WY form, panels from the last, as matrix products.
+// Launches per call, np = ceil(n / nb): 2 (load) + n + np (trd_update) + n - 1 (trd_symv) +
+// np - 1 (trailing updates) + the solver's + 1 (eigenvalues) + 1 (info words, when asked):
+// 2 n + 2 np + 2 + solver for eigvalsh; eigh adds np (T; np - 1 when n = 1 mod nb) +
+// 3 ceil((n - 1) / nb) (back-transformation) + 1 (eigenvectors). n = 4096, nb = 32: 8450 and
+// 8963, plus the solver's.
 #include "blocked_eigh.h"
 
 #include "blocked_impl.h"
