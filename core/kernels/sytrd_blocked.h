@@ -212,18 +212,21 @@ ML_FN void ml_step_trd_symv(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     if (t < r) col = A + (ml_i64)(r0 + t) * ld + r0;
     else if (t < r + c) col = V + (ml_i64)(t - r) * ldp + r0;
     else col = W + (ml_i64)(t - r - c) * ldp + r0;
-    float s0 = 0.0f, s1 = 0.0f;
+    // Four loads in flight per lane (the product is bound by the memory latency).
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
     int k = sl;
     if (staged) {
-      for (; k + 32 < r; k += 64) {
+      for (; k + 96 < r; k += 128) {
         s0 = ml_fma(col[k], vs[k], s0);
         s1 = ml_fma(col[k + 32], vs[k + 32], s1);
+        s2 = ml_fma(col[k + 64], vs[k + 64], s2);
+        s3 = ml_fma(col[k + 96], vs[k + 96], s3);
       }
-      if (k < r) s0 = ml_fma(col[k], vs[k], s0);
+      for (; k < r; k += 32) s0 = ml_fma(col[k], vs[k], s0);
     } else {
       for (; k < r; k += 32) s0 = ml_fma(col[k], k == 0 ? 1.0f : x[k] * hs, s0);
     }
-    const float s = ml_simd_sum(ctx, s0 + s1);
+    const float s = ml_simd_sum(ctx, (s0 + s2) + (s1 + s3));
     if (sl == 0) {
       ML_DEVICE float *out;
       if (t < r) {
