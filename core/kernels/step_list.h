@@ -20,7 +20,9 @@
   X(tridiag_link, ml_step_tridiag_link)   \
   X(tridiag_zero, ml_step_tridiag_zero)   \
   X(tridiag_invit, ml_step_tridiag_invit) \
-  X(tridiag_cluster, ml_step_tridiag_cluster)
+  X(tridiag_cluster, ml_step_tridiag_cluster)   \
+  X(trd_update, ml_step_trd_update)     \
+  X(trd_symv, ml_step_trd_symv)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

@@ -17,6 +17,7 @@
 #include "larft.h"
 #include "qr_blocked.h"
 #include "tridiag_steps.h"
+#include "sytrd_blocked.h"
 
 #include "step_list.h"
 

@@ -117,6 +117,7 @@ namespace {
 // The algorithm of c's op, or nullptr.
 const Algo *algo_of(int32_t op) {
   if (op == ML_OP_QR) return qr_algo();
+  if (op == ML_OP_EIGH || op == ML_OP_EIGVALSH) return eigh_algo();
   return nullptr;
 }
 

@@ -75,6 +75,7 @@ struct Algo {
   int64_t (*per_matrix)(const Call &c, int32_t kf, const Options &o);
   ml_status (*run_chunk)(const Call &c, int32_t kf, const Options &o, const Chunk &ch);
 };
-const Algo *qr_algo();  // blocked_qr.cpp
+const Algo *qr_algo();    // blocked_qr.cpp
+const Algo *eigh_algo();  // blocked_eigh.cpp: eigh and eigvalsh
 
 }  // namespace ml::blocked

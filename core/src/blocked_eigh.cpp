@@ -1,0 +1,176 @@
+// Blocked eigh / eigvalsh: the load of one triangle (mirrored, scaled), the Householder
+// tridiagonalisation in panels of nb columns (core/kernels/sytrd_blocked.h: per column two
+// launches over many groups, per panel one rank-2nb update of the trailing matrix as a matrix
+// product), the tridiagonal eigensolver (blocked_tridiag.h), and for eigh the
+// back-transformation Z = Q Z in compact WY form, panels from the last, as matrix products.
+// Launches per call, np = ceil(n / nb): 2 (load) + n + np (trd_update) + n - 1 (trd_symv) +
+// np - 1 (trailing updates) + the solver's + 1 (eigenvalues) + 1 (info words, when asked):
+// 2 n + 2 np + 2 + solver for eigvalsh; eigh adds np (T; np - 1 when n = 1 mod nb) +
+// 3 ceil((n - 1) / nb) (back-transformation) + 1 (eigenvectors). n = 4096, nb = 32: 8450 and
+// 8963, plus the solver's.
+#include "blocked_eigh.h"
+
+#include "blocked_impl.h"
+#include "blocked_tridiag.h"
+#include "errors.h"
+
+namespace ml::blocked {
+
+namespace {
+
+// Lanes of trd_symv: simdgroups each computing one dot product at a time.
+int symv_lanes(const Options &o) { return std::max(1, std::min(256, o.max_group)); }
+// Lanes of trd_update: a row each.
+int update_lanes(const Options &o) { return std::max(1, std::min(128, o.max_group)); }
+// Entries of the dot products one simdgroup of trd_symv computes at least (short columns).
+constexpr int kSymvWork = 1024;
+// v of up to this many entries is staged in shared memory by trd_symv.
+constexpr int kSymvStage = 4096;
+
+}  // namespace
+
+EighLayout eigh_layout(int n, bool vectors, int64_t solver_floats, const Options &o) {
+  EighLayout L;
+  L.n = n;
+  L.nb = o.nb;
+  L.vectors = vectors;
+  const int64_t nn = n, nb = o.nb, np = (nn + nb - 1) / nb;
+  Slice s;
+  L.stat = s.add(ML_STAT_FLOATS);
+  L.a = s.add(nn * nn);
+  L.dv = s.add(ml_trd_vec_floats(n));
+  L.p = s.add(nn * 3 * nb);
+  if (vectors) {
+    L.t = s.add(np * nb * nb);
+    L.z = s.add(nn * nn);
+    L.x1 = s.add(nb * nn);
+    L.x2 = s.add(nb * nn);
+  }
+  L.w = s.add(nn);
+  L.scratch = s.add(solver_floats);
+  L.per = s.floats;
+  return L;
+}
+
+ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Options &o,
+                const EighLayout &L) {
+  const Chunk ch{r, first, batch, L.per};
+  const int n = L.n, nb = L.nb;
+  ml_status st;
+  const int tri = kf == ML_K_UPPER ? ML_STEP_TRI_UPPER : ML_STEP_TRI_LOWER;
+  if ((st = load_input(ch, o, n, n, tri, L.stat, L.a))) return st;
+  const int sg = symv_lanes(o), nsg = (sg + 31) / 32;  // simdgroups of trd_symv
+  const int ug = update_lanes(o);
+  for (int j0 = 0; j0 < n; j0 += nb) {
+    const int jb = std::min(nb, n - j0);
+    ml_step_params p = step_params();
+    p.n = n;
+    p.i[0] = j0;
+    p.i[2] = jb;
+    p.off[0] = L.a;
+    p.ld[0] = n;
+    p.off[1] = L.p;
+    p.ld[1] = n;
+    p.off[2] = L.dv;
+    int symv_groups = 0;  // per matrix, of the last trd_symv
+    for (int c = 0; c <= jb; ++c) {
+      const int i = j0 + c, rows = n - 1 - i;
+      // Column c - 1 of W, column i (c < jb) or the panel's reflectors into A (c = jb).
+      const int upd_groups = ((c == jb ? n - j0 : n - i) + ug - 1) / ug;
+      p.m = 0;
+      p.flags = 0;
+      p.i[1] = c;
+      p.i[3] = symv_groups;
+      if ((st = ch.launch(kStep_trd_update, ch.batch * upd_groups, ug,
+                          ml_trd_update_shared_floats(nb), p)))
+        return st;
+      if (c == jb || rows <= 0) continue;
+      // The reflector, y = A22 v_i and the panel's dot products: one output per simdgroup at a
+      // time, several per simdgroup for short columns (fewer groups, v staged fewer times).
+      const int outs = rows + 2 * c;
+      const int stage = rows <= kSymvStage ? 1 : 0;
+      p.m = upd_groups;
+      p.flags = stage;
+      p.i[3] = nsg * std::clamp(kSymvWork / rows, 1, 8);
+      symv_groups = (outs + p.i[3] - 1) / p.i[3];
+      if ((st = ch.launch(kStep_trd_symv, ch.batch * symv_groups, sg,
+                          ml_trd_symv_shared_floats(rows, stage), p)))
+        return st;
+    }
+    // A22 -= [V W] [W V]^T over the rows and columns after the panel.
+    const int nt = n - j0 - jb;
+    const int64_t a22 = L.a + static_cast<int64_t>(j0 + jb) * n + j0 + jb;
+    const int64_t pv = L.p + j0 + jb, pw = pv + static_cast<int64_t>(jb) * n;
+    if ((st = gemm(ch, o, ML_GEMM_TRANS_B, nt, nt, 2 * jb, -1.0f, pv, n, pw, n, 1.0f, a22, n)))
+      return st;
+    // T of the panel's reflectors (the last column of the matrix has none).
+    const int kr = std::min(jb, n - 1 - j0);
+    if (L.vectors && kr > 0) {
+      ml_step_params q = step_params();
+      q.m = n - 1 - j0;
+      q.i[1] = kr;
+      q.i[2] = nb;
+      q.off[0] = L.a + static_cast<int64_t>(j0) * n + j0 + 1;
+      q.ld[0] = n;
+      q.off[1] = L.tau() + j0;
+      q.off[2] = L.t + static_cast<int64_t>(j0 / nb) * nb * nb;
+      const int lg = panel_lanes(n - 1 - j0, o);
+      if ((st = ch.launch(kStep_larft, ch.batch, lg, ml_larft_shared_floats(nb, lg), q)))
+        return st;
+    }
+  }
+  return ML_OK;
+}
+
+ml_status ormtr(Runner &r, int64_t first, int64_t batch, const Options &o, const EighLayout &L,
+                int64_t z, int ldz, int ncols) {
+  const Chunk ch{r, first, batch, L.per};
+  const int n = L.n, nb = L.nb, kr = n - 1;
+  ml_status st;
+  // Z = P_0 (P_1 (... (P_last Z))), P = I - V T V^T of a panel acting on rows j + 1 .. n - 1.
+  for (int j = (kr - 1) / nb * nb; j >= 0 && kr > 0; j -= nb) {
+    const int jb = std::min(nb, kr - j), rows = n - 1 - j;
+    const int64_t tp = L.t + static_cast<int64_t>(j / nb) * nb * nb;
+    const int64_t vj = L.a + static_cast<int64_t>(j) * n + j + 1;
+    const int64_t z2 = z + j + 1;
+    if ((st = gemm(ch, o, ML_GEMM_TRANS_A, jb, ncols, rows, 1.0f, vj, n, z2, ldz, 0.0f, L.x1,
+                   nb)) ||
+        (st = gemm(ch, o, 0, jb, ncols, jb, 1.0f, tp, nb, L.x1, nb, 0.0f, L.x2, nb)) ||
+        (st = gemm(ch, o, 0, rows, ncols, jb, -1.0f, vj, n, L.x2, nb, 1.0f, z2, ldz)))
+      return st;
+  }
+  return ML_OK;
+}
+
+namespace {
+
+EighLayout layout(const Call &c, const Options &o) {
+  const bool vectors = c.op == ML_OP_EIGH;
+  const int n = static_cast<int>(c.n);
+  return eigh_layout(n, vectors, tridiag_scratch_floats(n, n, vectors), o);
+}
+
+int64_t per_matrix(const Call &c, int32_t, const Options &o) { return layout(c, o).per; }
+
+ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch) {
+  const EighLayout L = layout(c, o);
+  const int n = L.n;
+  ml_status st;
+  if ((st = sytrd(ch.r, ch.first, ch.batch, kf, o, L))) return st;
+  if ((st = tridiag_eig(ch, o, n, 0, n, L.d(), L.e(), L.w, L.vectors ? L.z : -1, n, L.scratch,
+                        L.stat)))
+    return st;
+  if (L.vectors && (st = ormtr(ch.r, ch.first, ch.batch, o, L, L.z, n, n))) return st;
+  if ((st = store_output(ch, o, 0, 1, n, ML_STORE_SCALE, L.w, 1, L.stat))) return st;
+  if (L.vectors && (st = store_output(ch, o, 1, n, n, 0, L.z, n, L.stat))) return st;
+  return store_info(ch, o, L.stat, c.info != nullptr);
+}
+
+}  // namespace
+
+const Algo *eigh_algo() {
+  static const Algo a{per_matrix, run_chunk};
+  return &a;
+}
+
+}  // namespace ml::blocked

@@ -1,0 +1,47 @@
+// Blocked symmetric eigendecomposition (blocked_eigh.cpp): the Householder tridiagonalisation
+// (core/kernels/sytrd_blocked.h) and the back-transformation of the tridiagonal's
+// eigenvectors, each callable on its own for a chunk of matrices (the kernel tests check them
+// separately from the tridiagonal eigensolver).
+#pragma once
+#include <cstdint>
+
+#include "blocked.h"
+
+namespace ml::blocked {
+
+// Regions of one matrix's workspace slice, in floats from the slice start.
+struct EighLayout {
+  int n = 0, nb = 0;
+  bool vectors = false;
+  int64_t stat = 0;  // ML_STAT_FLOATS (core/kernels/blocked_common.h)
+  int64_t a = 0;     // n x n, column-major: the matrix, then the unit lower reflectors
+  int64_t dv = 0;    // d (n), e (n - 1, at n), tau (n, at 2 n), ...: ML_TRD_* of sytrd_blocked.h
+  int64_t p = 0;     // the panel's [V | W | V], n x 3 nb
+  int64_t t = 0;     // T of each panel (nb x nb each), vectors only
+  int64_t z = 0;     // eigenvectors, n x n, vectors only
+  int64_t x1 = 0, x2 = 0;  // nb x n products of the back-transformation, vectors only
+  int64_t w = 0;           // eigenvalues (n)
+  int64_t scratch = 0;     // the tridiagonal eigensolver's scratch
+  int64_t per = 0;         // floats of the slice
+  int64_t d() const { return dv; }
+  int64_t e() const { return dv + n; }
+  int64_t tau() const { return dv + 2 * int64_t{n}; }
+};
+
+// The slice of an n x n problem; solver_floats: the tridiagonal eigensolver's scratch.
+EighLayout eigh_layout(int n, bool vectors, int64_t solver_floats, const Options &o);
+
+// On matrices first .. first + batch - 1 of the call bound to r, the slice of matrix first + b
+// at b * L.per floats of the workspace:
+// sytrd: the load of the call's input (kf: ML_K_LOWER / ML_K_UPPER: the triangle read) into
+// L.a scaled by 2^-e (L.stat), then Q^T A Q = tridiag(d, e) with Q = H_0 ... H_{n-2}, the
+// reflectors unit lower in L.a (column i: zeros to row i, 1 at row i + 1), tau, and with
+// L.vectors the T of compact WY of each panel of nb reflectors in L.t.
+ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Options &o,
+                const EighLayout &L);
+// Z = Q Z for Z (n x ncols, column-major, ld ldz) at workspace offset z of each slice, with
+// sytrd's reflectors and T (L.vectors); L.x1, L.x2 hold nb x ncols.
+ml_status ormtr(Runner &r, int64_t first, int64_t batch, const Options &o, const EighLayout &L,
+                int64_t z, int ldz, int ncols);
+
+}  // namespace ml::blocked

@@ -1,0 +1,288 @@
+// Tests of the blocked symmetric eigendecomposition (core/src/blocked_eigh.cpp, step kernels of
+// core/kernels/sytrd_blocked.h) through the CPU runner, at reduced sizes with small panels and
+// groups so that panel and tile boundaries fall inside the matrices.
+// Suites:
+//   sytrd  the tridiagonalisation and the back-transformation on their own: on the symmetric
+//          families (both triangles, non-finite matrices in the batch), with Q formed by the
+//          back-transformation of the identity, |A - Q T Q^T| / (n ulp |A|), |I - Q^T Q| /
+//          (n ulp), the eigenvalues of T vs those of A in double, Q applied to a random block;
+//   eigh   eigh and eigvalsh end to end through ml::blocked::run (needs the tridiagonal
+//          eigensolver in the build: fails, saying so, without it).
+// Usage: test_blocked_eigh <suite>
+#include <optional>
+
+#include "kernel_runner.h"
+#include "kernel_test_util.h"
+#include "step_runner.h"
+
+#include "../../core/src/blocked_eigh.h"
+
+using kt::Mat;
+using kt::Report;
+
+namespace {
+
+constexpr double kLimit = 30;  // docs/design.md section 7
+
+std::string where(const char *what, int n, int uplo, const std::string &fam, int idx,
+                  const ml::blocked::Options &o) {
+  char b[200];
+  std::snprintf(b, sizeof b, "%s n%d %s nb%d %s #%d", what, n, uplo == ML_K_LOWER ? "L" : "U",
+                o.nb, fam.c_str(), idx);
+  return b;
+}
+
+struct Worst {
+  double resid = 0, orth = 0, eig = 0, apply = 0;
+};
+
+// ---- sytrd ----
+
+// The families of the larger cases (the runner's time grows with the batch).
+kt::Families some(const kt::Families &all) {
+  kt::Families out;
+  for (const auto &f : all)
+    if (f.first == "gaussian" || f.first == "graded" || f.first == "zero_cols" ||
+        f.first == "scale1e37")
+      out.push_back(f);
+  return out;
+}
+
+void sytrd_case(Report &rep, Worst &worst, int n, int uplo, const ml::blocked::Options &o,
+                std::mt19937_64 &rng, bool all = true) {
+  kt::Families fams = kt::symmetric_families(n, rng, true);
+  if (!all) fams = some(fams);
+  const kt::EigBatch eb = kt::eig_batch(fams, n, uplo, rng);
+  const int batch = int(eb.items.size());
+  const ml::blocked::EighLayout L = ml::blocked::eigh_layout(n, true, 0, o);
+  kt::CpuStepRunner run;
+  run.ws.assign(size_t(L.per) * batch, std::nanf(""));
+  run.a = eb.a.data();
+  std::optional<kt::Timer> timer(std::in_place, "sytrd + ormtr", n, n, o.max_group);
+  rep.expect(ml::blocked::sytrd(run, 0, batch, uplo, o, L) == ML_OK,
+             where("sytrd run", n, uplo, "", 0, o));
+  // Q = Q I, and Q B for a random n x k block B in the same region after it (ld n + 1).
+  const int k = std::min(n, 5);
+  std::vector<Mat> blocks;
+  for (int b = 0; b < batch; ++b) {
+    float *z = run.ws.data() + size_t(b) * L.per + L.z;
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < n; ++i) z[size_t(j) * n + i] = i == j ? 1.f : 0.f;
+  }
+  const int ldx = n + 1;
+  rep.expect(ml::blocked::ormtr(run, 0, batch, o, L, L.z, n, n) == ML_OK,
+             where("ormtr run", n, uplo, "", 0, o));
+  // The random block goes into the x1/x2-free part: a second pass over Z's region after Q is
+  // read out (Z is n x n, the block (n + 1) x k fits when k < n).
+  std::vector<std::vector<float>> qs(batch);
+  for (int b = 0; b < batch; ++b) {
+    const float *z = run.ws.data() + size_t(b) * L.per + L.z;
+    qs[b].assign(z, z + size_t(n) * n);
+    if (k >= n) continue;
+    Mat B = kt::gaussian(rng, n, k);
+    blocks.push_back(B);
+    float *zb = run.ws.data() + size_t(b) * L.per + L.z;
+    for (int j = 0; j < k; ++j)
+      for (int i = 0; i < n; ++i) zb[size_t(j) * ldx + i] = float(B(i, j));
+  }
+  if (k < n)
+    rep.expect(ml::blocked::ormtr(run, 0, batch, o, L, L.z, ldx, k) == ML_OK,
+               where("ormtr run (block)", n, uplo, "", 0, o));
+
+  timer.reset();
+  if (std::getenv("KT_TIMING")) std::printf("  %d launches\n", run.launches);
+  for (int b = 0; b < batch; ++b) {
+    const std::string &fam = eb.items[b].first;
+    const std::string at = where("sytrd", n, uplo, fam, b, o);
+    const float *slice = run.ws.data() + size_t(b) * L.per;
+    const float *st = slice + L.stat;
+    const float *d = slice + L.d(), *e = slice + L.e();
+    if (eb.poison[b]) {
+      rep.expect(st[1] == 1.f, at + " non-finite flagged");
+      bool zero = true;
+      for (int i = 0; i < n; ++i) zero = zero && d[i] == 0.f && (i == n - 1 || e[i] == 0.f);
+      rep.expect(zero, at + " zero tridiagonal for a non-finite input");
+      continue;
+    }
+    rep.expect(st[1] == 0.f, at + " finite input");
+    bool finite = kt::all_finite(d, n) && kt::all_finite(qs[b].data(), size_t(n) * n);
+    for (int i = 0; i + 1 < n; ++i) finite = finite && std::isfinite(e[i]);
+    rep.expect(finite, at + " d, e, Q finite");
+    const Mat A = kt::read_symmetric(eb.a.data() + size_t(b) * n * n, n, uplo == ML_K_LOWER);
+    const double s = std::ldexp(1.0, int(st[0]));  // the load scaled by 2^-e
+    Mat T(n, n);
+    for (int i = 0; i < n; ++i) {
+      T(i, i) = d[i] * s;
+      if (i + 1 < n) T(i, i + 1) = T(i + 1, i) = e[i] * s;
+    }
+    // Q from column-major storage.
+    Mat Q(n, n);
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < n; ++i) Q(i, j) = qs[b][size_t(j) * n + i];
+    const double an = kt::norm1(A);
+    const double scale = an > 0 ? an * n * kt::kUlp : 1.0;
+    Mat R = kt::matmul(kt::matmul(Q, T), kt::transpose(Q));
+    for (size_t i = 0; i < R.v.size(); ++i) R.v[i] -= A.v[i];
+    const double resid = kt::norm1(R) / scale;
+    const double orth = kt::orth_defect(Q) / (n * kt::kUlp);
+    rep.ratio(resid, kLimit, at + " |A - Q T Q^T|");
+    rep.ratio(orth, kLimit, at + " |I - Q^T Q|");
+    worst.resid = std::max(worst.resid, resid);
+    worst.orth = std::max(worst.orth, orth);
+    const std::vector<double> wa = kt::jacobi_eigenvalues(A), wt = kt::jacobi_eigenvalues(T);
+    double err = 0;
+    for (int i = 0; i < n; ++i) err = std::max(err, std::fabs(wa[i] - wt[i]));
+    rep.ratio(err / scale, kLimit, at + " eigenvalues of T vs A");
+    worst.eig = std::max(worst.eig, err / scale);
+    if (k < n) {
+      // The back-transformation of a block with ld n + 1 and k columns against Q B in double.
+      const Mat &B = blocks[size_t(b)];
+      const Mat QB = kt::matmul(Q, B);
+      const float *zb = slice + L.z;
+      double diff = 0, bn = 0;
+      for (int j = 0; j < k; ++j) {
+        double cd = 0, cb = 0;
+        for (int i = 0; i < n; ++i) {
+          cd += std::fabs(zb[size_t(j) * ldx + i] - QB(i, j));
+          cb += std::fabs(B(i, j));
+        }
+        diff = std::max(diff, cd);
+        bn = std::max(bn, cb);
+      }
+      const double ap = diff / (bn * n * kt::kUlp);
+      rep.ratio(ap, kLimit, at + " ormtr of a block vs Q B");
+      worst.apply = std::max(worst.apply, ap);
+    }
+  }
+}
+
+int suite_sytrd() {
+  Report rep;
+  Worst worst;
+  std::mt19937_64 rng(31);
+  ml::blocked::Options o;
+  o.nb = 8;
+  o.gemm_lanes = 4;
+  o.max_group = 32;
+  // Panel boundaries inside the matrix, a last panel of one or two columns, n = 1, 2.
+  int uplo = ML_K_LOWER;
+  for (int n : {1, 2, 3, 8, 9, 17, 40, 67}) {
+    sytrd_case(rep, worst, n, uplo, o, rng);
+    uplo = uplo == ML_K_LOWER ? ML_K_UPPER : ML_K_LOWER;
+  }
+  // The GPU's panel width, bigger groups (several simdgroups per product group), a last panel
+  // of one column, columns longer than 128 (the unrolled dot products).
+  ml::blocked::Options big;
+  big.nb = 32;
+  big.gemm_lanes = 8;
+  big.max_group = 64;
+  sytrd_case(rep, worst, 129, ML_K_UPPER, big, rng, false);
+  std::printf("sytrd: %d checks, %d failures; worst |A-QTQ^T| %.3g, |I-Q^TQ| %.3g, eig %.3g, "
+              "QB %.3g (limit %g)\n",
+              rep.checks, rep.failures, worst.resid, worst.orth, worst.eig, worst.apply, kLimit);
+  return rep.failures ? 1 : 0;
+}
+
+// ---- eigh (end to end) ----
+
+void eigh_case(Report &rep, Worst &worst, int n, int uplo, const ml::blocked::Options &o,
+               std::mt19937_64 &rng, bool all = true) {
+  kt::Families fams = kt::symmetric_families(n, rng, true);
+  if (!all) fams = some(fams);
+  const kt::EigBatch eb = kt::eig_batch(fams, n, uplo, rng);
+  const int batch = int(eb.items.size());
+  std::vector<float> w(size_t(batch) * n, -7.f), v(size_t(batch) * n * n, -7.f),
+      w2(size_t(batch) * n, -7.f);
+  std::vector<int> info(batch, -1), info2(batch, -1);
+  kt::Timer timer("eigh + eigvalsh", n, n, o.max_group);
+  {
+    ml::Call c{ML_OP_EIGH, batch, n, n, uplo, eb.a.data(), w.data(), v.data(), nullptr,
+               info.data()};
+    kt::CpuStepRunner run;
+    rep.expect(run.run(c, uplo, o) == ML_OK, where("eigh run", n, uplo, "", 0, o));
+  }
+  {
+    ml::Call c{ML_OP_EIGVALSH, batch, n, n, uplo, eb.a.data(), w2.data(), nullptr, nullptr,
+               info2.data()};
+    kt::CpuStepRunner run;
+    rep.expect(run.run(c, uplo, o) == ML_OK, where("eigvalsh run", n, uplo, "", 0, o));
+  }
+  for (int b = 0; b < batch; ++b) {
+    const std::string &fam = eb.items[b].first;
+    const std::string at = where("eigh", n, uplo, fam, b, o);
+    const float *wb = w.data() + size_t(b) * n, *vb = v.data() + size_t(b) * n * n;
+    const float *w2b = w2.data() + size_t(b) * n;
+    if (eb.poison[b]) {
+      rep.expect(kt::all_nan(wb, n) && kt::all_nan(vb, size_t(n) * n) && kt::all_nan(w2b, n),
+                 at + " all NaN");
+      rep.expect(info[b] == ML_INFO_NONFINITE && info2[b] == ML_INFO_NONFINITE,
+                 at + " info NONFINITE");
+      continue;
+    }
+    rep.expect(kt::all_finite(wb, n) && kt::all_finite(vb, size_t(n) * n) &&
+                   kt::all_finite(w2b, n),
+               at + " finite");
+    rep.expect(info[b] == 0 && info2[b] == 0, at + " info 0");
+    bool sorted = true;
+    for (int i = 1; i < n; ++i) sorted = sorted && wb[i - 1] <= wb[i] && w2b[i - 1] <= w2b[i];
+    rep.expect(sorted, at + " ascending");
+    const Mat A = kt::read_symmetric(eb.a.data() + size_t(b) * n * n, n, uplo == ML_K_LOWER);
+    const kt::EigRatios x = kt::eig_ratios(A, wb, vb);
+    rep.ratio(x.resid, kLimit, at + " |A - V W V^T|");
+    rep.ratio(x.orth, kLimit, at + " |I - V^T V|");
+    worst.resid = std::max(worst.resid, x.resid);
+    worst.orth = std::max(worst.orth, x.orth);
+    const std::vector<double> ref = kt::jacobi_eigenvalues(A);
+    double err = 0, err2 = 0;
+    for (int i = 0; i < n; ++i) {
+      err = std::max(err, std::fabs(wb[i] - ref[i]));
+      err2 = std::max(err2, std::fabs(w2b[i] - ref[i]));
+    }
+    rep.ratio(err / x.scale, kLimit, at + " eigh values vs double");
+    rep.ratio(err2 / x.scale, kLimit, at + " eigvalsh values vs double");
+    worst.eig = std::max(worst.eig, std::max(err, err2) / x.scale);
+  }
+}
+
+int suite_eigh() {
+  Report rep;
+  Worst worst;
+  if (!ml::blocked::supported(ML_OP_EIGH) || !ml::blocked::supported(ML_OP_EIGVALSH)) {
+    std::printf("FAIL eigh: no blocked eigh / eigvalsh in this build (tridiagonal eigensolver "
+                "missing)\n");
+    return 1;
+  }
+  std::mt19937_64 rng(37);
+  ml::blocked::Options o;
+  o.nb = 8;
+  o.gemm_lanes = 4;
+  o.max_group = 32;
+  int uplo = ML_K_UPPER;
+  for (int n : {1, 2, 5, 17, 40}) {
+    eigh_case(rep, worst, n, uplo, o, rng);
+    uplo = uplo == ML_K_LOWER ? ML_K_UPPER : ML_K_LOWER;
+  }
+  ml::blocked::Options big;
+  big.nb = 32;
+  big.gemm_lanes = 8;
+  big.max_group = 64;
+  eigh_case(rep, worst, 67, ML_K_LOWER, big, rng, false);
+  // A workspace bound that forces one matrix per chunk.
+  ml::blocked::Options chunked = o;
+  chunked.max_workspace_bytes = 1;
+  eigh_case(rep, worst, 20, ML_K_UPPER, chunked, rng, false);
+  std::printf("eigh: %d checks, %d failures; worst |A-VWV^T| %.3g, |I-V^TV| %.3g, values %.3g "
+              "(limit %g)\n",
+              rep.checks, rep.failures, worst.resid, worst.orth, worst.eig, kLimit);
+  return rep.failures ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  const std::string s = argc > 1 ? argv[1] : "";
+  if (s == "sytrd") return suite_sytrd();
+  if (s == "eigh") return suite_eigh();
+  std::fprintf(stderr, "usage: test_blocked_eigh sytrd|eigh\n");
+  return 2;
+}
