@@ -12,7 +12,13 @@
   X(info, ml_step_info)                 \
   X(gemm, ml_step_gemm)                 \
   X(qr_panel, ml_step_qr_panel)         \
-  X(larft, ml_step_larft)
+  X(larft, ml_step_larft)               \
+  X(brd_col, ml_step_brd_col)           \
+  X(brd_row, ml_step_brd_row)           \
+  X(brd_x, ml_step_brd_x)               \
+  X(brd_load_t, ml_step_brd_load_t)     \
+  X(brd_tgk, ml_step_brd_tgk)           \
+  X(brd_tgk_out, ml_step_brd_tgk_out)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

@@ -92,6 +92,7 @@ namespace {
 // The algorithm of c's op, or nullptr.
 const Algo *algo_of(int32_t op) {
   if (op == ML_OP_QR) return qr_algo();
+  if (op == ML_OP_SVD || op == ML_OP_SVDVALS) return svd_algo();
   return nullptr;
 }
 

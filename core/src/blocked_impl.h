@@ -70,5 +70,6 @@ struct Algo {
   ml_status (*run_chunk)(const Call &c, int32_t kf, const Options &o, const Chunk &ch);
 };
 const Algo *qr_algo();  // blocked_qr.cpp
+const Algo *svd_algo();  // blocked_svd.cpp (svd and svdvals)
 
 }  // namespace ml::blocked
