@@ -54,12 +54,10 @@ ML_HOST_FN int ml_brd_x_groups(int m, int c) {
   const int g = (m - c - 1 + 31) / 32;
   return g > 1 ? g : 1;
 }
-// Shared floats of the three steps (gs lanes, panel width nb).
-ML_HOST_FN int ml_brd_col_shared(int nb, int gs) {
-  return 2 * nb + ML_BRD_PW(nb) * ((gs + 31) / 32);
-}
-ML_HOST_FN int ml_brd_row_shared(int nb, int gs) {
-  return ML_BRD_PW(nb) + 4 * nb + 1 + ML_BRD_PW(nb) * ((gs + 31) / 32);
+// Shared floats of the three steps (gs lanes, panel width nb, cb columns per brd_row group).
+ML_HOST_FN int ml_brd_col_shared(int nb, int gs) { return 2 * nb + gs; }
+ML_HOST_FN int ml_brd_row_shared(int nb, int gs, int cb) {
+  return ML_BRD_PW(nb) + 4 * nb + 1 + 2 * cb + ML_BRD_PW(nb) * ((gs + 31) / 32);
 }
 ML_HOST_FN int ml_brd_x_shared(int nb, int gs) {
   return ML_BRD_PW(nb) + 2 * nb + 1 + 32 * ((gs + 31) / 32);
@@ -97,7 +95,7 @@ ML_FN void ml_step_brd_col(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int M = p.m, N = p.n, c = p.i[0], j = p.i[1], nb = p.i[2], ip = c - j;
-  const int gs = ctx.group_size, lane = ctx.lane, nw = ml_simd_count(ctx);
+  const int gs = ctx.group_size, lane = ctx.lane;
   const int G = ml_brd_col_groups(M, c, gs), pw = ML_BRD_PW(nb);
   const ml_i64 b = ctx.group_id / G;
   const int g = (int)(ctx.group_id - b * G);
@@ -110,7 +108,7 @@ ML_FN void ml_step_brd_col(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   ML_DEVICE float *P1 = base + p.ld[2];
   ML_SHARED float *yc = ctx.scratch;    // Y(c, 0:i)
   ML_SHARED float *uc = yc + nb;        // U(c, j:j+i)
-  ML_SHARED float *part = uc + nb;      // part[t * nw + warp]
+  ML_SHARED float *xs = uc + nb;        // the group's rows of the column (0 for r <= c)
   for (int t = lane; t < ip; t += gs) {
     yc[t] = Y[(ml_i64)t * N + c];
     uc[t] = U[(ml_i64)(j + t) * N + c];
@@ -125,32 +123,26 @@ ML_FN void ml_step_brd_col(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
       x -= V[(ml_i64)(j + t) * M + r] * yc[t] + X[(ml_i64)t * M + r] * uc[t];
     W[(ml_i64)c * M + r] = x;
   }
-  const float xs = in && r > c ? x : 0.0f;
-  const int w = ml_simd_id(ctx);
-  const bool first = ml_simd_lane(ctx) == 0;
-  for (int t = 0; t < ip; ++t) {
-    const float sv = ml_simd_sum(ctx, in ? V[(ml_i64)(j + t) * M + r] * xs : 0.0f);
-    const float sx = ml_simd_sum(ctx, in ? X[(ml_i64)t * M + r] * xs : 0.0f);
-    if (first) {
-      part[t * nw + w] = sv;
-      part[(nb + t) * nw + w] = sx;
-    }
-  }
-  const float s2 = ml_simd_sum(ctx, xs * xs);
-  const float xu = xs * ML_HOUSE_UP;
-  const float s2u = ml_simd_sum(ctx, xu * xu);
-  if (first) {
-    part[2 * nb * nw + w] = s2;
-    part[(2 * nb + 1) * nw + w] = s2u;
-  }
+  xs[lane] = in && r > c ? x : 0.0f;
   ml_barrier(ctx);
+  // Slot t of the partials by lane t: a dot over the group's rows (row-major across lanes).
+  const int r0 = c + g * gs, rows = M - r0 < gs ? M - r0 : gs;
   ML_DEVICE float *out = P1 + (ml_i64)g * pw;
   for (int t = lane; t < pw; t += gs) {
-    const bool used = t < ip || (t >= nb && t < nb + ip) || t >= 2 * nb;
-    float s = 0.0f;
-    if (used)
-      for (int q = 0; q < nw; ++q) s += part[t * nw + q];
-    out[t] = s;
+    float sum = 0.0f;
+    if (t < ip || (t >= nb && t < nb + ip)) {
+      ML_DEVICE const float *src = t < ip ? V + (ml_i64)(j + t) * M + r0
+                                          : X + (ml_i64)(t - nb) * M + r0;
+      for (int l = 0; l < rows; ++l) sum += src[l] * xs[l];
+    } else if (t == 2 * nb) {
+      for (int l = 0; l < rows; ++l) sum += xs[l] * xs[l];
+    } else if (t == 2 * nb + 1) {
+      for (int l = 0; l < rows; ++l) {
+        const float xu = xs[l] * ML_HOUSE_UP;
+        sum += xu * xu;
+      }
+    }
+    out[t] = sum;
   }
 }
 
@@ -185,8 +177,9 @@ ML_FN void ml_step_brd_row(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   ML_SHARED float *tmp1 = S + pw;
   ML_SHARED float *tmp2 = tmp1 + nb;
   ML_SHARED float *xc = tmp2 + nb;
-  ML_SHARED float *vc = xc + nb;  // nb + 1
-  ML_SHARED float *acc = vc + nb + 1;  // acc[warp * pw + t]
+  ML_SHARED float *vc = xc + nb;        // nb + 1
+  ML_SHARED float *cr = vc + nb + 1;    // 2 cb
+  ML_SHARED float *acc = cr + 2 * cb;  // acc[warp * pw + t]
   ml_brd_sum_partials(ctx, P1, p.k, pw, S);
   ML_DEVICE const float *col = W + (ml_i64)c * M;
   ml_house_t h;
@@ -212,22 +205,29 @@ ML_FN void ml_step_brd_row(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
       vcol[r] = r < c ? 0.0f : r == c ? 1.0f : (h.tau == 0.0f ? 0.0f : col[r] * h.scale);
   }
   ml_barrier(ctx);
-  const int w = ml_simd_id(ctx), sl = ml_simd_lane(ctx);
+  // The panel's corrections of the block's columns q = q0 + l, a column per lane (coalesced):
+  // cr[l] = Y(q, 0:i) tmp1 + U(q, j:c) tmp2, cr[cb + l] = Y(q, 0:i) vc + U(q, j:c) xc.
   const int q0 = c + 1 + g * cb, q1 = q0 + cb < N ? q0 + cb : N;
+  for (int l = lane; l < q1 - q0; l += gs) {
+    const int q = q0 + l;
+    float corr = 0.0f, rc = 0.0f;
+    for (int t = 0; t < ip; ++t) {
+      const float yq = Y[(ml_i64)t * N + q], uq = U[(ml_i64)(j + t) * N + q];
+      corr += yq * tmp1[t] + uq * tmp2[t];
+      rc += yq * vc[t] + uq * xc[t];
+    }
+    cr[l] = corr;
+    cr[cb + l] = rc;
+  }
+  ml_barrier(ctx);
+  const int w = ml_simd_id(ctx), sl = ml_simd_lane(ctx);
   ML_SHARED float *aw = acc + w * pw;
   for (int q = q0 + w; q < q1; q += nw) {
     ML_DEVICE const float *wq = W + (ml_i64)q * M;
     float s = 0.0f;
     for (int r = c + 1 + sl; r < M; r += 32) s += wq[r] * col[r];
     s = ml_simd_sum(ctx, s);
-    float corr = 0.0f, rc = 0.0f;
-    for (int t = sl; t < ip; t += 32) {
-      const float yq = Y[(ml_i64)t * N + q], uq = U[(ml_i64)(j + t) * N + q];
-      corr += yq * tmp1[t] + uq * tmp2[t];
-      rc += yq * vc[t] + uq * xc[t];
-    }
-    corr = ml_simd_sum(ctx, corr);
-    rc = ml_simd_sum(ctx, rc);
+    const float corr = cr[q - q0], rc = cr[cb + q - q0];
     const float y = h.tau * ((wq[c] + h.scale * s) - corr);
     const float rq = wq[c] - rc - y;
     if (sl == 0) {

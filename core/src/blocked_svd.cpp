@@ -112,7 +112,7 @@ ml_status brd_bidiagonalize(const Chunk &ch, const Options &o, const BrdLayout &
         return st;
       p.k = g1;
       if ((st = ch.launch(kStep_brd_row, ch.batch * g3, L.gs_row,
-                          ml_brd_row_shared(nb, L.gs_row), p)))
+                          ml_brd_row_shared(nb, L.gs_row, L.cb_row), p)))
         return st;
       if (c == N - 1) continue;
       p.k = g3;
