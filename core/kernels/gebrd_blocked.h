@@ -400,4 +400,75 @@ ML_FN void ml_step_brd_tgk_out(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws
   for (int t = ctx.lane; t < N; t += ctx.group_size) vb[t] = z[2 * t] * fv;
 }
 
+// Shared floats of brd_tgk_fix for N: the column being fixed and the projection coefficients.
+ML_HOST_FN int ml_brd_fix_shared(int n) { return 2 * n + ML_RED_FLOATS; }
+
+// x (shared, len floats) -= C C^T x over the columns 0..cnt-1 of C (ld ldc), twice (classical
+// Gram-Schmidt with reorthogonalisation); returns |x| afterwards. coef: cnt floats of shared.
+ML_FN float ml_brd_project_out(ML_CTX ctx, ML_DEVICE const float *C, int ldc, int cnt, int len,
+                               ML_SHARED float *x, ML_SHARED float *coef, ML_SHARED float *red) {
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int t = ctx.lane; t < cnt; t += ctx.group_size) {
+      ML_DEVICE const float *ct = C + (ml_i64)t * ldc;
+      float d = 0.0f;
+      for (int r = 0; r < len; ++r) d += ct[r] * x[r];
+      coef[t] = d;
+    }
+    ml_barrier(ctx);
+    for (int r = ctx.lane; r < len; r += ctx.group_size) {
+      float y = x[r];
+      for (int t = 0; t < cnt; ++t) y -= coef[t] * C[(ml_i64)t * ldc + r];
+      x[r] = y;
+    }
+    ml_barrier(ctx);
+  }
+  float s = 0.0f;
+  for (int r = ctx.lane; r < len; r += ctx.group_size) s += x[r] * x[r];
+  return ml_sqrt(ml_group_sum(ctx, s, red));
+}
+
+// brd_tgk_fix: the singular vectors of B for numerically zero singular values (s_i <= m ulp s_0,
+// m = p.m). Their Golub-Kahan eigenvectors lie in a degenerate eigenspace (+0 and -0 meet), so
+// their u and v parts need not be orthogonal to each other's, nor nonzero. Each such column of
+// U_B and of V_B, in order, is orthogonalised against all columns before it; one that vanishes
+// there is replaced by the first unit vector e_t (t from a running index) that does not. One
+// group per matrix, sequential over those columns (none for full-rank B). Operands as
+// brd_tgk_out: 0 the vector block, 3 U_B (ld[0]), V_B at offset ld[1]; n = N.
+ML_FN void ml_step_brd_tgk_fix(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                               ML_DEVICE const float *a, ML_DEVICE float *o0,
+                               ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const ml_i64 b = ctx.group_id;
+  const int N = p.n, M = p.ld[0];
+  ML_DEVICE float *base = ws + b * p.stride[0];
+  ML_DEVICE const float *s = base + p.off[0] + ml_brd_vec(N, ML_BRD_S);
+  ML_SHARED float *x = ctx.scratch;
+  ML_SHARED float *coef = x + N;
+  ML_SHARED float *red = coef + N;
+  const float tol = (float)p.m * ML_FLT_ULP * s[0];
+  int i0 = 0;
+  while (i0 < N && s[i0] > tol) ++i0;
+  for (int part = 0; part < 2; ++part) {
+    ML_DEVICE float *C = part == 0 ? base + p.off[3] : base + p.ld[1];
+    const int ldc = part == 0 ? M : N;
+    int next = 0;  // the next unit vector to try
+    for (int i = i0; i < N; ++i) {
+      ML_DEVICE float *ci = C + (ml_i64)i * ldc;
+      for (int r = ctx.lane; r < N; r += ctx.group_size) x[r] = ci[r];
+      ml_barrier(ctx);
+      float nrm = ml_brd_project_out(ctx, C, ldc, i, N, x, coef, red);
+      while (!(nrm > 0.5f) && next < N) {
+        for (int r = ctx.lane; r < N; r += ctx.group_size) x[r] = r == next ? 1.0f : 0.0f;
+        ++next;
+        ml_barrier(ctx);
+        nrm = ml_brd_project_out(ctx, C, ldc, i, N, x, coef, red + 32);
+      }
+      const float f = nrm > 0.0f ? 1.0f / nrm : 0.0f;
+      for (int r = ctx.lane; r < N; r += ctx.group_size) ci[r] = x[r] * f;
+      ml_barrier_device(ctx);
+    }
+  }
+}
+
 #endif  // ML_KERNELS_GEBRD_BLOCKED_H

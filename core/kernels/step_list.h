@@ -18,7 +18,8 @@
   X(brd_x, ml_step_brd_x)               \
   X(brd_load_t, ml_step_brd_load_t)     \
   X(brd_tgk, ml_step_brd_tgk)           \
-  X(brd_tgk_out, ml_step_brd_tgk_out)
+  X(brd_tgk_out, ml_step_brd_tgk_out)   \
+  X(brd_tgk_fix, ml_step_brd_tgk_fix)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

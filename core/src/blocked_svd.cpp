@@ -63,7 +63,7 @@ BrdLayout brd_layout(int64_t m, int64_t n, bool vectors, bool solver, const Opti
     L.te = s.add(2 * N);
     L.tw = s.add(2 * N);
     L.tz = vectors ? s.add(2 * N * N) : -1;
-    L.tscr = s.add(tridiag_scratch_floats(2 * N, N, vectors));
+    L.tscr = s.add(brd_solver_linked() ? tridiag_scratch_floats(2 * N, N, vectors) : 0);
   }
   L.per = s.floats;
   return L;
@@ -188,37 +188,21 @@ ml_status brd_apply_p(const Chunk &ch, const Options &o, const BrdLayout &L, int
   return ML_OK;
 }
 
-namespace {
-
-bool want_vectors(const Call &c) { return c.op == ML_OP_SVD; }
-
-int64_t per_matrix(const Call &c, int32_t kf, const Options &o) {
-  (void)kf;
-  if (!brd_solver_linked()) return 1;
-  return brd_layout(c.m, c.n, want_vectors(c), true, o).per;
-}
-
-ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch) {
-  (void)kf;  // thin SVD only (full_matrices is not routed here)
-  if (!brd_solver_linked())
-    return fail(ML_RUNTIME_ERROR, "svd", "the blocked tridiagonal eigensolver is not built in");
-  const bool vec = want_vectors(c);
-  const BrdLayout L = brd_layout(c.m, c.n, vec, true, o);
-  if (L.per >= (int64_t{1} << 31))
-    return fail(ML_RUNTIME_ERROR, "svd", "matrix too large for the blocked SVD");
-  const int M = L.M, N = L.N, k = N;
+ml_status brd_svd_front(const Chunk &ch, const Options &o, const BrdLayout &L) {
   ml_status st;
   if ((st = brd_load(ch, o, L)) || (st = brd_bidiagonalize(ch, o, L))) return st;
   ml_step_params p = step_params();
-  p.n = N;
+  p.n = L.N;
   p.off[0] = L.vec;
   p.off[1] = L.td;
   p.off[2] = L.te;
-  if ((st = ch.launch(kStep_brd_tgk, ch.batch, plain_lanes(o), 0, p))) return st;
-  if ((st = tridiag_eig(ch, o, 2 * N, N, N, L.td, L.te, L.tw, vec ? L.tz : -1, 2 * N, L.tscr,
-                        L.vec)))
-    return st;
-  p = step_params();
+  return ch.launch(kStep_brd_tgk, ch.batch, plain_lanes(o), 0, p);
+}
+
+ml_status brd_svd_back(const Call &c, const Chunk &ch, const Options &o, const BrdLayout &L) {
+  const bool vec = L.tz >= 0;
+  const int M = L.M, N = L.N, k = N;
+  ml_step_params p = step_params();
   p.m = M;
   p.n = N;
   p.flags = vec ? 1 : 0;
@@ -228,21 +212,47 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
   p.off[3] = L.uf;
   p.ld[0] = M;
   p.ld[1] = i32(L.vf);
+  ml_status st;
   if ((st = ch.launch(kStep_brd_tgk_out, ch.batch * N, plain_lanes(o), ML_RED_FLOATS, p)))
     return st;
   if (vec) {
+    if ((st = ch.launch(kStep_brd_tgk_fix, ch.batch, plain_lanes(o), ml_brd_fix_shared(N), p)))
+      return st;
     if ((st = brd_apply_q(ch, o, L, L.uf, k)) || (st = brd_apply_p(ch, o, L, L.vf, k))) return st;
     // A = (Q U_B) S (P V_B)^T, or for a wide input A^T = that.
     const int64_t uw = L.wide ? L.vf : L.uf, vw = L.wide ? L.uf : L.vf;
     const int ldu = L.wide ? N : M, ldv = L.wide ? M : N;
-    if ((st = store_output(ch, o, 0, c.m, k, 0, uw, ldu, L.vec)) ||
-        (st = store_output(ch, o, 2, k, c.n, ML_STORE_TRANSPOSE, vw, ldv, L.vec)))
+    if ((st = store_output(ch, o, 0, L.m, k, 0, uw, ldu, L.vec)) ||
+        (st = store_output(ch, o, 2, k, L.n, ML_STORE_TRANSPOSE, vw, ldv, L.vec)))
       return st;
   }
   if ((st = store_output(ch, o, 1, 1, k, ML_STORE_SCALE, L.vec + ml_brd_vec(N, ML_BRD_S), 1,
                          L.vec)))
     return st;
   return store_info(ch, o, L.vec, c.info != nullptr);
+}
+
+namespace {
+
+int64_t per_matrix(const Call &c, int32_t kf, const Options &o) {
+  (void)kf;
+  if (!brd_solver_linked()) return 1;
+  return brd_layout(c.m, c.n, c.op == ML_OP_SVD, true, o).per;
+}
+
+ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch) {
+  (void)kf;  // thin SVD only (full_matrices is not routed here)
+  if (!brd_solver_linked())
+    return fail(ML_RUNTIME_ERROR, "svd", "the blocked tridiagonal eigensolver is not built in");
+  const BrdLayout L = brd_layout(c.m, c.n, c.op == ML_OP_SVD, true, o);
+  if (L.per >= (int64_t{1} << 31))
+    return fail(ML_RUNTIME_ERROR, "svd", "matrix too large for the blocked SVD");
+  const int N = L.N;
+  ml_status st;
+  if ((st = brd_svd_front(ch, o, L)) ||
+      (st = tridiag_eig(ch, o, 2 * N, N, N, L.td, L.te, L.tw, L.tz, 2 * N, L.tscr, L.vec)))
+    return st;
+  return brd_svd_back(c, ch, o, L);
 }
 
 }  // namespace

@@ -25,7 +25,8 @@ struct BrdLayout {
 };
 
 // The layout of an m x n call: the bidiagonalisation's regions, those of the back-
-// transformations when `vectors`, those of the solver when `solver`.
+// transformations and of U_B, V_B when `vectors`, those around the solver when `solver` (its
+// scratch only when it is linked in).
 BrdLayout brd_layout(int64_t m, int64_t n, bool vectors, bool solver, const Options &o);
 // Scan and load of the call's input into W (M x N, ld M): A, or A^T when wide; fills the stat
 // slot at L.vec.
@@ -39,6 +40,13 @@ ml_status brd_apply_q(const Chunk &ch, const Options &o, const BrdLayout &L, int
 // X := P X for X at workspace offset x (N x ncols, ld N); needs L built with vectors.
 ml_status brd_apply_p(const Chunk &ch, const Options &o, const BrdLayout &L, int64_t x,
                       int ncols);
+// The SVD around the tridiagonal eigensolver (layout built with `solver`): brd_svd_front loads
+// and bidiagonalises, and writes the Golub-Kahan tridiagonal (diagonal L.td, off-diagonal L.te);
+// the solver leaves its N largest eigenvalues at L.tw (ascending) and, when L.tz >= 0, their
+// eigenvectors at L.tz (2N x N, ld 2N); brd_svd_back forms the singular values and vectors of
+// B, transforms the vectors back and stores the call's outputs and info words.
+ml_status brd_svd_front(const Chunk &ch, const Options &o, const BrdLayout &L);
+ml_status brd_svd_back(const Call &c, const Chunk &ch, const Options &o, const BrdLayout &L);
 // Whether the tridiagonal eigensolver the SVD needs is linked in (blocked_tridiag.cpp).
 bool brd_solver_linked();
 

@@ -6,7 +6,10 @@
 //        identities, |A - Q B P^T|, orthogonality of Q and P, the singular values of B (double)
 //        against those of A, a non-finite matrix in the batch (zeros, flagged, the others
 //        unaffected);
-//   svd  svd and svdvals end to end (needs the blocked tridiagonal eigensolver linked in).
+//   svd     svd and svdvals end to end (needs the blocked tridiagonal eigensolver linked in);
+//   svdref  the same with the tridiagonal eigenproblem solved on the host in double instead:
+//           everything around the solver (the Golub-Kahan set-up and read-out, the
+//           back-transformations, the stores, wide inputs, non-finite isolation).
 // Usage: test_blocked_svd <suite>
 #include "kernel_runner.h"
 #include "kernel_test_util.h"
@@ -182,8 +185,88 @@ int suite_brd() {
 
 // ---- svd (end to end) ----
 
+// Eigenvalues (ascending) and eigenvectors (columns of Z) of the symmetric matrix A in double by
+// cyclic Jacobi.
+void jacobi_eig(Mat A, std::vector<double> &w, Mat &Z) {
+  const int n = A.r;
+  Mat V = kt::identity(n);
+  for (int sweep = 0; sweep < 100; ++sweep) {
+    double off = 0, all = 0;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) (i == j ? all : off) += A(i, j) * A(i, j);
+    if (off <= 1e-32 * (all + off)) break;
+    for (int p = 0; p + 1 < n; ++p)
+      for (int q = p + 1; q < n; ++q) {
+        if (A(p, q) == 0) continue;
+        const double th = (A(q, q) - A(p, p)) / (2 * A(p, q));
+        const double t = (th >= 0 ? 1 : -1) / (std::fabs(th) + std::sqrt(th * th + 1));
+        const double c = 1 / std::sqrt(t * t + 1), s = t * c;
+        for (int k = 0; k < n; ++k) {
+          const double kp = A(k, p), kq = A(k, q);
+          A(k, p) = c * kp - s * kq;
+          A(k, q) = s * kp + c * kq;
+        }
+        for (int k = 0; k < n; ++k) {
+          const double pk = A(p, k), qk = A(q, k);
+          A(p, k) = c * pk - s * qk;
+          A(q, k) = s * pk + c * qk;
+        }
+        for (int k = 0; k < n; ++k) {
+          const double kp = V(k, p), kq = V(k, q);
+          V(k, p) = c * kp - s * kq;
+          V(k, q) = s * kp + c * kq;
+        }
+      }
+  }
+  std::vector<int> idx(n);
+  for (int i = 0; i < n; ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](int x, int y) { return A(x, x) < A(y, y); });
+  w.resize(n);
+  Z = Mat(n, n);
+  for (int j = 0; j < n; ++j) {
+    w[j] = A(idx[j], idx[j]);
+    for (int i = 0; i < n; ++i) Z(i, j) = V(i, idx[j]);
+  }
+}
+
+// Runs c like the blocked SVD does, with the tridiagonal eigenproblem solved on the host in
+// double (Jacobi) in place of the blocked eigensolver: everything else of the SVD is the
+// library's sequence (brd_svd_front, brd_svd_back).
+ml_status run_reference_solver(kt::CpuStepRunner &r, const ml::Call &c,
+                               const ml::blocked::Options &o) {
+  namespace mb = ml::blocked;
+  const mb::BrdLayout L = mb::brd_layout(c.m, c.n, c.op == ML_OP_SVD, true, o);
+  r.ws.assign(size_t(L.per * c.batch), std::nanf(""));
+  r.a = c.a;
+  r.o0 = c.out0;
+  r.o1 = c.out1;
+  r.o2 = c.out2;
+  r.info = c.info;
+  const mb::Chunk ch{r, 0, c.batch, L.per};
+  if (ml_status st = mb::brd_svd_front(ch, o, L)) return st;
+  const int N = L.N, n2 = 2 * N;
+  for (int64_t b = 0; b < c.batch; ++b) {
+    float *sl = r.ws.data() + size_t(b) * L.per;
+    Mat T(n2, n2);
+    for (int i = 0; i < n2; ++i) {
+      T(i, i) = sl[L.td + i];
+      if (i + 1 < n2) T(i, i + 1) = T(i + 1, i) = sl[L.te + i];
+    }
+    std::vector<double> w;
+    Mat Z;
+    jacobi_eig(T, w, Z);
+    for (int t = 0; t < N; ++t) {
+      sl[L.tw + t] = float(w[size_t(N + t)]);
+      if (L.tz >= 0)
+        for (int i = 0; i < n2; ++i) sl[L.tz + size_t(t) * n2 + i] = float(Z(i, N + t));
+    }
+  }
+  return mb::brd_svd_back(c, ch, o, L);
+}
+
+
 void svd_case(Report &rep, Worst &worst, int m, int n, const ml::blocked::Options &o,
-              std::mt19937_64 &rng) {
+              std::mt19937_64 &rng, bool reference) {
   kt::Families fams = kt::svd_families(m, n, rng, true);
   const int nf = int(fams.size()), batch = nf + 1, bad = nf / 2, k = std::min(m, n);
   std::vector<std::string> name;
@@ -208,8 +291,13 @@ void svd_case(Report &rep, Worst &worst, int m, int n, const ml::blocked::Option
   ml::Call c2{ML_OP_SVDVALS, batch, m, n, 0, a.data(), nullptr, s2.data(), nullptr,
               info2.data()};
   kt::CpuStepRunner run, run2;
-  rep.expect(run.run(c, 0, o) == ML_OK, where("svd run", m, n, "", 0));
-  rep.expect(run2.run(c2, 0, o) == ML_OK, where("svdvals run", m, n, "", 0));
+  if (reference) {
+    rep.expect(run_reference_solver(run, c, o) == ML_OK, where("svd run", m, n, "", 0));
+    rep.expect(run_reference_solver(run2, c2, o) == ML_OK, where("svdvals run", m, n, "", 0));
+  } else {
+    rep.expect(run.run(c, 0, o) == ML_OK, where("svd run", m, n, "", 0));
+    rep.expect(run2.run(c2, 0, o) == ML_OK, where("svdvals run", m, n, "", 0));
+  }
   if (std::getenv("KT_LAUNCHES"))
     std::printf("launches %dx%d nb %d: svd %d, svdvals %d\n", m, n, o.nb, run.launches,
                 run2.launches);
@@ -231,8 +319,12 @@ void svd_case(Report &rep, Worst &worst, int m, int n, const ml::blocked::Option
   }
 }
 
-int suite_svd() {
-  if (!ml::blocked::brd_solver_linked()) {
+// Fewer shapes end to end (the bidiagonalisation's own suite covers more).
+constexpr int kSvdShapes[][2] = {{1, 1}, {2, 1}, {1, 3}, {5, 3}, {3, 5}, {8, 8},
+                                 {17, 17}, {40, 24}, {24, 40}, {45, 33}};
+
+int suite_svd(bool reference) {
+  if (!reference && !ml::blocked::brd_solver_linked()) {
     std::printf("FAIL svd: the blocked tridiagonal eigensolver is not linked in\n");
     return 1;
   }
@@ -240,21 +332,21 @@ int suite_svd() {
   Worst worst;
   std::mt19937_64 rng(37);
   const ml::blocked::Options o = small_options();
-  for (auto &s : kShapes) {
+  for (auto &s : kSvdShapes) {
     kt::Timer t("svd", s[0], s[1], o.max_group);
-    svd_case(rep, worst, s[0], s[1], o, rng);
+    svd_case(rep, worst, s[0], s[1], o, rng, reference);
   }
   {
-    kt::Timer t("svd nb32", 100, 70, 64);
-    svd_case(rep, worst, 100, 70, big_options(), rng);
+    kt::Timer t("svd nb32", 50, 40, 64);
+    svd_case(rep, worst, 50, 40, big_options(), rng, reference);
   }
   ml::blocked::Options chunked = o;  // one matrix per chunk
   chunked.max_workspace_bytes = 1;
-  svd_case(rep, worst, 20, 13, chunked, rng);
-  std::printf("svd: %d checks, %d failures; worst |A-USVt| %.3g, |I-UtU| %.3g, |I-VVt| %.3g, "
+  if (!reference) svd_case(rep, worst, 20, 13, chunked, rng, reference);
+  std::printf("%s: %d checks, %d failures; worst |A-USVt| %.3g, |I-UtU| %.3g, |I-VVt| %.3g, "
               "s %.3g (limit %g)\n",
-              rep.checks, rep.failures, worst.resid, worst.orth_q, worst.orth_p, worst.sval,
-              kLimit);
+              reference ? "svdref" : "svd", rep.checks, rep.failures, worst.resid, worst.orth_q,
+              worst.orth_p, worst.sval, kLimit);
   return rep.failures ? 1 : 0;
 }
 
@@ -263,7 +355,8 @@ int suite_svd() {
 int main(int argc, char **argv) {
   const std::string s = argc > 1 ? argv[1] : "";
   if (s == "brd") return suite_brd();
-  if (s == "svd") return suite_svd();
-  std::fprintf(stderr, "usage: test_blocked_svd brd|svd\n");
+  if (s == "svd") return suite_svd(false);
+  if (s == "svdref") return suite_svd(true);
+  std::fprintf(stderr, "usage: test_blocked_svd brd|svd|svdref\n");
   return 2;
 }
