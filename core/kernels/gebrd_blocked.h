@@ -57,19 +57,29 @@ ML_HOST_FN int ml_brd_x_groups(int m, int c) {
 // Shared floats of the three steps (gs lanes, panel width nb, cb columns per brd_row group).
 ML_HOST_FN int ml_brd_col_shared(int nb, int gs) { return 2 * nb + gs; }
 ML_HOST_FN int ml_brd_row_shared(int nb, int gs, int cb) {
-  return ML_BRD_PW(nb) + 4 * nb + 1 + 2 * cb + ML_BRD_PW(nb) * ((gs + 31) / 32);
+  return ML_BRD_PW(nb) + 4 * nb + 1 + 2 * cb + ML_BRD_PW(nb) * ((gs + 31) / 32) + gs;
 }
 ML_HOST_FN int ml_brd_x_shared(int nb, int gs) {
-  return ML_BRD_PW(nb) + 2 * nb + 1 + 32 * ((gs + 31) / 32);
+  return ML_BRD_PW(nb) + 2 * nb + 1 + 32 * ((gs + 31) / 32) + gs;
 }
 
-// S[t] = sum over the k groups' partials P[g * pw + t], t < pw; one lane per value, groups in
-// order (every group of a launch gets bitwise the same sums). Ends with a barrier.
+// S[t] = sum over the k groups' partials P[g * pw + t], t < pw: the lanes split into
+// gs / pw teams, team h summing groups h, h + teams, ... of every slot, then one lane per slot
+// adds the teams' sums in order (every group of a launch gets bitwise the same sums). tmp: gs
+// floats of shared. Ends with a barrier.
 ML_FN void ml_brd_sum_partials(ML_CTX ctx, ML_DEVICE const float *P, int k, int pw,
-                               ML_SHARED float *S) {
-  for (int t = ctx.lane; t < pw; t += ctx.group_size) {
+                               ML_SHARED float *S, ML_SHARED float *tmp) {
+  const int gs = ctx.group_size, teams = gs / pw > 1 ? gs / pw : 1;
+  for (int l = ctx.lane; l < teams * pw; l += gs) {
+    const int h = l / pw, t = l - h * pw;
     float s = 0.0f;
-    for (int g = 0; g < k; ++g) s += P[(ml_i64)g * pw + t];
+    for (int g = h; g < k; g += teams) s += P[(ml_i64)g * pw + t];
+    tmp[l] = s;
+  }
+  ml_barrier(ctx);
+  for (int t = ctx.lane; t < pw; t += gs) {
+    float s = 0.0f;
+    for (int h = 0; h < teams; ++h) s += tmp[h * pw + t];
     S[t] = s;
   }
   ml_barrier(ctx);
@@ -180,7 +190,7 @@ ML_FN void ml_step_brd_row(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   ML_SHARED float *vc = xc + nb;        // nb + 1
   ML_SHARED float *cr = vc + nb + 1;    // 2 cb
   ML_SHARED float *acc = cr + 2 * cb;  // acc[warp * pw + t]
-  ml_brd_sum_partials(ctx, P1, p.k, pw, S);
+  ml_brd_sum_partials(ctx, P1, p.k, pw, S, acc + nw * pw);
   ML_DEVICE const float *col = W + (ml_i64)c * M;
   ml_house_t h;
   ml_brd_house(col[c], S, nb, &h);
@@ -281,7 +291,7 @@ ML_FN void ml_step_brd_x(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   ML_SHARED float *tmp3 = S + pw;       // nb + 1
   ML_SHARED float *tmp4 = tmp3 + nb + 1;
   ML_SHARED float *part = tmp4 + nb;    // part[warp * 32 + lane]
-  ml_brd_sum_partials(ctx, P3, p.k, pw, S);
+  ml_brd_sum_partials(ctx, P3, p.k, pw, S, part + 32 * nw);
   ml_house_t h;
   ml_brd_house(row[c + 1], S, nb, &h);
   for (int t = lane; t <= ip; t += gs) tmp3[t] = Y[(ml_i64)t * N + c + 1] + h.scale * S[t];
