@@ -37,19 +37,12 @@ Mat col_major(const float *p, int r, int c, int ld) {
   return o;
 }
 
-struct Worst {
-  double resid = 0, orth_q = 0, orth_p = 0, sval = 0;
-};
-
-// ---- brd ----
-
-void brd_case(Report &rep, Worst &worst, int m, int n, const ml::blocked::Options &o,
-              std::mt19937_64 &rng) {
-  // The batch: families, with a non-finite matrix in the middle.
+// The batch of a case: the SVD families (kt::svd_families) row-major back to back, with a
+// Gaussian matrix holding a NaN or -Inf in the middle ("nonfinite"); returns the batch size.
+int make_batch(int m, int n, std::mt19937_64 &rng, std::vector<std::string> &name,
+               std::vector<float> &a) {
   kt::Families fams = kt::svd_families(m, n, rng, true);
   const int nf = int(fams.size()), batch = nf + 1, bad = nf / 2;
-  std::vector<std::string> name;
-  std::vector<float> a;
   for (int b = 0, f = 0; b < batch; ++b) {
     std::vector<float> v;
     if (b == bad) {
@@ -64,6 +57,20 @@ void brd_case(Report &rep, Worst &worst, int m, int n, const ml::blocked::Option
     }
     a.insert(a.end(), v.begin(), v.end());
   }
+  return batch;
+}
+
+struct Worst {
+  double resid = 0, orth_q = 0, orth_p = 0, sval = 0;
+};
+
+// ---- brd ----
+
+void brd_case(Report &rep, Worst &worst, int m, int n, const ml::blocked::Options &o,
+              std::mt19937_64 &rng) {
+  std::vector<std::string> name;
+  std::vector<float> a;
+  const int batch = make_batch(m, n, rng, name, a);
   namespace mb = ml::blocked;
   const mb::BrdLayout L = mb::brd_layout(m, n, true, false, o);
   kt::CpuStepRunner r;
@@ -143,18 +150,13 @@ void brd_case(Report &rep, Worst &worst, int m, int n, const ml::blocked::Option
   }
 }
 
-ml::blocked::Options small_options() {
+// Panel width, lanes of the products, largest group: small ones put block boundaries inside
+// small matrices (options(8, 4, 32)); options(32, 8, 64) is the GPU's panel width.
+ml::blocked::Options options(int nb, int gemm_lanes, int max_group) {
   ml::blocked::Options o;
-  o.nb = 8;
-  o.gemm_lanes = 4;
-  o.max_group = 32;
-  return o;
-}
-ml::blocked::Options big_options() {
-  ml::blocked::Options o;
-  o.nb = 32;
-  o.gemm_lanes = 8;
-  o.max_group = 64;
+  o.nb = nb;
+  o.gemm_lanes = gemm_lanes;
+  o.max_group = max_group;
   return o;
 }
 
@@ -167,14 +169,14 @@ int suite_brd() {
   Report rep;
   Worst worst;
   std::mt19937_64 rng(31);
-  const ml::blocked::Options o = small_options();
+  const ml::blocked::Options o = options(8, 4, 32);
   for (auto &s : kShapes) {
     kt::Timer t("brd", s[0], s[1], o.max_group);
     brd_case(rep, worst, s[0], s[1], o, rng);
   }
   {
     kt::Timer t("brd nb32", 100, 70, 64);
-    brd_case(rep, worst, 100, 70, big_options(), rng);
+    brd_case(rep, worst, 100, 70, options(32, 8, 64), rng);
   }
   std::printf("brd: %d checks, %d failures; worst |A-QBP^T| %.3g, |I-Q^TQ| %.3g, |I-P^TP| %.3g, "
               "sigma(B) %.3g (limit %g)\n",
@@ -267,23 +269,9 @@ ml_status run_reference_solver(kt::CpuStepRunner &r, const ml::Call &c,
 
 void svd_case(Report &rep, Worst &worst, int m, int n, const ml::blocked::Options &o,
               std::mt19937_64 &rng, bool reference) {
-  kt::Families fams = kt::svd_families(m, n, rng, true);
-  const int nf = int(fams.size()), batch = nf + 1, bad = nf / 2, k = std::min(m, n);
   std::vector<std::string> name;
   std::vector<float> a;
-  for (int b = 0, f = 0; b < batch; ++b) {
-    std::vector<float> v;
-    if (b == bad) {
-      v = kt::to_float(kt::gaussian(rng, m, n));
-      v[size_t(rng() % v.size())] = std::numeric_limits<float>::quiet_NaN();
-      name.push_back("nonfinite");
-    } else {
-      v = kt::to_float(fams[f].second);
-      name.push_back(fams[f].first);
-      ++f;
-    }
-    a.insert(a.end(), v.begin(), v.end());
-  }
+  const int batch = make_batch(m, n, rng, name, a), k = std::min(m, n);
   std::vector<float> u(size_t(batch) * m * k, -7.f), s(size_t(batch) * k, -7.f),
       vt(size_t(batch) * k * n, -7.f), s2(size_t(batch) * k, -7.f);
   std::vector<int> info(batch, -1), info2(batch, -1);
@@ -331,14 +319,14 @@ int suite_svd(bool reference) {
   Report rep;
   Worst worst;
   std::mt19937_64 rng(37);
-  const ml::blocked::Options o = small_options();
+  const ml::blocked::Options o = options(8, 4, 32);
   for (auto &s : kSvdShapes) {
     kt::Timer t("svd", s[0], s[1], o.max_group);
     svd_case(rep, worst, s[0], s[1], o, rng, reference);
   }
   {
     kt::Timer t("svd nb32", 50, 40, 64);
-    svd_case(rep, worst, 50, 40, big_options(), rng, reference);
+    svd_case(rep, worst, 50, 40, options(32, 8, 64), rng, reference);
   }
   ml::blocked::Options chunked = o;  // one matrix per chunk
   chunked.max_workspace_bytes = 1;
