@@ -22,7 +22,14 @@
   X(tridiag_invit, ml_step_tridiag_invit) \
   X(tridiag_cluster, ml_step_tridiag_cluster)   \
   X(trd_update, ml_step_trd_update)     \
-  X(trd_symv, ml_step_trd_symv)
+  X(trd_symv, ml_step_trd_symv)   \
+  X(brd_col, ml_step_brd_col)           \
+  X(brd_row, ml_step_brd_row)           \
+  X(brd_x, ml_step_brd_x)               \
+  X(brd_load_t, ml_step_brd_load_t)     \
+  X(brd_tgk, ml_step_brd_tgk)           \
+  X(brd_tgk_out, ml_step_brd_tgk_out)   \
+  X(brd_tgk_fix, ml_step_brd_tgk_fix)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

@@ -13,6 +13,7 @@
 #define ML_KERNELS_STEPS_H
 
 #include "blocked_common.h"
+#include "gebrd_blocked.h"
 #include "gemm.h"
 #include "larft.h"
 #include "qr_blocked.h"

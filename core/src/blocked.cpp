@@ -118,6 +118,7 @@ namespace {
 const Algo *algo_of(int32_t op) {
   if (op == ML_OP_QR) return qr_algo();
   if (op == ML_OP_EIGH || op == ML_OP_EIGVALSH) return eigh_algo();
+  if (op == ML_OP_SVD || op == ML_OP_SVDVALS) return svd_algo();
   return nullptr;
 }
 

@@ -77,5 +77,6 @@ struct Algo {
 };
 const Algo *qr_algo();    // blocked_qr.cpp
 const Algo *eigh_algo();  // blocked_eigh.cpp: eigh and eigvalsh
+const Algo *svd_algo();   // blocked_svd.cpp: svd and svdvals
 
 }  // namespace ml::blocked
