@@ -12,6 +12,8 @@
 
 // Shared floats of the recurrence: G and T (nb x nb each, nb <= 64).
 ML_HOST_FN int ml_larft_shared_floats(int nb) { return 2 * nb * nb; }
+// Shared floats of ml_step_larft: the recurrence's and tau.
+ML_HOST_FN int ml_larft_step_shared_floats(int nb) { return ml_larft_shared_floats(nb) + nb; }
 
 // T (nb x nb, column-major, zeros outside the upper jb x jb triangle) into the workspace from
 // G (G[q * nb + c] = V[:, q]^T V[:, c] for q < c) and tau, both in shared memory; Ts: nb * nb
@@ -39,7 +41,7 @@ ML_FN void ml_larft_from_gram(ML_CTX ctx, ML_SHARED const float *G, ML_SHARED co
 
 // larft: one group per matrix. p.m = r (rows of V), i[1] = jb, i[2] = nb (<= 64). Operands:
 // 0 V (column-major, ld[0]; explicit, unit lower trapezoidal), 1 tau (jb floats), 2 T (nb x
-// nb, column-major, ld nb). Shared: ml_larft_shared_floats(nb) + nb floats.
+// nb, column-major, ld nb). Shared: ml_larft_step_shared_floats(nb).
 ML_FN void ml_step_larft(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                          ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
                          ML_DEVICE float *o2, ML_DEVICE int *info) {

@@ -115,7 +115,7 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
       q.off[1] = L.tau() + j0;
       q.off[2] = L.t + static_cast<int64_t>(j0 / nb) * nb * nb;
       const int lg = panel_lanes(n - 1 - j0, o);
-      if ((st = ch.launch(kStep_larft, ch.batch, lg, ml_larft_shared_floats(nb, lg), q)))
+      if ((st = ch.launch(kStep_larft, ch.batch, lg, ml_larft_step_shared_floats(nb), q)))
         return st;
     }
   }

@@ -141,7 +141,7 @@ ml_status apply_block(const Chunk &ch, const Options &o, const BrdLayout &L, int
   p.off[2] = L.t;
   const int gs = panel_lanes(r, o);
   ml_status st;
-  if ((st = ch.launch(kStep_larft, ch.batch, gs, ml_larft_shared_floats(nb, gs), p))) return st;
+  if ((st = ch.launch(kStep_larft, ch.batch, gs, ml_larft_step_shared_floats(nb), p))) return st;
   if ((st = gemm(ch, o, ML_GEMM_TRANS_A, jb, ncols, r, 1.0f, rf, ldr, x2, ldx, 0.0f, L.x1, nb)) ||
       (st = gemm(ch, o, 0, jb, ncols, jb, 1.0f, L.t, nb, L.x1, nb, 0.0f, L.x2, nb)) ||
       (st = gemm(ch, o, 0, r, ncols, jb, -1.0f, rf, ldr, L.x2, nb, 1.0f, x2, ldx)))
