@@ -42,8 +42,7 @@ struct Worst {
 kt::Families some(const kt::Families &all) {
   kt::Families out;
   for (const auto &f : all)
-    if (f.first == "gaussian" || f.first == "graded" || f.first == "zero_cols" ||
-        f.first == "scale1e37")
+    if (f.first == "gaussian" || f.first == "graded" || f.first == "scale1e37")
       out.push_back(f);
   return out;
 }
@@ -166,7 +165,7 @@ int suite_sytrd() {
   o.max_group = 32;
   // Panel boundaries inside the matrix, a last panel of one or two columns, n = 1, 2.
   int uplo = ML_K_LOWER;
-  for (int n : {1, 2, 3, 8, 9, 17, 40, 67}) {
+  for (int n : {1, 2, 3, 8, 17, 33, 67}) {
     sytrd_case(rep, worst, n, uplo, o, rng);
     uplo = uplo == ML_K_LOWER ? ML_K_UPPER : ML_K_LOWER;
   }
