@@ -67,6 +67,7 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
                 const EighLayout &L) {
   const Chunk ch{r, first, batch, L.per};
   const int n = L.n, nb = L.nb;
+  if (nb < 1 || nb > 64) return fail(ML_RUNTIME_ERROR, "blocked eigh", "panel width %d", nb);
   ml_status st;
   const int tri = kf == ML_K_UPPER ? ML_STEP_TRI_UPPER : ML_STEP_TRI_LOWER;
   if ((st = load_input(ch, o, n, n, tri, L.stat, L.a))) return st;
