@@ -3,11 +3,11 @@
 // launches over many groups, per panel one rank-2nb update of the trailing matrix as a matrix
 // product), the tridiagonal eigensolver (blocked_tridiag.h), and for eigh the
 // back-transformation Z = Q Z in compact WY form, panels from the last, as matrix products.
-// Launches per call, np = ceil(n / nb): 2 (load) + n + np (trd_update) + n - 1 (trd_symv) +
-// np - 1 (trailing updates) + the solver's + 1 (eigenvalues) + 1 (info words, when asked):
-// 2 n + 2 np + 2 + solver for eigvalsh; eigh adds np (T; np - 1 when n = 1 mod nb) +
-// 3 ceil((n - 1) / nb) (back-transformation) + 1 (eigenvectors). n = 4096, nb = 32: 8450 and
-// 8963, plus the solver's.
+// Launches per call, np = ceil(n / nb): the load's (load_input) + n + np (trd_update) +
+// n - 1 (trd_symv) + np - 1 (trailing updates) + the solver's + 1 (eigenvalues) + 1 (info
+// words, when asked): 2 n + 2 np + the load's + the solver's for eigvalsh; eigh adds np (T;
+// np - 1 when n = 1 mod nb) + 3 ceil((n - 1) / nb) (back-transformation) + 1 (eigenvectors).
+// n = 4096, nb = 32: 8448 and 8961, plus the load's and the solver's.
 #include "blocked_eigh.h"
 
 #include "blocked_impl.h"
@@ -56,6 +56,7 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
                 const EighLayout &L) {
   const Chunk ch{r, first, batch, L.per};
   const int n = L.n, nb = L.nb;
+  if (nb < 1 || nb > 64) return fail(ML_RUNTIME_ERROR, "blocked eigh", "panel width %d", nb);
   ml_status st;
   const int tri = kf == ML_K_UPPER ? ML_STEP_TRI_UPPER : ML_STEP_TRI_LOWER;
   if ((st = load_input(ch, o, n, n, tri, L.stat, L.a))) return st;

@@ -42,8 +42,7 @@ struct Worst {
 kt::Families some(const kt::Families &all) {
   kt::Families out;
   for (const auto &f : all)
-    if (f.first == "gaussian" || f.first == "graded" || f.first == "zero_cols" ||
-        f.first == "scale1e37")
+    if (f.first == "gaussian" || f.first == "graded" || f.first == "scale1e37")
       out.push_back(f);
   return out;
 }
@@ -108,6 +107,14 @@ void sytrd_case(Report &rep, Worst &worst, int n, int uplo, const ml::blocked::O
     bool finite = kt::all_finite(d, n) && kt::all_finite(qs[b].data(), size_t(n) * n);
     for (int i = 0; i + 1 < n; ++i) finite = finite && std::isfinite(e[i]);
     rep.expect(finite, at + " d, e, Q finite");
+    if (fam == "tridiag_fill") {
+      // Tails of ~1e-20 below the subdiagonal (squares below the float range): still reflected
+      // (tau in [1, 2]), through the rescaled sum of squares.
+      const float *tau = slice + L.tau();
+      bool reflected = true;
+      for (int i = 0; i + 2 < n; ++i) reflected = reflected && tau[i] >= 1.f && tau[i] <= 2.f;
+      rep.expect(reflected, at + " tiny tails reflected");
+    }
     const Mat A = kt::read_symmetric(eb.a.data() + size_t(b) * n * n, n, uplo == ML_K_LOWER);
     const double s = std::ldexp(1.0, int(st[0]));  // the load scaled by 2^-e
     Mat T(n, n);
@@ -166,7 +173,7 @@ int suite_sytrd() {
   o.max_group = 32;
   // Panel boundaries inside the matrix, a last panel of one or two columns, n = 1, 2.
   int uplo = ML_K_LOWER;
-  for (int n : {1, 2, 3, 8, 9, 17, 40, 67}) {
+  for (int n : {1, 2, 3, 8, 17, 33, 67}) {
     sytrd_case(rep, worst, n, uplo, o, rng);
     uplo = uplo == ML_K_LOWER ? ML_K_UPPER : ML_K_LOWER;
   }
