@@ -410,13 +410,14 @@ ML_FN void ml_step_brd_tgk_out(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws
   for (int t = ctx.lane; t < N; t += ctx.group_size) vb[t] = z[2 * t] * fv;
 }
 
-// Shared floats of brd_tgk_fix for N: the column being fixed and the projection coefficients.
-ML_HOST_FN int ml_brd_fix_shared(int n) { return 2 * n + ML_RED_FLOATS; }
+// Shared floats of brd_tgk_fix for N: the column being fixed.
+ML_HOST_FN int ml_brd_fix_shared(int n) { return n + ML_RED_FLOATS; }
 
 // x (shared, len floats) -= C C^T x over the columns 0..cnt-1 of C (ld ldc), twice (classical
-// Gram-Schmidt with reorthogonalisation); returns |x| afterwards. coef: cnt floats of shared.
+// Gram-Schmidt with reorthogonalisation); returns |x| afterwards. coef: cnt floats of the
+// workspace.
 ML_FN float ml_brd_project_out(ML_CTX ctx, ML_DEVICE const float *C, int ldc, int cnt, int len,
-                               ML_SHARED float *x, ML_SHARED float *coef, ML_SHARED float *red) {
+                               ML_SHARED float *x, ML_DEVICE float *coef, ML_SHARED float *red) {
   for (int pass = 0; pass < 2; ++pass) {
     for (int t = ctx.lane; t < cnt; t += ctx.group_size) {
       ML_DEVICE const float *ct = C + (ml_i64)t * ldc;
@@ -424,13 +425,13 @@ ML_FN float ml_brd_project_out(ML_CTX ctx, ML_DEVICE const float *C, int ldc, in
       for (int r = 0; r < len; ++r) d += ct[r] * x[r];
       coef[t] = d;
     }
-    ml_barrier(ctx);
+    ml_barrier_device(ctx);
     for (int r = ctx.lane; r < len; r += ctx.group_size) {
       float y = x[r];
       for (int t = 0; t < cnt; ++t) y -= coef[t] * C[(ml_i64)t * ldc + r];
       x[r] = y;
     }
-    ml_barrier(ctx);
+    ml_barrier_device(ctx);  // also orders the next pass's coef writes after these reads
   }
   float s = 0.0f;
   for (int r = ctx.lane; r < len; r += ctx.group_size) s += x[r] * x[r];
@@ -443,7 +444,8 @@ ML_FN float ml_brd_project_out(ML_CTX ctx, ML_DEVICE const float *C, int ldc, in
 // U_B and of V_B, in order, is orthogonalised against all columns before it; one that vanishes
 // there is replaced by the first unit vector e_t (t from a running index) that does not. One
 // group per matrix, sequential over those columns (none for full-rank B). Operands as
-// brd_tgk_out: 0 the vector block, 3 U_B (ld[0]), V_B at offset ld[1]; n = N.
+// brd_tgk_out: 0 the vector block (its row slot holds the projection coefficients), 3 U_B
+// (ld[0]), V_B at offset ld[1]; n = N. Shared: ml_brd_fix_shared(N).
 ML_FN void ml_step_brd_tgk_fix(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                                ML_DEVICE const float *a, ML_DEVICE float *o0,
                                ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
@@ -453,9 +455,9 @@ ML_FN void ml_step_brd_tgk_fix(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws
   const int N = p.n, M = p.ld[0];
   ML_DEVICE float *base = ws + b * p.stride[0];
   ML_DEVICE const float *s = base + p.off[0] + ml_brd_vec(N, ML_BRD_S);
+  ML_DEVICE float *coef = base + p.off[0] + ml_brd_vec(N, ML_BRD_ROW);  // free by now
   ML_SHARED float *x = ctx.scratch;
-  ML_SHARED float *coef = x + N;
-  ML_SHARED float *red = coef + N;
+  ML_SHARED float *red = x + N;
   const float tol = (float)p.m * ML_FLT_ULP * s[0];
   int i0 = 0;
   while (i0 < N && s[i0] > tol) ++i0;
