@@ -500,19 +500,4 @@ ML_FN void ml_step_brd_tgk_fix(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws
   }
 }
 
-// brd_triu: W (operand 1, n x n, ld n) = the upper triangle of the first n rows of W0 (operand 0,
-// m x n, ld m), zeros below (R of the QR that precedes the bidiagonalisation of tall problems).
-// Groups: batch x n, a column each.
-ML_FN void ml_step_brd_triu(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                            ML_DEVICE float *o2, ML_DEVICE int *info) {
-  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
-  if (ctx.group_id >= p.groups) return;
-  const ml_i64 b = ctx.group_id / p.n;
-  const int c = (int)(ctx.group_id - b * p.n);
-  ML_DEVICE const float *src = ws + p.off[0] + b * p.stride[0] + (ml_i64)c * p.m;
-  ML_DEVICE float *dst = ws + p.off[1] + b * p.stride[1] + (ml_i64)c * p.n;
-  for (int r = ctx.lane; r < p.n; r += ctx.group_size) dst[r] = r <= c ? src[r] : 0.0f;
-}
-
 #endif  // ML_KERNELS_GEBRD_BLOCKED_H

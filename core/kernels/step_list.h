@@ -19,8 +19,7 @@
   X(brd_load_t, ml_step_brd_load_t)     \
   X(brd_tgk, ml_step_brd_tgk)           \
   X(brd_tgk_out, ml_step_brd_tgk_out)   \
-  X(brd_tgk_fix, ml_step_brd_tgk_fix)   \
-  X(brd_triu, ml_step_brd_triu)
+  X(brd_tgk_fix, ml_step_brd_tgk_fix)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

@@ -38,35 +38,24 @@ BrdLayout brd_layout(int64_t m, int64_t n, bool vectors, bool solver, const Opti
   L.wide = m < n;
   L.M = i32(std::max(m, n));
   L.N = i32(std::min(m, n));
-  L.qr = 5 * static_cast<int64_t>(L.M) >= 8 * static_cast<int64_t>(L.N) && L.N < L.M;
-  L.Mb = L.qr ? L.N : L.M;
   L.nb = std::max(1, std::min(o.nb, 64));
   L.gs_col = L.gs_row = L.gs_x = brd_lanes(o);
   L.cb_row = 4 * (L.gs_row / 32);
-  const int64_t M = L.M, Mb = L.Mb, N = L.N, nb = L.nb, pw = ML_BRD_PW(nb);
-  const int64_t np = (N + nb - 1) / nb;
+  const int64_t M = L.M, N = L.N, nb = L.nb, pw = ML_BRD_PW(nb);
   Slice s;
   L.vec = s.add(ml_brd_vec(L.N, ML_BRD_VECS));
-  if (L.qr) {
-    L.w0 = s.add(M * N);
-    L.vq = s.add(M * N);
-    L.tq = s.add(np * nb * nb);
-    L.qstat = s.add(ML_STAT_FLOATS);
-  }
-  L.w = s.add(Mb * N);
-  L.v = s.add(Mb * N);
+  L.w = s.add(M * N);
+  L.v = s.add(M * N);
   L.u = s.add(N * N);
-  L.x = s.add(Mb * nb);
+  L.x = s.add(M * nb);
   L.y = s.add(N * nb);
-  L.p1 = s.add(ml_brd_col_groups(L.Mb, 0, L.gs_col) * pw);
+  L.p1 = s.add(ml_brd_col_groups(L.M, 0, L.gs_col) * pw);
   L.p3 = s.add(ml_brd_row_groups(L.N, 0, L.cb_row) * pw);
-  if (vectors || L.qr) {
-    L.x1 = s.add(nb * N);
-    L.x2 = s.add(nb * N);
-  }
   if (vectors) {
     L.t = s.add(nb * nb);
-    L.uf = L.qr ? L.w0 : L.w;  // spent once B is out
+    L.x1 = s.add(nb * N);
+    L.x2 = s.add(nb * N);
+    L.uf = L.w;  // W is spent once B is out
     L.vf = s.add(N * N);
   }
   if (solver) {
@@ -81,8 +70,7 @@ BrdLayout brd_layout(int64_t m, int64_t n, bool vectors, bool solver, const Opti
 }
 
 ml_status brd_load(const Chunk &ch, const Options &o, const BrdLayout &L) {
-  const int64_t w = L.qr ? L.w0 : L.w;
-  if (!L.wide) return load_input(ch, o, L.m, L.n, ML_STEP_TRI_FULL, L.vec, w);
+  if (!L.wide) return load_input(ch, o, L.m, L.n, ML_STEP_TRI_FULL, L.vec, L.w);
   const int gs = plain_lanes(o);
   ml_step_params p = step_params();
   p.m = L.m;
@@ -90,65 +78,13 @@ ml_status brd_load(const Chunk &ch, const Options &o, const BrdLayout &L) {
   p.flags = ML_STEP_TRI_FULL;
   p.off[0] = L.vec;
   if (ml_status st = ch.launch(kStep_scan, ch.batch, gs, ML_RED_FLOATS, p)) return st;
-  p.off[1] = w;
+  p.off[1] = L.w;
   const int64_t mn = static_cast<int64_t>(L.m) * L.n;
   return ch.launch(kStep_brd_load_t, ch.batch * ((mn + gs - 1) / gs), gs, 0, p);
 }
 
-namespace {
-
-// The QR factorisation of the tall problem W0 = Q_R R (blocked_qr.cpp's panels and products:
-// reflectors in VQ, T per panel in TQ), then W = R (N x N, zeros below the diagonal).
-ml_status qr_first(const Chunk &ch, const Options &o, const BrdLayout &L) {
-  const int M = L.M, N = L.N, nb = L.nb;
-  ml_status st;
-  ml_step_params z = step_params();  // the QR's own stat slot: [1, 0, 0, 0] (info bits 0)
-  z.m = ML_STAT_FLOATS;
-  z.n = 1;
-  z.off[0] = L.qstat;
-  z.ld[0] = ML_STAT_FLOATS;
-  if ((st = ch.launch(kStep_eye, ch.batch, 32, 0, z))) return st;
-  for (int j = 0; j < N; j += nb) {
-    const int jb = std::min(nb, N - j), r = M - j;
-    const int64_t tp = L.tq + static_cast<int64_t>(j / nb) * nb * nb;
-    ml_step_params p = step_params();
-    p.m = M;
-    p.n = N;
-    p.i[0] = j;
-    p.i[1] = jb;
-    p.i[2] = nb;
-    p.off[0] = L.w0;
-    p.ld[0] = M;
-    p.off[1] = L.vq;
-    p.ld[1] = M;
-    p.off[2] = tp;
-    p.off[3] = L.qstat;  // the QR's rank bit is not the SVD's
-    const int pg = panel_lanes(r, o);
-    if ((st = ch.launch(kStep_qr_panel, ch.batch, pg, ml_qr_panel_shared_floats(nb, pg), p)))
-      return st;
-    const int nt = N - j - jb;
-    if (nt <= 0) continue;
-    const int64_t vj = L.vq + static_cast<int64_t>(j) * M + j;
-    const int64_t w2 = L.w0 + static_cast<int64_t>(j + jb) * M + j;
-    if ((st = gemm(ch, o, ML_GEMM_TRANS_A, jb, nt, r, 1.0f, vj, M, w2, M, 0.0f, L.x1, nb)) ||
-        (st = gemm(ch, o, ML_GEMM_TRANS_A, jb, nt, jb, 1.0f, tp, nb, L.x1, nb, 0.0f, L.x2, nb)) ||
-        (st = gemm(ch, o, 0, r, nt, jb, -1.0f, vj, M, L.x2, nb, 1.0f, w2, M)))
-      return st;
-  }
-  ml_step_params p = step_params();
-  p.m = M;
-  p.n = N;
-  p.off[0] = L.w0;
-  p.off[1] = L.w;
-  return ch.launch(kStep_brd_triu, ch.batch * N, plain_lanes(o), 0, p);
-}
-
-}  // namespace
-
 ml_status brd_bidiagonalize(const Chunk &ch, const Options &o, const BrdLayout &L) {
-  if (L.qr)
-    if (ml_status st = qr_first(ch, o, L)) return st;
-  const int M = L.Mb, N = L.N, nb = L.nb;
+  const int M = L.M, N = L.N, nb = L.nb;
   ml_step_params p = step_params();
   p.m = M;
   p.n = N;
@@ -203,18 +139,8 @@ namespace {
 // X2 := (I - R T R^T) X2 for the reflectors R (r x jb at offset rf, ld ldr, taus at tau) and
 // X2 (r x ncols at x2, ld ldx): T by the larft step, then three products.
 ml_status apply_block(const Chunk &ch, const Options &o, const BrdLayout &L, int64_t rf, int ldr,
-                      int64_t tau, int r, int jb, int64_t x2, int ldx, int ncols,
-                      int64_t t_ready = -1) {
+                      int64_t tau, int r, int jb, int64_t x2, int ldx, int ncols) {
   const int nb = L.nb;
-  ml_status st;
-  if (t_ready >= 0) {  // T of the block exists already
-    if ((st = gemm(ch, o, ML_GEMM_TRANS_A, jb, ncols, r, 1.0f, rf, ldr, x2, ldx, 0.0f, L.x1,
-                   nb)) ||
-        (st = gemm(ch, o, 0, jb, ncols, jb, 1.0f, t_ready, nb, L.x1, nb, 0.0f, L.x2, nb)) ||
-        (st = gemm(ch, o, 0, r, ncols, jb, -1.0f, rf, ldr, L.x2, nb, 1.0f, x2, ldx)))
-      return st;
-    return ML_OK;
-  }
   ml_step_params p = step_params();
   p.m = r;
   p.i[1] = jb;
@@ -224,29 +150,25 @@ ml_status apply_block(const Chunk &ch, const Options &o, const BrdLayout &L, int
   p.off[1] = tau;
   p.off[2] = L.t;
   const int gs = panel_lanes(r, o);
+  ml_status st;
   if ((st = ch.launch(kStep_larft, ch.batch, gs, ml_larft_shared_floats(nb, gs), p))) return st;
-  return apply_block(ch, o, L, rf, ldr, tau, r, jb, x2, ldx, ncols, L.t);
+  if ((st = gemm(ch, o, ML_GEMM_TRANS_A, jb, ncols, r, 1.0f, rf, ldr, x2, ldx, 0.0f, L.x1, nb)) ||
+      (st = gemm(ch, o, 0, jb, ncols, jb, 1.0f, L.t, nb, L.x1, nb, 0.0f, L.x2, nb)) ||
+      (st = gemm(ch, o, 0, r, ncols, jb, -1.0f, rf, ldr, L.x2, nb, 1.0f, x2, ldx)))
+    return st;
+  return ML_OK;
 }
 
 }  // namespace
 
 ml_status brd_apply_q(const Chunk &ch, const Options &o, const BrdLayout &L, int64_t x,
                       int ncols) {
-  const int M = L.M, Mb = L.Mb, N = L.N, nb = L.nb;
+  const int M = L.M, N = L.N, nb = L.nb;
   const int64_t tauq = L.vec + ml_brd_vec(N, ML_BRD_TAUQ);
   for (int j = (N - 1) / nb * nb; j >= 0; j -= nb) {
     const int jb = std::min(nb, N - j);
-    if (ml_status st = apply_block(ch, o, L, L.v + static_cast<int64_t>(j) * Mb + j, Mb,
-                                   tauq + j, Mb - j, jb, x + j, M, ncols))
-      return st;
-  }
-  if (!L.qr) return ML_OK;
-  // X = Q_R X: the QR's panels from the last (its T blocks are kept).
-  for (int j = (N - 1) / nb * nb; j >= 0; j -= nb) {
-    const int jb = std::min(nb, N - j);
-    if (ml_status st = apply_block(ch, o, L, L.vq + static_cast<int64_t>(j) * M + j, M, 0, M - j,
-                                   jb, x + j, M, ncols,
-                                   L.tq + static_cast<int64_t>(j / nb) * nb * nb))
+    if (ml_status st = apply_block(ch, o, L, L.v + static_cast<int64_t>(j) * M + j, M, tauq + j,
+                                   M - j, jb, x + j, M, ncols))
       return st;
   }
   return ML_OK;

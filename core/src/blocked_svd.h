@@ -11,11 +11,6 @@ struct BrdLayout {
   int m = 0, n = 0;  // the call's shape
   int M = 0, N = 0;  // the problem's: M >= N
   bool wide = false;
-  // Tall problems (M >= 1.6 N) are reduced by a QR first (W0 = Q_R R, blocked_qr.cpp's
-  // steps), then R is bidiagonalised: Mb rows of the bidiagonalised matrix (N or M).
-  bool qr = false;
-  int Mb = 0;
-  int64_t w0 = 0, vq = 0, tq = 0, qstat = 0;  // the problem, the QR's reflectors, T blocks, stat
   int nb = 0;
   int gs_col = 0, gs_row = 0, cb_row = 0, gs_x = 0;  // lanes, columns per brd_row group
   // Workspace offsets (floats from the slice start). vec: the stat slot, then tauq, taup, d, e,
@@ -33,15 +28,13 @@ struct BrdLayout {
 // transformations and of U_B, V_B when `vectors`, those around the solver when `solver` (its
 // scratch only when it is linked in).
 BrdLayout brd_layout(int64_t m, int64_t n, bool vectors, bool solver, const Options &o);
-// Scan and load of the call's input into W (M x N, ld M; W0 when L.qr): A, or A^T when wide;
-// fills the stat slot at L.vec.
+// Scan and load of the call's input into W (M x N, ld M): A, or A^T when wide; fills the stat
+// slot at L.vec.
 ml_status brd_load(const Chunk &ch, const Options &o, const BrdLayout &L);
-// W -> d, e (vector block) and the explicit reflectors V, U with tauq, taup (after the QR of
-// W0 into W = R when L.qr). Launches: 3 per column (2 for the last) and 2 products per panel;
-// with the QR first 4 per panel and one more.
+// W -> d, e (vector block) and the explicit reflectors V, U with tauq, taup. Launches: 3 per
+// column (2 for the last) and 2 products per panel.
 ml_status brd_bidiagonalize(const Chunk &ch, const Options &o, const BrdLayout &L);
-// X := Q X for X at workspace offset x (M x ncols, ld M), Q = Q_R [Q_B 0; 0 I] with the QR
-// first (M x N of it is what A = Q B P^T uses); needs L built with vectors.
+// X := Q X for X at workspace offset x (M x ncols, ld M); needs L built with vectors.
 ml_status brd_apply_q(const Chunk &ch, const Options &o, const BrdLayout &L, int64_t x,
                       int ncols);
 // X := P X for X at workspace offset x (N x ncols, ld N); needs L built with vectors.
