@@ -54,19 +54,24 @@ ML_HOST_FN int ml_brd_x_groups(int m, int c) {
   const int g = (m - c - 1 + 31) / 32;
   return g > 1 ? g : 1;
 }
-// Shared floats of the three steps (gs lanes, panel width nb, cb columns per brd_row group).
+// Shared floats of the three steps (gs lanes, panel width nb, cb columns per brd_row group);
+// ml_brd_team_floats: the partial sums' teams (ml_brd_sum_partials).
+ML_HOST_FN int ml_brd_team_floats(int nb, int gs) {
+  return gs > ML_BRD_PW(nb) ? gs : ML_BRD_PW(nb);
+}
 ML_HOST_FN int ml_brd_col_shared(int nb, int gs) { return 2 * nb + gs; }
 ML_HOST_FN int ml_brd_row_shared(int nb, int gs, int cb) {
-  return ML_BRD_PW(nb) + 4 * nb + 1 + 2 * cb + ML_BRD_PW(nb) * ((gs + 31) / 32) + gs;
+  return ML_BRD_PW(nb) + 4 * nb + 1 + 2 * cb + ML_BRD_PW(nb) * ((gs + 31) / 32) +
+         ml_brd_team_floats(nb, gs);
 }
 ML_HOST_FN int ml_brd_x_shared(int nb, int gs) {
-  return ML_BRD_PW(nb) + 2 * nb + 1 + 32 * ((gs + 31) / 32) + gs;
+  return ML_BRD_PW(nb) + 2 * nb + 1 + 32 * ((gs + 31) / 32) + ml_brd_team_floats(nb, gs);
 }
 
 // S[t] = sum over the k groups' partials P[g * pw + t], t < pw: the lanes split into
 // gs / pw teams, team h summing groups h, h + teams, ... of every slot, then one lane per slot
-// adds the teams' sums in order (every group of a launch gets bitwise the same sums). tmp: gs
-// floats of shared. Ends with a barrier.
+// adds the teams' sums in order (every group of a launch gets bitwise the same sums). tmp:
+// ml_brd_team_floats(nb, gs) floats of shared. Ends with a barrier.
 ML_FN void ml_brd_sum_partials(ML_CTX ctx, ML_DEVICE const float *P, int k, int pw,
                                ML_SHARED float *S, ML_SHARED float *tmp) {
   const int gs = ctx.group_size, teams = gs / pw > 1 ? gs / pw : 1;
@@ -410,13 +415,14 @@ ML_FN void ml_step_brd_tgk_out(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws
   for (int t = ctx.lane; t < N; t += ctx.group_size) vb[t] = z[2 * t] * fv;
 }
 
-// Shared floats of brd_tgk_fix for N: the column being fixed and the projection coefficients.
-ML_HOST_FN int ml_brd_fix_shared(int n) { return 2 * n + ML_RED_FLOATS; }
+// Shared floats of brd_tgk_fix for N: the column being fixed.
+ML_HOST_FN int ml_brd_fix_shared(int n) { return n + ML_RED_FLOATS; }
 
 // x (shared, len floats) -= C C^T x over the columns 0..cnt-1 of C (ld ldc), twice (classical
-// Gram-Schmidt with reorthogonalisation); returns |x| afterwards. coef: cnt floats of shared.
+// Gram-Schmidt with reorthogonalisation); returns |x| afterwards. coef: cnt floats of the
+// workspace.
 ML_FN float ml_brd_project_out(ML_CTX ctx, ML_DEVICE const float *C, int ldc, int cnt, int len,
-                               ML_SHARED float *x, ML_SHARED float *coef, ML_SHARED float *red) {
+                               ML_SHARED float *x, ML_DEVICE float *coef, ML_SHARED float *red) {
   for (int pass = 0; pass < 2; ++pass) {
     for (int t = ctx.lane; t < cnt; t += ctx.group_size) {
       ML_DEVICE const float *ct = C + (ml_i64)t * ldc;
@@ -424,13 +430,13 @@ ML_FN float ml_brd_project_out(ML_CTX ctx, ML_DEVICE const float *C, int ldc, in
       for (int r = 0; r < len; ++r) d += ct[r] * x[r];
       coef[t] = d;
     }
-    ml_barrier(ctx);
+    ml_barrier_device(ctx);
     for (int r = ctx.lane; r < len; r += ctx.group_size) {
       float y = x[r];
       for (int t = 0; t < cnt; ++t) y -= coef[t] * C[(ml_i64)t * ldc + r];
       x[r] = y;
     }
-    ml_barrier(ctx);
+    ml_barrier_device(ctx);  // also orders the next pass's coef writes after these reads
   }
   float s = 0.0f;
   for (int r = ctx.lane; r < len; r += ctx.group_size) s += x[r] * x[r];
@@ -441,9 +447,11 @@ ML_FN float ml_brd_project_out(ML_CTX ctx, ML_DEVICE const float *C, int ldc, in
 // m = p.m). Their Golub-Kahan eigenvectors lie in a degenerate eigenspace (+0 and -0 meet), so
 // their u and v parts need not be orthogonal to each other's, nor nonzero. Each such column of
 // U_B and of V_B, in order, is orthogonalised against all columns before it; one that vanishes
-// there is replaced by the first unit vector e_t (t from a running index) that does not. One
-// group per matrix, sequential over those columns (none for full-rank B). Operands as
-// brd_tgk_out: 0 the vector block, 3 U_B (ld[0]), V_B at offset ld[1]; n = N.
+// there is replaced by the first unit vector e_t (t from a running index) that does not; B = 0
+// gives U_B = V_B = I. One group per matrix, sequential over those columns (none for full-rank
+// B: O(z N^2) for z numerically zero singular values, so slow for very low rank). Operands as
+// brd_tgk_out: 0 the vector block (its row slot holds the projection coefficients), 3 U_B
+// (ld[0]), V_B at offset ld[1]; n = N. Shared: ml_brd_fix_shared(N).
 ML_FN void ml_step_brd_tgk_fix(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                                ML_DEVICE const float *a, ML_DEVICE float *o0,
                                ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
@@ -453,9 +461,20 @@ ML_FN void ml_step_brd_tgk_fix(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws
   const int N = p.n, M = p.ld[0];
   ML_DEVICE float *base = ws + b * p.stride[0];
   ML_DEVICE const float *s = base + p.off[0] + ml_brd_vec(N, ML_BRD_S);
+  ML_DEVICE float *coef = base + p.off[0] + ml_brd_vec(N, ML_BRD_ROW);  // free by now
   ML_SHARED float *x = ctx.scratch;
-  ML_SHARED float *coef = x + N;
-  ML_SHARED float *red = coef + N;
+  ML_SHARED float *red = x + N;
+  if (s[0] == 0.0f) {  // B = 0: U_B = V_B = I
+    for (int part = 0; part < 2; ++part) {
+      ML_DEVICE float *C = part == 0 ? base + p.off[3] : base + p.ld[1];
+      const int ldc = part == 0 ? M : N;
+      for (ml_i64 e = ctx.lane; e < (ml_i64)N * N; e += ctx.group_size) {
+        const int i = (int)(e / N), r = (int)(e - (ml_i64)i * N);
+        C[(ml_i64)i * ldc + r] = r == i ? 1.0f : 0.0f;
+      }
+    }
+    return;
+  }
   const float tol = (float)p.m * ML_FLT_ULP * s[0];
   int i0 = 0;
   while (i0 < N && s[i0] > tol) ++i0;

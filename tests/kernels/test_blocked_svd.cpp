@@ -160,10 +160,10 @@ ml::blocked::Options options(int nb, int gemm_lanes, int max_group) {
   return o;
 }
 
-// Panel boundaries inside the matrix, a last panel of one column (17, 33, 65), wide and tall,
-// more rows than one row block of 32 lanes.
+// Panel boundaries inside the matrix (nb 8), a last panel of one column (17), wide and tall,
+// more rows than one row block of 32 lanes (90x21: three).
 constexpr int kShapes[][2] = {{1, 1}, {2, 1}, {1, 3}, {5, 3}, {3, 5}, {8, 8}, {17, 17},
-                              {40, 24}, {24, 40}, {33, 33}, {67, 45}, {45, 67}};
+                              {40, 24}, {24, 40}, {45, 67}, {90, 21}};
 
 int suite_brd() {
   Report rep;
@@ -309,7 +309,7 @@ void svd_case(Report &rep, Worst &worst, int m, int n, const ml::blocked::Option
 
 // Fewer shapes end to end (the bidiagonalisation's own suite covers more).
 constexpr int kSvdShapes[][2] = {{1, 1}, {2, 1}, {1, 3}, {5, 3}, {3, 5}, {8, 8},
-                                 {17, 17}, {40, 24}, {24, 40}, {45, 33}};
+                                 {17, 17}, {40, 24}, {24, 40}, {21, 70}};
 
 int suite_svd(bool reference) {
   Report rep;
