@@ -330,24 +330,35 @@ ML_FN void ml_step_brd_x(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   }
 }
 
-// brd_load_t: W = 2^-e A^T for the wide input (m < n): the row-major m x n input read as the
-// column-major n x m matrix, ld n; zeros for a non-finite input. Operand 0: stat, 1: W.
-// Groups: batch x ceil(m n / group size), an element per lane (both sides contiguous).
-ML_FN void ml_step_brd_load_t(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                              ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                              ML_DEVICE float *o2, ML_DEVICE int *info) {
-  (void)o0, (void)o1, (void)o2, (void)info;
+// brd_transpose: operand 1 (n x m, ld n) = operand 0^T (m x n, ld m), the wide input loaded
+// (load_input) as it is, then transposed into the M x N problem. Groups: batch x ceil(m / 32) x
+// ceil(n / 32), 32 x 32 tiles through shared memory (32 x 33 floats), read and written along
+// columns.
+ML_FN void ml_step_brd_transpose(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                                 ML_DEVICE const float *a, ML_DEVICE float *o0,
+                                 ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
-  const ml_i64 mn = (ml_i64)p.m * p.n;
-  const ml_i64 per = (mn + ctx.group_size - 1) / ctx.group_size;
-  const ml_i64 b = ctx.group_id / per;
-  const ml_i64 t = (ctx.group_id - b * per) * ctx.group_size + ctx.lane;
-  if (t >= mn) return;
-  ML_DEVICE const float *st = ws + p.off[0] + b * p.stride[0];
-  const float scale = ml_ldexp(1.0f, -(int)st[0]);
-  const bool bad = st[1] != 0.0f;
-  ML_DEVICE float *W = ws + p.off[1] + b * p.stride[1];
-  W[t] = bad ? 0.0f : a[(p.first + b) * mn + t] * scale;
+  const int m = p.m, n = p.n;
+  const int tm = (m + 31) / 32, tn = (n + 31) / 32;
+  const ml_i64 tiles = (ml_i64)tm * tn;
+  const ml_i64 b = ctx.group_id / tiles;
+  const int t = (int)(ctx.group_id - b * tiles);
+  const int i0 = (t % tm) * 32, c0 = (t / tm) * 32;
+  ML_DEVICE const float *A = ws + p.off[0] + b * p.stride[0];
+  ML_DEVICE float *T = ws + p.off[1] + b * p.stride[1];
+  ML_SHARED float *tile = ctx.scratch;  // tile[c * 33 + r] = A(i0 + r, c0 + c)
+  for (int e = ctx.lane; e < 32 * 32; e += ctx.group_size) {
+    const int c = e / 32, r = e % 32;
+    const int i = i0 + r, cc = c0 + c;
+    tile[c * 33 + r] = i < m && cc < n ? A[(ml_i64)cc * m + i] : 0.0f;
+  }
+  ml_barrier(ctx);
+  for (int e = ctx.lane; e < 32 * 32; e += ctx.group_size) {
+    const int r = e / 32, c = e % 32;  // T(c0 + c, i0 + r)
+    const int i = i0 + r, cc = c0 + c;
+    if (i < m && cc < n) T[(ml_i64)i * n + cc] = tile[c * 33 + r];
+  }
 }
 
 // brd_tgk: the Golub-Kahan tridiagonal of B (order 2N): diagonal zeros into operand 1, the
