@@ -330,24 +330,35 @@ ML_FN void ml_step_brd_x(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   }
 }
 
-// brd_load_t: W = 2^-e A^T for the wide input (m < n): the row-major m x n input read as the
-// column-major n x m matrix, ld n; zeros for a non-finite input. Operand 0: stat, 1: W.
-// Groups: batch x ceil(m n / group size), an element per lane (both sides contiguous).
-ML_FN void ml_step_brd_load_t(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                              ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                              ML_DEVICE float *o2, ML_DEVICE int *info) {
-  (void)o0, (void)o1, (void)o2, (void)info;
+// brd_transpose: operand 1 (n x m, ld n) = operand 0^T (m x n, ld m), the wide input loaded
+// (load_input) as it is, then transposed into the M x N problem. Groups: batch x ceil(m / 32) x
+// ceil(n / 32), 32 x 32 tiles through shared memory (32 x 33 floats), read and written along
+// columns.
+ML_FN void ml_step_brd_transpose(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                                 ML_DEVICE const float *a, ML_DEVICE float *o0,
+                                 ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
-  const ml_i64 mn = (ml_i64)p.m * p.n;
-  const ml_i64 per = (mn + ctx.group_size - 1) / ctx.group_size;
-  const ml_i64 b = ctx.group_id / per;
-  const ml_i64 t = (ctx.group_id - b * per) * ctx.group_size + ctx.lane;
-  if (t >= mn) return;
-  ML_DEVICE const float *st = ws + p.off[0] + b * p.stride[0];
-  const float scale = ml_ldexp(1.0f, -(int)st[0]);
-  const bool bad = st[1] != 0.0f;
-  ML_DEVICE float *W = ws + p.off[1] + b * p.stride[1];
-  W[t] = bad ? 0.0f : a[(p.first + b) * mn + t] * scale;
+  const int m = p.m, n = p.n;
+  const int tm = (m + 31) / 32, tn = (n + 31) / 32;
+  const ml_i64 tiles = (ml_i64)tm * tn;
+  const ml_i64 b = ctx.group_id / tiles;
+  const int t = (int)(ctx.group_id - b * tiles);
+  const int i0 = (t % tm) * 32, c0 = (t / tm) * 32;
+  ML_DEVICE const float *A = ws + p.off[0] + b * p.stride[0];
+  ML_DEVICE float *T = ws + p.off[1] + b * p.stride[1];
+  ML_SHARED float *tile = ctx.scratch;  // tile[c * 33 + r] = A(i0 + r, c0 + c)
+  for (int e = ctx.lane; e < 32 * 32; e += ctx.group_size) {
+    const int c = e / 32, r = e % 32;
+    const int i = i0 + r, cc = c0 + c;
+    tile[c * 33 + r] = i < m && cc < n ? A[(ml_i64)cc * m + i] : 0.0f;
+  }
+  ml_barrier(ctx);
+  for (int e = ctx.lane; e < 32 * 32; e += ctx.group_size) {
+    const int r = e / 32, c = e % 32;  // T(c0 + c, i0 + r)
+    const int i = i0 + r, cc = c0 + c;
+    if (i < m && cc < n) T[(ml_i64)i * n + cc] = tile[c * 33 + r];
+  }
 }
 
 // brd_tgk: the Golub-Kahan tridiagonal of B (order 2N): diagonal zeros into operand 1, the
@@ -443,13 +454,14 @@ ML_FN float ml_brd_project_out(ML_CTX ctx, ML_DEVICE const float *C, int ldc, in
   return ml_sqrt(ml_group_sum(ctx, s, red));
 }
 
-// brd_tgk_fix: the singular vectors of B for numerically zero singular values (s_i <= m ulp s_0,
-// m = p.m). Their Golub-Kahan eigenvectors lie in a degenerate eigenspace (+0 and -0 meet), so
-// their u and v parts need not be orthogonal to each other's, nor nonzero. Each such column of
-// U_B and of V_B, in order, is orthogonalised against all columns before it; one that vanishes
-// there is replaced by the first unit vector e_t (t from a running index) that does not; B = 0
-// gives U_B = V_B = I. One group per matrix, sequential over those columns (none for full-rank
-// B: O(z N^2) for z numerically zero singular values, so slow for very low rank). Operands as
+// brd_tgk_fix: the singular vectors of B for small singular values (s_i <= max(m ulp, 1 / N) s_0,
+// m = p.m). Their Golub-Kahan eigenvectors mix with those of -s_k for other small s_k (exactly
+// degenerate for zero values), so their u and v parts need not be orthogonal to each other's,
+// nor nonzero (each part still satisfies B v = s u to the solver's residual). Each such column of
+// U_B and of V_B, in order, is orthogonalised against all columns before it; one that (nearly)
+// vanishes there is replaced by the unit vector farthest from their span, so treated; B = 0
+// gives U_B = V_B = I. One group per matrix, sequential over those columns: O(z N^2) for z such
+// values (a few for random matrices; slow for graded spectra and very low rank). Operands as
 // brd_tgk_out: 0 the vector block (its row slot holds the projection coefficients), 3 U_B
 // (ld[0]), V_B at offset ld[1]; n = N. Shared: ml_brd_fix_shared(N).
 ML_FN void ml_step_brd_tgk_fix(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
@@ -475,21 +487,37 @@ ML_FN void ml_step_brd_tgk_fix(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws
     }
     return;
   }
-  const float tol = (float)p.m * ML_FLT_ULP * s[0];
+  // Below s_0 / N the Golub-Kahan pairs +-s_i of different small values lie within the
+  // solver's accuracy of each other (|s_i + s_k| small), and their vectors mix: the parts of
+  // such columns are orthogonalised here.
+  const float rel = (float)p.m * ML_FLT_ULP > 1.0f / N ? (float)p.m * ML_FLT_ULP : 1.0f / N;
+  const float tol = rel * s[0];
   int i0 = 0;
   while (i0 < N && s[i0] > tol) ++i0;
   for (int part = 0; part < 2; ++part) {
     ML_DEVICE float *C = part == 0 ? base + p.off[3] : base + p.ld[1];
     const int ldc = part == 0 ? M : N;
-    int next = 0;  // the next unit vector to try
     for (int i = i0; i < N; ++i) {
       ML_DEVICE float *ci = C + (ml_i64)i * ldc;
       for (int r = ctx.lane; r < N; r += ctx.group_size) x[r] = ci[r];
       ml_barrier(ctx);
       float nrm = ml_brd_project_out(ctx, C, ldc, i, N, x, coef, red);
-      while (!(nrm > 0.5f) && next < N) {
-        for (int r = ctx.lane; r < N; r += ctx.group_size) x[r] = r == next ? 1.0f : 0.0f;
-        ++next;
+      if (!(nrm > 0.5f)) {
+        // The unit vector e_t farthest from the span of columns 0..i-1: the row t of those
+        // columns with the least norm (1 - |row t|^2 >= (N - i) / N > 0), the first such t.
+        float best = -1.0f;
+        int bt = N;
+        for (int r = ctx.lane; r < N; r += ctx.group_size) {
+          float q = 1.0f;
+          for (int k = 0; k < i; ++k) q -= C[(ml_i64)k * ldc + r] * C[(ml_i64)k * ldc + r];
+          if (q > best) {
+            best = q;
+            bt = r;
+          }
+        }
+        const float qmax = ml_group_max(ctx, best, red + 32);
+        const int t = (int)-ml_group_max(ctx, best == qmax ? -(float)bt : -(float)N, red);
+        for (int r = ctx.lane; r < N; r += ctx.group_size) x[r] = r == t ? 1.0f : 0.0f;
         ml_barrier(ctx);
         nrm = ml_brd_project_out(ctx, C, ldc, i, N, x, coef, red + 32);
       }

@@ -26,7 +26,7 @@
   X(brd_col, ml_step_brd_col)           \
   X(brd_row, ml_step_brd_row)           \
   X(brd_x, ml_step_brd_x)               \
-  X(brd_load_t, ml_step_brd_load_t)     \
+  X(brd_transpose, ml_step_brd_transpose) \
   X(brd_tgk, ml_step_brd_tgk)           \
   X(brd_tgk_out, ml_step_brd_tgk_out)   \
   X(brd_tgk_fix, ml_step_brd_tgk_fix)

@@ -61,16 +61,15 @@ BrdLayout brd_layout(int64_t m, int64_t n, bool vectors, bool solver, const Opti
 
 ml_status brd_load(const Chunk &ch, const Options &o, const BrdLayout &L) {
   if (!L.wide) return load_input(ch, o, L.m, L.n, ML_STEP_TRI_FULL, L.vec, L.w);
-  const int gs = plain_lanes(o);
+  // The input as it is into V (free until the bidiagonalisation), then W = its transpose.
+  if (ml_status st = load_input(ch, o, L.m, L.n, ML_STEP_TRI_FULL, L.vec, L.v)) return st;
   ml_step_params p = step_params();
   p.m = L.m;
   p.n = L.n;
-  p.flags = ML_STEP_TRI_FULL;
-  p.off[0] = L.vec;
-  if (ml_status st = ch.launch(kStep_scan, ch.batch, gs, ML_RED_FLOATS, p)) return st;
+  p.off[0] = L.v;
   p.off[1] = L.w;
-  const int64_t mn = static_cast<int64_t>(L.m) * L.n;
-  return ch.launch(kStep_brd_load_t, ch.batch * ((mn + gs - 1) / gs), gs, 0, p);
+  return ch.launch(kStep_brd_transpose, ch.batch * tiles32(L.m, L.n), plain_lanes(o), 32 * 33,
+                   p);
 }
 
 ml_status brd_bidiagonalize(const Chunk &ch, const Options &o, const BrdLayout &L) {
