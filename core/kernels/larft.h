@@ -55,15 +55,18 @@ ML_FN void ml_step_larft(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   ML_SHARED float *Ts = G + nb * nb;
   ML_SHARED float *ts = Ts + nb * nb;
   for (int c = ctx.lane; c < jb; c += ctx.group_size) ts[c] = tau[c];
-  // G[q, c] for q < c: rows c.. (V[:, c] is 0 above row c), V[c, c] = 1.
-  for (int e = ctx.lane; e < jb * jb; e += ctx.group_size) {
+  // G[q, c] for q < c: rows c.. (V[:, c] is 0 above row c), V[c, c] = 1. A simdgroup per
+  // entry (warp-uniform loop), its lanes reading consecutive rows.
+  const int sl = ml_simd_lane(ctx), nw = ml_simd_count(ctx);
+  for (int e = ml_simd_id(ctx); e < jb * jb; e += nw) {
     const int c = e / jb, q = e - c * jb;
     if (q >= c) continue;
     ML_DEVICE const float *vq = V + (ml_i64)q * ldv;
     ML_DEVICE const float *vc = V + (ml_i64)c * ldv;
-    float s = vq[c];
-    for (int i = c + 1; i < r; ++i) s += vq[i] * vc[i];
-    G[q * nb + c] = s;
+    float s = 0.0f;
+    for (int i = c + 1 + sl; i < r; i += 32) s += vq[i] * vc[i];
+    s = ml_simd_sum(ctx, s);
+    if (sl == 0) G[q * nb + c] = vq[c] + s;
   }
   ml_barrier(ctx);
   ml_larft_from_gram(ctx, G, ts, jb, nb, Ts, ws + p.off[2] + b * p.stride[2]);
