@@ -172,8 +172,8 @@ bool usable() {
   return ok;
 }
 
-// Options of the blocked algorithms on CUDA; METAL_LINALG_BLOCKED_NB / _GEMM_LANES override
-// the panel width and the product's lanes (experiments).
+// Options of the blocked algorithms on CUDA; METAL_LINALG_BLOCKED_NB / _NB_OUTER / _GEMM_LANES
+// override the panel widths and the product's lanes (experiments).
 const blocked::Options &blocked_options() {
   static const blocked::Options o = [] {
     blocked::Options x;
@@ -186,6 +186,8 @@ const blocked::Options &blocked_options() {
     }
     const int nb = env_int("METAL_LINALG_BLOCKED_NB");
     if (nb >= 1 && nb <= 64) x.nb = nb;
+    const char *outer = std::getenv("METAL_LINALG_BLOCKED_NB_OUTER");
+    if (outer) x.nb_outer = std::max(0, std::min(64, std::atoi(outer)));
     const int gl = env_int("METAL_LINALG_BLOCKED_GEMM_LANES");
     if (gl == 4 || gl == 8 || gl == 16 || gl == 32) x.gemm_lanes = gl;
     return x;

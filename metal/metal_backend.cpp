@@ -117,6 +117,7 @@ const blocked::Options &blocked_options() {
     x.gemm_lanes = 16;
     x.max_group = 1024;
     x.shared_floats = kScratchFloats;
+    x.nb_outer = 0;  // larft of 64 reflectors needs 8256 floats, above the 8192 of an entry
     return x;
   }();
   return o;

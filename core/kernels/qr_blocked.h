@@ -31,7 +31,8 @@ ML_HOST_FN int ml_qr_panel_width(int r, int nb_max, int gs, int budget_floats) {
 // i[1] = jb (its width), i[2] = nb (T's leading dimension). Operands: 0 W (m x n, ld[0]),
 // 1 V (m x k, ld[1]: column j + c of V is reflector c of this panel), 2 T of this panel
 // (nb x nb, column-major, ld nb; zeros below the diagonal), 3 stat (rank deficiency: an
-// exactly zero diagonal entry of R sets ML_INFO_RANK_DEFICIENT). The panel is factored in
+// exactly zero diagonal entry of R sets ML_INFO_RANK_DEFICIENT); i[3] > 0: also the panel's
+// tau into the workspace at i[3] + j (same matrix stride as operand 3). The panel is factored in
 // shared memory (ml_qr_panel_shared_floats(m - j, nb, group size)): every reduction and
 // update reads shared memory, the workspace is read and written once.
 ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
@@ -97,6 +98,8 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     ml_barrier(ctx);
   }
   if (lane == 0 && zero_diag) st[2] = (float)((int)st[2] | ML_INFO_RANK_DEFICIENT);
+  if (p.i[3] > 0)
+    for (int c = lane; c < jb; c += gs) ws[p.i[3] + b * p.stride[3] + j + c] = tau[c];
 
   // Back to the workspace: R's rows and the reflectors in W, V explicitly; then G = V^T V
   // (one dot product per lane and pair, rows c.. of column q) and T (larft.h).
@@ -104,6 +107,8 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     ML_SHARED const float *col = S + c * lds;
     ML_DEVICE float *pc = P + (ml_i64)c * ld;
     ML_DEVICE float *vc = V + (ml_i64)c * ldv;
+    // Zeros above the panel too: an outer panel's products read V from its first row.
+    for (int i = lane; i < j; i += gs) vc[i - j] = 0.0f;
     for (int i = lane; i < r; i += gs) {
       const float x = col[i];
       pc[i] = x;

@@ -30,6 +30,8 @@ struct StepLaunch {
 // use small ones so block boundaries fall inside small matrices).
 struct Options {
   int nb = 32;            // panel width (1..64)
+  int nb_outer = 64;      // QR: columns per trailing update when the shared-memory panels are
+                          // narrower (their reflectors merged by larft; <= 64, 0: one level)
   int gemm_lanes = 16;    // L of core/kernels/gemm.h: groups of L x L lanes
   int max_group = 1024;   // largest group size
   int shared_floats = 1 << 20;  // shared memory one group may use (floats)

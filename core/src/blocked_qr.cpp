@@ -1,6 +1,11 @@
-// Blocked Householder QR (core/kernels/qr_blocked.h): panels of nb columns, trailing updates
-// and the formation of Q as matrix products. Slice per matrix: stat, W (the matrix, m x n),
-// V (the reflectors, m x k), T (one nb x nb block per panel), Q (m x kq), two nb-row buffers.
+// Blocked Householder QR (core/kernels/qr_blocked.h): panels of nb columns factored in shared
+// memory, trailing updates and the formation of Q as matrix products. Two levels when the
+// panels are narrower than o.nb_outer (tall matrices: a panel's rows must fit shared memory):
+// an outer panel of NB columns is factored panel by panel (each updating the rest of the
+// outer panel), its reflectors' T then built at once (larft) and the trailing columns updated
+// with k = NB, so the trailing matrix is read n / NB times, not n / nb. Slice per matrix:
+// stat, W (the matrix, m x n), V (the reflectors, m x k), T (one NB x NB block per outer
+// panel), the inner panel's T, tau, Q (m x kq), two NB-row buffers, split-k partials.
 #include "blocked_impl.h"
 
 namespace ml::blocked {
@@ -9,8 +14,9 @@ namespace {
 struct QrLayout {
   int64_t m, n, k, kq, rrows, np;
   int nb;  // panel width: o.nb, or narrower so that the first (tallest) panel fits shared memory
+  int NB;  // outer panel width (== nb: one level)
   bool want_q;
-  int64_t stat, w, v, t, q, x1, x2, part, part_floats;
+  int64_t stat, w, v, t, tin, tau, q, x1, x2, part, part_floats;
   int64_t per;
 };
 
@@ -24,14 +30,17 @@ QrLayout layout(const Call &c, int32_t kf, const Options &o) {
   L.rrows = kf == ML_K_QR_COMPLETE ? c.m : L.k;
   const int m = static_cast<int>(c.m);
   L.nb = ml_qr_panel_width(m, o.nb, panel_lanes(m, o), o.shared_floats);
-  L.np = (L.k + L.nb - 1) / L.nb;
+  L.NB = L.nb < o.nb_outer && L.k > L.nb ? std::min(o.nb_outer, 64) : L.nb;
+  L.np = (L.k + L.NB - 1) / L.NB;
   Slice s;
   L.stat = s.add(ML_STAT_FLOATS);
   L.w = s.add(L.m * L.n);
   L.v = s.add(L.m * L.k);
-  L.t = s.add(L.np * L.nb * L.nb);
+  L.t = s.add(L.np * L.NB * L.NB);
+  L.tin = L.NB > L.nb ? s.add(int64_t{L.nb} * L.nb) : 0;
+  L.tau = L.NB > L.nb ? s.add(L.k) : 0;
   L.q = L.want_q ? s.add(L.m * L.kq) : 0;
-  const int64_t xw = L.nb * std::max(L.n, L.want_q ? L.kq : 0);
+  const int64_t xw = L.NB * std::max(L.n, L.want_q ? L.kq : 0);
   L.x1 = s.add(xw);
   L.x2 = s.add(xw);
   // Partial products of the split V^T X products (nb x width, k = the panel's rows).
@@ -47,37 +56,64 @@ int64_t per_matrix(const Call &c, int32_t kf, const Options &o) { return layout(
 ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch) {
   const QrLayout L = layout(c, kf, o);
   const int m = static_cast<int>(L.m), n = static_cast<int>(L.n), k = static_cast<int>(L.k);
-  const int nb = L.nb;
+  const int nb = L.nb, NB = L.NB;
+  const bool two = NB > nb;
   ml_status st;
-  if ((st = load_input(ch, o, m, n, ML_STEP_TRI_FULL, L.stat, L.w))) return st;
-  for (int j = 0; j < k; j += nb) {
-    const int jb = std::min(nb, k - j), r = m - j;
-    const int64_t tp = L.t + static_cast<int64_t>(j / nb) * nb * nb;
-    ml_step_params p = step_params();
-    p.m = m;
-    p.n = n;
-    p.i[0] = j;
-    p.i[1] = jb;
-    p.i[2] = nb;
-    p.off[0] = L.w;
-    p.ld[0] = m;
-    p.off[1] = L.v;
-    p.ld[1] = m;
-    p.off[2] = tp;
-    p.off[3] = L.stat;
-    const int pg = panel_lanes(r, o);
-    if ((st = ch.launch(kStep_qr_panel, ch.batch, pg, ml_qr_panel_shared_floats(r, nb, pg), p)))
-      return st;
-    const int nt = n - j - jb;
-    if (nt <= 0) continue;
+  // Columns [c0, c0 + nt) of W, rows j..: W2 -= V (T^T (V^T W2)) with the jb reflectors from
+  // column j and their T (ld ldt).
+  auto update = [&](int j, int jb, int64_t tp, int ldt, int c0, int nt) -> ml_status {
+    if (nt <= 0) return ML_OK;
+    const int r = m - j;
     const int64_t vj = L.v + static_cast<int64_t>(j) * m + j;
-    const int64_t w2 = L.w + static_cast<int64_t>(j + jb) * m + j;
-    // W2 -= V (T^T (V^T W2))
-    if ((st = gemm(ch, o, ML_GEMM_TRANS_A, jb, nt, r, 1.0f, vj, m, w2, m, 0.0f, L.x1, nb, L.part,
-                   L.part_floats)) ||
-        (st = gemm(ch, o, ML_GEMM_TRANS_A, jb, nt, jb, 1.0f, tp, nb, L.x1, nb, 0.0f, L.x2, nb)) ||
-        (st = gemm(ch, o, 0, r, nt, jb, -1.0f, vj, m, L.x2, nb, 1.0f, w2, m)))
+    const int64_t w2 = L.w + static_cast<int64_t>(c0) * m + j;
+    ml_status s;
+    if ((s = gemm(ch, o, ML_GEMM_TRANS_A, jb, nt, r, 1.0f, vj, m, w2, m, 0.0f, L.x1, NB, L.part,
+                  L.part_floats)) ||
+        (s = gemm(ch, o, ML_GEMM_TRANS_A, jb, nt, jb, 1.0f, tp, ldt, L.x1, NB, 0.0f, L.x2, NB)) ||
+        (s = gemm(ch, o, 0, r, nt, jb, -1.0f, vj, m, L.x2, NB, 1.0f, w2, m)))
+      return s;
+    return ML_OK;
+  };
+  if ((st = load_input(ch, o, m, n, ML_STEP_TRI_FULL, L.stat, L.w))) return st;
+  for (int J = 0; J < k; J += NB) {
+    const int JB = std::min(NB, k - J);
+    const int64_t tp = L.t + static_cast<int64_t>(J / NB) * NB * NB;
+    for (int j = J; j < J + JB; j += nb) {
+      const int jb = std::min(nb, J + JB - j), r = m - j;
+      ml_step_params p = step_params();
+      p.m = m;
+      p.n = n;
+      p.i[0] = j;
+      p.i[1] = jb;
+      p.i[2] = nb;
+      p.i[3] = two ? static_cast<int>(L.tau) : 0;
+      p.off[0] = L.w;
+      p.ld[0] = m;
+      p.off[1] = L.v;
+      p.ld[1] = m;
+      p.off[2] = two ? L.tin : tp;
+      p.off[3] = L.stat;
+      const int pg = panel_lanes(r, o);
+      if ((st = ch.launch(kStep_qr_panel, ch.batch, pg, ml_qr_panel_shared_floats(r, nb, pg), p)))
+        return st;
+      // The rest of the outer panel (two levels), or all trailing columns (one).
+      const int end = two ? J + JB : n;
+      if ((st = update(j, jb, two ? L.tin : tp, nb, j + jb, end - j - jb))) return st;
+    }
+    if (!two) continue;
+    // T of the outer panel's JB reflectors, then the trailing columns at k = JB.
+    ml_step_params q = step_params();
+    q.m = m - J;
+    q.i[1] = JB;
+    q.i[2] = NB;
+    q.off[0] = L.v + static_cast<int64_t>(J) * m + J;
+    q.ld[0] = m;
+    q.off[1] = L.tau + J;
+    q.off[2] = tp;
+    if ((st = ch.launch(kStep_larft, ch.batch, panel_lanes(m - J, o),
+                        ml_larft_step_shared_floats(NB), q)))
       return st;
+    if ((st = update(J, JB, tp, NB, J + JB, n - J - JB))) return st;
   }
   if (L.want_q) {
     const int kq = static_cast<int>(L.kq);
@@ -89,15 +125,15 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
     if ((st = ch.launch(kStep_eye, ch.batch * kq, plain_lanes(o), 0, p))) return st;
     // Q = H_0 ... H_{k-1} I, panel by panel from the last: Q2 -= V (T (V^T Q2)), Q2 the rows
     // and columns j.. of Q (its columns before j are still those of I there).
-    for (int j = (k - 1) / nb * nb; j >= 0; j -= nb) {
-      const int jb = std::min(nb, k - j), r = m - j, nq = kq - j;
-      const int64_t tp = L.t + static_cast<int64_t>(j / nb) * nb * nb;
+    for (int j = (k - 1) / NB * NB; j >= 0; j -= NB) {
+      const int jb = std::min(NB, k - j), r = m - j, nq = kq - j;
+      const int64_t tp = L.t + static_cast<int64_t>(j / NB) * NB * NB;
       const int64_t vj = L.v + static_cast<int64_t>(j) * m + j;
       const int64_t q2 = L.q + static_cast<int64_t>(j) * m + j;
-      if ((st = gemm(ch, o, ML_GEMM_TRANS_A, jb, nq, r, 1.0f, vj, m, q2, m, 0.0f, L.x1, nb,
+      if ((st = gemm(ch, o, ML_GEMM_TRANS_A, jb, nq, r, 1.0f, vj, m, q2, m, 0.0f, L.x1, NB,
                      L.part, L.part_floats)) ||
-          (st = gemm(ch, o, 0, jb, nq, jb, 1.0f, tp, nb, L.x1, nb, 0.0f, L.x2, nb)) ||
-          (st = gemm(ch, o, 0, r, nq, jb, -1.0f, vj, m, L.x2, nb, 1.0f, q2, m)))
+          (st = gemm(ch, o, 0, jb, nq, jb, 1.0f, tp, NB, L.x1, NB, 0.0f, L.x2, NB)) ||
+          (st = gemm(ch, o, 0, r, nq, jb, -1.0f, vj, m, L.x2, NB, 1.0f, q2, m)))
         return st;
     }
     if ((st = store_output(ch, o, 0, m, kq, 0, L.q, m, L.stat))) return st;

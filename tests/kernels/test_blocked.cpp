@@ -261,6 +261,11 @@ int suite_qr() {
   ml::blocked::Options split = o;
   split.parallel_groups = 64;
   qr_case(rep, worst, 300, 24, ML_K_QR_REDUCED, split, rng);
+  // One level (no outer panels): each panel's T straight from the panel step.
+  ml::blocked::Options one = o;
+  one.nb_outer = 0;
+  qr_case(rep, worst, 67, 45, ML_K_QR_REDUCED, one, rng);
+  qr_case(rep, worst, 40, 50, ML_K_QR_COMPLETE, one, rng);
   // A workspace bound that forces one matrix per chunk.
   ml::blocked::Options chunked = o;
   chunked.max_workspace_bytes = 1;
