@@ -304,17 +304,6 @@ ML_FN void ml_step_tridiag_zero(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *w
   for (int i = ctx.lane; i < p.n; i += ctx.group_size) z[i] = 0.0f;
 }
 
-// Start vector entry i of the vector of value j: a hash of (j, i), uniform in [-1, 1).
-ML_FN float ml_tridiag_start(int j, int i) {
-  ml_u32 h = (ml_u32)(i + 1) * 0x9E3779B1u ^ (ml_u32)(j + 1) * 0x85EBCA77u;
-  h ^= h >> 15;
-  h *= 0x2C1B3C6Du;
-  h ^= h >> 12;
-  h *= 0x297A2D39u;
-  h ^= h >> 15;
-  return (float)(h >> 8) * 1.1920929e-07f - 1.0f;
-}
-
 // LU factorisation with partial pivoting of the block bs..be of T - x I (as LAPACK's slagtf),
 // stored in one float per row: fa[(i - bs) * cs] = the diagonal entry of row i when step i
 // reaches it. Everything else follows from it and (ds, es, x): step i swaps rows i and i + 1
@@ -415,7 +404,7 @@ ML_FN void ml_step_tridiag_invit(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *
   const float pfloor = ml_fmax(ML_FLT_EPS * sc[2], ML_FLT_MIN);
   const float x = ml_ldexp(w[j], -(int)sc[6]);
   ml_tridiag_lu(ds, es, bs, be, x, fa, c);
-  for (int i = bs; i <= be; ++i) z[i] = ml_tridiag_start(j, i);
+  for (int i = bs; i <= be; ++i) z[i] = ml_invit_start(j, i);
   for (int it = 0; it < ML_TRIDIAG_INVIT_ITERS; ++it) {
     const float amax = ml_tridiag_solve(ds, es, bs, be, x, pfloor, fa, c, z);
     const bool ok = amax > 0.0f && ml_isfinite(amax);  // the pivot floor keeps it so
@@ -528,12 +517,12 @@ ML_FN void ml_step_tridiag_cluster(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float
       const float x = shift[j];
       if (it == 0) {
         ml_tridiag_lu(ds, es, bs, be, x, fa, c);
-        for (int i = bs; i <= be; ++i) z[i] = ml_tridiag_start(j, i);
+        for (int i = bs; i <= be; ++i) z[i] = ml_invit_start(j, i);
       }
       const float amax = ml_tridiag_solve(ds, es, bs, be, x, pfloor, fa, c, z);
       const bool ok = amax > 0.0f && ml_isfinite(amax);  // the pivot floor keeps it so
       const float s = ok ? 1.0f / amax : 0.0f;
-      for (int i = bs; i <= be; ++i) z[i] = ok ? z[i] * s : ml_tridiag_start(j + it + 1, i);
+      for (int i = bs; i <= be; ++i) z[i] = ok ? z[i] * s : ml_invit_start(j + c * (it + 1), i);
     }
     ml_barrier_device(ctx);
     for (int r = 0; r < k; ++r)
