@@ -426,6 +426,17 @@ int suite_limits() {
     r.ws[size_t(ost + 2)] = 0.0f;
     ch.launch(ml::blocked::kStep_tridiag_bisect, 1, 32, 0, p);
     rep.expect(r.ws[size_t(ost + 2)] == 0.0f, "limits default cap: converged");
+    // Values past the order, a negative il, a short ldz: refused before any launch.
+    const int before = r.launches;
+    const auto o = opts(32);
+    rep.expect(ml::blocked::tridiag_eig(ch, o, n, 5, n - 4, od, oe, ow, -1, 0, osc, ost) ==
+                       ML_INVALID_ARGUMENT &&
+                   ml::blocked::tridiag_eig(ch, o, n, -1, 2, od, oe, ow, -1, 0, osc, ost) ==
+                       ML_INVALID_ARGUMENT &&
+                   ml::blocked::tridiag_eig(ch, o, n, 0, 2, od, oe, ow, 0, n - 1, osc, ost) ==
+                       ML_INVALID_ARGUMENT &&
+                   r.launches == before,
+               "limits invalid arguments");
   }
   return finish("limits", rep, w);
 }
