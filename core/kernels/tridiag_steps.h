@@ -463,29 +463,12 @@ ML_FN void ml_tridiag_orthonormalise(ML_CTX ctx, ML_DEVICE float *Z, int ldz,
   ml_barrier_device(ctx);
 }
 
-// tridiag_cluster: groups batch x count; group j works when value j heads a cluster of two or
-// more (else returns). Inverse iteration on all members at once: shifts kept at least 10 eps |x|
-// apart (lane 0, as sstein), then ML_TRIDIAG_CLUSTER_ITERS rounds of one solve per member (a
-// lane per member, from hashed starts) followed by a Gram-Schmidt of the members in ascending
-// order, each against the earlier ones twice, spread over the group. n; i[1] count;
-// p.k: the coefficient buffer (floats of shared memory past the 64 reduction floats); operands
-// as tridiag_invit.
-ML_FN void ml_step_tridiag_cluster(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                                   ML_DEVICE const float *a, ML_DEVICE float *o0,
-                                   ML_DEVICE float *o1, ML_DEVICE float *o2,
-                                   ML_DEVICE int *info) {
-  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
-  if (ctx.group_id >= p.groups) return;
-  const int n = p.n, c = p.i[1], ldz = p.ld[2], lane = ctx.lane, gs = ctx.group_size;
-  const ml_i64 b = ctx.group_id / c;
-  const int j0 = (int)(ctx.group_id - b * c);
-  ML_DEVICE float *sc = ws + p.off[0] + b * p.stride[0];
-  ML_DEVICE const float *w = ws + p.off[1] + b * p.stride[1];
-  ML_DEVICE float *Z = ws + p.off[2] + b * p.stride[2];
-  ML_DEVICE const float *link = sc + ml_tridiag_off_link(n, c);
-  ML_DEVICE const float *pos = sc + ml_tridiag_off_pos(n, c);
-  const int h = (int)sc[ml_tridiag_off_ps(n, c) + j0];
-  if (h < 0 || link[h] != 0.0f || h + 1 >= n || link[h + 1] == 0.0f) return;
+// One cluster of tridiag_cluster: value j0 at row h heads it.
+ML_FN void ml_tridiag_cluster_one(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *sc,
+                                  ML_DEVICE const float *w, ML_DEVICE float *Z, int ldz,
+                                  ML_DEVICE const float *pos, ML_DEVICE const float *link,
+                                  int j0, int h) {
+  const int n = p.n, c = p.i[1], lane = ctx.lane, gs = ctx.group_size;
   const int bs = (int)sc[ml_tridiag_off_bs(n, c) + j0];
   const int be = (int)sc[ml_tridiag_off_be(n, c) + j0];
   int k = 2;
@@ -527,6 +510,36 @@ ML_FN void ml_step_tridiag_cluster(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float
     ml_barrier_device(ctx);
     for (int r = 0; r < k; ++r)
       ml_tridiag_orthonormalise(ctx, Z, ldz, pos, h, r, bs, be, coef, p.k, red + 32 * (r & 1));
+  }
+}
+
+// tridiag_cluster: groups batch x ceil(count / i[2]); group g looks at values g i[2] ..
+// g i[2] + i[2] - 1 and works on each that heads a cluster of two or more, one after another.
+// Inverse iteration on all members at once: shifts kept at least 10 eps |x| apart (lane 0, as
+// sstein), then ML_TRIDIAG_CLUSTER_ITERS rounds of one solve per member (a lane per member,
+// from hashed starts) followed by a Gram-Schmidt of the members in ascending order, each
+// against the earlier ones twice, spread over the group. n; i[1] count; p.k: the coefficient
+// buffer (floats of shared memory past the 64 reduction floats); operands as tridiag_invit.
+ML_FN void ml_step_tridiag_cluster(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                                   ML_DEVICE const float *a, ML_DEVICE float *o0,
+                                   ML_DEVICE float *o1, ML_DEVICE float *o2,
+                                   ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const int n = p.n, c = p.i[1], ldz = p.ld[2];
+  const int vpg = p.i[2] > 0 ? p.i[2] : 1;
+  const ml_i64 per = (c + vpg - 1) / vpg;
+  const ml_i64 b = ctx.group_id / per;
+  const int jb = (int)(ctx.group_id - b * per) * vpg;
+  ML_DEVICE float *sc = ws + p.off[0] + b * p.stride[0];
+  ML_DEVICE const float *w = ws + p.off[1] + b * p.stride[1];
+  ML_DEVICE float *Z = ws + p.off[2] + b * p.stride[2];
+  ML_DEVICE const float *link = sc + ml_tridiag_off_link(n, c);
+  ML_DEVICE const float *pos = sc + ml_tridiag_off_pos(n, c);
+  for (int j0 = jb; j0 < jb + vpg && j0 < c; ++j0) {
+    const int h = (int)sc[ml_tridiag_off_ps(n, c) + j0];
+    if (h < 0 || link[h] != 0.0f || h + 1 >= n || link[h + 1] == 0.0f) continue;
+    ml_tridiag_cluster_one(ctx, p, sc, w, Z, ldz, pos, link, j0, h);
   }
 }
 
