@@ -390,6 +390,22 @@ int suite_limits() {
     run_case(rep, w, f, 0, n, true, opts(32), "limits");
     run_case(rep, w, f, n - 1, 1, true, opts(1), "limits");
   }
+  // Scaled far from 1 (the copies are scaled by a power of two inside).
+  {
+    const int n = 30;
+    std::vector<Tri> f;
+    for (float sc : {1e-30f, 1e30f, 3e-38f}) {
+      Tri t = random_tri(rng, n), g = graded(n);
+      for (auto *x : {&t, &g}) {
+        for (auto &v : x->d) v *= sc;
+        for (auto &v : x->e) v *= sc;
+        x->name += "-scaled";
+        f.push_back(*x);
+      }
+    }
+    run_case(rep, w, f, 0, n, true, opts(32), "limits");
+    run_case(rep, w, f, 7, 11, false, opts(32), "limits");
+  }
   // Zero and identity: exact values and unit vectors.
   {
     const int n = 33;
