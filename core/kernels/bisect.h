@@ -110,6 +110,19 @@ ML_FN float ml_bisect_one(P d, P b, int n, int gk, int j, float lo, float hi, fl
   return 0.5f * (a + c);
 }
 
+// Start vector entry i of eigenvector j for inverse iteration after bisection
+// (eigh_tridiag_ql.h, tridiag_steps.h): a hash of (j, i), uniform in
+// [-1, 1) (deterministic; distinct vectors give the members of a cluster distinct directions).
+ML_FN float ml_invit_start(int j, int i) {
+  ml_u32 h = (ml_u32)(i + 1) * 0x9E3779B1u ^ (ml_u32)(j + 1) * 0x85EBCA77u;
+  h ^= h >> 15;
+  h *= 0x2C1B3C6Du;
+  h ^= h >> 12;
+  h *= 0x297A2D39u;
+  h ^= h >> 15;
+  return (float)(h >> 8) * 1.1920929e-07f - 1.0f;
+}
+
 // The group's outcome of its lanes' bisections (most: a lane's most halvings, capped: whether
 // one of its values hit the cap): the group's most halvings in *iters, and 1 when any value hit
 // the cap, the same on every lane. One ml_group_max (one barrier); red: 32 floats.

@@ -596,18 +596,6 @@ ML_FN void ml_eigvalsh_tridiag_bisect(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const f
 // Inverse-iteration solves per eigenvector (after one LDL^T factorisation per eigenvalue).
 #define ML_EIGH_INVIT_ITERS 3
 
-// Start vector entry i of eigenvector j for inverse iteration: a hash of (j, i), uniform in
-// [-1, 1) (deterministic; distinct vectors give the members of a cluster distinct directions).
-ML_FN float ml_invit_start(int j, int i) {
-  ml_u32 h = (ml_u32)(i + 1) * 0x9E3779B1u ^ (ml_u32)(j + 1) * 0x85EBCA77u;
-  h ^= h >> 15;
-  h *= 0x2C1B3C6Du;
-  h ^= h >> 12;
-  h *= 0x297A2D39u;
-  h ^= h >> 15;
-  return (float)(h >> 8) * 1.1920929e-07f - 1.0f;
-}
-
 // w: n eigenvalues ascending; v: n x n, eigenvector j in column j. Eigenvalues as
 // ml_eigvalsh_tridiag_bisect (bitwise the same at the same group size); eigenvectors of the
 // tridiagonal T by inverse iteration, lane j for eigenvalue j, then back-transformed by the

@@ -25,8 +25,8 @@
 // be c | ps c | shift c | lu c * n (vectors only; row i of the value j at i * c + j).
 // Work per lane (order n, c values): bisection about 26 Sturm counts of n steps (about 6 with
 // 32-lane multisection), 3 more with vectors for the block; inverse iteration O(block size).
-// A cluster of k values in a block of m rows: k solves a lane each per round, and a
-// Gram-Schmidt of k^2 m / group size per lane and about 4 k barriers per round.
+// A cluster of k values in a block of m rows: ML_TRIDIAG_CLUSTER_ITERS rounds of k solves
+// (a lane each) and a Gram-Schmidt of about 2 k^2 m / group size per lane and 4 k barriers.
 #ifndef ML_KERNELS_TRIDIAG_STEPS_H
 #define ML_KERNELS_TRIDIAG_STEPS_H
 
@@ -36,6 +36,11 @@
 // Header: lo, hi, g, pivmin, atol, ortol (of the copies scaled by 2^-ex), ex, unused.
 #define ML_TRIDIAG_HDR 8
 #define ML_TRIDIAG_INVIT_ITERS 3
+// Rounds of a cluster (a solve per member at once, then a Gram-Schmidt of all in order): more
+// than the solves of a value alone, because a member's first rounds run against earlier
+// members that have not converged yet (6: glued Wilkinson matrices of order 1491 come out
+// orthogonal to 0.4 n eps, 3 left 60 n eps).
+#define ML_TRIDIAG_CLUSTER_ITERS 6
 // Off-diagonals at most ML_TRIDIAG_SPLIT eps g count as 0 (T splits there): a perturbation of
 // at most that much in norm (the entries are apart), below the other errors.
 #define ML_TRIDIAG_SPLIT 8.0f
@@ -299,17 +304,6 @@ ML_FN void ml_step_tridiag_zero(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *w
   for (int i = ctx.lane; i < p.n; i += ctx.group_size) z[i] = 0.0f;
 }
 
-// Start vector entry i of the vector of value j: a hash of (j, i), uniform in [-1, 1).
-ML_FN float ml_tridiag_start(int j, int i) {
-  ml_u32 h = (ml_u32)(i + 1) * 0x9E3779B1u ^ (ml_u32)(j + 1) * 0x85EBCA77u;
-  h ^= h >> 15;
-  h *= 0x2C1B3C6Du;
-  h ^= h >> 12;
-  h *= 0x297A2D39u;
-  h ^= h >> 15;
-  return (float)(h >> 8) * 1.1920929e-07f - 1.0f;
-}
-
 // LU factorisation with partial pivoting of the block bs..be of T - x I (as LAPACK's slagtf),
 // stored in one float per row: fa[(i - bs) * cs] = the diagonal entry of row i when step i
 // reaches it. Everything else follows from it and (ds, es, x): step i swaps rows i and i + 1
@@ -410,7 +404,7 @@ ML_FN void ml_step_tridiag_invit(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *
   const float pfloor = ml_fmax(ML_FLT_EPS * sc[2], ML_FLT_MIN);
   const float x = ml_ldexp(w[j], -(int)sc[6]);
   ml_tridiag_lu(ds, es, bs, be, x, fa, c);
-  for (int i = bs; i <= be; ++i) z[i] = ml_tridiag_start(j, i);
+  for (int i = bs; i <= be; ++i) z[i] = ml_invit_start(j, i);
   for (int it = 0; it < ML_TRIDIAG_INVIT_ITERS; ++it) {
     const float amax = ml_tridiag_solve(ds, es, bs, be, x, pfloor, fa, c, z);
     const bool ok = amax > 0.0f && ml_isfinite(amax);  // the pivot floor keeps it so
@@ -453,29 +447,28 @@ ML_FN void ml_tridiag_project(ML_CTX ctx, ML_DEVICE float *Z, int ldz,
   }
 }
 
-// tridiag_cluster: groups batch x count; group j works when value j heads a cluster of two or
-// more (else returns). Inverse iteration on all members at once, as sstein on each: shifts kept
-// at least 10 eps |x| apart (lane 0), then ML_TRIDIAG_INVIT_ITERS rounds of one solve per
-// member (a lane per member, from hashed starts) followed by a Gram-Schmidt of the members in
-// ascending order, each against the earlier ones twice, spread over the group. n; i[1] count;
-// p.k: the coefficient buffer (floats of shared memory past the 64 reduction floats); operands
-// as tridiag_invit.
-ML_FN void ml_step_tridiag_cluster(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                                   ML_DEVICE const float *a, ML_DEVICE float *o0,
-                                   ML_DEVICE float *o1, ML_DEVICE float *o2,
-                                   ML_DEVICE int *info) {
-  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
-  if (ctx.group_id >= p.groups) return;
-  const int n = p.n, c = p.i[1], ldz = p.ld[2], lane = ctx.lane, gs = ctx.group_size;
-  const ml_i64 b = ctx.group_id / c;
-  const int j0 = (int)(ctx.group_id - b * c);
-  ML_DEVICE float *sc = ws + p.off[0] + b * p.stride[0];
-  ML_DEVICE const float *w = ws + p.off[1] + b * p.stride[1];
-  ML_DEVICE float *Z = ws + p.off[2] + b * p.stride[2];
-  ML_DEVICE const float *link = sc + ml_tridiag_off_link(n, c);
-  ML_DEVICE const float *pos = sc + ml_tridiag_off_pos(n, c);
-  const int h = (int)sc[ml_tridiag_off_ps(n, c) + j0];
-  if (h < 0 || link[h] != 0.0f || h + 1 >= n || link[h + 1] == 0.0f) return;
+// Member r of the cluster (column pos[h + r] of Z): projected off the members before it twice,
+// then normalised (red: 32 floats for the norm's reduction). Ends with a device barrier.
+ML_FN void ml_tridiag_orthonormalise(ML_CTX ctx, ML_DEVICE float *Z, int ldz,
+                                     ML_DEVICE const float *pos, int h, int r, int bs, int be,
+                                     ML_SHARED float *coef, int ch, ML_SHARED float *red) {
+  ML_DEVICE float *z = Z + (ml_i64)pos[h + r] * ldz;
+  ml_tridiag_project(ctx, Z, ldz, pos, h, r, bs, be, z, coef, ch);
+  ml_tridiag_project(ctx, Z, ldz, pos, h, r, bs, be, z, coef, ch);
+  float ss = 0.0f;
+  for (int i = bs + ctx.lane; i <= be; i += ctx.group_size) ss += z[i] * z[i];
+  const float nrm = ml_group_sum(ctx, ss, red);
+  const float inv = nrm > 0.0f ? 1.0f / ml_sqrt(nrm) : 0.0f;
+  for (int i = bs + ctx.lane; i <= be; i += ctx.group_size) z[i] *= inv;
+  ml_barrier_device(ctx);
+}
+
+// One cluster of tridiag_cluster: value j0 at row h heads it.
+ML_FN void ml_tridiag_cluster_one(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *sc,
+                                  ML_DEVICE const float *w, ML_DEVICE float *Z, int ldz,
+                                  ML_DEVICE const float *pos, ML_DEVICE const float *link,
+                                  int j0, int h) {
+  const int n = p.n, c = p.i[1], lane = ctx.lane, gs = ctx.group_size;
   const int bs = (int)sc[ml_tridiag_off_bs(n, c) + j0];
   const int be = (int)sc[ml_tridiag_off_be(n, c) + j0];
   int k = 2;
@@ -499,7 +492,7 @@ ML_FN void ml_step_tridiag_cluster(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float
     }
   }
   ml_barrier_device(ctx);
-  for (int it = 0; it < ML_TRIDIAG_INVIT_ITERS; ++it) {
+  for (int it = 0; it < ML_TRIDIAG_CLUSTER_ITERS; ++it) {
     for (int r = lane; r < k; r += gs) {
       const int j = (int)pos[h + r];
       ML_DEVICE float *z = Z + (ml_i64)j * ldz;
@@ -507,25 +500,46 @@ ML_FN void ml_step_tridiag_cluster(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float
       const float x = shift[j];
       if (it == 0) {
         ml_tridiag_lu(ds, es, bs, be, x, fa, c);
-        for (int i = bs; i <= be; ++i) z[i] = ml_tridiag_start(j, i);
+        for (int i = bs; i <= be; ++i) z[i] = ml_invit_start(j, i);
       }
       const float amax = ml_tridiag_solve(ds, es, bs, be, x, pfloor, fa, c, z);
       const bool ok = amax > 0.0f && ml_isfinite(amax);  // the pivot floor keeps it so
       const float s = ok ? 1.0f / amax : 0.0f;
-      for (int i = bs; i <= be; ++i) z[i] = ok ? z[i] * s : ml_tridiag_start(j + it + 1, i);
+      for (int i = bs; i <= be; ++i) z[i] = ok ? z[i] * s : ml_invit_start(j + c * (it + 1), i);
     }
     ml_barrier_device(ctx);
-    for (int r = 0; r < k; ++r) {
-      ML_DEVICE float *z = Z + (ml_i64)pos[h + r] * ldz;
-      ml_tridiag_project(ctx, Z, ldz, pos, h, r, bs, be, z, coef, p.k);
-      ml_tridiag_project(ctx, Z, ldz, pos, h, r, bs, be, z, coef, p.k);
-      float ss = 0.0f;
-      for (int i = bs + lane; i <= be; i += gs) ss += z[i] * z[i];
-      const float nrm = ml_group_sum(ctx, ss, red + 32 * (r & 1));
-      const float inv = nrm > 0.0f ? 1.0f / ml_sqrt(nrm) : 0.0f;
-      for (int i = bs + lane; i <= be; i += gs) z[i] *= inv;
-      ml_barrier_device(ctx);
-    }
+    for (int r = 0; r < k; ++r)
+      ml_tridiag_orthonormalise(ctx, Z, ldz, pos, h, r, bs, be, coef, p.k, red + 32 * (r & 1));
+  }
+}
+
+// tridiag_cluster: groups batch x ceil(count / i[2]); group g looks at values g i[2] ..
+// g i[2] + i[2] - 1 and works on each that heads a cluster of two or more, one after another.
+// Inverse iteration on all members at once: shifts kept at least 10 eps |x| apart (lane 0, as
+// sstein), then ML_TRIDIAG_CLUSTER_ITERS rounds of one solve per member (a lane per member,
+// from hashed starts) followed by a Gram-Schmidt of the members in ascending order, each
+// against the earlier ones twice, spread over the group. n; i[1] count; p.k: the coefficient
+// buffer (floats of shared memory past the 64 reduction floats); operands as tridiag_invit.
+ML_FN void ml_step_tridiag_cluster(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                                   ML_DEVICE const float *a, ML_DEVICE float *o0,
+                                   ML_DEVICE float *o1, ML_DEVICE float *o2,
+                                   ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const int n = p.n, c = p.i[1], ldz = p.ld[2];
+  const int vpg = p.i[2] > 0 ? p.i[2] : 1;
+  const ml_i64 per = (c + vpg - 1) / vpg;
+  const ml_i64 b = ctx.group_id / per;
+  const int jb = (int)(ctx.group_id - b * per) * vpg;
+  ML_DEVICE float *sc = ws + p.off[0] + b * p.stride[0];
+  ML_DEVICE const float *w = ws + p.off[1] + b * p.stride[1];
+  ML_DEVICE float *Z = ws + p.off[2] + b * p.stride[2];
+  ML_DEVICE const float *link = sc + ml_tridiag_off_link(n, c);
+  ML_DEVICE const float *pos = sc + ml_tridiag_off_pos(n, c);
+  for (int j0 = jb; j0 < jb + vpg && j0 < c; ++j0) {
+    const int h = (int)sc[ml_tridiag_off_ps(n, c) + j0];
+    if (h < 0 || link[h] != 0.0f || h + 1 >= n || link[h + 1] == 0.0f) continue;
+    ml_tridiag_cluster_one(ctx, p, sc, w, Z, ldz, pos, link, j0, h);
   }
 }
 

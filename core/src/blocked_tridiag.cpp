@@ -12,6 +12,9 @@ int value_lanes(const Options &o) { return std::max(1, std::min(128, o.max_group
 int cluster_lanes(const Options &o) { return std::max(1, std::min(256, o.max_group)); }
 // Gram-Schmidt coefficients held at once in a cluster group's shared memory.
 constexpr int kClusterCoef = 1024;
+// Values a cluster group looks at (most are not the head of a cluster: fewer, fuller groups;
+// at most 2 of 4 can head one).
+constexpr int kClusterValues = 4;
 // Lanes the bisection aims to fill (about what an H200 holds at once): below that, up to 32
 // lanes share each value (multisection).
 constexpr int64_t kBisectLanes = int64_t{1} << 17;
@@ -65,7 +68,9 @@ ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int coun
       (st = ch.launch(kStep_tridiag_invit, vgroups, vl, 0, p)))
     return st;
   p.k = kClusterCoef;
-  return ch.launch(kStep_tridiag_cluster, ch.batch * count, cluster_lanes(o),
+  p.i[2] = kClusterValues;
+  return ch.launch(kStep_tridiag_cluster,
+                   ch.batch * ((count + kClusterValues - 1) / kClusterValues), cluster_lanes(o),
                    ml_tridiag_cluster_shared_floats(kClusterCoef), p);
 }
 

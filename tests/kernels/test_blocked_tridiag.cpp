@@ -224,6 +224,18 @@ void run_case(Report &rep, Worst &worst, const std::vector<Tri> &mats, int il, i
                        0,
                at + " d, e unchanged");
     rep.expect(base[ost + 2] == 0.0f, at + " stat info 0");
+    if (vectors && std::string(suite) == "large") {  // cluster statistics (by hand)
+      const float *link = base + osc + ml_tridiag_off_link(n, count);
+      int clusters = 0, longest = 0, run = 0, linked = 0;
+      for (int i = 0; i < n; ++i) {
+        run = link[i] != 0.0f ? run + 1 : 0;
+        linked += link[i] != 0.0f;
+        clusters += i + 1 < n && link[i] == 0.0f && link[i + 1] != 0.0f;
+        longest = std::max(longest, run + 1);
+      }
+      std::printf("%s: %d clusters of 2 or more, %d values in them, longest %d\n", at.c_str(),
+                  clusters, linked + clusters, longest);
+    }
     const double tn = tnorm(t);
     bool asc = true;
     for (int j = 0; j + 1 < count; ++j) asc = asc && w[j] <= w[j + 1];
@@ -317,12 +329,15 @@ int suite_vectors() {
   Report rep;
   Worst w;
   std::mt19937_64 rng(22);
-  for (int n : {3, 21, 37, 101, 130, 300})
+  for (int n : {3, 21, 37, 130})
     run_case(rep, w, families(rng, n), 0, n, true, opts(32), "vectors");
+  run_case(rep, w, {random_tri(rng, 300), graded(300), wilkinson(300)}, 0, 300, true, opts(32),
+           "vectors");
   run_case(rep, w, families(rng, 77), 0, 77, true, opts(1), "vectors");
   run_case(rep, w, {glued_wilkinson(6, 1e-4f), glued_wilkinson(6, 1e-7f), glued_wilkinson(6, 0.0f)},
            0, 126, true, opts(32), "vectors");
-  run_case(rep, w, {wilkinson(101), random_tri(rng, 101)}, 0, 101, true, opts(64), "vectors");
+  run_case(rep, w, {wilkinson(101), random_tri(rng, 101), clustered(rng, 101)}, 0, 101, true,
+           opts(64), "vectors");
   return finish("vectors", rep, w);
 }
 
@@ -375,6 +390,22 @@ int suite_limits() {
     run_case(rep, w, f, 0, n, true, opts(32), "limits");
     run_case(rep, w, f, n - 1, 1, true, opts(1), "limits");
   }
+  // Scaled far from 1 (the copies are scaled by a power of two inside).
+  {
+    const int n = 30;
+    std::vector<Tri> f;
+    for (float sc : {1e-30f, 1e30f, 3e-38f}) {
+      Tri t = random_tri(rng, n), g = graded(n);
+      for (auto *x : {&t, &g}) {
+        for (auto &v : x->d) v *= sc;
+        for (auto &v : x->e) v *= sc;
+        x->name += "-scaled";
+        f.push_back(*x);
+      }
+    }
+    run_case(rep, w, f, 0, n, true, opts(32), "limits");
+    run_case(rep, w, f, 7, 11, false, opts(32), "limits");
+  }
   // Zero and identity: exact values and unit vectors.
   {
     const int n = 33;
@@ -411,22 +442,34 @@ int suite_limits() {
     r.ws[size_t(ost + 2)] = 0.0f;
     ch.launch(ml::blocked::kStep_tridiag_bisect, 1, 32, 0, p);
     rep.expect(r.ws[size_t(ost + 2)] == 0.0f, "limits default cap: converged");
+    // Values past the order, a negative il, a short ldz: refused before any launch.
+    const int before = r.launches;
+    const auto o = opts(32);
+    rep.expect(ml::blocked::tridiag_eig(ch, o, n, 5, n - 4, od, oe, ow, -1, 0, osc, ost) ==
+                       ML_INVALID_ARGUMENT &&
+                   ml::blocked::tridiag_eig(ch, o, n, -1, 2, od, oe, ow, -1, 0, osc, ost) ==
+                       ML_INVALID_ARGUMENT &&
+                   ml::blocked::tridiag_eig(ch, o, n, 0, 2, od, oe, ow, 0, n - 1, osc, ost) ==
+                       ML_INVALID_ARGUMENT &&
+                   r.launches == before,
+               "limits invalid arguments");
   }
   return finish("limits", rep, w);
 }
 
 // Larger orders, by hand (not in CI): test_blocked_tridiag large [n].
-int suite_large(int n) {
+int suite_large(int n, int argc_group) {
   Report rep;
   Worst w;
   std::mt19937_64 rng(26);
   std::vector<Tri> f{random_tri(rng, n), clustered(rng, n), graded(n), wilkinson(n | 1)};
   f.back().d.resize(n);
   f.back().e.resize(n - 1);
-  run_case(rep, w, f, 0, n, true, opts(128), "large");
+  const int gs = argc_group;  // largest group size
+  run_case(rep, w, f, 0, n, true, opts(gs), "large");
   const int copies = n / 21;
   run_case(rep, w, {glued_wilkinson(copies, 1e-4f), glued_wilkinson(copies, 1e-6f)}, 0,
-           21 * copies, true, opts(128), "large");
+           21 * copies, true, opts(gs), "large");
   return finish("large", rep, w);
 }
 
@@ -439,7 +482,8 @@ int main(int argc, char **argv) {
   if (s == "tgk") return suite_tgk();
   if (s == "subset") return suite_subset();
   if (s == "limits") return suite_limits();
-  if (s == "large") return suite_large(argc > 2 ? std::atoi(argv[2]) : 1000);
-  std::printf("usage: test_blocked_tridiag values|vectors|tgk|subset|limits|large [n]\n");
+  if (s == "large")
+    return suite_large(argc > 2 ? std::atoi(argv[2]) : 1000, argc > 3 ? std::atoi(argv[3]) : 128);
+  std::printf("usage: test_blocked_tridiag values|vectors|tgk|subset|limits|large [n [group]]\n");
   return 2;
 }
