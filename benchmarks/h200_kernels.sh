@@ -68,7 +68,7 @@ if [ "$mode" = large ]; then
     tests/python/cuda/test_cuda_global.py -q -p no:cacheprovider --maxfail=40 -o addopts="" 2>&1 \
     | tee "$OUT/pytest.log" | tail -25
   rc=$(( rc | PIPESTATUS[0] ))
-  left=$(( 570 - SECONDS ))
+  left=$(( ${LARGE_S:-570} - SECONDS ))
   timeout "$left" python3 benchmarks/run_gpu.py --out "$OUT" --large ${LARGE_ARGS:-} \
     --point-ms 300 --reps 5 --budget-s "$(( left - 90 ))" --ours-extra-s 60 2>&1 \
     | tee "$OUT/bench.log" | tail -70
