@@ -30,7 +30,12 @@ QrLayout layout(const Call &c, int32_t kf, const Options &o) {
   L.rrows = kf == ML_K_QR_COMPLETE ? c.m : L.k;
   const int m = static_cast<int>(c.m);
   L.nb = ml_qr_panel_width(m, o.nb, panel_lanes(m, o), o.shared_floats);
-  L.NB = L.nb < o.nb_outer && L.k > L.nb ? std::min(o.nb_outer, 64) : L.nb;
+  // Two levels where the panels had to be narrowed (tall matrices) or the batch makes the
+  // trailing products dominate (H200, outer panels of 64: qr 4096 x1 158 -> 96 ms, 2048 x8
+  // 86 -> 49; but 1024 x1 8.4 -> 11.3, 2048 x1 25 -> 30: the extra steps cost one matrix more
+  // than the halved passes save).
+  const bool outer = L.nb < o.nb || c.batch >= 8;
+  L.NB = outer && L.nb < o.nb_outer && L.k > L.nb ? std::min(o.nb_outer, 64) : L.nb;
   L.np = (L.k + L.NB - 1) / L.NB;
   Slice s;
   L.stat = s.add(ML_STAT_FLOATS);
