@@ -224,7 +224,7 @@ def test_bad_settings_warn_when_they_take_effect(tmp_path):
     assert (gpu_warning in text) != cuda, text
     assert "METAL_LINALG_QR_GPU_MAX_N='12x' is not a non-negative integer" in text
     assert "is not a regular file" in text
-    assert gpu_max_n == 1024  # the garbage value is ignored, not read as 12
+    assert gpu_max_n == 16384  # the default: the garbage value is ignored, not read as 12
     assert backend.startswith("cuda:" if cuda else "cpu:")
     # The package reads the thread count at import, so its warning comes then, once.
     assert "METAL_LINALG_CPU_THREADS='3abc'" in text
