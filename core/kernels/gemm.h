@@ -118,21 +118,11 @@ ML_FN void ml_step_gemm(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     ml_barrier(ctx);
   }
   if (!active) return;
-  if (S > 1) {  // the raw partial product of this slice
-    ML_DEVICE float *P = ws + p.off[3] + b * p.stride[3] + (ml_i64)sl * m * n;
-    ML_UNROLL
-    for (int s = 0; s < 4; ++s) {
-      const int j = j0 + ty + L * s;
-      if (j >= n) continue;
-      ML_UNROLL
-      for (int r = 0; r < 4; ++r) {
-        const int i = i0 + tx + L * r;
-        if (i < m) P[(ml_i64)j * m + i] = acc[r][s];
-      }
-    }
-    return;
-  }
-  const float alpha = p.alpha, beta = p.beta;
+  // A split slice writes its raw partial product (alpha, beta applied by gemm_sum), else C.
+  const bool part = S > 1;
+  ML_DEVICE float *D = part ? ws + p.off[3] + b * p.stride[3] + (ml_i64)sl * m * n : C;
+  const int ldd = part ? m : ldc;
+  const float alpha = part ? 1.0f : p.alpha, beta = part ? 0.0f : p.beta;
   ML_UNROLL
   for (int s = 0; s < 4; ++s) {
     const int j = j0 + ty + L * s;
@@ -141,8 +131,8 @@ ML_FN void ml_step_gemm(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     for (int r = 0; r < 4; ++r) {
       const int i = i0 + tx + L * r;
       if (i >= m) continue;
-      ML_DEVICE float *c = C + (ml_i64)j * ldc + i;
-      *c = beta == 0.0f ? alpha * acc[r][s] : ml_fma(alpha, acc[r][s], beta * *c);
+      ML_DEVICE float *d = D + (ml_i64)j * ldd + i;
+      *d = beta == 0.0f ? alpha * acc[r][s] : ml_fma(alpha, acc[r][s], beta * *d);
     }
   }
 }
