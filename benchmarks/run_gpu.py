@@ -40,9 +40,14 @@ IMPLS = ("ours", "torch", "cupy", "jax")
 HERE = Path(__file__).resolve().parent
 
 
-# The large-matrix grid: square n in {256..4096} and tall 1024x512, 4096x1024, batch in
-# {1, 8, 64}, capped at batch * m * n * min(m, n) <= 2^36.
-LARGE_SHAPES = [(n, n) for n in (256, 512, 1024, 2048, 4096)] + [(1024, 512), (4096, 1024)]
+# The large-matrix grid: square n in {256..4096}, tall 1024x512, 3000x500, 4096x1024 and wide
+# 512x1024, batch in {1, 8, 64}, capped at batch * m * n * min(m, n) <= 2^36.
+LARGE_SHAPES = [(n, n) for n in (256, 512, 1024, 2048, 4096)] + [
+    (1024, 512),
+    (3000, 500),
+    (4096, 1024),
+    (512, 1024),
+]
 LARGE_BATCHES = (1, 8, 64)
 
 
@@ -587,8 +592,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--large",
         action="store_true",
-        help="the large-matrix grid (n 256..4096, tall 1024x512 and 4096x1024, batch 1/8/64, "
-        "batch*m*n*min(m,n) <= 2^36) instead of the small-matrix one",
+        help="the large-matrix grid (n 256..4096, tall 1024x512, 3000x500 and 4096x1024, wide 512x1024, "
+        "batch 1/8/64, batch*m*n*min(m,n) <= 2^36) instead of the small-matrix one",
     )
     p.add_argument("--ops", nargs="*", choices=OPS, help="only these ops")
     p.add_argument("--shapes", nargs="*", help="only these shapes, e.g. 64x64 1024x512")
