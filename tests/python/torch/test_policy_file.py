@@ -109,7 +109,8 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     import metal_linalg_torch as m
     start = m.eigh_policy()["gpu_min_batch"], m.qr_policy()["gpu_min_batch"]
-    open(PATH, "w").write(NEXT)
+    with open(PATH, "w") as f:
+        f.write(NEXT)
     try:
         m.reload_policy()
         error = None
