@@ -585,8 +585,9 @@ void after_fork_in_child() {
 void ensure_fork_handlers(const lapack::Provider *lp) {
   static std::atomic<bool> registered{false};
   static std::atomic<const lapack::Provider *> after{nullptr};
-  bool now = !registered.exchange(true);
-  if (lp && after.exchange(lp) != lp) now = true;
+  // Loads first: every call passes here, and a write each time would bounce the cache line.
+  bool now = !registered.load(std::memory_order_acquire) && !registered.exchange(true);
+  if (lp && after.load(std::memory_order_acquire) != lp && after.exchange(lp) != lp) now = true;
   if (now) pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
 }
 
