@@ -23,7 +23,7 @@ void *find(void *handle, const std::string &name) { return dlsym(handle, name.c_
 // True when sgeqrf takes 64-bit integers (an ILP64 build, e.g. symbols ending in
 // _64_): every argument of this workspace query reads the same at either width,
 // but only an ILP64 library writes the upper half of the 8 bytes given as info.
-// false with `info_out` != 0 when the query itself failed.
+// `info_out` gets the query's info (not 0: the query itself failed).
 bool is_ilp64(sgeqrf_fn sgeqrf, int &info_out) {
   int one[2] = {1, 0}, query[2] = {-1, -1}, info[2] = {-7, -7};
   float a[2] = {1.f, 0.f}, tau[2] = {0.f, 0.f}, work[2] = {0.f, 0.f};
