@@ -4,16 +4,18 @@
 #include <atomic>
 #include <cfloat>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <new>
-#include <shared_mutex>
 #include <string>
 #include <system_error>
 #include <tuple>
 #include <vector>
+
+#include <pthread.h>
 
 #include "checks.h"
 #include "cpu_kernels.h"
@@ -102,6 +104,7 @@ void scale_values(float *p, int64_t count, float factor) {
 
 struct Lwork {
   int lwork = 1, liwork = 1;
+  int rejected = 0;  // a query's info < 0: the argument LAPACK rejected (never cached)
 };
 
 using LworkKey = std::tuple<const void *, int32_t, int32_t, int64_t, int64_t>;
@@ -143,13 +146,18 @@ Lwork query(const lapack::Provider &lp, const Call &c) {
   float q = 0.f, dummy[2] = {0.f, 0.f};
   Lwork w;
   int64_t lw = 1;  // the largest queried size, in 64-bit
+  const auto note = [&] {
+    if (info < 0 && !w.rejected) w.rejected = info;
+  };
   switch (c.op) {
     case ML_OP_QR: {
       lp.sgeqrf(&m, &n, dummy, &m, dummy, &q, &minus1, &info);
+      note();
       lw = from_query(q);
       if (c.flags != ML_QR_R) {
         const int qcols = c.flags == ML_QR_COMPLETE ? m : k;
         lp.sorgqr(&m, &qcols, &k, dummy, &m, dummy, &q, &minus1, &info);
+        note();
         lw = std::max(lw, from_query(q));
       }
       break;
@@ -158,6 +166,7 @@ Lwork query(const lapack::Provider &lp, const Call &c) {
       if (lp.ssytrd) {
         const char uplo = 'L';
         lp.ssytrd(&uplo, &n, dummy, &n, dummy, dummy, dummy, &q, &minus1, &info, 1);
+        note();
         lw = from_query(q);
         break;
       }
@@ -166,6 +175,7 @@ Lwork query(const lapack::Provider &lp, const Call &c) {
       const char jobz = c.op == ML_OP_EIGH ? 'V' : 'N', uplo = 'L';
       int iq = 0;
       lp.ssyevd(&jobz, &uplo, &n, dummy, &n, dummy, &q, &minus1, &iq, &minus1, &info, 1, 1);
+      note();
       lw = from_query(q);
       w.liwork = std::max(iq, 3 + 5 * n);  // ssyevd's documented minimum for jobz = 'V'
       break;
@@ -175,10 +185,13 @@ Lwork query(const lapack::Provider &lp, const Call &c) {
         const int rows = std::max(m, n), cols = k;
         if (qr_first(rows, cols)) {
           lp.sgeqrf(&rows, &cols, dummy, &rows, dummy, &q, &minus1, &info);
+          note();
           lw = from_query(q);
           lp.sgebrd(&cols, &cols, dummy, &cols, dummy, dummy, dummy, dummy, &q, &minus1, &info);
+          note();
         } else {
           lp.sgebrd(&rows, &cols, dummy, &rows, dummy, dummy, dummy, dummy, &q, &minus1, &info);
+          note();
         }
         lw = std::max({lw, from_query(q), 4 * int64_t(cols)});  // slasq1 needs 4k
         break;
@@ -191,12 +204,14 @@ Lwork query(const lapack::Provider &lp, const Call &c) {
       int iw[1];
       lp.sgesdd(&jobz, &n, &m, dummy, &n, dummy, dummy, &ldu, dummy, &ldvt, &q, &minus1, iw, &info,
                 1);
+      note();
       lw = from_query(q);
       w.liwork = 8 * k;
       break;
     }
   }
   w.lwork = lwork_from(lw, lapack_sizes(c.op, c.flags, c.m, c.n).min_lwork);
+  if (w.rejected) return w;
   std::lock_guard<std::mutex> lock(g_lwork_mutex);
   // Bounded: many distinct shapes must not grow the cache without end.
   if (g_lwork.size() >= kLworkCacheMax) g_lwork.clear();
@@ -471,9 +486,110 @@ void one_matrix(Job &job, int64_t i) {
 
 void task(void *ctx, int64_t i) { one_matrix(*static_cast<Job *>(ctx), i); }
 
-// Batches take it shared; a call that turns OpenBLAS's threads on (few large
-// matrices) takes it exclusively, so no batch worker sees a threaded OpenBLAS.
-std::shared_mutex g_openblas_threads;
+// Batches enter it shared; a call that turns OpenBLAS's threads on (few large
+// matrices) enters alone, so no batch worker sees a threaded OpenBLAS, and so
+// does fork(). Unlike std::shared_mutex, a waiting exclusive entrant holds back
+// new shared ones: a stream of batches cannot put off a fork without end.
+class Gate {
+ public:
+  void enter_shared() {
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait(lock, [&] { return !exclusive_ && waiting_ == 0; });
+    ++shared_;
+  }
+  void leave_shared() {
+    std::lock_guard<std::mutex> lock(m_);
+    if (--shared_ == 0) cv_.notify_all();
+  }
+  void enter_exclusive() {
+    std::unique_lock<std::mutex> lock(m_);
+    ++waiting_;
+    cv_.wait(lock, [&] { return !exclusive_ && shared_ == 0; });
+    --waiting_;
+    exclusive_ = true;
+  }
+  void leave_exclusive() {
+    std::lock_guard<std::mutex> lock(m_);
+    exclusive_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  int shared_ = 0, waiting_ = 0;
+  bool exclusive_ = false;
+};
+
+// Replaced (never freed) in a forked child: the old one may have waiters that
+// exist only in the parent.
+Gate *g_gate = new Gate;
+
+class GateEntry {
+ public:
+  GateEntry(Gate &g, bool exclusive) : g_(g), exclusive_(exclusive) {
+    exclusive ? g.enter_exclusive() : g.enter_shared();
+  }
+  ~GateEntry() { exclusive_ ? g_.leave_exclusive() : g_.leave_shared(); }
+  GateEntry(const GateEntry &) = delete;
+  GateEntry &operator=(const GateEntry &) = delete;
+
+ private:
+  Gate &g_;
+  bool exclusive_;
+};
+
+// ---- fork ----
+// A forked child has only the thread that forked: a lock another thread held
+// stays locked there for ever, and a threaded OpenBLAS call in flight when
+// OpenBLAS's own fork handler stops its workers never returns in the parent.
+// So before fork() every batch and LAPACK call in flight finishes (new ones
+// wait) and the core's locks are taken; both sides release them after. The
+// child's thread pool starts afresh (thread_pool.cpp).
+
+// Handlers registered more than once run more than once: only the outermost acts.
+thread_local int t_fork_depth = 0;
+
+void before_fork() {
+  if (t_fork_depth++ > 0) return;
+  g_gate->enter_exclusive();
+  // The order the core nests them in: loader and policy before the warning queue.
+  lapack::lock_for_fork();
+  policy::lock_for_fork();
+  g_lwork_mutex.lock();
+  lock_warnings_for_fork();
+}
+
+void unlock_after_fork() {
+  unlock_warnings_after_fork();
+  g_lwork_mutex.unlock();
+  policy::unlock_after_fork();
+  lapack::unlock_after_fork();
+}
+
+void after_fork_in_parent() {
+  if (--t_fork_depth > 0) return;
+  unlock_after_fork();
+  g_gate->leave_exclusive();
+}
+
+void after_fork_in_child() {
+  if (--t_fork_depth > 0) return;
+  unlock_after_fork();
+  g_gate = new Gate;
+}
+
+// Prepare handlers run last registered first, and OpenBLAS registers its own
+// when loaded: ours is registered again once a newly loaded provider is used,
+// so it still runs first (before OpenBLAS stops its workers).
+void ensure_fork_handlers(const lapack::Provider *lp) {
+  static std::atomic<bool> registered{false};
+  static std::atomic<const lapack::Provider *> after{nullptr};
+  // Loads first: every call passes here, and a write each time would bounce the cache line.
+  bool now = !registered.load(std::memory_order_acquire) && !registered.exchange(true);
+  if (lp && after.load(std::memory_order_acquire) != lp && after.exchange(lp) != lp) now = true;
+  if (now) pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
+}
 
 }  // namespace
 
@@ -500,7 +616,15 @@ ml_status run(const Call &c, const policy::Resolved &pol, const char *where) {
   if (!job.kernel) {
     job.lp = lapack::get(where);
     if (!job.lp) return ML_RUNTIME_ERROR;
+  }
+  ensure_fork_handlers(job.lp);
+  if (!job.kernel) {
     job.lw = query(*job.lp, c);
+    if (job.lw.rejected)
+      return fail(ML_RUNTIME_ERROR, where,
+                  "LAPACK rejected argument %d of a workspace query (%s, %lld x %lld)",
+                  -job.lw.rejected, op_name(c.op), static_cast<long long>(c.m),
+                  static_cast<long long>(c.n));
   }
   try {
     // Few large matrices (a lone one on a small machine) would leave cores idle
@@ -510,17 +634,18 @@ ml_status run(const Call &c, const policy::Resolved &pol, const char *where) {
                            c.batch * 2 <= threads;
     if (few_large && job.lp->set_threads_local) {
       job.lapack_threaded = true;
+      GateEntry entry(*g_gate, false);  // MKL's setting is per thread: batches may run beside it
       const int previous = job.lp->set_threads_local(threads);
       for (int64_t i = 0; i < c.batch; ++i) one_matrix(job, i);
       job.lp->set_threads_local(previous);
     } else if (few_large && job.lp->set_threads) {
       job.lapack_threaded = true;
-      std::unique_lock<std::shared_mutex> lock(g_openblas_threads);
+      GateEntry entry(*g_gate, true);
       job.lp->set_threads(threads);
       for (int64_t i = 0; i < c.batch; ++i) one_matrix(job, i);
       job.lp->set_threads(1);
     } else {
-      std::shared_lock<std::shared_mutex> lock(g_openblas_threads);
+      GateEntry entry(*g_gate, false);
       parallel_for(c.batch, task, &job);
     }
   } catch (const std::system_error &e) {

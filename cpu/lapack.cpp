@@ -20,6 +20,18 @@ std::string g_default_failure;
 
 void *find(void *handle, const std::string &name) { return dlsym(handle, name.c_str()); }
 
+// True when sgeqrf takes 64-bit integers (an ILP64 build, e.g. symbols ending in
+// _64_): every argument of this workspace query reads the same at either width,
+// but only an ILP64 library writes the upper half of the 8 bytes given as info.
+// `info_out` gets the query's info (not 0: the query itself failed).
+bool is_ilp64(sgeqrf_fn sgeqrf, int &info_out) {
+  int one[2] = {1, 0}, query[2] = {-1, -1}, info[2] = {-7, -7};
+  float a[2] = {1.f, 0.f}, tau[2] = {0.f, 0.f}, work[2] = {0.f, 0.f};
+  sgeqrf(one, one, a, one, tau, work, query, info);
+  info_out = info[0];
+  return info[1] != -7;
+}
+
 // Opens `path` and resolves every entry point; on failure fills `why`.
 const Provider *load(const char *path, const char *prefix, const char *suffix, std::string &why) {
   void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -39,6 +51,19 @@ const Provider *load(const char *path, const char *prefix, const char *suffix, s
     why = std::string("'") + path + "' lacks " + pre + "sgeqrf" + suf + " / sorgqr / ssyevd / sgesdd";
     delete p;
     dlclose(handle);
+    return nullptr;
+  }
+  int probe_info = 0;
+  if (is_ilp64(p->sgeqrf, probe_info) || probe_info != 0) {
+    why = probe_info != 0
+              ? std::string("'") + path + "': the workspace query of " + pre + "sgeqrf" + suf +
+                    " failed (info " + std::to_string(probe_info) + ")"
+              : std::string("'") + path + "' is an ILP64 LAPACK (64-bit integers, as symbols "
+                    "ending in _64_ have): metal-linalg needs one with 32-bit integers (LP64), "
+                    "such as scipy-openblas32";
+    // Left mapped: a BLAS that ran may have started threads that unloading would pull
+    // the code from under.
+    delete p;
     return nullptr;
   }
   p->sgebrd = reinterpret_cast<sgebrd_fn>(find(handle, pre + "sgebrd" + suf));
@@ -137,5 +162,9 @@ const char *info() {
   }
   return p ? p->description : "none";
 }
+
+void lock_for_fork() { g_load_mutex.lock(); }
+
+void unlock_after_fork() { g_load_mutex.unlock(); }
 
 }  // namespace ml::lapack

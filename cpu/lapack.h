@@ -54,4 +54,8 @@ const Provider *get(const char *where);
 ml_status set(const char *path, const char *prefix, const char *suffix);
 const char *info();
 
+// Around fork() (cpu_backend.cpp): the loader's lock held, so a child never inherits it locked.
+void lock_for_fork();
+void unlock_after_fork();
+
 }  // namespace ml::lapack

@@ -98,4 +98,8 @@ ml_status take_warnings(char *buf, size_t buf_len, size_t *needed) {
 
 int32_t pending_warnings() { return g_pending_count.load(std::memory_order_relaxed); }
 
+void lock_warnings_for_fork() { g_warn_mutex.lock(); }
+
+void unlock_warnings_after_fork() { g_warn_mutex.unlock(); }
+
 }  // namespace ml

@@ -30,4 +30,8 @@ void warn(const char *fmt, ...)
 ml_status take_warnings(char *buf, size_t buf_len, size_t *needed);
 int32_t pending_warnings();
 
+// Around fork() (cpu_backend.cpp): the warning lock held, so a child never inherits it locked.
+void lock_warnings_for_fork();
+void unlock_warnings_after_fork();
+
 }  // namespace ml

@@ -117,30 +117,52 @@ std::string policy_file_path() {
   return dir + "/metal_linalg/" + sanitize(device_name()) + ".policy";
 }
 
-// Applies "<op> <field> <value>" lines of a table for this device to `s`.
-// Returns the number of malformed lines; a table whose "# device:" line names
-// another device is skipped (returns -1).
-int apply_table(State &s, const std::string &text, bool require_device) {
+// What apply_table() found in a table.
+struct TableScan {
+  bool other_device = false;  // its "# device:" line names another device (nothing applied)
+  std::string device;         // the name on that line
+  int bad = 0;                // malformed lines
+  int first_bad_line = 0;     // 1-based number of the first one ...
+  std::string first_bad;      // ... and its text, printable and shortened
+};
+
+std::string printable(const std::string &text) {
+  constexpr size_t kMax = 60;
+  std::string out;
+  for (const char c : text.substr(0, kMax))
+    out += std::isprint(static_cast<unsigned char>(c)) ? c : '?';
+  return text.size() > kMax ? out + "..." : out;
+}
+
+// Applies the "<op> <field> <value>" lines of a table for this device to `s`:
+// all of them, or none when a line is malformed and !apply_if_bad. '#' starts a
+// comment; a comment beginning with "device:" names the device the table is for
+// (required when require_device), and a table for another device is skipped.
+TableScan apply_table(State &s, const std::string &text, bool require_device, bool apply_if_bad) {
   std::istringstream in(text);
   std::string line;
   bool device_ok = !require_device;
-  int bad = 0;
+  TableScan scan;
   struct Line {
     int op, field;
     int64_t value;
   };
   std::vector<Line> lines;
-  while (std::getline(in, line)) {
+  for (int number = 1; std::getline(in, line); ++number) {
+    const std::string original = line;
     const size_t hash = line.find('#');
     if (hash != std::string::npos) {
-      const std::string comment = line.substr(hash + 1);
-      const size_t key = comment.find("device:");
-      if (key != std::string::npos) {
-        std::string dev = comment.substr(key + 7);
-        const size_t b = dev.find_first_not_of(" \t");
-        const size_t e = dev.find_last_not_of(" \t\r");
-        dev = b == std::string::npos ? "" : dev.substr(b, e - b + 1);
-        if (dev != device_name()) return -1;
+      const size_t b = line.find_first_not_of(" \t", hash + 1);
+      if (b != std::string::npos && line.compare(b, 7, "device:") == 0) {
+        std::string dev = line.substr(b + 7);
+        const size_t db = dev.find_first_not_of(" \t");
+        const size_t de = dev.find_last_not_of(" \t\r");
+        dev = db == std::string::npos ? "" : dev.substr(db, de - db + 1);
+        if (dev != device_name()) {
+          scan.other_device = true;
+          scan.device = dev;
+          return scan;
+        }
         device_ok = true;
       }
       line.resize(hash);
@@ -153,17 +175,17 @@ int apply_table(State &s, const std::string &text, bool require_device) {
     const int field = (words >> field_s) ? field_from_name(field_s.c_str()) : -1;
     if (op < 0 || field < 0 || !(words >> value_s) || !parse_int(value_s.c_str(), value) ||
         (words >> extra)) {
-      ++bad;
+      if (scan.bad++ == 0) scan.first_bad_line = number, scan.first_bad = printable(original);
       continue;
     }
     lines.push_back({op, field, value});
   }
-  if (!device_ok) return -1;
+  if (!device_ok || (scan.bad > 0 && !apply_if_bad)) return scan;
   for (const Line &l : lines) {
     s.entry[l.op][l.field] = {l.value, kTuned, ""};
     s.tuned_op[l.op] = true;
   }
-  return bad;
+  return scan;
 }
 
 // The policy file's text, or "" when there is none. Only a regular file of at
@@ -205,25 +227,31 @@ std::string read_policy_file(const std::string &path) {
   return text;
 }
 
-// Rebuilds every non-user source. Returns the malformed line count of the file.
-// Every setting that is ignored gets a warning; malformed lines too when
-// warn_malformed (reload() returns their count as an error instead).
-int load(State &s, bool warn_malformed) {
+// Rebuilds every non-user source. A policy file with a malformed line is not
+// applied at all (a partly applied file would route by half a calibration); the
+// returned text says why, empty when the file (if any) applied whole. Every other
+// setting that is ignored gets a warning.
+std::string load(State &s) {
   for (int op = 0; op < ML_OP_COUNT; ++op) {
     s.tuned_op[op] = false;
     for (int f = 0; f < kFieldCount; ++f) s.entry[op][f] = {default_value(op, f), kDefault, ""};
   }
-  for (int i = 0; tuned_tables[i]; ++i) apply_table(s, tuned_tables[i], true);
+  for (int i = 0; tuned_tables[i]; ++i) apply_table(s, tuned_tables[i], true, true);
   s.file = policy_file_path();
-  int bad = 0;
+  std::string malformed;
   {
     const std::string text = read_policy_file(s.file);
-    if (!text.empty()) {
-      bad = apply_table(s, text, false);
-      if (bad < 0) bad = 0;
-      if (bad > 0 && warn_malformed)
-        warn("%d malformed line(s) in policy file %s ignored (expected \"<op> <field> <value>\")",
-             bad, s.file.c_str());
+    const TableScan scan = text.empty() ? TableScan{} : apply_table(s, text, false, false);
+    if (scan.other_device) {
+      warn("policy file %s is for device '%s', not this one ('%s'): ignored", s.file.c_str(),
+           scan.device.c_str(), device_name());
+    } else if (scan.bad > 0) {
+      char msg[512];
+      std::snprintf(msg, sizeof msg,
+                    "policy file %s has %d malformed line(s) (line %d: '%s'; expected \"<op> "
+                    "<field> <value>\", '#' comments and blank lines): none of it applied",
+                    s.file.c_str(), scan.bad, scan.first_bad_line, scan.first_bad.c_str());
+      malformed = msg;
     }
   }
   for (int op = 0; op < ML_OP_COUNT; ++op) {
@@ -254,11 +282,14 @@ int load(State &s, bool warn_malformed) {
     }
   }
   s.loaded = true;
-  return bad;
+  return malformed;
 }
 
 State &state() {
-  if (!g_state.loaded) load(g_state, true);
+  if (!g_state.loaded) {
+    const std::string malformed = load(g_state);
+    if (!malformed.empty()) warn("%s", malformed.c_str());
+  }
   return g_state;
 }
 
@@ -380,13 +411,19 @@ const char *file() {
 
 ml_status reload() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  const int bad = load(g_state, false);
-  if (bad > 0)
-    return fail(ML_INVALID_ARGUMENT, "policy_reload",
-                "%d malformed line(s) in %s ignored (expected \"<op> <field> <value>\")", bad,
-                g_state.file.c_str());
+  // All or nothing: a file that cannot be applied whole leaves the policy as it was.
+  State next = g_state;
+  const std::string malformed = load(next);
+  if (!malformed.empty())
+    return fail(ML_INVALID_ARGUMENT, "policy_reload", "%s; the policy is unchanged",
+                malformed.c_str());
+  g_state = std::move(next);
   return ML_OK;
 }
+
+void lock_for_fork() { g_mutex.lock(); }
+
+void unlock_after_fork() { g_mutex.unlock(); }
 
 namespace {
 std::atomic<int32_t> g_iteration_cap{0};

@@ -46,6 +46,10 @@ const char *calibration_status(int32_t op);
 const char *file();
 ml_status reload();
 
+// Around fork() (cpu_backend.cpp): the policy lock held, so a child never inherits it locked.
+void lock_for_fork();
+void unlock_after_fork();
+
 // Sweep/iteration cap every backend hands its kernels (ml_params::max_iter); 0 = each kernel's
 // own default. Set only through ml_set_iteration_cap, for tests.
 int32_t iteration_cap();

@@ -14,7 +14,8 @@ Other fields keep their values.
 
 The functions that turn timings into thresholds (choose_*), the policy-file merge and the table
 writer are pure, so they are tested without a GPU. measure() collects every raw timing;
-calibrate() checks the destinations first, then measures, writes and reloads.
+calibrate() checks the destinations first (an existing policy file must be text the core reads
+whole), then measures, writes and reloads.
 
 The frontend adapter `fe` provides: `q` (its Queries), `package`, `framework`,
 `framework_version`, `gpu` (its device name for GPU-resident data, or None), `op(op, device)` (a
@@ -29,6 +30,7 @@ import json
 import os
 import platform
 import re
+import stat
 import tempfile
 import time
 
@@ -80,6 +82,7 @@ FIELD_ORDER = (
 )
 GLOBAL_FIELDS = ("gpu_global_max_n", "gpu_global_min_batch")
 HEADER_MARK = "# metal-linalg policy measured by "
+MAX_POLICY_FILE_BYTES = 1 << 20  # what the core reads of a policy file at most (policy.cpp)
 
 
 class DestinationError(OSError):
@@ -307,6 +310,53 @@ def check_destination(path: str) -> None:
             raise PermissionError(f"{path} is not writable")
     except OSError as exc:
         raise DestinationError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def read_policy_file(path: str) -> str:
+    """The text of the policy file at path ("" when there is none), read within the core's
+    bounds: a regular file of at most MAX_POLICY_FILE_BYTES of UTF-8 text. Anything else raises
+    DestinationError at once: a FIFO is opened without waiting for a writer, a device or a huge
+    file is never read."""
+    limit = MAX_POLICY_FILE_BYTES
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        raise DestinationError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise DestinationError(f"{path} is not a regular file")
+        if info.st_size > limit:
+            raise DestinationError(
+                f"{path} has {info.st_size} bytes, more than the {limit} a policy file may have"
+            )
+        data = b""
+        while chunk := os.read(fd, 1 << 16):
+            data += chunk
+            if len(data) > limit:
+                raise DestinationError(f"{path} grew past {limit} bytes while read")
+    finally:
+        os.close(fd)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DestinationError(f"{path} is not text (byte {exc.start} is not UTF-8)") from None
+    if "\0" in text:
+        raise DestinationError(f"{path} is not text (it holds a NUL byte)")
+    return text
+
+
+def check_policy_file(fe, path: str) -> None:
+    """Raise DestinationError unless the existing policy file at path (if any) can be read and
+    merged: text within the core's bounds that the core applies whole. Checked before anything is
+    measured; the core re-reads it (reload_policy) and names a malformed line."""
+    read_policy_file(path)
+    try:
+        fe.q.reload_policy()
+    except (ValueError, RuntimeError) as exc:
+        raise DestinationError(f"{exc}; fix or remove that line") from None
 
 
 def write_text_atomic(path: str, text: str) -> str:
@@ -993,10 +1043,7 @@ def policy_lines(result: dict) -> list:
 def write_policy(fe, result: dict, path: str | None = None) -> str:
     """Merge the measured fields into the per-machine policy file and reload it."""
     path = path or fe.q.policy_file()
-    old = ""
-    if os.path.exists(path):
-        with open(path) as f:
-            old = f.read()
+    old = read_policy_file(path)
     header = f"{HEADER_MARK}`python -m {fe.package} calibrate` on {result['meta']['device']}"
     header += f", {result['meta']['date']}"
     write_text_atomic(path, merge_policy_file(old, result["chosen"], header))

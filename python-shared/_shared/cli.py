@@ -241,6 +241,8 @@ def cmd_calibrate(fe, args) -> int:
     for label, path in targets:
         try:
             calibrate.check_destination(path)
+            if label == "policy file":
+                calibrate.check_policy_file(fe, path)
         except calibrate.DestinationError as exc:
             hint = (
                 " (set METAL_LINALG_POLICY_FILE to a writable file, or use --dry-run)"

@@ -766,12 +766,14 @@ static void test_policy(void) {
     if (saved) sprintf(saved_copy, "%.1000s", saved);
     CHECK(f != NULL, "cannot write %s\n", path);
     if (f) {
-      fprintf(f, "# device: %s\n# measured by hand for this test\neigh gpu_min_batch 4242\n", dev);
-      fprintf(f, "eigh cpu_kernel_max_n 3   # trailing comment\nbogus line here\n");
+      /* Comments (whole lines, after a value, one naming a device in passing), blank lines and
+       * CRLF line ends are fine: the file applies whole. */
+      fprintf(f, "# device: %s\n# measured by hand for this test\n\n   \n", dev);
+      fprintf(f, "# tuned on device: another machine\neigh gpu_min_batch 4242\r\n");
+      fprintf(f, "eigh cpu_kernel_max_n 3   # trailing comment\n\t# indented comment\n");
       fclose(f);
       set_env("METAL_LINALG_POLICY_FILE", path);
-      expect_invalid(ml_policy_reload(), "reload of a file with a malformed line");
-      CHECK(strstr(ml_last_error(), "malformed") != NULL, "reload message: %s\n", ml_last_error());
+      expect_ok(ml_policy_reload(), "reload of a file with comments");
       CHECK(strcmp(ml_policy_file(), path) == 0, "policy file '%s'\n", ml_policy_file());
       expect_ok(ml_policy_get(ML_OP_EIGH, buf, sizeof buf, NULL), "get from file");
       CHECK(strstr(buf, "gpu_min_batch=4242") && strstr(buf, "cpu_kernel_max_n=3;"),
@@ -780,6 +782,19 @@ static void test_policy(void) {
             ml_policy_source(ML_OP_EIGH));
       CHECK(strcmp(ml_calibration_status(ML_OP_EIGH), "tuned") == 0, "file calibration '%s'\n",
             ml_calibration_status(ML_OP_EIGH));
+      /* A malformed line: the reload fails, names the line and changes nothing (all or none). */
+      f = fopen(path, "w");
+      if (f) {
+        fprintf(f, "eigh gpu_min_batch 777\neigh cpu_kernel_max_n 5\nbogus line here\n");
+        fclose(f);
+      }
+      expect_invalid(ml_policy_reload(), "reload of a file with a malformed line");
+      CHECK(strstr(ml_last_error(), "malformed") && strstr(ml_last_error(), "line 3") &&
+                strstr(ml_last_error(), "bogus line here"),
+            "reload message: %s\n", ml_last_error());
+      expect_ok(ml_policy_get(ML_OP_EIGH, buf, sizeof buf, NULL), "get after failed reload");
+      CHECK(strstr(buf, "gpu_min_batch=4242") && strstr(buf, "cpu_kernel_max_n=3;"),
+            "failed reload changed the policy: '%s'\n", buf);
       /* A table for another device is ignored. */
       f = fopen(path, "w");
       if (f) {
@@ -978,6 +993,22 @@ static void test_warnings(void) {
   expect_ok(ml_policy_reload(), "reload /dev/zero");
   expect_ok(ml_take_warnings(buf, sizeof buf, &needed), "take warnings /dev/zero");
   CHECK(strstr(buf, "/dev/zero is not a regular file") != NULL, "/dev/zero warning: %s\n", buf);
+
+  /* A file for another device is ignored, with a warning that names both devices. */
+  sprintf(path, "/tmp/ml_test_policy_%ld", (long)getpid());
+  f = fopen(path, "w");
+  CHECK(f != NULL, "cannot write %s\n", path);
+  if (f) {
+    fprintf(f, "# device: Some Other Device 9000\nsvdvals gpu_min_batch 4242\n");
+    fclose(f);
+    set_env("METAL_LINALG_POLICY_FILE", path);
+    expect_ok(ml_policy_reload(), "reload another device's file");
+    expect_ok(ml_take_warnings(buf, sizeof buf, &needed), "take warnings other device");
+    CHECK(strstr(buf, "is for device 'Some Other Device 9000'") != NULL, "warning: %s\n", buf);
+    expect_ok(ml_policy_get(ML_OP_SVDVALS, buf, sizeof buf, &needed), "policy get other device");
+    CHECK(strstr(buf, "gpu_min_batch=4242") == NULL, "other device's file applied: %s\n", buf);
+    unlink(path);
+  }
 
   /* 300 valid lines: all applied, none called malformed; the last one wins. */
   sprintf(path, "/tmp/ml_test_policy_%ld", (long)getpid());

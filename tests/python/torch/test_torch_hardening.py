@@ -4,6 +4,7 @@ broken settings (warnings where they take effect), per-thread scratch, error mes
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import subprocess
@@ -333,3 +334,31 @@ def test_numpy_reference_for_neg_view_eigh():
     base = np.array([[3.0, 1.0], [1.0, 2.0]], dtype=np.float32)
     w = mlt.eigvalsh(torch._neg_view(torch.from_numpy(base)))
     np.testing.assert_allclose(w.numpy(), np.linalg.eigvalsh(-base), rtol=1e-6)
+
+
+# ---- LAPACK providers ----
+
+
+def test_ilp64_lapack_is_refused():
+    """NumPy's own OpenBLAS has 64-bit integers (symbols scipy_*_64_): refused at set_lapack with
+    a clear error, the provider in use kept. In a subprocess: an accepted one would crash."""
+    libs = sorted(glob.glob(os.path.join(os.path.dirname(np.__file__) + ".libs", "*openblas64*")))
+    if not libs:
+        pytest.skip("this NumPy has no bundled ILP64 OpenBLAS (tests/c covers a fake one)")
+    code = f"""
+        import json, torch
+        import metal_linalg_torch as m
+        from metal_linalg_torch import _lib
+        before = m.lapack_info()
+        status = _lib.lib.ml_set_lapack({libs[0]!r}.encode(), b"scipy_", b"_64_")
+        error = _lib.lib.ml_last_error().decode()
+        a = torch.randn(200, 200)
+        w = m.eigvalsh(a + a.mT)
+        ok = torch.allclose(w, torch.linalg.eigvalsh((a + a.mT).double()).float(), atol=1e-3)
+        print(json.dumps([status, error, m.lapack_info() == before, ok]))
+        """
+    out = _run(code, timeout=120, METAL_LINALG_NO_CALIBRATION_NOTICE="1")
+    assert out.returncode == 0, out.stderr
+    status, error, kept, ok = json.loads(out.stdout.strip().splitlines()[-1])
+    assert status == _lib.ML_INVALID_ARGUMENT and "ILP64" in error, error
+    assert kept and ok
