@@ -383,3 +383,11 @@ def test_integer_arguments_at_the_limit():
     finally:
         mlt.set_cpu_threads(threads)
     assert mlt.eigh_backend(8, batch=2**40).startswith(("cpu:", "cuda:"))
+
+
+@pytest.mark.parametrize("name", ["eigvalsh", "svdvals"])
+def test_second_derivatives_match_torch_linalg(name):
+    A = _func_case(name)
+    got = torch.func.hessian(lambda X: (getattr(mlt, name)(X) ** 3).sum())(A.float())
+    ref = torch.func.hessian(lambda X: (getattr(torch.linalg, name)(X) ** 3).sum())(A)
+    _assert_close(got, ref, tol=2e-3)
