@@ -344,8 +344,9 @@ def test_compile_fullgraph_of_ex_forms(name):
     torch._dynamo.reset()
     fn, symmetric = EX[name]
     B = _ex_input(symmetric)
-    got = torch.compile(lambda X: tuple(fn(X)), fullgraph=True, backend="aot_eager")(B)
-    _same(got, tuple(fn(B)))
+    got = torch.compile(fn, fullgraph=True, backend="aot_eager")(B)
+    assert type(got) is type(fn(B))
+    _same(tuple(got), tuple(fn(B)))
 
 
 # ---- integer settings: no silent truncation in the C calls ----
