@@ -6,7 +6,8 @@
 // Conventions (as torch): eigh/eigvalsh differentiate the function of a symmetric matrix (the
 // gradient is symmetric; a tangent is used as given); svd is the thin one; qr needs Q (not
 // mode='r') and M >= N. Where the gradient is undefined (repeated eigen/singular values with a
-// cotangent on the vectors) it is infinite or NaN, as in torch; a zero cotangent contributes zero.
+// cotangent on the vectors) it is infinite or NaN, as in torch; a zero cotangent contributes zero,
+// also through the S^-1 terms of a non-square svd at a zero singular value.
 #include <stdexcept>
 #include <string>
 
@@ -195,12 +196,13 @@ std::vector<mx::array> LinalgPrimitive::vjp(const std::vector<mx::array> &primal
       inner = g.add(inner, g.diag_embed(gs));
       if (m > n) {
         array t = g.mm(u, inner);
-        const array gusinv = g.div(gu, g.row(sv));
+        // A zero cotangent of U contributes zero also at a zero singular value.
+        const array gusinv = g.safe_div(gu, g.row(sv));
         t = g.add(t, g.sub(gusinv, g.mm(u, g.mm(g.mT(u), gusinv))));
         ga = g.mm(t, vt);
       } else if (m < n) {
         array t = g.mm(inner, vt);
-        const array sinvgvt = g.div(gvt, g.col(sv));
+        const array sinvgvt = g.safe_div(gvt, g.col(sv));
         t = g.add(t, g.sub(sinvgvt, g.mm(g.mm(sinvgvt, v), vt)));
         ga = g.mm(u, t);
       } else {

@@ -16,8 +16,9 @@ the per-matrix info word (int32, batch shape; bit 0x1 not converged, 0x2 non-fin
 0x4 rank deficient, bits 16+ sweeps), like torch.linalg.cholesky_ex; check_errors=True
 raises torch.linalg.LinAlgError for a non-converged or non-finite matrix. UPLO may be
 'L', 'U', 'l' or 'u'. Ignored or adjusted settings raise MetalLinalgWarning. The same computations are the
-custom ops torch.ops.metal_linalg.{qr, eigh, eigvalsh, svd, svdvals} (torch.compile and
-autograd work; eigvalsh/svdvals compute vectors when the input requires grad).
+custom ops torch.ops.metal_linalg.{qr, eigh, eigvalsh, svd, svdvals} (torch.compile,
+torch.jit.trace and autograd work; eigvalsh/svdvals compute vectors when the input requires
+grad); the public functions add forward-mode AD and torch.func (grad, jacrev, jvp, vmap).
 
 Routing queries: device_name(), <op>_backend(...), <op>_policy(), set_<op>_policy(**fields),
 reset_<op>_policy(), <op>_policy_source(), calibration_status(), set_cpu_threads(n),

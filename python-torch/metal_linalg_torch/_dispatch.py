@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 
 import torch
+from torch.autograd import forward_ad as _fwad
 
 from . import _lib
 from ._lib import lib
@@ -70,17 +71,50 @@ def check_full_matrices(full_matrices: bool, m: int, n: int) -> None:
 
 def eager(A: torch.Tensor) -> bool:
     """True when a public function may call run() directly instead of going through the
-    dispatcher: plain eager CPU/CUDA tensors, no autograd, no compile, no functorch or
-    dispatch/function modes. Saves tens of microseconds per call; results are identical."""
+    dispatcher: plain eager CPU/CUDA tensors, no autograd (backward or forward mode), no
+    compile or jit tracing, no functorch or dispatch/function modes. Saves tens of
+    microseconds per call; results are identical."""
     return (
         not torch.compiler.is_compiling()
         and type(A) is torch.Tensor
         and not (A.requires_grad and torch.is_grad_enabled())
         and (A.is_cpu or A.is_cuda)
+        and _fwad._current_level < 0
+        and torch._C._get_tracing_state() is None
         and torch._C._len_torch_dispatch_stack() == 0
         and not torch._C._is_torch_function_mode_enabled()
         and not torch._C._functorch.is_functorch_wrapped_tensor(A)
     )
+
+
+def capturing() -> bool:
+    """torch.compile or torch.jit.trace is recording a graph: the public functions call the
+    custom ops, which both capture (the autograd.Function path with its jvp is not traceable
+    by Dynamo, and the tracer records only dispatcher ops)."""
+    return torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None
+
+
+def grad_wanted(A: torch.Tensor) -> bool:
+    return A.requires_grad and torch.is_grad_enabled()
+
+
+def check_no_tangent(A: torch.Tensor, name: str) -> None:
+    """The custom ops have a backward formula only: a forward-mode tangent on their input
+    would be dropped, so it is an error (the public functions implement the jvp)."""
+    if _fwad._current_level >= 0 and _fwad.unpack_dual(A).tangent is not None:
+        raise RuntimeError(
+            f"[metal_linalg.{name}] forward-mode AD through torch.ops.metal_linalg.{name} is "
+            f"not supported; metal_linalg_torch.{name} implements it"
+        )
+
+
+def safe_div(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
+    """num / den, exactly zero where both are zero: a zero (or absent) gradient or tangent of
+    the vectors contributes nothing across a repeated eigen/singular value, where the
+    gradient of the values alone is defined; a nonzero one still gives inf/NaN, as in torch.
+    Elsewhere exactly num / den (also its derivatives)."""
+    both = (num == 0) & (den == 0)
+    return num / torch.where(both, torch.ones_like(den), den)
 
 
 def to_float32(A: torch.Tensor) -> torch.Tensor:
@@ -260,8 +294,7 @@ def run_ex(op: str, A: torch.Tensor, flags: int, public, check_errors: bool, nam
     if eager(A):
         out = run(op, A, flags, with_info=True)
     else:
-        with torch.no_grad():
-            info = run(op, A.detach(), flags, with_info=True)[-1]
+        info = torch.ops.metal_linalg.info(A.detach(), op, flags)
         out = [*public(), info]
     if check_errors:
         check_info(out[-1], name)
@@ -288,3 +321,40 @@ def register_vmap(op, n_outputs: int) -> None:
         return out, dims
 
     torch.library.register_vmap(op, rule)
+
+
+_INFO_FLAGS = {
+    "qr": tuple(QR_MODES.values()),
+    "eigh": (_lib.ML_LOWER, _lib.ML_UPPER),
+    "eigvalsh": (_lib.ML_LOWER, _lib.ML_UPPER),
+    "svd": (0,),  # the *_ex functions compute the thin SVD
+    "svdvals": (0,),
+}
+
+
+@torch.library.custom_op(
+    "metal_linalg::info", mutates_args=(), schema="(Tensor A, str op, int flags) -> Tensor"
+)
+def info_op(A: torch.Tensor, op: str, flags: int) -> torch.Tensor:
+    """The per-matrix info words of op on A (the *_ex functions outside the eager fast path:
+    an op of its own, so compile, jit.trace and vmap see it)."""
+    if op not in _lib.OP_ID:
+        raise ValueError(f"[metal_linalg.info] unknown op {op!r}; ops: {', '.join(_lib.OPS)}")
+    if flags not in _INFO_FLAGS[op]:  # also keeps ctypes from truncating a huge int
+        raise ValueError(f"[metal_linalg.info] invalid flags {flags} for {op}")
+    check_input(A, "info", square=op.startswith("eig"))
+    return run(op, A, flags, with_info=True)[-1]
+
+
+@info_op.register_fake
+def _(A, op, flags):
+    return A.new_empty(A.shape[:-2], dtype=torch.int32)
+
+
+def _info_vmap(info, in_dims, A, op, flags):
+    if in_dims[0] is None:
+        return info_op(A, op, flags), None
+    return info_op(A.movedim(in_dims[0], 0), op, flags), 0
+
+
+torch.library.register_vmap(info_op, _info_vmap)

@@ -1,4 +1,5 @@
-"""QR: the torch.library op, its fake, its backward, and the public function."""
+"""QR: the torch.library op, its fake, its derivatives (backward and jvp, torch.linalg's
+formulas), and the public function."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from . import _dispatch as d
 def qr_op(A: torch.Tensor, mode: str):
     d.check_input(A, "qr")
     d.check_qr_mode(mode, A.shape[-2], A.shape[-1])
+    d.check_no_tangent(A, "qr")
     Q, R = d.run("qr", A, d.QR_MODES[mode])
     return Q, R
 
@@ -51,6 +53,27 @@ def _qr_backward(Q, R, gQ, gR):
     return torch.cat([gX, Q @ gV], dim=-1)
 
 
+def _qr_jvp_tall(Q, R, dA):
+    """m >= n: with X = triu(sym(Q^T dA R^-1)), diagonal halved (= dR R^-1):
+    dQ = dA R^-1 - Q X, dR = X R."""
+    dAR = torch.linalg.solve_triangular(R, dA, upper=True, left=False)
+    QtdAR = Q.mT @ dAR
+    Y = (QtdAR + QtdAR.mT).triu()
+    X = Y - torch.diag_embed(Y.diagonal(dim1=-2, dim2=-1)) / 2
+    return dAR - Q @ X, X @ R
+
+
+def qr_jvp(Q, R, dA):
+    """Tangents (dQ, dR) of the reduced QR."""
+    m, n = Q.shape[-2], R.shape[-1]
+    if m >= n:
+        return _qr_jvp_tall(Q, R, dA)
+    # Wide: A = Q [U | V] with X = A[:, :m] = Q U square and Y = A[:, m:] = Q V.
+    dQ, dU = _qr_jvp_tall(Q, R[..., :m], dA[..., :m])
+    dV = Q.mT @ (dA[..., m:] - dQ @ R[..., m:])
+    return dQ, torch.cat([dU, dV], dim=-1)
+
+
 def _setup_context(ctx, inputs, output):
     A, mode = inputs
     Q, R = output
@@ -73,6 +96,48 @@ qr_op.register_autograd(_backward, setup_context=_setup_context)
 d.register_vmap(qr_op, 2)
 
 
+class _Qr(torch.autograd.Function):
+    """The public function's differentiable path outside eager/compile/tracing: backward, jvp
+    (forward-mode AD) and torch.func transforms over the custom op. Mode 'r' computes Q again
+    from the saved input when a derivative asks."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(A, mode):
+        return torch.ops.metal_linalg.qr(A, mode)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.set_materialize_grads(False)
+        ctx.mode = inputs[1]
+        saved = (inputs[0],) if ctx.mode == "r" else output
+        ctx.save_for_backward(*saved)
+        ctx.save_for_forward(*saved)
+
+    @staticmethod
+    def _factors(ctx):
+        if ctx.mode == "r":
+            (A,) = ctx.saved_tensors
+            return torch.ops.metal_linalg.qr(A, "reduced")
+        return ctx.saved_tensors
+
+    @staticmethod
+    def backward(ctx, gQ, gR):
+        Q, R = _Qr._factors(ctx)
+        if ctx.mode == "r":
+            gQ = None  # mode 'r' returns an empty Q
+        return _qr_backward(Q, R, gQ, gR), None
+
+    @staticmethod
+    def jvp(ctx, dA, _):
+        Q, R = _Qr._factors(ctx)
+        dQ, dR = qr_jvp(Q, R, dA)
+        if ctx.mode == "r":
+            dQ = dA.new_zeros(0)
+        return dQ, dR
+
+
 def qr(A: torch.Tensor, mode: str = "reduced") -> torch.return_types.linalg_qr:
     """QR of [..., M, N] matrices, like torch.linalg.qr (float32; mode 'complete' square only).
 
@@ -81,16 +146,17 @@ def qr(A: torch.Tensor, mode: str = "reduced") -> torch.return_types.linalg_qr:
     d.check_input(A, "qr")
     d.check_qr_mode(mode, A.shape[-2], A.shape[-1])
     A = d.to_float32(A)
-    if mode == "r" and A.requires_grad and torch.is_grad_enabled():
-        # The backward needs Q: compute it, hand back the empty Q torch returns for mode='r'.
-        _, R = torch.ops.metal_linalg.qr(A, "reduced")
-        return torch.return_types.linalg_qr((A.new_empty(0), R))
     # Square 'complete' equals 'reduced'.
     mode = "reduced" if mode == "complete" else mode
     if d.eager(A):
         Q, R = d.run("qr", A, d.QR_MODES[mode])
-    else:
-        Q, R = torch.ops.metal_linalg.qr(A, mode)
+        return torch.return_types.linalg_qr((Q, R))
+    op = torch.ops.metal_linalg.qr if d.capturing() else _Qr.apply
+    if mode == "r" and d.grad_wanted(A):
+        # The backward needs Q: compute it, hand back the empty Q torch returns for mode='r'.
+        _, R = op(A, "reduced")
+        return torch.return_types.linalg_qr((A.new_empty(0), R))
+    Q, R = op(A, mode)
     return torch.return_types.linalg_qr((Q, R))
 
 

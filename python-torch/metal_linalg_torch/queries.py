@@ -4,6 +4,7 @@ functions (`_shared.queries`) over this package's ctypes calls."""
 from __future__ import annotations
 
 import ctypes
+import operator
 
 from . import _lib
 from ._dispatch import CUDA_CORE
@@ -26,6 +27,22 @@ def _memory(device, name: str) -> int:
     raise ValueError(f"[metal_linalg.{name}] device must be 'cpu' or 'cuda', got {device!r}")
 
 
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+def _c_int(value, limit: int, what: str, name: str) -> int:
+    """value as an int in [0, limit] for a C integer argument: ctypes would truncate a larger
+    one silently (2**32 + 1 -> 1), so it is refused here."""
+    if isinstance(value, bool):
+        raise TypeError(f"[metal_linalg.{name}] {what} must be an int, got bool")
+    value = operator.index(value)
+    if not 0 <= value <= limit:
+        bound = "2**31 - 1" if limit == INT32_MAX else "2**63 - 1"
+        raise ValueError(f"[metal_linalg.{name}] {what} must be in [0, {bound}], got {value}")
+    return value
+
+
 class _Core:
     """The core's calls through ctypes, in the shape `_shared.queries.Queries` expects."""
 
@@ -41,6 +58,9 @@ class _Core:
     @staticmethod
     def backend(op: int, m: int, n: int, batch: int, device) -> str:
         label = f"{OPS[op]}_backend"
+        m, n, batch = (
+            _c_int(v, INT64_MAX, w, label) for v, w in ((m, "m"), (n, "n"), (batch, "batch"))
+        )
         name = lib.ml_backend(op, _memory(device, label), m, n, batch)
         if not name:
             raise _lib.MetalLinalgError(
@@ -61,7 +81,9 @@ class _Core:
 
     @staticmethod
     def policy_set(op: int, field: str, value: int) -> None:
-        _lib.check(lib.ml_policy_set(op, field.encode(), value), f"set_{OPS[op]}_policy")
+        label = f"set_{OPS[op]}_policy"
+        value = _c_int(value, INT64_MAX, field, label)
+        _lib.check(lib.ml_policy_set(op, field.encode(), value), label)
 
     @staticmethod
     def policy_reset(op: int) -> None:
@@ -73,6 +95,7 @@ class _Core:
 
     @staticmethod
     def set_cpu_threads(n: int) -> None:
+        n = _c_int(n, INT32_MAX, "n", "set_cpu_threads")
         _lib.check(lib.ml_set_cpu_threads(n), "set_cpu_threads")
 
 

@@ -308,3 +308,75 @@ def test_qr_complete_square_and_svd_full_square_grads():
     g_full, g_thin = mx.grad(loss(True))(mx.array(a)), mx.grad(loss(False))(mx.array(a))
     assert rel_err(np.array(g_full), np.array(g_thin)) < 1e-5
     assert np.linalg.norm(np.array(g_thin)) > 0.1
+
+
+def _orth64(n, seed):
+    q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((n, n)))
+    return q
+
+
+def _with_values(values, m, n, seed):
+    k = len(values)
+    return _orth64(m, seed)[:, :k] @ np.diag(values) @ _orth64(n, seed + 1)[:, :k].T
+
+
+# Matrices with repeated or zero eigen/singular values, where the gradient of the values alone
+# is defined: d(sum w)/dA = I, d(sum w^2)/dA = 2A (symmetric), d(sum s^2)/dA = 2A, and
+# d(sum s)/dA = U V^T when no singular value is zero.
+REPEATED_SYMMETRIC = {
+    "identity": np.eye(3),
+    "zero": np.zeros((4, 4)),
+    "block": _orth64(5, 12) @ np.diag([1.0, 2.0, 2.0, 2.0, 5.0]) @ _orth64(5, 12).T,
+}
+REPEATED_GENERAL = {
+    "2 identity": (2 * np.eye(3), True),
+    "zero": (np.zeros((3, 3)), False),
+    "5x3 zero column": (np.hstack([_with_values([3.0, 1.0], 5, 2, 13), np.zeros((5, 1))]), False),
+    "3x5 zero row": (np.vstack([_with_values([3.0, 1.0], 2, 5, 14), np.zeros((1, 5))]), False),
+    "6x4 block": (_with_values([3.0, 3.0, 3.0, 1.0], 6, 4, 15), True),
+}
+
+
+def _close_abs(got, want, tol=1e-4):
+    got = np.asarray(got, dtype=np.float64)
+    assert np.isfinite(got).all(), got
+    assert np.linalg.norm(got - want) <= tol * max(1.0, np.linalg.norm(want))
+
+
+@pytest.mark.parametrize("case", REPEATED_SYMMETRIC, ids=list(REPEATED_SYMMETRIC))
+@pytest.mark.parametrize(
+    "values",
+    [
+        lambda x: ml.eigvalsh(x),
+        lambda x: ml.eigh(x)[0],
+        lambda x: ml.eigh(x, UPLO="U")[0],
+        lambda x: ml.eigvalsh_ex(x)[0],
+        lambda x: ml.eigh_ex(x)[0],
+    ],
+    ids=["eigvalsh", "eigh[0]", "eigh[0] U", "eigvalsh_ex", "eigh_ex[0]"],
+)
+def test_eigenvalue_grad_at_repeated_values(case, values):
+    a64 = REPEATED_SYMMETRIC[case]
+    a = mx.array(a64.astype(np.float32))
+    _close_abs(mx.grad(lambda x: values(x).sum())(a), np.eye(len(a64)))
+    _close_abs(mx.grad(lambda x: (values(x) ** 2).sum())(a), 2 * a64)
+
+
+@pytest.mark.parametrize("case", REPEATED_GENERAL, ids=list(REPEATED_GENERAL))
+@pytest.mark.parametrize(
+    "values",
+    [
+        lambda x: ml.svdvals(x),
+        lambda x: ml.svd(x)[1],
+        lambda x: ml.svdvals_ex(x)[0],
+        lambda x: ml.svd_ex(x)[1],
+    ],
+    ids=["svdvals", "svd[1]", "svdvals_ex", "svd_ex[1]"],
+)
+def test_singular_value_grad_at_repeated_and_zero_values(case, values):
+    a64, unique_sum = REPEATED_GENERAL[case]
+    a = mx.array(a64.astype(np.float32))
+    _close_abs(mx.grad(lambda x: (values(x) ** 2).sum())(a), 2 * a64)
+    if unique_sum:
+        u, _, vt = np.linalg.svd(a64, full_matrices=False)
+        _close_abs(mx.grad(lambda x: values(x).sum())(a), u @ vt)
