@@ -46,6 +46,10 @@ const char *calibration_status(int32_t op);
 const char *file();
 ml_status reload();
 
+// Process-wide CPU-only mode (ml_set_cpu_only): resolve() then forces the CPU for every op.
+bool cpu_only();
+void set_cpu_only(bool on);
+
 // Sweep/iteration cap every backend hands its kernels (ml_params::max_iter); 0 = each kernel's
 // own default. Set only through ml_set_iteration_cap, for tests.
 int32_t iteration_cap();
