@@ -139,9 +139,7 @@ def _square(a: mx.array, op: str) -> None:
 
 def _uplo(UPLO: str, op: str) -> int:
     if UPLO not in ML_UPLO:
-        raise ValueError(
-            f"[metal_linalg.{op}] UPLO must be 'L', 'U', 'l' or 'u', got {UPLO!r}"
-        )
+        raise ValueError(f"[metal_linalg.{op}] UPLO must be 'L', 'U', 'l' or 'u', got {UPLO!r}")
     return ML_UPLO[UPLO]
 
 
@@ -241,7 +239,11 @@ def svd(a, compute_uv: bool = True, *, full_matrices: bool = False, stream=None)
 
 
 def svd_ex(
-    a, compute_uv: bool = True, *, full_matrices: bool = False, check_errors: bool = False,
+    a,
+    compute_uv: bool = True,
+    *,
+    full_matrices: bool = False,
+    check_errors: bool = False,
     stream=None,
 ):
     """svd plus the per-matrix info word: (U, S, Vt, info), or (S, info) when compute_uv=False;

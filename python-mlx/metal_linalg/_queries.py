@@ -3,6 +3,8 @@ functions (`_shared.queries`) over this package's compiled module."""
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 
 import mlx.core as mx
@@ -20,12 +22,26 @@ class MetalLinalgWarning(UserWarning):
     a forced GPU backend without a GPU, an unreadable or malformed policy file, ...)."""
 
 
-def emit_warnings(stacklevel: int = 3) -> None:
-    """Raise the core's pending warnings as MetalLinalgWarning (each distinct text once)."""
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _caller_level() -> int:
+    """warnings.warn's stacklevel of the first frame outside this package (the user's call)."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        _PACKAGE_DIR + os.sep
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def emit_warnings() -> None:
+    """Raise the core's pending warnings as MetalLinalgWarning (each distinct text once),
+    attributed to the user's line that caused them."""
     while ext.pending_warnings() > 0:
         for line in ext.take_warnings().splitlines():
             if line:
-                warnings.warn(line, MetalLinalgWarning, stacklevel=stacklevel)
+                warnings.warn(line, MetalLinalgWarning, stacklevel=_caller_level())
 
 
 def _warning_after(fn):
@@ -36,7 +52,7 @@ def _warning_after(fn):
             return fn(*args)
         finally:
             if ext.pending_warnings():
-                emit_warnings(stacklevel=5)
+                emit_warnings()
 
     return staticmethod(call)
 
@@ -145,4 +161,4 @@ def claim_warnings() -> None:
     ext.take_warnings()
     ext.policy_source(0)
     ext.get_cpu_threads()  # METAL_LINALG_CPU_THREADS
-    emit_warnings(stacklevel=4)
+    emit_warnings()

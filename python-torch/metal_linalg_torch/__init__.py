@@ -136,11 +136,10 @@ from .queries import warn_untuned as _warn_untuned
 _warn_untuned()
 # The core reads the environment and the policy file now (not at the first call), so settings
 # it ignores or adjusts warn at import.
-from ._lib import emit_warnings as _emit_warnings
-from ._lib import lib as _core
-
 # CPU-only mode and the GPU's size; DTensor sharding rules once torch.distributed.tensor loads.
 from ._dtensor import register_when_imported as _register_dtensor
+from ._lib import emit_warnings as _emit_warnings
+from ._lib import lib as _core
 from .queries import cpu_only, gpu_core_count, set_cpu_only
 
 __all__ += ["cpu_only", "gpu_core_count", "set_cpu_only"]

@@ -103,9 +103,14 @@ def test_bad_policy_update_changes_nothing(op):
 
 
 def test_backend_query_names_the_device_it_answers_for():
+    import mlx.core as mx
+
     assert ml.eigh_backend(8, 4, device="cpu").startswith("cpu:")
-    with pytest.raises(ValueError, match="device must be 'cpu'"):
-        ml.eigh_backend(8, 4, device="gpu")
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'gpu'"):
+        ml.eigh_backend(8, 4, device="tpu")
+    if not mx.is_available(mx.gpu):
+        with pytest.raises(ValueError, match="no GPU backend"):
+            ml.eigh_backend(8, 4, device="gpu")
 
 
 # ---- bench: plot, estimate, the CLI ----

@@ -129,7 +129,12 @@ def test_plain_import_leaves_torch_distributed_tensor_alone():
     env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
     env["METAL_LINALG_NO_CALIBRATION_NOTICE"] = "1"
     r = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=180
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
     )
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
 
