@@ -544,6 +544,26 @@ def bar_spans(values) -> list:
 PEER_COLOURS = ("tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:cyan", "tab:olive")
 
 
+def plot_layout(records) -> dict:
+    """What plot() draws: the ops (one panel each), their rows, the y-range every panel shares,
+    the peers named in the title, the peers that were fastest somewhere (the legend) and the
+    colour of each peer."""
+    ops = [op for op in OPS if any(r.op == op for r in records)]
+    rows_of = {op: [r for r in records if r.op == op and not math.isnan(r.speedup)] for op in ops}
+    values = [r.speedup for rows in rows_of.values() for r in rows]
+    peers = _peers(records)
+    best = list(dict.fromkeys(r.best_peer[0] for rows in rows_of.values() for r in rows))
+    every_peer = list(dict.fromkeys(peers + best))
+    return {
+        "ops": ops,
+        "rows": rows_of,
+        "ylim": (min([0.5, *values]) / 1.4, max([2.0, *values]) * 1.4),
+        "peers": peers,
+        "best": best,
+        "colour": {p: PEER_COLOURS[i % len(PEER_COLOURS)] for i, p in enumerate(every_peer)},
+    }
+
+
 def plot(records, path: str, title: str) -> dict:
     """One panel per op: a bar per point from 1x to its speedup vs the best peer (log axis, the
     same range in every panel), coloured by which peer was the fastest there, hatched where
@@ -555,15 +575,9 @@ def plot(records, path: str, title: str) -> dict:
     from matplotlib import ticker
     from matplotlib.patches import Patch
 
-    ops = [op for op in OPS if any(r.op == op for r in records)]
-    rows_of = {op: [r for r in records if r.op == op and not math.isnan(r.speedup)] for op in ops}
-    values_all = [r.speedup for rows in rows_of.values() for r in rows]
-    lo = min([0.5, *values_all]) / 1.4
-    hi = max([2.0, *values_all]) * 1.4
-    peers = _peers(records)
-    best = list(dict.fromkeys(r.best_peer[0] for rows in rows_of.values() for r in rows))
-    every_peer = list(dict.fromkeys(peers + best))
-    colour = {p: PEER_COLOURS[i % len(PEER_COLOURS)] for i, p in enumerate(every_peer)}
+    lay = plot_layout(records)
+    ops, rows_of, (lo, hi) = lay["ops"], lay["rows"], lay["ylim"]
+    peers, best, colour = lay["peers"], lay["best"], lay["colour"]
     widest = max([len(rows) for rows in rows_of.values()] + [1])
     fig, axes = plt.subplots(
         len(ops), 1, figsize=(max(11.0, 0.55 * widest + 2), 3.3 * len(ops)), squeeze=False
