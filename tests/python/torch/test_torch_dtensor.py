@@ -164,3 +164,38 @@ def test_batch_sharded_over_two_gloo_ranks_runs_locally():
     for rank, (p, (out, err)) in enumerate(zip(procs, outs)):
         assert p.returncode == 0, f"rank {rank}:\n{out}\n{err[-4000:]}"
         assert f"rank {rank}: 18 cases ok" in out, out
+
+
+def test_dtensor_bench_world_size_one_on_gloo(tmp_path):
+    """benchmarks/dtensor_bench.py's logic without a launcher (world size 1) on the CPU."""
+    import json
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[3] / "benchmarks" / "dtensor_bench.py"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update(METAL_LINALG_NO_CALIBRATION_NOTICE="1", MASTER_PORT=str(_free_port()))
+    r = subprocess.run(
+        [sys.executable, str(script), "--device", "cpu", "--cases", "6x8", "3x20"]
+        + ["--runs", "1", "--out", str(tmp_path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    data = json.loads((tmp_path / "dtensor-cpu-w1.json").read_text())
+    assert data["meta"]["world"] == 1
+    rows = data["results"]
+    assert [(x["op"], x["batch"], x["n"]) for x in rows] == [
+        (op, b, n) for b, n in ((6, 8), (3, 20)) for op in ("eigh", "svd", "qr")
+    ]
+    for x in rows:
+        assert x["ok"] and x["collectives_in_op"] == 0 and x["placements_kept"], x
+        assert x["exactly_equal"] and x["max_residual"] < 1e-4, x
+        assert x["single_best_ms"] > 0 and x["sharded_best_ms"] > 0
+    assert "| eigh | 6 x 8x8 |" in (tmp_path / "dtensor-cpu-w1.md").read_text()
+    # the multicast switches are set before torch loads
+    text = script.read_text()
+    for var in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
+        assert text.index(f'os.environ["{var}"]') < text.index("import torch")
