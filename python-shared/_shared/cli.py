@@ -64,7 +64,10 @@ def routes_table(q, ops=OPS):
     from rich.table import Table
 
     examples = ((8, 8, 1024), (32, 32, 64), (64, 32, 1024), (512, 512, 1))
-    table = Table(title="backend per call (m x n x batch)")
+    # fe.q is the package's queries module; its Queries object says what the queries take.
+    stream = getattr(getattr(q, "_q", q), "where", "device") == "stream"
+    where = "the default stream" if stream else "the default device"
+    table = Table(title=f"backend per call (m x n x batch) on {where}")
     table.add_column("op", no_wrap=True)
     for m, n, b in examples:
         table.add_column(f"{m}x{n} x{b}", overflow="fold")
@@ -92,6 +95,8 @@ def cmd_info(fe, args, out=None) -> int:
         *(tuple(s.split(": ", 1)) for s in fe.info_lines()),
         ("LAPACK", q.lapack_info()),
         ("CPU threads", f"{threads or 'all'} (of {os.cpu_count()})"),
+        ("CPU only", "yes (set_cpu_only: every op on the CPU)" if q.cpu_only() else "no"),
+        ("GPU cores", str(q.gpu_core_count() or "-")),
         ("policy file", q.policy_file()),
     ]
     for key, value in lines:
