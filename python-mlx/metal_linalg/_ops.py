@@ -36,7 +36,7 @@ class LinAlgError(RuntimeError):
 def check_info(info: mx.array, name: str) -> None:
     """Evaluates info and raises LinAlgError for the first matrix that did not converge or had
     a non-finite entry (the message of the torch package's check_errors)."""
-    flat = np.array(info, copy=False).reshape(-1)
+    flat = np.asarray(info).reshape(-1)
     bad = np.flatnonzero(flat & (INFO_NOT_CONVERGED | INFO_NONFINITE))
     if bad.size:
         i = int(bad[0])
@@ -85,7 +85,7 @@ def _note_cpu_placement(device) -> None:
         "this metal_linalg build has no path on MLX's GPU stream: calls on it run on the CPU "
         "stream (MLX orders the two); pass stream=mx.cpu to silence this",
         RuntimeWarning,
-        stacklevel=5,
+        stacklevel=6,
     )
 
 

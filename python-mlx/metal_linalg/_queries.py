@@ -39,9 +39,13 @@ def emit_warnings() -> None:
     """Raise the core's pending warnings as MetalLinalgWarning (each distinct text once),
     attributed to the user's line that caused them."""
     while ext.pending_warnings() > 0:
-        for line in ext.take_warnings().splitlines():
-            if line:
-                warnings.warn(line, MetalLinalgWarning, stacklevel=_caller_level())
+        _warn_lines(ext.take_warnings())
+
+
+def _warn_lines(text: str) -> None:
+    for line in text.splitlines():
+        if line:
+            warnings.warn(line, MetalLinalgWarning, stacklevel=_caller_level())
 
 
 def _warning_after(fn):
@@ -158,7 +162,7 @@ def warn_untuned() -> None:
 def claim_warnings() -> None:
     """Take the core's warnings from stderr, make it read the environment and the policy file
     now (not at the first call) and raise what it ignored or adjusted (called at import)."""
-    ext.take_warnings()
+    _warn_lines(ext.take_warnings())
     ext.policy_source(0)
     ext.get_cpu_threads()  # METAL_LINALG_CPU_THREADS
     emit_warnings()
