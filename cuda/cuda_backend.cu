@@ -505,6 +505,7 @@ class CudaBackend final : public Backend {
   int32_t memory() const override { return ML_MEMORY_CUDA; }
   bool available() const override { return usable(); }
   const char *device_name() const override { return usable() ? device_info(0).name.c_str() : ""; }
+  int32_t core_count() const override { return usable() ? device_info(0).units : 0; }
   int64_t scratch_budget(int32_t device) const override {
     if (device < 0 || device >= device_count() || !device_info(device).ok) return 0;
     return device_info(device).budget_floats;

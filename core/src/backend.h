@@ -56,6 +56,8 @@ class Backend {
   virtual bool available() const = 0;
   // Device name policies are keyed by ("NVIDIA H200", "Apple M2 Max"), "" when unavailable.
   virtual const char *device_name() const = 0;
+  // Compute units of the device policies are keyed by (CUDA: multiprocessors); 0: unknown.
+  virtual int32_t core_count() const { return 0; }
   // Scratch floats one group may use on `device` (GPU backends; 0 for the CPU).
   virtual int64_t scratch_budget(int32_t device) const = 0;
   // Largest max(m, n) of the backend's own small-matrix path for op (CPU kernels), 0: none.

@@ -201,4 +201,17 @@ ML_API const char *ml_lapack_info(void) {
   }
 }
 
+ML_API void ml_set_cpu_only(int32_t on) { ml::policy::set_cpu_only(on != 0); }
+
+ML_API int32_t ml_cpu_only(void) { return ml::policy::cpu_only() ? 1 : 0; }
+
+ML_API int32_t ml_gpu_core_count(void) {
+  try {
+    const ml::Backend *gpu = ml::host_gpu_backend();
+    return gpu ? gpu->core_count() : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
 }  // extern "C"

@@ -304,7 +304,7 @@ Resolved resolve(int32_t op) {
   State &s = state();
   Resolved r;
   for (int f = 0; f < kFieldCount; ++f) r.value[f] = value_of(s, op, f);
-  r.force = s.force[op];
+  r.force = cpu_only() ? Force::kCpu : s.force[op];
   return r;
 }
 
@@ -427,10 +427,15 @@ void unlock_after_fork() { g_mutex.unlock(); }
 
 namespace {
 std::atomic<int32_t> g_iteration_cap{0};
+std::atomic<bool> g_cpu_only{false};
 }
 
 int32_t iteration_cap() { return g_iteration_cap.load(std::memory_order_relaxed); }
 
 void set_iteration_cap(int32_t cap) { g_iteration_cap.store(cap, std::memory_order_relaxed); }
+
+bool cpu_only() { return g_cpu_only.load(std::memory_order_relaxed); }
+
+void set_cpu_only(bool on) { g_cpu_only.store(on, std::memory_order_relaxed); }
 
 }  // namespace ml::policy

@@ -50,6 +50,10 @@ ml_status reload();
 void lock_for_fork();
 void unlock_after_fork();
 
+// Process-wide CPU-only mode (ml_set_cpu_only): resolve() then forces the CPU for every op.
+bool cpu_only();
+void set_cpu_only(bool on);
+
 // Sweep/iteration cap every backend hands its kernels (ml_params::max_iter); 0 = each kernel's
 // own default. Set only through ml_set_iteration_cap, for tests.
 int32_t iteration_cap();

@@ -21,11 +21,15 @@ Inputs: mx.array, NumPy arrays or nested lists of any real dtype (converted to f
 complex raises TypeError), any number of batch dimensions, zero-size batches. A matrix with
 NaN/Inf gives NaN for that matrix only. mode="complete" / full_matrices=True need square
 matrices for now (NotImplementedError). qr_ex, eigh_ex, eigvalsh_ex, svd_ex, svdvals_ex add the
-per-matrix info word (int32 [...], 0 when the matrix converged and was finite).
+per-matrix info word (int32 [...], 0 when the matrix converged and was finite) and take
+check_errors=True (evaluates the call; LinAlgError for a matrix that did not converge or had
+NaN/Inf). UPLO may be 'L', 'U', 'l' or 'u'. stream=mx.gpu on an MLX without a GPU (mlx[cpu])
+raises ValueError. Ignored or adjusted settings raise MetalLinalgWarning.
 
-Routing queries: device_name(), <op>_backend(...), <op>_policy(), set_<op>_policy(**fields),
-reset_<op>_policy(), <op>_policy_source(), calibration_status(), set_cpu_threads(n),
-get_cpu_threads(). CLI: `python -m metal_linalg info | bench | calibrate`.
+Routing queries: device_name(), <op>_backend(..., stream=None) (what a call on that stream
+would run), <op>_policy(), set_<op>_policy(**fields), reset_<op>_policy(), <op>_policy_source(),
+calibration_status(), set_cpu_threads(n), get_cpu_threads(), cpu_only(), set_cpu_only(on) (also
+a context manager: `with ml.set_cpu_only(True): ...`), gpu_core_count(). CLI: `python -m metal_linalg info | bench | calibrate`.
 
 Environment variables (read by the core when it loads):
     METAL_LINALG_<OP>_BACKEND=cpu|gpu|auto   force a backend; OP in QR, EIGH, EIGVALSH, SVD, SVDVALS
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 from ._loader import check_mlx_version
 from ._ops import (
+    LinAlgError,
     eigh,
     eigh_ex,
     eigvalsh,
@@ -52,8 +57,10 @@ from ._ops import (
 )
 from ._queries import (
     CalibrationWarning,
+    MetalLinalgWarning,
     backends_available,
     calibration_status,
+    cpu_only,
     device_name,
     eigh_backend,
     eigh_policy,
@@ -62,6 +69,7 @@ from ._queries import (
     eigvalsh_policy,
     eigvalsh_policy_source,
     get_cpu_threads,
+    gpu_core_count,
     lapack_info,
     policy_file,
     qr_backend,
@@ -73,6 +81,7 @@ from ._queries import (
     reset_qr_policy,
     reset_svd_policy,
     reset_svdvals_policy,
+    set_cpu_only,
     set_cpu_threads,
     set_eigh_policy,
     set_eigvalsh_policy,
@@ -88,14 +97,18 @@ from ._queries import (
     version,
     warn_untuned,
 )
+from ._queries import claim_warnings as _claim_warnings
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CalibrationWarning",
+    "LinAlgError",
+    "MetalLinalgWarning",
     "backends_available",
     "calibration_status",
     "check_mlx_version",
+    "cpu_only",
     "device_name",
     "eigh",
     "eigh_backend",
@@ -108,6 +121,7 @@ __all__ = [
     "eigvalsh_policy",
     "eigvalsh_policy_source",
     "get_cpu_threads",
+    "gpu_core_count",
     "gpu_path",
     "lapack_info",
     "policy_file",
@@ -122,6 +136,7 @@ __all__ = [
     "reset_qr_policy",
     "reset_svd_policy",
     "reset_svdvals_policy",
+    "set_cpu_only",
     "set_cpu_threads",
     "set_eigh_policy",
     "set_eigvalsh_policy",
@@ -141,4 +156,6 @@ __all__ = [
     "version",
 ]
 
+# Before anything reads the policy: the core's warnings become MetalLinalgWarning, not stderr.
+_claim_warnings()
 warn_untuned()

@@ -147,9 +147,9 @@ class MlxFrontend:
         q = getattr(queries, f"{op}_backend")
         dims = (n,) if op in ("eigh", "eigvalsh") else (m, n)
         try:
-            return q(*dims, batch, device=device)
+            return q(*dims, batch, stream=mx.cpu if device == "cpu" else mx.gpu)
         except ValueError:
-            return f"mlx:{device}-stream"  # the route on a GPU stream is not queryable here
+            return f"mlx:{device}-stream"
 
     def machine_peaks(self, device: str) -> dict:
         if device == "cpu":

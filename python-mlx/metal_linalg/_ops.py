@@ -19,13 +19,37 @@ import numpy as np
 from ._loader import ext
 
 ML_QR_MODES = {"reduced": 0, "r": 1, "complete": 2}
-ML_UPLO = {"L": 0, "U": 1}
+ML_UPLO = {"L": 0, "U": 1, "l": 0, "u": 1}
 OP_QR, OP_EIGH, OP_EIGVALSH, OP_SVD, OP_SVDVALS = range(5)
 
 INFO_NOT_CONVERGED = 0x1
 INFO_NONFINITE = 0x2
 INFO_RANK_DEFICIENT = 0x4
 INFO_SWEEPS_SHIFT = 16
+
+
+class LinAlgError(RuntimeError):
+    """check_errors=True of an *_ex function: a matrix did not converge or had NaN/Inf entries
+    (as torch.linalg.LinAlgError)."""
+
+
+def check_info(info: mx.array, name: str) -> None:
+    """Evaluates info and raises LinAlgError for the first matrix that did not converge or had
+    a non-finite entry (the message of the torch package's check_errors)."""
+    flat = np.asarray(info).reshape(-1)
+    bad = np.flatnonzero(flat & (INFO_NOT_CONVERGED | INFO_NONFINITE))
+    if bad.size:
+        i = int(bad[0])
+        why = "did not converge" if flat[i] & INFO_NOT_CONVERGED else "has NaN/Inf entries"
+        where = f" (batch index {i})" if info.ndim else ""
+        raise LinAlgError(f"[metal_linalg.{name}] the input matrix{where} {why}")
+
+
+def _checked(out, check_errors: bool, name: str) -> tuple:
+    out = tuple(out)
+    if check_errors:
+        check_info(out[-1], name)
+    return out
 
 
 def _as_array(a, op: str) -> mx.array:
@@ -51,8 +75,8 @@ _warned_no_gpu_path = False
 
 def _note_cpu_placement(device) -> None:
     """One warning per process when MLX's GPU stream is asked for but this build has no GPU
-    path for it (gpu_path() == "none": a GPU MLX built with ML_MLX_FLAVOUR=cpu, e.g. a Metal
-    MLX where the core was built without its Metal backend): the work runs on the CPU stream."""
+    path for it (gpu_path() == "none" on an MLX with a GPU, e.g. a Metal MLX where the core was
+    built without its Metal backend): the work runs on the CPU stream."""
     global _warned_no_gpu_path
     if _warned_no_gpu_path or _GPU_PATH != "none" or device != mx.gpu:
         return
@@ -61,27 +85,40 @@ def _note_cpu_placement(device) -> None:
         "this metal_linalg build has no path on MLX's GPU stream: calls on it run on the CPU "
         "stream (MLX orders the two); pass stream=mx.cpu to silence this",
         RuntimeWarning,
-        stacklevel=4,
+        stacklevel=6,
     )
+
+
+def resolve_stream(stream, name: str, warn: bool = True) -> mx.Stream:
+    """The mx.Stream a call with `stream` runs on (None: the default stream of MLX's default
+    device). The GPU on an MLX without one (mlx[cpu]) is a ValueError, as in mx.linalg."""
+    if stream is None:
+        device = mx.default_device()
+    elif isinstance(stream, mx.Stream):
+        device = stream.device
+    elif isinstance(stream, (mx.Device, mx.DeviceType)):
+        device = mx.Device(stream) if isinstance(stream, mx.DeviceType) else stream
+    else:
+        raise TypeError(
+            f"[metal_linalg.{name}] stream must be None, an mx.Stream or an mx.Device, "
+            f"got {type(stream).__name__}"
+        )
+    if device.type == mx.DeviceType.gpu and not mx.is_available(mx.gpu):
+        raise ValueError(
+            f"[metal_linalg.{name}] stream={stream!r}: this MLX has no GPU backend (mlx[cpu]); "
+            "use stream=mx.cpu or install a GPU flavour of MLX"
+        )
+    if warn:
+        _note_cpu_placement(device)
+    if isinstance(stream, mx.Stream):
+        return stream
+    return mx.default_stream(device)
 
 
 def _stream(stream, op: str):
     """The mx.Stream a call runs on, or None for the default stream of the default device."""
-    if stream is None:
-        _note_cpu_placement(mx.default_device())
-        return None
-    if isinstance(stream, mx.Stream):
-        _note_cpu_placement(stream.device)
-        return stream
-    if isinstance(stream, mx.DeviceType):
-        stream = mx.Device(stream)
-    if isinstance(stream, mx.Device):
-        _note_cpu_placement(stream)
-        return mx.default_stream(stream)
-    raise TypeError(
-        f"[metal_linalg.{op}] stream must be None, an mx.Stream or an mx.Device, "
-        f"got {type(stream).__name__}"
-    )
+    s = resolve_stream(stream, op)
+    return None if stream is None else s
 
 
 def _matrix_dims(a: mx.array, op: str) -> tuple[int, int]:
@@ -102,7 +139,7 @@ def _square(a: mx.array, op: str) -> None:
 
 def _uplo(UPLO: str, op: str) -> int:
     if UPLO not in ML_UPLO:
-        raise ValueError(f"[metal_linalg.{op}] UPLO must be 'L' or 'U', got {UPLO!r}")
+        raise ValueError(f"[metal_linalg.{op}] UPLO must be 'L', 'U', 'l' or 'u', got {UPLO!r}")
     return ML_UPLO[UPLO]
 
 
@@ -132,9 +169,10 @@ def qr(a, mode: str = "reduced", *, stream=None):
     return out[0] if mode == "r" else tuple(out)
 
 
-def qr_ex(a, mode: str = "reduced", *, stream=None):
-    """qr plus the per-matrix info word: (Q, R, info), or (R, info) for mode="r"."""
-    return tuple(_qr(a, mode, stream, True))
+def qr_ex(a, mode: str = "reduced", *, check_errors: bool = False, stream=None):
+    """qr plus the per-matrix info word: (Q, R, info), or (R, info) for mode="r".
+    check_errors=True evaluates the call and raises LinAlgError for a non-finite matrix."""
+    return _checked(_qr(a, mode, stream, True), check_errors, "qr_ex")
 
 
 def _eigh(a, UPLO, stream, op, with_info):
@@ -154,9 +192,10 @@ def eigh(a, UPLO: str = "L", *, stream=None):
     return tuple(_eigh(a, UPLO, stream, OP_EIGH, False))
 
 
-def eigh_ex(a, UPLO: str = "L", *, stream=None):
-    """eigh plus the per-matrix info word: (w, V, info)."""
-    return tuple(_eigh(a, UPLO, stream, OP_EIGH, True))
+def eigh_ex(a, UPLO: str = "L", *, check_errors: bool = False, stream=None):
+    """eigh plus the per-matrix info word: (w, V, info). check_errors=True evaluates the call
+    and raises LinAlgError for a matrix that did not converge or had NaN/Inf entries."""
+    return _checked(_eigh(a, UPLO, stream, OP_EIGH, True), check_errors, "eigh_ex")
 
 
 def eigvalsh(a, UPLO: str = "L", *, stream=None):
@@ -164,9 +203,9 @@ def eigvalsh(a, UPLO: str = "L", *, stream=None):
     return _eigh(a, UPLO, stream, OP_EIGVALSH, False)[0]
 
 
-def eigvalsh_ex(a, UPLO: str = "L", *, stream=None):
-    """eigvalsh plus the per-matrix info word: (w, info)."""
-    return tuple(_eigh(a, UPLO, stream, OP_EIGVALSH, True))
+def eigvalsh_ex(a, UPLO: str = "L", *, check_errors: bool = False, stream=None):
+    """eigvalsh plus the per-matrix info word: (w, info); check_errors as eigh_ex."""
+    return _checked(_eigh(a, UPLO, stream, OP_EIGVALSH, True), check_errors, "eigvalsh_ex")
 
 
 def _svd(a, full_matrices, stream, with_info):
@@ -199,11 +238,19 @@ def svd(a, compute_uv: bool = True, *, full_matrices: bool = False, stream=None)
     return tuple(_svd(a, full_matrices, stream, False))
 
 
-def svd_ex(a, compute_uv: bool = True, *, full_matrices: bool = False, stream=None):
-    """svd plus the per-matrix info word: (U, S, Vt, info), or (S, info) when compute_uv=False."""
+def svd_ex(
+    a,
+    compute_uv: bool = True,
+    *,
+    full_matrices: bool = False,
+    check_errors: bool = False,
+    stream=None,
+):
+    """svd plus the per-matrix info word: (U, S, Vt, info), or (S, info) when compute_uv=False;
+    check_errors as eigh_ex."""
     if not compute_uv:
-        return tuple(_svdvals(a, stream, True))
-    return tuple(_svd(a, full_matrices, stream, True))
+        return _checked(_svdvals(a, stream, True), check_errors, "svd_ex")
+    return _checked(_svd(a, full_matrices, stream, True), check_errors, "svd_ex")
 
 
 def svdvals(a, *, stream=None):
@@ -211,9 +258,9 @@ def svdvals(a, *, stream=None):
     return _svdvals(a, stream, False)[0]
 
 
-def svdvals_ex(a, *, stream=None):
-    """svdvals plus the per-matrix info word: (S, info)."""
-    return tuple(_svdvals(a, stream, True))
+def svdvals_ex(a, *, check_errors: bool = False, stream=None):
+    """svdvals plus the per-matrix info word: (S, info); check_errors as eigh_ex."""
+    return _checked(_svdvals(a, stream, True), check_errors, "svdvals_ex")
 
 
 def gpu_path() -> str:

@@ -82,8 +82,10 @@ NB_MODULE(_ext, m) {
     return mlext::placement(mlext::Spec{op, flags, false}, mx::Shape(shape.begin(), shape.end()),
                             s);
   });
+  // What a call placed on the GPU stream runs: the route of device buffers of this flavour.
   m.def("gpu_backend", [](int op, int64_t m_, int64_t n, int64_t batch) {
-    const char *name = ml_backend(op, ML_MEMORY_CUDA, m_, n, batch);
+    const bool metal = std::string(mlext::gpu_path()) == "metal";
+    const char *name = ml_backend(op, metal ? ML_MEMORY_METAL : ML_MEMORY_CUDA, m_, n, batch);
     if (name == nullptr || *name == '\0') raise_status(ML_INVALID_ARGUMENT, "backend");
     return std::string(name);
   });
@@ -112,4 +114,18 @@ NB_MODULE(_ext, m) {
     check(ml_set_lapack(path.c_str(), prefix.c_str(), suffix.c_str()), "set_lapack");
   });
   m.def("lapack_info", [] { return std::string(ml_lapack_info()); });
+  // The core's pending warnings, one per line ("" when none); the first call claims them from
+  // stderr (_queries.py turns them into Python warnings).
+  m.def("take_warnings", [] {
+    size_t needed = 0;
+    check(ml_take_warnings(nullptr, 0, &needed), "take_warnings");
+    if (ml_pending_warnings() == 0) return std::string();
+    std::vector<char> buf(needed + 1, '\0');
+    check(ml_take_warnings(buf.data(), buf.size(), &needed), "take_warnings");
+    return std::string(buf.data());
+  });
+  m.def("pending_warnings", &ml_pending_warnings);
+  m.def("set_cpu_only", [](bool on) { ml_set_cpu_only(on ? 1 : 0); });
+  m.def("cpu_only", [] { return ml_cpu_only() != 0; });
+  m.def("gpu_core_count", &ml_gpu_core_count);
 }

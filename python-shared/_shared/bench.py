@@ -20,6 +20,7 @@ import os
 import platform
 import re
 import statistics
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -38,6 +39,11 @@ OURS = "metal_linalg"
 RUNS_MAX = 20
 MIN_RUNS, BUDGET_S = 3, 1.0
 QUICK_MIN_RUNS, QUICK_BUDGET_S = 2, 0.3
+# Seconds per point beyond the timed calls (making the input, converting it for each
+# implementation, the backend query, the partial results file); measured on a 2-core CPU.
+POINT_OVERHEAD_S = 0.02
+# A point whose slowest timed run took more than this many times its fastest is flagged.
+SPREAD_LIMIT = 2.0
 
 
 @dataclass
@@ -90,6 +96,11 @@ class Record:
         return min(peers)[::-1] if peers else (None, math.nan)
 
     @property
+    def noisy(self) -> list:
+        """Implementations whose timed runs spread by more than SPREAD_LIMIT (slowest/fastest)."""
+        return [n for n, t in self.times.items() if t.get("spread", 1.0) > SPREAD_LIMIT]
+
+    @property
     def speedup(self) -> float:
         return self.best_peer[1] / self.ours_ms if self.ours_ms > 0 else math.nan
 
@@ -108,6 +119,7 @@ class Record:
             best_peer_ms=peer_ms,
             speedup_vs_best_peer=self.speedup,
             roofline_fraction=self.roofline_ms / self.ours_ms if self.ours_ms > 0 else math.nan,
+            noisy=self.noisy,
         )
         return d
 
@@ -307,18 +319,22 @@ def run_grid(
     slow_s: float = 10.0,
     progress: bool = True,
     console=None,
+    on_record=None,
+    weights=None,
 ) -> list:
     """Time every implementation on every point; returns [Record]. A peer failing a point is
-    recorded with its error (not raised)."""
+    recorded with its error (not raised). on_record(records) runs after each point (to save
+    partial results); weights: the expected seconds of each point, so that the progress bar's
+    remaining time follows the estimate rather than the count of points."""
     impls = fe.implementations(device, peers)
     peaks = fe.machine_peaks(device)
     refs = [i.name for i in impls if i.reference]
+    weights = list(weights) if weights else [1.0] * len(points)
     records = []
     bar = task = None
     if progress:
         from rich.progress import (
             BarColumn,
-            MofNCompleteColumn,
             Progress,
             TextColumn,
             TimeElapsedColumn,
@@ -326,15 +342,17 @@ def run_grid(
         )
 
         bar = Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.fields[done]}/{task.fields[count]} points"),
             BarColumn(),
-            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TextColumn("elapsed"),
             TimeElapsedColumn(),
+            TextColumn("remaining"),
             TimeRemainingColumn(),
             console=console,
             transient=True,
         )
-        task = bar.add_task("bench", total=len(points) * len(impls))
+        task = bar.add_task("", total=sum(weights), done=0, count=len(points))
         bar.start()
     try:
         for i, point in enumerate(points):
@@ -362,6 +380,7 @@ def run_grid(
                         "best_ms": min(ms),
                         "median_ms": statistics.median(ms),
                         "runs": len(ms),
+                        "spread": max(ms) / min(ms) if min(ms) > 0 else 1.0,
                     }
                 except Exception as exc:  # noqa: BLE001 (a peer failing a shape is a result)
                     rec.times[impl.name] = {
@@ -370,13 +389,40 @@ def run_grid(
                         "runs": 0,
                         "error": f"{type(exc).__name__}: {exc}"[:200],
                     }
-                if bar:
-                    bar.advance(task)
             records.append(rec)
+            if on_record:
+                on_record(records)
+            if bar:
+                bar.update(task, advance=weights[i], done=i + 1)
     finally:
         if bar:
             bar.stop()
     return records
+
+
+def noisy_lines(records) -> list:
+    """ "eigh 64x64 x256: torch 5.1x" for every point with an implementation whose timed runs
+    spread by more than SPREAD_LIMIT."""
+    lines = []
+    for r in records:
+        if r.noisy:
+            spread = ", ".join(f"{n} {r.times[n]['spread']:.1f}x" for n in r.noisy)
+            lines.append(f"{r.op} {r.m}x{r.n} x{r.batch}: {spread}")
+    return lines
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def check_out_dir(path: str) -> None:
+    """Raise OSError unless files can be created in folder `path` (created if missing)."""
+    os.makedirs(path, exist_ok=True)
+    if not os.path.isdir(path):
+        raise NotADirectoryError(f"{path} is not a folder")
+    fd, probe = tempfile.mkstemp(prefix=".bench-write-check-", dir=path)
+    os.close(fd)
+    os.remove(probe)
 
 
 # ---- reporting ----
@@ -405,19 +451,35 @@ def _x(v: float) -> str:
     return "-" if v is None or math.isnan(v) else f"{v:.2f}x"
 
 
+def _time_cell(r, name: str) -> str:
+    """Best time, marked "!" when that implementation's runs spread by more than SPREAD_LIMIT."""
+    cell = _fmt(r.times.get(name, {}).get("best_ms", math.nan))
+    return cell + "!" if name in r.noisy else cell
+
+
+def _peers(records) -> list:
+    """Implementations that are peers (not ours, not a reference), in report order."""
+    refs = set(_refs(records))
+    return [n for n in _impl_names(records) if n != OURS and n not in refs]
+
+
 def rich_table(records, title: str):
     from rich.table import Table
 
     names, refs = _impl_names(records), _refs(records)
-    table = Table(title=title)
+    noisy = any(r.noisy for r in records)
+    table = Table(title=title, caption="! = timed runs spread by more than 2x" if noisy else None)
     for col in ("op", "shape", "batch", "backend"):
         table.add_column(col)
     for name in names:
         table.add_column(f"{name} ms", justify="right")
+    table.add_column("best peer")
     table.add_column("vs best peer", justify="right")
     for ref in refs:
         table.add_column(f"vs {ref}", justify="right")
     table.add_column("roofline", justify="right")
+    if noisy:
+        table.add_column("spread > 2x")
     for r in records:
         s = r.speedup
         colour = "green" if s >= 1 else "red"
@@ -427,10 +489,12 @@ def rich_table(records, title: str):
             f"{r.m}x{r.n}",
             str(r.batch),
             r.backend,
-            *(_fmt(r.times.get(n, {}).get("best_ms", math.nan)) for n in names),
+            *(_time_cell(r, n) for n in names),
+            r.best_peer[0] or "-",
             f"[{colour}]{s:.2f}x[/{colour}]" if not math.isnan(s) else "-",
             *(_x(r.ratio(ref)) for ref in refs),
             f"{roof:.1%}" if not math.isnan(roof) else "-",
+            *([", ".join(r.noisy) or ""] if noisy else []),
         )
     return table
 
@@ -438,17 +502,19 @@ def rich_table(records, title: str):
 def markdown_table(records) -> str:
     names, refs = _impl_names(records), _refs(records)
     head = ["op", "shape", "batch", "backend"] + [f"{n} ms" for n in names]
-    head += ["us/matrix", "vs best peer"] + [f"vs {ref}" for ref in refs] + ["roofline"]
+    head += ["us/matrix", "best peer", "vs best peer"] + [f"vs {ref}" for ref in refs]
+    head += ["roofline", "runs spread > 2x"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in records:
         d = r.as_dict()
         cells = [r.op, f"{r.m}x{r.n}", str(r.batch), f"`{r.backend}`"]
-        cells += [_fmt(r.times.get(n, {}).get("best_ms", math.nan)) for n in names]
-        cells += [f"{d['us_per_matrix']:.3g}", _x(r.speedup)]
+        cells += [_time_cell(r, n) for n in names]
+        cells += [f"{d['us_per_matrix']:.3g}", r.best_peer[0] or "-", _x(r.speedup)]
         cells += [_x(r.ratio(ref)) for ref in refs]
         cells += [
             f"{d['roofline_fraction']:.1%}" if not math.isnan(d["roofline_fraction"]) else "-"
         ]
+        cells += [", ".join(f"{n} {r.times[n]['spread']:.1f}x" for n in r.noisy)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -475,54 +541,96 @@ def bar_spans(values) -> list:
     return [(min(1.0, v), max(1.0, v)) for v in values]
 
 
+PEER_COLOURS = ("tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:cyan", "tab:olive")
+
+
+def plot_layout(records) -> dict:
+    """What plot() draws: the ops (one panel each), their rows, the y-range every panel shares,
+    the peers named in the title, the peers that were fastest somewhere (the legend) and the
+    colour of each peer."""
+    ops = [op for op in OPS if any(r.op == op for r in records)]
+    rows_of = {op: [r for r in records if r.op == op and not math.isnan(r.speedup)] for op in ops}
+    values = [r.speedup for rows in rows_of.values() for r in rows]
+    peers = _peers(records)
+    best = list(dict.fromkeys(r.best_peer[0] for rows in rows_of.values() for r in rows))
+    every_peer = list(dict.fromkeys(peers + best))
+    return {
+        "ops": ops,
+        "rows": rows_of,
+        "ylim": (min([0.5, *values]) / 1.4, max([2.0, *values]) * 1.4),
+        "peers": peers,
+        "best": best,
+        "colour": {p: PEER_COLOURS[i % len(PEER_COLOURS)] for i, p in enumerate(every_peer)},
+    }
+
+
 def plot(records, path: str, title: str) -> dict:
-    """One panel per op: a bar per point from 1x to its speedup vs the best peer (log axis).
-    Returns {op: [(bottom, top) of each bar drawn]}."""
+    """One panel per op: a bar per point from 1x to its speedup vs the best peer (log axis, the
+    same range in every panel), coloured by which peer was the fastest there, hatched where
+    that peer beat us. Returns {op: [(bottom, top) of each bar drawn]}."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib import ticker
+    from matplotlib.patches import Patch
 
-    ops = [op for op in OPS if any(r.op == op for r in records)]
-    fig, axes = plt.subplots(len(ops), 1, figsize=(11, 2.7 * len(ops)), squeeze=False)
+    lay = plot_layout(records)
+    ops, rows_of, (lo, hi) = lay["ops"], lay["rows"], lay["ylim"]
+    peers, best, colour = lay["peers"], lay["best"], lay["colour"]
+    widest = max([len(rows) for rows in rows_of.values()] + [1])
+    fig, axes = plt.subplots(
+        len(ops), 1, figsize=(max(11.0, 0.55 * widest + 2), 3.3 * len(ops)), squeeze=False
+    )
     drawn = {}
     for ax, op in zip(axes[:, 0], ops):
-        rows = [r for r in records if r.op == op and not math.isnan(r.speedup)]
+        rows = rows_of[op]
         values = [r.speedup for r in rows]
         spans = bar_spans(values)
         bars = ax.bar(
             range(len(rows)),
             [top - bottom for bottom, top in spans],
             bottom=[bottom for bottom, _ in spans],
-            color=["tab:green" if v >= 1 else "tab:red" for v in values],
+            color=[colour[r.best_peer[0]] for r in rows],
+            hatch=["//" if v < 1 else "" for v in values],
+            edgecolor="black",
+            linewidth=0.4,
         )
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_yscale("log")
-        lo = min([0.5, *values]) / 1.3
-        hi = max([2.0, *values]) * 1.3
         ax.set_ylim(lo, hi)
         ax.yaxis.set_major_locator(ticker.LogLocator(base=2))
         ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.tick_params(axis="y", labelsize=9)
         for i, v in enumerate(values):
             ax.annotate(
-                f"{v:.2f}",
+                f"{v:.0f}" if v >= 100 else f"{v:.2g}",
                 (i, v),
                 xytext=(0, 2 if v >= 1 else -2),
                 textcoords="offset points",
                 ha="center",
                 va="bottom" if v >= 1 else "top",
-                fontsize=6,
+                fontsize=7.5,
+                color="black" if v >= 1 else "tab:red",
             )
-        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_xticks(range(len(rows)))
-        ax.set_xticklabels([f"{r.m}x{r.n}\nx{r.batch}" for r in rows], fontsize=6)
+        ax.set_xticklabels([f"{r.m}x{r.n}\nx{r.batch}" for r in rows], fontsize=8)
         ax.set_xlim(-0.6, max(len(rows), 1) - 0.4)
-        ax.set_ylabel("speedup vs best peer")
-        ax.set_title(op, fontsize=9)
+        ax.set_ylabel("speedup vs best peer", fontsize=9)
+        ax.set_title(op, fontsize=10, loc="left")
+        ax.grid(axis="y", which="major", linewidth=0.3, alpha=0.6)
         drawn[op] = [(b.get_y(), b.get_y() + b.get_height()) for b in bars]
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
+    handles = [Patch(facecolor=colour[p], edgecolor="black", label=f"best peer: {p}") for p in best]
+    handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="peer faster"))
+    fig.legend(handles=handles, loc="upper right", ncol=len(handles), fontsize=9, frameon=False)
+    fig.suptitle(
+        f"{title}\nmetal_linalg vs the fastest of: {', '.join(peers) or 'no peer'}",
+        fontsize=10,
+        x=0.01,
+        ha="left",
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.97 if len(ops) > 1 else 0.9))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return drawn
@@ -564,16 +672,34 @@ def default_name(fe, device: str, device_name: str) -> str:
     return f"{slug(device_name)}-{fe.framework}-{device}"
 
 
-def write_results(fe, records, out_dir: str, device: str, name: str | None = None) -> dict:
-    """Write <name>.json, <name>.md and <name>.png into out_dir; returns the paths."""
-    os.makedirs(out_dir, exist_ok=True)
-    meta = metadata(fe, device)
-    name = name or default_name(fe, device, meta["device_name"])
-    paths = {ext: os.path.join(out_dir, f"{name}.{ext}") for ext in ("json", "md", "png")}
-    with open(paths["json"], "w") as f:
+def result_paths(out_dir: str, name: str) -> dict:
+    return {ext: os.path.join(out_dir, f"{name}.{ext}") for ext in ("json", "md", "png")}
+
+
+def write_json(path: str, meta: dict, records, planned: int | None = None) -> str:
+    """The results as JSON; planned (the number of points of a run still going) marks a partial
+    file. Written to a side file and renamed, so a crash never leaves half a file."""
+    meta = {**meta, "complete": planned is None}
+    if planned is not None:
+        meta["points_planned"] = planned
+    tmp = path + ".part"
+    with open(tmp, "w") as f:
         json.dump(
             {"meta": meta, "results": [r.as_dict() for r in records]}, f, indent=1, default=str
         )
+    os.replace(tmp, path)
+    return path
+
+
+def write_results(
+    fe, records, out_dir: str, device: str, name: str | None = None, meta: dict | None = None
+) -> dict:
+    """Write <name>.json, <name>.md and <name>.png into out_dir; returns the paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    meta = meta or metadata(fe, device)
+    name = name or default_name(fe, device, meta["device_name"])
+    paths = result_paths(out_dir, name)
+    write_json(paths["json"], meta, records)
     title = f"{fe.package} vs peers on {meta['device_name']} ({device}), {meta['date']}"
     refs = _refs(records)
     with open(paths["md"], "w") as f:
@@ -584,7 +710,9 @@ def write_results(fe, records, out_dir: str, device: str, name: str | None = Non
             "metal_linalg is faster"
             + (f" (`{'`, `'.join(refs)}`: shown for reference, not a peer)" if refs else "")
             + "; roofline = max(bytes / measured copy bandwidth, nominal LAPACK flops / measured "
-            "fp32 GEMM rate) / measured time.\n\n"
+            "fp32 GEMM rate) / measured time. A time marked `!` comes from runs whose slowest "
+            f"took more than {SPREAD_LIMIT:g}x the fastest (a busy machine?): treat it with "
+            "care.\n\n"
         )
         notes = meta.get("notes")
         if notes:

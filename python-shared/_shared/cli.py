@@ -64,7 +64,10 @@ def routes_table(q, ops=OPS):
     from rich.table import Table
 
     examples = ((8, 8, 1024), (32, 32, 64), (64, 32, 1024), (512, 512, 1))
-    table = Table(title="backend per call (m x n x batch)")
+    # fe.q is the package's queries module; its Queries object says what the queries take.
+    stream = getattr(getattr(q, "_q", q), "where", "device") == "stream"
+    where = "the default stream" if stream else "the default device"
+    table = Table(title=f"backend per call (m x n x batch) on {where}")
     table.add_column("op", no_wrap=True)
     for m, n, b in examples:
         table.add_column(f"{m}x{n} x{b}", overflow="fold")
@@ -92,6 +95,8 @@ def cmd_info(fe, args, out=None) -> int:
         *(tuple(s.split(": ", 1)) for s in fe.info_lines()),
         ("LAPACK", q.lapack_info()),
         ("CPU threads", f"{threads or 'all'} (of {os.cpu_count()})"),
+        ("CPU only", "yes (set_cpu_only: every op on the CPU)" if q.cpu_only() else "no"),
+        ("GPU cores", str(q.gpu_core_count() or "-")),
         ("policy file", q.policy_file()),
     ]
     for key, value in lines:
@@ -130,6 +135,19 @@ def bench_plan(args):
     return shapes, batches, bench.MIN_RUNS, bench.BUDGET_S
 
 
+def _save_records_somewhere(meta, records, name: str) -> str | None:
+    """The results as JSON in the current or temporary folder, when --out failed after
+    measuring (None if neither can be written)."""
+    from . import bench
+
+    for folder in (os.getcwd(), tempfile.gettempdir()):
+        try:
+            return bench.write_json(os.path.join(folder, f"{name}.json"), meta, records)
+        except OSError:
+            continue
+    return None
+
+
 def cmd_bench(fe, args) -> int:
     from . import bench
 
@@ -157,12 +175,24 @@ def cmd_bench(fe, args) -> int:
     if not points:
         print("bench: no grid point matches the options", file=sys.stderr)
         return 2
+    try:
+        bench.check_out_dir(args.out)
+    except OSError as exc:
+        print(f"bench: --out {args.out}: cannot write there ({exc}); nothing was measured",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    meta = bench.metadata(fe, device)
+    name = args.name or bench.default_name(fe, device, meta["device_name"])
+    paths = bench.result_paths(args.out, name)
     impls = fe.implementations(device, args.peers)
     names = [i.name for i in impls]
     per_call = bench.per_call_from_rates(bench.probe_rates(impls, sorted({p.op for p in points})))
-    estimate = bench.estimate_seconds(points, per_call, names, min_runs, budget_s, args.slow)
+    weights = [
+        bench.estimate_seconds([p], per_call, names, min_runs, budget_s, args.slow) for p in points
+    ]
+    estimate = sum(weights) + bench.POINT_OVERHEAD_S * len(points)
     out.print(
-        f"[bold]{len(points)} point{'s' if len(points) != 1 else ''}[/bold] on {device} ({fe.q.device_name()}); "
+        f"[bold]{bench.plural(len(points), 'point')}[/bold] on {device} ({fe.q.device_name()}); "
         f"{impls[0].name} vs {', '.join(i.name for i in impls[1:]) or 'no peer'}"
     )
     out.print(
@@ -175,10 +205,25 @@ def cmd_bench(fe, args) -> int:
         q_est = bench.estimate_seconds(
             quick, per_call, names, bench.QUICK_MIN_RUNS, bench.QUICK_BUDGET_S, args.slow
         )
+        q_est += bench.POINT_OVERHEAD_S * len(quick)
         out.print(
-            f"`--quick` runs {len(quick)} points instead (about {_duration(q_est)})",
+            f"`--quick` runs {bench.plural(len(quick), 'point')} instead (about "
+            f"{_duration(q_est)})",
             highlight=False,
         )
+    failed_partial = []
+
+    def save_partial(records) -> None:
+        # Partial results after every point, so an interrupted run keeps what it measured.
+        if failed_partial:
+            return
+        try:
+            bench.write_json(paths["json"], meta, records, planned=len(points))
+        except OSError as exc:
+            failed_partial.append(exc)
+            print(f"bench: warning: cannot save partial results: {exc}", file=sys.stderr)
+
+    started = time.perf_counter()
     records = bench.run_grid(
         fe,
         points,
@@ -188,11 +233,31 @@ def cmd_bench(fe, args) -> int:
         budget_s=budget_s,
         slow_s=args.slow,
         console=out,
+        on_record=save_partial,
+        weights=weights,
     )
+    elapsed = time.perf_counter() - started
     out.print(bench.rich_table(records, f"{fe.package} on {device} (best ms per call)"))
     out.print(bench.summary(records), highlight=False)
-    paths = bench.write_results(fe, records, args.out, device, args.name)
-    out.print("wrote " + ", ".join(paths.values()), highlight=False)
+    out.print(f"measured in {elapsed:.0f} s (estimated {estimate:.0f} s)",
+              highlight=False)  # fmt: skip
+    noisy = bench.noisy_lines(records)
+    if noisy:
+        print(
+            f"bench: warning: {bench.plural(len(noisy), 'point')} whose timed runs spread by "
+            f"more than {bench.SPREAD_LIMIT:g}x (slowest / fastest; a busy machine?), marked "
+            "'!' in the tables:" + "".join(f"\n  {line}" for line in noisy),
+            file=sys.stderr,
+        )
+    try:
+        written = bench.write_results(fe, records, args.out, device, name, meta=meta)
+    except OSError as exc:
+        saved = _save_records_somewhere(meta, records, name)
+        where = f"the results are saved in {saved}" if saved else "the table above is all"
+        print(f"bench: writing to {args.out} failed after measuring: {exc}; {where}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    out.print("wrote " + ", ".join(written.values()), highlight=False)
     return 0
 
 
@@ -295,6 +360,37 @@ def cmd_calibrate(fe, args) -> int:
 # ---- parser ----
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (a clear usage error, not a traceback after measuring)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def _shape(text: str) -> str:
+    from . import bench
+
+    try:
+        bench.parse_shape(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _bench_args(p, package: str) -> None:
     p.add_argument(
         "--ops",
@@ -303,17 +399,22 @@ def _bench_args(p, package: str) -> None:
         metavar="OP",
         help="ops to run: qr eigh eigvalsh svd svdvals (default: all)",
     )
-    p.add_argument("--n", nargs="+", type=int, help="square sizes (default: 8 16 ... 1024)")
+    p.add_argument(
+        "--n", nargs="+", type=_positive_int, help="square sizes (default: 8 16 ... 1024)"
+    )
     p.add_argument(
         "--shapes",
         nargs="+",
+        type=_shape,
         metavar="MxN",
         help="M x N shapes, e.g. 64x32 (default: 64x32 256x128 1024x512)",
     )
-    p.add_argument("--batch", nargs="+", type=int, help="batch sizes (default: 1 64 1024 16384)")
+    p.add_argument(
+        "--batch", nargs="+", type=_positive_int, help="batch sizes (default: 1 64 1024 16384)"
+    )
     p.add_argument(
         "--max-work",
-        type=int,
+        type=_positive_int,
         default=2**27,
         help="skip points with batch*m*n above this (default 2^27)",
     )
@@ -335,7 +436,10 @@ def _bench_args(p, package: str) -> None:
     )
     p.add_argument("--name", help="file name stem (default: <device name>-<framework>-<device>)")
     p.add_argument(
-        "--slow", type=float, default=10.0, help="seconds: a call slower than this is timed once"
+        "--slow",
+        type=_positive_float,
+        default=10.0,
+        help="seconds: a call slower than this is timed once",
     )
 
 

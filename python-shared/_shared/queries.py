@@ -9,6 +9,10 @@ packages export under the same names. `core` provides:
     policy_get(op_id) -> "field=value;..."; policy_set(op_id, field, value); policy_reset(op_id)
     policy_source(op_id), calibration_status(op_id), policy_file() -> str; policy_reload()
     set_cpu_threads(n); get_cpu_threads() -> int
+    set_cpu_only(on: bool); cpu_only() -> bool; gpu_core_count() -> int
+
+`where` names the keyword of the `*_backend` queries that says where the call runs: "device"
+(torch: where the tensor lives) or "stream" (MLX: the stream the call would run on).
 """
 
 from __future__ import annotations
@@ -71,12 +75,29 @@ def calibration_notice(package: str, op: str, device: str) -> str:
     )
 
 
+class CpuOnly:
+    """What set_cpu_only returns: as a context manager it restores the setting it replaced."""
+
+    def __init__(self, queries, previous: bool):
+        self._queries, self.previous = queries, previous
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._queries.core.set_cpu_only(self.previous)
+
+    def __repr__(self) -> str:
+        return f"CpuOnly(on={self._queries.cpu_only()}, previous={self.previous})"
+
+
 class Queries:
     """The public query/setting functions of one package over its core adapter."""
 
-    def __init__(self, core, package: str):
+    def __init__(self, core, package: str, where: str = "device"):
         self.core = core
         self.package = package
+        self.where = where
         for op in OPS:
             self._make(op)
 
@@ -145,6 +166,27 @@ class Queries:
         """Threads for CPU batches (0 = all cores)."""
         return int(self.core.get_cpu_threads())
 
+    def cpu_only(self) -> bool:
+        """True while every op is routed to the CPU (set_cpu_only)."""
+        return bool(self.core.cpu_only())
+
+    def set_cpu_only(self, on: bool = True) -> CpuOnly:
+        """Route every op to the CPU (on=True: host data never goes to a GPU, device data is
+        copied to the host) or back to the routing policy (on=False); process-wide, overriding
+        policies and METAL_LINALG_<OP>_BACKEND. Returns a context manager that restores the
+        previous setting on exit: `with set_cpu_only(True): ...`."""
+        if not isinstance(on, (bool, int)) or isinstance(on, int) and on not in (0, 1):
+            raise TypeError(f"[metal_linalg.set_cpu_only] on must be a bool, got {on!r}")
+        previous = self.cpu_only()
+        self.core.set_cpu_only(bool(on))
+        return CpuOnly(self, previous)
+
+    def gpu_core_count(self) -> int:
+        """Compute units of the GPU the routing is tuned for: the multiprocessor (SM) count of
+        CUDA device 0 (132 on an H200); 0 when no GPU backend is usable, and on Metal (Metal has
+        no public query for its GPU core count)."""
+        return int(self.core.gpu_core_count())
+
     def warn_untuned(self, stacklevel: int = 3) -> None:
         """One short CalibrationWarning per untuned decomposition (called at import)."""
         if os.environ.get("METAL_LINALG_NO_CALIBRATION_NOTICE", "") not in ("", "0"):
@@ -158,13 +200,29 @@ class Queries:
                     stacklevel=stacklevel,
                 )
 
+    @staticmethod
+    def _stream_or_device(op: str, stream, device):
+        """MLX's queries take the stream; device ("cpu", "gpu") stays accepted for the shared
+        calibration code, meaning that device's default stream."""
+        if stream is not None and device is not None:
+            raise TypeError(f"[metal_linalg.{op}_backend] pass stream or device, not both")
+        return stream if device is None else device
+
     def _make(self, op: str) -> None:
         dims = "n" if op.startswith("eig") else "m, n"
 
-        if op.startswith("eig"):
+        if op.startswith("eig") and self.where == "stream":
+
+            def backend(n: int, batch: int = 1, *, stream=None, device=None) -> str:
+                return self.backend(op, n, n, batch, self._stream_or_device(op, stream, device))
+        elif op.startswith("eig"):
 
             def backend(n: int, batch: int = 1, *, device=None) -> str:
                 return self.backend(op, n, n, batch, device)
+        elif self.where == "stream":
+
+            def backend(m: int, n: int, batch: int = 1, *, stream=None, device=None) -> str:
+                return self.backend(op, m, n, batch, self._stream_or_device(op, stream, device))
         else:
 
             def backend(m: int, n: int, batch: int = 1, *, device=None) -> str:
@@ -183,9 +241,14 @@ class Queries:
             return self.policy_source(op)
 
         backend.__name__ = f"{op}_backend"
+        where = (
+            "stream: the stream the call would run on (None: MLX's default device), an "
+            "mx.Stream or an mx.Device"
+            if self.where == "stream"
+            else "device: where the data lives (default: the package's default device)"
+        )
         backend.__doc__ = (
-            f"Kernel a {op} of `batch` matrices ({dims}) would use, e.g. 'cpu:lapack'; device: "
-            "where the data lives (default: the package's default device)."
+            f"Kernel a {op} of `batch` matrices ({dims}) would use, e.g. 'cpu:lapack'; {where}."
         )
         get.__name__, get.__doc__ = f"{op}_policy", f"The routing policy of {op} as {{field: int}}."
         set_.__name__ = f"set_{op}_policy"

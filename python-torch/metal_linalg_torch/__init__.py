@@ -22,7 +22,10 @@ grad); the public functions add forward-mode AD and torch.func (grad, jacrev, jv
 
 Routing queries: device_name(), <op>_backend(...), <op>_policy(), set_<op>_policy(**fields),
 reset_<op>_policy(), <op>_policy_source(), calibration_status(), set_cpu_threads(n),
-get_cpu_threads(). `python -m metal_linalg_torch calibrate` measures this machine.
+get_cpu_threads(), cpu_only(), set_cpu_only(on) (also a context manager: `with
+set_cpu_only(True): ...` routes every op to the CPU), gpu_core_count() (the CUDA SM count).
+A DTensor sharded on a batch dimension is decomposed locally on each rank (no communication).
+`python -m metal_linalg_torch calibrate` measures this machine.
 
 Environment variables (read by the core when the library loads):
     METAL_LINALG_<OP>_BACKEND=cpu|gpu|auto   force a backend; OP in QR, EIGH, EIGVALSH, SVD, SVDVALS
@@ -134,8 +137,14 @@ from .queries import warn_untuned as _warn_untuned
 _warn_untuned()
 # The core reads the environment and the policy file now (not at the first call), so settings
 # it ignores or adjusts warn at import.
+# CPU-only mode and the GPU's size; DTensor sharding rules once torch.distributed.tensor loads.
+from ._dtensor import register_when_imported as _register_dtensor
 from ._lib import emit_warnings as _emit_warnings
 from ._lib import lib as _core
+from .queries import cpu_only, gpu_core_count, set_cpu_only
+
+__all__ += ["cpu_only", "gpu_core_count", "set_cpu_only"]
+_register_dtensor()
 
 _core.ml_policy_source(0)
 _core.ml_get_cpu_threads()  # METAL_LINALG_CPU_THREADS

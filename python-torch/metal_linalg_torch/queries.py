@@ -43,8 +43,21 @@ def _c_int(value, limit: int, what: str, name: str) -> int:
     return value
 
 
+for _name, _restype, _argtypes in (
+    ("ml_set_cpu_only", None, [ctypes.c_int32]),
+    ("ml_cpu_only", ctypes.c_int32, []),
+    ("ml_gpu_core_count", ctypes.c_int32, []),
+):
+    getattr(lib, _name).restype = _restype
+    getattr(lib, _name).argtypes = _argtypes
+
+
 class _Core:
     """The core's calls through ctypes, in the shape `_shared.queries.Queries` expects."""
+
+    set_cpu_only = staticmethod(lambda on: lib.ml_set_cpu_only(1 if on else 0))
+    cpu_only = staticmethod(lambda: bool(lib.ml_cpu_only()))
+    gpu_core_count = staticmethod(lambda: int(lib.ml_gpu_core_count()))
 
     device_name = staticmethod(lambda: _lib.text(lib.ml_device_name()))
     version = staticmethod(lambda: _lib.text(lib.ml_version_string()))
@@ -114,6 +127,9 @@ policy_file = _q.policy_file
 reload_policy = _q.reload_policy
 set_cpu_threads = _q.set_cpu_threads
 get_cpu_threads = _q.get_cpu_threads
+cpu_only = _q.cpu_only
+set_cpu_only = _q.set_cpu_only
+gpu_core_count = _q.gpu_core_count
 qr_backend, qr_policy, set_qr_policy, reset_qr_policy, qr_policy_source = (
     _q.qr_backend,
     _q.qr_policy,

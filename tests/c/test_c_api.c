@@ -1042,6 +1042,31 @@ static void test_thread_cap(void) {
   CHECK(ml_get_cpu_threads() == before, "threads %d vs %d\n", ml_get_cpu_threads(), before);
 }
 
+// CPU-only mode: every memory space names a CPU kernel while on, and results stay right.
+static void test_cpu_only(void) {
+  const int gpu = ml_backend_available("cuda") || ml_backend_available("metal");
+  char before[64];
+  snprintf(before, sizeof before, "%s", ml_backend(ML_OP_EIGH, ML_MEMORY_CUDA, 8, 8, 1024));
+  CHECK(ml_cpu_only() == 0, "cpu_only starts on\n");
+  ml_set_cpu_only(1);
+  CHECK(ml_cpu_only() == 1, "cpu_only did not turn on\n");
+  for (int mem = ML_MEMORY_HOST; mem <= ML_MEMORY_METAL; ++mem)
+    for (int op = 0; op < ML_OP_COUNT; ++op) {
+      const char *name = ml_backend(op, mem, 64, 64, 16384);
+      CHECK(starts_with(name, "cpu:"), "cpu_only: op %d memory %d runs %s\n", op, mem, name);
+    }
+  float a[4] = {2, 1, 1, 2}, w[2], v[4];
+  expect_ok(ml_eigh(NULL, a, 1, 2, ML_LOWER, w, v, NULL), "eigh under cpu_only");
+  CHECK(fabsf(w[0] - 1) < 1e-5f && fabsf(w[1] - 3) < 1e-5f, "eigh w %g %g\n", w[0], w[1]);
+  ml_set_cpu_only(0);
+  CHECK(ml_cpu_only() == 0, "cpu_only did not turn off\n");
+  const char *after = ml_backend(ML_OP_EIGH, ML_MEMORY_CUDA, 8, 8, 1024);
+  CHECK(strcmp(before, after) == 0, "route %s before, %s after\n", before, after);
+  CHECK(gpu || ml_gpu_core_count() == 0, "gpu_core_count %d without a GPU\n",
+        ml_gpu_core_count());
+  CHECK(!ml_backend_available("cuda") || ml_gpu_core_count() > 0, "no SM count on CUDA\n");
+}
+
 int main(void) {
   int pass;
   test_versions_and_devices();
@@ -1066,6 +1091,7 @@ int main(void) {
   test_not_converged();
   test_warnings();
   test_thread_cap();
+  test_cpu_only();
   printf("%d checks, %d failures (device: %s; LAPACK: %s)\n", g_checks, g_failures,
          ml_device_name(), ml_lapack_info());
   return g_failures ? 1 : 0;

@@ -213,6 +213,19 @@ ML_API const char *ml_device_name(void);
 ML_API int32_t ml_backend_available(const char *backend);
 ML_API const char *ml_backend(int32_t op, int32_t memory, int64_t m, int64_t n, int64_t batch);
 
+/* ---- CPU-only mode and GPU size ----
+ * ml_set_cpu_only(1): every call is routed to the CPU backend until
+ * ml_set_cpu_only(0) (process-wide; overrides the policy, including a forced
+ * METAL_LINALG_<OP>_BACKEND=gpu). ml_backend then names a CPU kernel for every
+ * memory space: for device buffers that is the host route frontends take by
+ * copying. ml_cpu_only: the current setting (0 or 1).
+ * ml_gpu_core_count: compute units of the GPU policies are keyed by: the
+ * multiprocessor (SM) count of CUDA device 0; 0 when no GPU backend is usable
+ * and on Metal (Metal has no public query for the GPU core count). */
+ML_API void ml_set_cpu_only(int32_t on);
+ML_API int32_t ml_cpu_only(void);
+ML_API int32_t ml_gpu_core_count(void);
+
 /* ---- routing policy ----
  * Each op has a policy of named integer fields. Sources, highest first:
  * "user" (ml_policy_set) > "env:<VAR>" > "tuned:<device>" > "default:untuned-device".

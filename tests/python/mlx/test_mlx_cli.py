@@ -103,9 +103,14 @@ def test_bad_policy_update_changes_nothing(op):
 
 
 def test_backend_query_names_the_device_it_answers_for():
+    import mlx.core as mx
+
     assert ml.eigh_backend(8, 4, device="cpu").startswith("cpu:")
-    with pytest.raises(ValueError, match="device must be 'cpu'"):
-        ml.eigh_backend(8, 4, device="gpu")
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'gpu'"):
+        ml.eigh_backend(8, 4, device="tpu")
+    if not mx.is_available(mx.gpu):
+        with pytest.raises(ValueError, match="no GPU backend"):
+            ml.eigh_backend(8, 4, device="gpu")
 
 
 # ---- bench: plot, estimate, the CLI ----
@@ -335,3 +340,130 @@ def test_nominal_flops():
     # thin svd: Golub-Reinsch (14mn^2 + 8n^3) for square, R-SVD (6mn^2 + 20n^3) when m >> n
     assert bench.nominal_flops("svd", 10, 10) == 22 * 1000
     assert bench.nominal_flops("svd", 1000, 10) == 6 * 1000 * 100 + 20 * 1000
+
+
+# ---- bench: arguments, --out, partial results, spread, plots ----
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--batch", "0"), "argument --batch: must be >= 1, got 0"),
+        (("--n", "-3"), "argument --n: must be >= 1, got -3"),
+        (("--n", "eight"), "argument --n: expected an integer"),
+        (("--shapes", "3y4"), "argument --shapes: shape '3y4'"),
+        (("--max-work", "0"), "argument --max-work: must be >= 1"),
+        (("--slow", "-1"), "argument --slow: must be a positive number"),
+    ],
+)
+def test_cli_bench_rejects_bad_arguments_before_measuring(args, message):
+    out = cli_run("bench", "--device", "cpu", *args)
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and "estimated time" not in out.stdout
+
+
+def test_cli_bench_checks_out_before_measuring(tmp_path):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    for bad in (str(not_a_folder), "/proc/no-such-folder"):
+        out = cli_run("bench", "--device", "cpu", "--n", "4", "--batch", "1", "--out", bad)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert f"--out {bad}: cannot write there" in out.stderr
+        assert "nothing was measured" in out.stderr and "estimated time" not in out.stdout
+        assert "Traceback" not in out.stderr
+
+
+class _FakeFrontend:
+    """The bench adapter over implementations given by the test (no real library calls)."""
+
+    package, framework, framework_version, gpu_name = "fake", "fake", "0", "gpu"
+
+    def __init__(self, impls):
+        self._impls = impls
+        self.q = ml._queries._q
+
+    def implementations(self, device, peers=None):
+        return self._impls
+
+    def machine_peaks(self, device):
+        return {"copy_bytes_per_s": 1e10, "fp32_flops_per_s": 1e11}
+
+    def backend_label(self, op, m, n, batch, device):
+        return "cpu:fake"
+
+
+def test_spread_over_2x_is_flagged_in_the_reports(tmp_path):
+    import time
+
+    delays = iter([0.0] + [0.001, 0.008] * 50)  # warm-up, then runs 8x apart
+
+    def noisy(op):
+        return lambda x: time.sleep(next(delays))
+
+    steady = bench.Impl("numpy", lambda a: a, lambda op: lambda x: None)
+    fe = _FakeFrontend([bench.Impl("metal_linalg", lambda a: a, noisy), steady])
+    points = bench.grid(["qr"], [(4, 4)], [1], 10**9)
+    rec = bench.run_grid(fe, points, "cpu", min_runs=2, budget_s=0.001, progress=False)
+    assert rec[0].times["metal_linalg"]["spread"] > 2 and "metal_linalg" in rec[0].noisy
+    assert rec[0].as_dict()["noisy"] == rec[0].noisy
+    md = bench.markdown_table(rec)
+    assert "runs spread > 2x" in md and "!" in md.splitlines()[2]
+    assert bench.noisy_lines(rec)[0].startswith("qr 4x4 x1: metal_linalg ")
+    quiet = bench.Record("qr", 4, 4, 1, "cpu:x", {"metal_linalg": {"best_ms": 1.0, "spread": 1.5}})
+    assert quiet.noisy == [] and bench.noisy_lines([quiet]) == []
+
+
+def test_partial_results_are_written_after_every_point(tmp_path):
+    seen = []
+
+    def run(op):
+        def call(x):
+            if len(seen) >= 2 and x.shape[0] == 8:
+                raise KeyboardInterrupt  # the run stops during the second point
+            seen.append(x.shape)
+
+        return call
+
+    fe = _FakeFrontend([bench.Impl("metal_linalg", lambda a: a, run)])
+    path = str(tmp_path / "r.json")
+    meta = {"device_name": "fake", "date": "now"}
+    points = bench.grid(["qr"], [(4, 4)], [1, 8], 10**9)
+    with pytest.raises(KeyboardInterrupt):
+        bench.run_grid(
+            fe,
+            points,
+            "cpu",
+            min_runs=1,
+            budget_s=0.0,
+            progress=False,
+            on_record=lambda r: bench.write_json(path, meta, r, planned=len(points)),
+        )
+    data = json.loads(Path(path).read_text())
+    assert data["meta"]["complete"] is False and data["meta"]["points_planned"] == 2
+    assert [(r["op"], r["batch"]) for r in data["results"]] == [("qr", 1)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no side file left
+
+
+def test_plot_names_peers_and_shares_one_y_range(tmp_path):
+    def rec(op, b, ours, **peers):
+        times = {"metal_linalg": {"best_ms": ours}, **{k: {"best_ms": v} for k, v in peers.items()}}
+        return bench.Record(op, 8, 8, b, "cpu:x", times)
+
+    records = [
+        rec("qr", 1, 1.0, numpy=3.0, torch=2.0),
+        rec("qr", 64, 1.0, numpy=0.5, torch=0.9),
+        rec("eigh", 1, 1.0, numpy=40.0, torch=50.0),
+    ]
+    lay = bench.plot_layout(records)
+    assert lay["peers"] == ["numpy", "torch"]
+    assert lay["best"] == ["torch", "numpy"]  # qr x1: torch; qr x64 and eigh: numpy
+    lo, hi = lay["ylim"]
+    assert lo <= 0.5 / 1.3 and hi >= 40.0  # both panels: the range of all bars
+    assert len(set(lay["colour"].values())) == 2
+    bench.plot(records, str(tmp_path / "p.png"), "t")
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plural():
+    assert bench.plural(1, "point") == "1 point" and bench.plural(2, "point") == "2 points"
+    assert bench.plural(0, "point") == "0 points"

@@ -117,3 +117,25 @@ def test_info_shows_every_policy_field_whole():
         for op in ("qr", "eigh", "eigvalsh", "svd", "svdvals"):
             assert op in text
         assert "…" not in text
+
+
+def test_bench_checks_arguments_and_out_before_measuring(tmp_path):
+    for args, message in (
+        (("--batch", "0"), "argument --batch: must be >= 1, got 0"),
+        (("--n", "-3"), "argument --n: must be >= 1, got -3"),
+    ):
+        out = _cli("bench", "--device", "cpu", *args)
+        assert out.returncode == 2 and message in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    out = _cli("bench", "--device", "cpu", "--n", "4", "--batch", "1", "--out", str(blocker))
+    assert out.returncode == 2 and "cannot write there" in out.stderr, out.stderr
+    assert "nothing was measured" in out.stderr and "estimated time" not in out.stdout
+
+
+def test_info_names_cpu_only_and_gpu_cores():
+    out = _cli("info", env_extra={"METAL_LINALG_NO_CALIBRATION_NOTICE": "1"})
+    assert out.returncode == 0, out.stderr
+    assert "CPU only:" in out.stdout and "GPU cores:" in out.stdout
+    assert "on the default device" in out.stdout
