@@ -331,7 +331,8 @@ def run_grid(
     impls = fe.implementations(device, peers)
     peaks = fe.machine_peaks(device)
     refs = [i.name for i in impls if i.reference]
-    weights = list(weights) if weights else [1.0] * len(points)
+    # floor: a point whose probe failed (estimated free) still moves the bar
+    weights = [max(w, 1e-3) for w in weights] if weights else [1.0] * len(points)
     records = []
     bar = task = None
     if progress:
