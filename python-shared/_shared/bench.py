@@ -222,8 +222,8 @@ def estimate_seconds(points, per_call_s, names, min_runs, budget_s, slow_s) -> f
 
 
 def probe_rates(impls, ops, probe_n: int = 32, probe_batch: int = 64) -> dict:
-    """{(impl name, op): (fixed_s, flop_rate)} from two small probe calls of each implementation
-    (8x8 x1 and probe_n^2 x probe_batch), to extrapolate the time of a grid: a rough figure,
+    """{(impl name, op): (fixed_s, flop_rate)} from two small probe shapes of each implementation
+    (8x8 x1 and probe_n^2 x probe_batch, a few calls each), to extrapolate the time of a grid: a rough figure,
     printed before a long run. A failed probe counts as free (its error under "failed")."""
     rates = {}
     for impl in impls:
@@ -233,7 +233,9 @@ def probe_rates(impls, ops, probe_n: int = 32, probe_batch: int = 64) -> dict:
                 times = []
                 for n, batch in ((8, 1), (probe_n, probe_batch)):
                     x = impl.prepare(make_input(Point(op, n, n, batch)))
-                    times.append(min(time_runs(call, x, impl, 2, 0.02, 1.0)) / 1e3)
+                    # The median of 5 or more: a grid's time is the sum of its runs (typical
+                    # ones, not the fastest), and one preempted run does not skew it.
+                    times.append(statistics.median(time_runs(call, x, impl, 5, 0.05, 1.0)) / 1e3)
             except Exception as exc:  # noqa: BLE001 (the grid run records the failure)
                 rates[(impl.name, op)] = (0.0, math.inf)
                 rates.setdefault("failed", {})[(impl.name, op)] = repr(exc)[:200]
@@ -329,7 +331,8 @@ def run_grid(
     impls = fe.implementations(device, peers)
     peaks = fe.machine_peaks(device)
     refs = [i.name for i in impls if i.reference]
-    weights = list(weights) if weights else [1.0] * len(points)
+    # floor: a point whose probe failed (estimated free) still moves the bar
+    weights = [max(w, 1e-3) for w in weights] if weights else [1.0] * len(points)
     records = []
     bar = task = None
     if progress:

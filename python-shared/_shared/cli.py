@@ -196,7 +196,7 @@ def cmd_bench(fe, args) -> int:
         f"{impls[0].name} vs {', '.join(i.name for i in impls[1:]) or 'no peer'}"
     )
     out.print(
-        f"estimated time: about {_duration(estimate)} (extrapolated from two probe calls per op "
+        f"estimated time: about {_duration(estimate)} (extrapolated from two probe shapes per op "
         "and implementation; more on a busy machine)",
         highlight=False,
     )

@@ -137,6 +137,20 @@ def test_backend_on_a_gpu_stream_follows_the_graph_placement(monkeypatch):
     assert seen == [(1, (4096, 8, 8)), (1, (1, 8, 8)), (3, (2048, 6, 3))]
 
 
+@pytest.mark.skipif(not (HAS_GPU and ml.gpu_path() == "cuda"), reason="needs mlx[cuda13] and a GPU")
+def test_backend_on_the_cuda_gpu_stream_names_the_cuda_kernel():
+    # Shapes the host-memory query answered "cpu:lapack" for while the call ran on the GPU.
+    for op, dims in ((0, (32, 32, 16384)), (3, (700, 700, 2)), (0, (1024, 1024, 1))):
+        query = getattr(ml, f"{OPS[op]}_backend")
+        gpu = _queries.ext.gpu_backend(op, *dims)
+        want = gpu if gpu.startswith("cuda:") else _queries.ext.backend(op, *dims)
+        assert query(*dims, stream=mx.gpu) == want
+        assert query(*dims) == want  # None: the default device, the GPU here
+        assert query(*dims, stream=mx.cpu) == _queries.ext.backend(op, *dims)
+    assert ml.qr_backend(32, 32, 16384, stream=mx.gpu).startswith("cuda:")
+    assert ml.gpu_core_count() > 0
+
+
 # ---- warnings ----
 
 
