@@ -50,7 +50,8 @@ ML_FN void ml_step_sb_band(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   }
 }
 
-// sb_chase: groups batch x p.m, group g running sweep s = i[2] + g, its tasks
+// sb_chase: groups batch x p.m, group g running sweep s = i[2] - g (the latest first: on a
+// runner that runs groups in order, a wrong spacing shows as a wrong result), its tasks
 // [c K, min(c K + K, tasks of s)) with c = i[0] - p.k s (L = i[0] the wavefront, q = p.k).
 // p.n = n, i[1] = bw (2..64), i[3] = K. Operand 0: A (ld[0]), symmetric (both triangles kept).
 // Shared: ml_sb_chase_shared_floats(bw).
@@ -61,7 +62,7 @@ ML_FN void ml_step_sb_chase(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, bw = p.i[1], K = p.i[3], ld = p.ld[0];
   const ml_i64 b = ctx.group_id / p.m;
-  const int s = p.i[2] + (int)(ctx.group_id - b * p.m);
+  const int s = p.i[2] - (int)(ctx.group_id - b * p.m);
   const int c = p.i[0] - p.k * s;
   const int lane = ctx.lane, gs = ctx.group_size;
   ML_DEVICE float *A = ws + p.off[0] + b * p.stride[0];

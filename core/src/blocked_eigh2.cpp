@@ -108,9 +108,8 @@ ml_status sy2sb(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
       p.ld[1] = n;
       p.off[2] = two ? L.tin : L.t;
       p.off[3] = L.qstat;  // rank deficiency of a panel means nothing for eigvalsh
-      if ((st = ch.launch(kStep_qr_panel, ch.batch, pg, ml_qr_panel_shared_floats(m - j, p.i[2], pg),
-                          p)))
-        return st;
+      const int sh = ml_qr_panel_shared_floats(m - j, p.i[2], pg);
+      if ((st = ch.launch(kStep_qr_panel, ch.batch, pg, sh, p))) return st;
       if ((st = update(j, jb, two ? L.tin : L.t, two ? nbq : bw, j + jb))) return st;
     }
     if (two) {
@@ -167,7 +166,7 @@ ml_status sb2st(Runner &r, int64_t first, int64_t batch, const Options &o, const
     p.k = q;
     p.i[0] = wave;
     p.i[1] = bw;
-    p.i[2] = lo;
+    p.i[2] = hi;
     p.i[3] = K;
     p.off[0] = L.a;
     p.ld[0] = n;
