@@ -40,7 +40,7 @@ struct Options {
   // eigvalsh by two stages (dense -> band -> tridiagonal, blocked_eigh2.cpp) from this n (0:
   // never); the band's half-width (2..64) and the chase's tasks per sweep and launch (1, 2).
   int eigh_two_stage_min_n = 0;
-  int eigh_band = 32;
+  int eigh_band = 16;
   int eigh_chase_tasks = 2;
 };
 
