@@ -190,6 +190,13 @@ const blocked::Options &blocked_options() {
     if (outer) x.nb_outer = std::max(0, std::min(64, std::atoi(outer)));
     const int gl = env_int("METAL_LINALG_BLOCKED_GEMM_LANES");
     if (gl == 4 || gl == 8 || gl == 16 || gl == 32) x.gemm_lanes = gl;
+    // eigvalsh by two stages from this n (0: never), the band and the chase's tasks per launch.
+    if (const char *ts = std::getenv("METAL_LINALG_EIGH_TWO_STAGE_MIN_N"))
+      x.eigh_two_stage_min_n = std::max(0, std::atoi(ts));
+    const int band = env_int("METAL_LINALG_EIGH_BAND");
+    if (band >= 2 && band <= 64) x.eigh_band = band;
+    const int tasks = env_int("METAL_LINALG_EIGH_CHASE_TASKS");
+    if (tasks == 1 || tasks == 2) x.eigh_chase_tasks = tasks;
     return x;
   }();
   return o;

@@ -29,7 +29,10 @@
   X(brd_transpose, ml_step_brd_transpose) \
   X(brd_tgk, ml_step_brd_tgk)           \
   X(brd_tgk_out, ml_step_brd_tgk_out)   \
-  X(brd_tgk_fix, ml_step_brd_tgk_fix)
+  X(brd_tgk_fix, ml_step_brd_tgk_fix)   \
+  X(sb_band, ml_step_sb_band)           \
+  X(sb_chase, ml_step_sb_chase)         \
+  X(sb_extract, ml_step_sb_extract)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

@@ -151,9 +151,13 @@ EighLayout layout(const Call &c, const Options &o) {
   return eigh_layout(n, vectors, tridiag_scratch_floats(n, n, vectors), o);
 }
 
-int64_t per_matrix(const Call &c, int32_t, const Options &o) { return layout(c, o).per; }
+int64_t per_matrix(const Call &c, int32_t kf, const Options &o) {
+  if (eigh_two_stage(c, o)) return eigh2_per_matrix(c, kf, o);
+  return layout(c, o).per;
+}
 
 ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch) {
+  if (eigh_two_stage(c, o)) return eigh2_run_chunk(c, kf, o, ch);
   const EighLayout L = layout(c, o);
   const int n = L.n;
   ml_status st;

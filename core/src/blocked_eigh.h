@@ -44,4 +44,33 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
 ml_status ormtr(Runner &r, int64_t first, int64_t batch, const Options &o, const EighLayout &L,
                 int64_t z, int ldz, int ncols);
 
+struct Chunk;  // blocked_impl.h
+
+// Two-stage eigvalsh (blocked_eigh2.cpp): regions of one matrix's slice.
+struct BandLayout {
+  int n = 0, bw = 0;  // order, the band's half-width
+  int64_t stat = 0, a = 0;  // as EighLayout; a: the matrix, then the band (both triangles)
+  int64_t d = 0, e = 0;     // the tridiagonal (n, n - 1)
+  int64_t v = 0, x1 = 0, x = 0;  // a panel's reflectors and products, n x bw (ld n) each
+  int64_t t = 0, tin = 0, y = 0, mm = 0, sx1 = 0, sx2 = 0;  // bw x bw (ld bw) each
+  int64_t tau = 0, qstat = 0;  // inner panels' tau; the panels' (ignored) rank bits
+  int64_t part = 0, part_floats = 0;  // split-k partials
+  int64_t w = 0, scratch = 0, per = 0;  // eigenvalues, the solver's scratch, floats of the slice
+};
+
+// Whether c runs by two stages under o (eigvalsh from o.eigh_two_stage_min_n).
+bool eigh_two_stage(const Call &c, const Options &o);
+// The slice of an n x n problem in a call of `batch` matrices (the split-k partials).
+BandLayout band_layout(int n, int64_t batch, int64_t solver_floats, const Options &o);
+// Stage 1: the load of the call's input (kf: the triangle read) into L.a scaled by 2^-e, then
+// Q1^T A Q1 = B, B symmetric with half-width L.bw, both triangles of L.a (the entries up to
+// 3 L.bw below the diagonal exact: zero outside the band).
+ml_status sy2sb(Runner &r, int64_t first, int64_t batch, int32_t kf, const Options &o,
+                const BandLayout &L);
+// Stage 2: Q2^T B Q2 = tridiag(d, e) into L.d, L.e (L.a overwritten).
+ml_status sb2st(Runner &r, int64_t first, int64_t batch, const Options &o, const BandLayout &L);
+// The Algo entries of the two-stage eigvalsh.
+int64_t eigh2_per_matrix(const Call &c, int32_t kf, const Options &o);
+ml_status eigh2_run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch);
+
 }  // namespace ml::blocked

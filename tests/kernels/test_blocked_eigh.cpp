@@ -7,7 +7,12 @@
 //          back-transformation of the identity, |A - Q T Q^T| / (n ulp |A|), |I - Q^T Q| /
 //          (n ulp), the eigenvalues of T vs those of A in double, Q applied to a random block;
 //   eigh   eigh and eigvalsh end to end through ml::blocked::run (needs the tridiagonal
-//          eigensolver in the build: fails, saying so, without it).
+//          eigensolver in the build: fails, saying so, without it);
+//   band   the two-stage tridiagonalisation (blocked_eigh2.cpp, core/kernels/sb2st.h) on its
+//          own, narrow bands so that several panels and sweeps occur: the band exact (symmetric,
+//          zero outside), its eigenvalues and those of the tridiagonal vs those of A in double,
+//          with the chase's 1 and 2 tasks per launch and panels past the shared budget;
+//   eigvalsh2  eigvalsh end to end by two stages (eigh alongside, still one stage).
 // Usage: test_blocked_eigh <suite>
 #include <optional>
 
@@ -284,12 +289,238 @@ int suite_eigh() {
   return rep.failures ? 1 : 0;
 }
 
+// ---- two stages ----
+
+// The families above and the ones that stress a band reduction: A^T A of a random A (a
+// clustered low end), glued Wilkinson matrices (pairs closer than ulp), band matrices of
+// half-width 3 and bw, bw + 1 (already banded: tiny or empty panels).
+kt::Families band_families(int n, int bw, std::mt19937_64 &rng, bool all = true) {
+  kt::Families out = kt::symmetric_families(n, rng, true);
+  const Mat g = kt::gaussian(rng, n, n);
+  out.push_back({"ata", kt::matmul(kt::transpose(g), g)});
+  Mat glued(n, n);
+  const int w = 7;  // blocks W_7^+ glued by 1e-6
+  for (int i = 0; i < n; ++i) {
+    glued(i, i) = std::fabs((i % w) - (w - 1) / 2.0);
+    if (i + 1 < n) glued(i, i + 1) = glued(i + 1, i) = (i % w == w - 1) ? 1e-6 : 1.0;
+  }
+  out.push_back({"glued_wilkinson", glued});
+  for (int h : {3, bw, bw + 1}) {
+    Mat band(n, n);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j <= i && i - j <= h; ++j)
+        band(i, j) = band(j, i) = std::normal_distribution<>()(rng);
+    out.push_back({"band" + std::to_string(h), band});
+  }
+  if (all) return out;
+  // The larger cases (the runner's time grows with the batch): the hard ones.
+  kt::Families some;
+  for (const auto &f : out)
+    for (const char *k : {"graded", "clustered", "rankdef", "ata", "glued_wilkinson",
+                          "scale1e-30", "scale1e37"})
+      if (f.first == k || f.first == "band" + std::to_string(bw + 1)) {
+        some.push_back(f);
+        break;
+      }
+  return some;
+}
+
+std::string where2(const char *what, int n, int uplo, const std::string &fam, int idx,
+                   const ml::blocked::Options &o) {
+  char b[200];
+  std::snprintf(b, sizeof b, "%s n%d %s bw%d K%d sh%d %s #%d", what, n,
+                uplo == ML_K_LOWER ? "L" : "U", o.eigh_band, o.eigh_chase_tasks, o.shared_floats,
+                fam.c_str(), idx);
+  return b;
+}
+
+void band_case(Report &rep, Worst &worst, int n, int uplo, const ml::blocked::Options &o,
+               std::mt19937_64 &rng, bool all = true) {
+  const kt::Families fams = band_families(n, o.eigh_band, rng, all);
+  const kt::EigBatch eb = kt::eig_batch(fams, n, uplo, rng);
+  const int batch = int(eb.items.size());
+  const ml::blocked::BandLayout L = ml::blocked::band_layout(n, batch, 0, o);
+  const int bw = L.bw;
+  kt::CpuStepRunner run;
+  run.ws.assign(size_t(L.per) * batch, std::nanf(""));
+  run.a = eb.a.data();
+  kt::Timer timer("sy2sb + sb2st", n, n, o.max_group);
+  rep.expect(ml::blocked::sy2sb(run, 0, batch, uplo, o, L) == ML_OK,
+             where2("sy2sb run", n, uplo, "", 0, o));
+  std::vector<std::vector<float>> bands(batch);
+  for (int b = 0; b < batch; ++b) {
+    const float *a = run.ws.data() + size_t(b) * L.per + L.a;
+    bands[b].assign(a, a + size_t(n) * n);
+  }
+  rep.expect(ml::blocked::sb2st(run, 0, batch, o, L) == ML_OK,
+             where2("sb2st run", n, uplo, "", 0, o));
+  for (int b = 0; b < batch; ++b) {
+    const std::string &fam = eb.items[b].first;
+    const std::string at = where2("band", n, uplo, fam, b, o);
+    const float *slice = run.ws.data() + size_t(b) * L.per;
+    const float *st = slice + L.stat, *d = slice + L.d, *e = slice + L.e;
+    if (eb.poison[b]) {
+      rep.expect(st[1] == 1.f, at + " non-finite flagged");
+      continue;
+    }
+    // The band: symmetric and zero outside it up to 3 bw below the diagonal (what the chase
+    // reads), finite everywhere.
+    const std::vector<float> &B = bands[b];
+    bool exact = kt::all_finite(B.data(), B.size());
+    for (int j = 0; j < n; ++j)
+      for (int i = j; i < std::min(n, j + 3 * bw + 1); ++i) {
+        const float x = B[size_t(j) * n + i];
+        exact = exact && x == B[size_t(i) * n + j] && (i - j <= bw || x == 0.f);
+      }
+    rep.expect(exact, at + " band symmetric, zero outside");
+    bool finite = kt::all_finite(d, n);
+    for (int i = 0; i + 1 < n; ++i) finite = finite && std::isfinite(e[i]);
+    rep.expect(finite, at + " d, e finite");
+    const Mat A = kt::read_symmetric(eb.a.data() + size_t(b) * n * n, n, uplo == ML_K_LOWER);
+    const double s = std::ldexp(1.0, int(st[0]));  // the load scaled by 2^-e
+    Mat Bm(n, n), T(n, n);
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < n; ++i) Bm(i, j) = std::abs(i - j) <= bw ? B[size_t(j) * n + i] * s : 0;
+    for (int i = 0; i < n; ++i) {
+      T(i, i) = d[i] * s;
+      if (i + 1 < n) T(i, i + 1) = T(i + 1, i) = e[i] * s;
+    }
+    const double an = kt::norm1(A);
+    const double scale = an > 0 ? an * n * kt::kUlp : 1.0;
+    const std::vector<double> wa = kt::jacobi_eigenvalues(A), wb = kt::jacobi_eigenvalues(Bm),
+                              wt = kt::jacobi_eigenvalues(T);
+    double eb_ = 0, et = 0;
+    for (int i = 0; i < n; ++i) {
+      eb_ = std::max(eb_, std::fabs(wa[i] - wb[i]));
+      et = std::max(et, std::fabs(wa[i] - wt[i]));
+    }
+    rep.ratio(eb_ / scale, kLimit, at + " eigenvalues of the band vs A");
+    rep.ratio(et / scale, kLimit, at + " eigenvalues of T vs A");
+    worst.resid = std::max(worst.resid, eb_ / scale);
+    worst.eig = std::max(worst.eig, et / scale);
+  }
+}
+
+ml::blocked::Options small_two_stage(int bw, int tasks) {
+  ml::blocked::Options o;
+  o.nb = 8;
+  o.gemm_lanes = 4;
+  o.max_group = 32;
+  o.eigh_two_stage_min_n = 1;
+  o.eigh_band = bw;
+  o.eigh_chase_tasks = tasks;
+  return o;
+}
+
+int suite_band() {
+  Report rep;
+  Worst worst;
+  std::mt19937_64 rng(41);
+  // n below, at and past the band; several panels and sweeps; a last panel of fewer rows than
+  // bw; 1 and 2 tasks per launch.
+  int uplo = ML_K_LOWER;
+  for (int n : {1, 2, 3, 5, 6, 13}) {
+    band_case(rep, worst, n, uplo, small_two_stage(4, n % 2 + 1), rng);
+    uplo = uplo == ML_K_LOWER ? ML_K_UPPER : ML_K_LOWER;
+  }
+  band_case(rep, worst, 30, ML_K_UPPER, small_two_stage(4, 2), rng, false);
+  band_case(rep, worst, 17, ML_K_UPPER, small_two_stage(2, 1), rng, false);
+  band_case(rep, worst, 33, ML_K_LOWER, small_two_stage(3, 2), rng, false);
+  // Panels whose rows do not fit the shared budget (two-level QR panels through larft).
+  ml::blocked::Options narrow = small_two_stage(8, 2);
+  narrow.shared_floats = 400;
+  band_case(rep, worst, 37, ML_K_UPPER, narrow, rng, false);
+  // Wider band and groups, as on a GPU (several simdgroups in the chase's groups).
+  ml::blocked::Options wide = small_two_stage(16, 1);
+  wide.max_group = 64;
+  band_case(rep, worst, 40, ML_K_LOWER, wide, rng, false);
+  std::printf("band: %d checks, %d failures; worst band eigenvalues %.3g, tridiagonal's %.3g "
+              "(limit %g)\n",
+              rep.checks, rep.failures, worst.resid, worst.eig, kLimit);
+  return rep.failures ? 1 : 0;
+}
+
+void eigvalsh2_case(Report &rep, Worst &worst, int n, int uplo, const ml::blocked::Options &o,
+                    std::mt19937_64 &rng, bool all = true) {
+  const kt::Families fams = band_families(n, o.eigh_band, rng, all);
+  const kt::EigBatch eb = kt::eig_batch(fams, n, uplo, rng);
+  const int batch = int(eb.items.size());
+  std::vector<float> w(size_t(batch) * n, -7.f), v(size_t(batch) * n * n, -7.f),
+      w1(size_t(batch) * n, -7.f);
+  std::vector<int> info(batch, -1), info1(batch, -1);
+  kt::Timer timer("eigvalsh2 + eigh", n, n, o.max_group);
+  const ml::Call c{ML_OP_EIGVALSH, batch, n, n, uplo, eb.a.data(), w.data(), nullptr, nullptr,
+                   info.data()};
+  const ml::Call ce{ML_OP_EIGH, batch, n, n, uplo, eb.a.data(), w1.data(), v.data(), nullptr,
+                    info1.data()};
+  rep.expect(ml::blocked::eigh_two_stage(c, o) && !ml::blocked::eigh_two_stage(ce, o),
+             where2("two stages for eigvalsh only", n, uplo, "", 0, o));
+  {
+    kt::CpuStepRunner run;
+    rep.expect(run.run(c, uplo, o) == ML_OK, where2("eigvalsh run", n, uplo, "", 0, o));
+  }
+  {
+    kt::CpuStepRunner run;
+    rep.expect(run.run(ce, uplo, o) == ML_OK, where2("eigh run", n, uplo, "", 0, o));
+  }
+  for (int b = 0; b < batch; ++b) {
+    const std::string &fam = eb.items[b].first;
+    const std::string at = where2("eigvalsh2", n, uplo, fam, b, o);
+    const float *wb = w.data() + size_t(b) * n, *w1b = w1.data() + size_t(b) * n;
+    if (eb.poison[b]) {
+      rep.expect(kt::all_nan(wb, n) && kt::all_nan(w1b, n), at + " all NaN");
+      rep.expect(info[b] == ML_INFO_NONFINITE, at + " info NONFINITE");
+      continue;
+    }
+    rep.expect(kt::all_finite(wb, n), at + " finite");
+    rep.expect(info[b] == 0 && info1[b] == 0, at + " info 0");
+    bool sorted = true;
+    for (int i = 1; i < n; ++i) sorted = sorted && wb[i - 1] <= wb[i];
+    rep.expect(sorted, at + " ascending");
+    const Mat A = kt::read_symmetric(eb.a.data() + size_t(b) * n * n, n, uplo == ML_K_LOWER);
+    const kt::EigRatios x = kt::eig_ratios(A, w1b, v.data() + size_t(b) * n * n);
+    rep.ratio(x.resid, kLimit, at + " eigh |A - V W V^T|");
+    rep.ratio(x.orth, kLimit, at + " eigh |I - V^T V|");
+    const std::vector<double> ref = kt::jacobi_eigenvalues(A);
+    double err = 0;
+    for (int i = 0; i < n; ++i) err = std::max(err, std::fabs(wb[i] - ref[i]));
+    rep.ratio(err / x.scale, kLimit, at + " values vs double");
+    worst.eig = std::max(worst.eig, err / x.scale);
+  }
+}
+
+int suite_eigvalsh2() {
+  Report rep;
+  Worst worst;
+  if (!ml::blocked::supported(ML_OP_EIGVALSH)) {
+    std::printf("FAIL eigvalsh2: no blocked eigvalsh in this build\n");
+    return 1;
+  }
+  std::mt19937_64 rng(43);
+  eigvalsh2_case(rep, worst, 4, ML_K_UPPER, small_two_stage(4, 1), rng);
+  eigvalsh2_case(rep, worst, 21, ML_K_LOWER, small_two_stage(4, 2), rng, false);
+  ml::blocked::Options chunked = small_two_stage(3, 1);
+  chunked.max_workspace_bytes = 1;  // one matrix per chunk
+  eigvalsh2_case(rep, worst, 11, ML_K_UPPER, chunked, rng, false);
+  // Below the threshold: one stage.
+  ml::blocked::Options above = small_two_stage(4, 2);
+  above.eigh_two_stage_min_n = 30;
+  const ml::Call c{ML_OP_EIGVALSH, 1, 29, 29, ML_K_LOWER, nullptr, nullptr, nullptr, nullptr,
+                   nullptr};
+  rep.expect(!ml::blocked::eigh_two_stage(c, above), "eigvalsh n29 below min_n 30: one stage");
+  std::printf("eigvalsh2: %d checks, %d failures; worst values %.3g (limit %g)\n", rep.checks,
+              rep.failures, worst.eig, kLimit);
+  return rep.failures ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
   const std::string s = argc > 1 ? argv[1] : "";
   if (s == "sytrd") return suite_sytrd();
   if (s == "eigh") return suite_eigh();
-  std::fprintf(stderr, "usage: test_blocked_eigh sytrd|eigh\n");
+  if (s == "band") return suite_band();
+  if (s == "eigvalsh2") return suite_eigvalsh2();
+  std::fprintf(stderr, "usage: test_blocked_eigh sytrd|eigh|band|eigvalsh2\n");
   return 2;
 }

@@ -1,0 +1,145 @@
+// Two-stage tridiagonalisation of a symmetric matrix, the steps of its second stage (the host
+// sequences both: core/src/blocked_eigh2.cpp). The first stage reduces the matrix to a band of
+// half-width bw by QR panels and matrix products (qr_blocked.h, larft.h, gemm.h); these steps
+// then bring the band to tridiagonal form by bulge chasing, on the full symmetric n x n matrix
+// (column-major, ld[0]) where the first stage left it:
+//   sb_band     the band made exact: entries up to 3 bw below the diagonal (all the chase
+//               reads) outside the band set to 0, those inside mirrored into the upper triangle;
+//   sb_chase    one wavefront of the chase: every active sweep advances by K tasks;
+//   sb_extract  d and e of the tridiagonal.
+// Sweep s (0 <= s <= n - 3) annihilates column s below its subdiagonal; its task t reflects rows
+// J = [r0, r1), r0 = s + 1 + t bw, r1 = min(r0 + bw, n) (at least two rows), with the reflector
+// of column c0 (s for t = 0, else r0 - bw: the first column of the bulge task t - 1 made) over
+// those rows, applied on both sides to rows and columns [c0, hi), hi = min(n, r1 + bw): nothing
+// outside that cross is nonzero in the rows J. Only the bulge's first column is annihilated; the
+// rest of it lies in the columns the next sweeps annihilate anyway (the band stays within 2 bw).
+// Tasks (s, t) and (s - 1, t') touch disjoint crosses when t' >= t + 3 and depend on each other
+// when t' <= t + 2, so a launch may run chunk c of K tasks of sweep s at wavefront L = q s + c
+// when q K >= K + 2 (q = 3 for K = 1, q = 2 for K >= 2): every sweep's tasks in order, each
+// after the tasks of the sweep before that it depends on, and the launch's groups (one sweep
+// each) on disjoint data. No group waits for another: correct on any schedule of the groups.
+#ifndef ML_KERNELS_SB2ST_H
+#define ML_KERNELS_SB2ST_H
+
+#include "blocked_common.h"
+#include "householder.h"
+
+// Shared floats of sb_chase for half-width bw: the cross's column strip (3 bw rows, ld 3 bw + 1)
+// over bw columns, the reflector, reduction buffers.
+ML_HOST_FN int ml_sb_chase_shared_floats(int bw) {
+  return (3 * bw + 1) * bw + bw + ML_RED_FLOATS;
+}
+
+// sb_band: groups batch x n, column j each. p.n = n, i[0] = bw. Operand 0: A (ld[0]).
+ML_FN void ml_step_sb_band(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                           ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
+                           ML_DEVICE float *o2, ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const int n = p.n, bw = p.i[0], ld = p.ld[0];
+  const ml_i64 b = ctx.group_id / n;
+  const int j = (int)(ctx.group_id - b * n);
+  ML_DEVICE float *A = ws + p.off[0] + b * p.stride[0];
+  const int end = ml_imin(n, j + 3 * bw + 1);
+  // Column j's entries from the diagonal down; row j of the columns after j (upper triangle)
+  // belongs to this group alone.
+  for (int i = j + ctx.lane; i < end; i += ctx.group_size) {
+    const float x = i - j <= bw ? A[(ml_i64)j * ld + i] : 0.0f;
+    A[(ml_i64)j * ld + i] = x;
+    if (i > j) A[(ml_i64)i * ld + j] = x;
+  }
+}
+
+// sb_chase: groups batch x p.m, group g running sweep s = i[2] - g (the latest first: on a
+// runner that runs groups in order, a wrong spacing shows as a wrong result), its tasks
+// [c K, min(c K + K, tasks of s)) with c = i[0] - p.k s (L = i[0] the wavefront, q = p.k).
+// p.n = n, i[1] = bw (2..64), i[3] = K. Operand 0: A (ld[0]), symmetric (both triangles kept).
+// Shared: ml_sb_chase_shared_floats(bw).
+ML_FN void ml_step_sb_chase(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
+                            ML_DEVICE float *o2, ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const int n = p.n, bw = p.i[1], K = p.i[3], ld = p.ld[0];
+  const ml_i64 b = ctx.group_id / p.m;
+  const int s = p.i[2] - (int)(ctx.group_id - b * p.m);
+  const int c = p.i[0] - p.k * s;
+  const int lane = ctx.lane, gs = ctx.group_size;
+  ML_DEVICE float *A = ws + p.off[0] + b * p.stride[0];
+  const int lds = 3 * bw + 1;
+  ML_SHARED float *S = ctx.scratch;  // S[j * lds + i] = A[c0 + i, r0 + j]
+  ML_SHARED float *v = S + lds * bw;
+  ML_SHARED float *red = v + bw;
+  for (int t = c * K; t < c * K + K; ++t) {
+    const int r0 = s + 1 + t * bw;
+    if (r0 >= n - 1) break;  // group-uniform: the sweep has no more tasks
+    const int r1 = ml_imin(r0 + bw, n), m = r1 - r0;
+    const int c0 = t == 0 ? s : r0 - bw, hi = ml_imin(n, r1 + bw);
+    const int nr = hi - c0, jo = r0 - c0;  // rows of the strip; J starts at strip row jo
+    for (int e = lane; e < nr * m; e += gs) {
+      const int j = e / nr, i = e - j * nr;
+      S[j * lds + i] = A[(ml_i64)(r0 + j) * ld + c0 + i];
+    }
+    ml_barrier(ctx);
+    // The reflector of column c0's rows J (strip row 0, by symmetry).
+    ml_house_t h;
+    ml_house(ctx, S[0], S + lds, lds, m - 1, red, &h);
+    for (int j = lane; j < m; j += gs) v[j] = j == 0 ? 1.0f : S[j * lds] * h.scale;
+    ml_barrier(ctx);
+    if (h.tau != 0.0f) {
+      const float tau = h.tau;
+      // The strip times H (a row per lane), then the rows J from the left: D = H D H.
+      for (int i = 1 + lane; i < nr; i += gs) {
+        float w = 0.0f;
+        for (int j = 0; j < m; ++j) w += S[j * lds + i] * v[j];
+        w *= tau;
+        for (int j = 0; j < m; ++j) S[j * lds + i] -= w * v[j];
+      }
+      ml_barrier(ctx);
+      for (int j = lane; j < m; j += gs) {
+        ML_SHARED float *col = S + j * lds + jo;
+        float u = 0.0f;
+        for (int k = 0; k < m; ++k) u += v[k] * col[k];
+        u *= tau;
+        for (int k = 0; k < m; ++k) col[k] -= u * v[k];
+      }
+      ml_barrier(ctx);
+      // D symmetric to the bit (its upper part from the lower): both triangles are stored.
+      for (int e = lane; e < m * m; e += gs) {
+        const int r = e / m, q = e - r * m;
+        if (r > q) S[r * lds + jo + q] = S[q * lds + jo + r];
+      }
+    }
+    for (int j = lane; j < m; j += gs) S[j * lds] = j == 0 ? h.beta : 0.0f;
+    ml_barrier(ctx);
+    // Back: the column strip, and the row strip outside J (J x J is in the column strip).
+    for (int e = lane; e < nr * m; e += gs) {
+      const int j = e / nr, i = e - j * nr;
+      A[(ml_i64)(r0 + j) * ld + c0 + i] = S[j * lds + i];
+    }
+    for (int e = lane; e < nr * m; e += gs) {
+      const int i = e / m, j = e - i * m;
+      if (i < jo || i >= jo + m) A[(ml_i64)(c0 + i) * ld + r0 + j] = S[j * lds + i];
+    }
+    ml_barrier_device(ctx);  // the next task reads what this one wrote
+  }
+}
+
+// sb_extract: groups batch x ceil(n / group size); d[i] = A[i, i], e[i] = A[i + 1, i].
+// p.n = n. Operands: 0 A (ld[0]), 1 d (n floats), 2 e (n - 1 floats).
+ML_FN void ml_step_sb_extract(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                              ML_DEVICE const float *a, ML_DEVICE float *o0,
+                              ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const int n = p.n, ld = p.ld[0];
+  const ml_i64 gpm = (n + ctx.group_size - 1) / ctx.group_size;
+  const ml_i64 b = ctx.group_id / gpm;
+  const int i = (int)(ctx.group_id - b * gpm) * ctx.group_size + ctx.lane;
+  if (i >= n) return;
+  ML_DEVICE const float *A = ws + p.off[0] + b * p.stride[0];
+  ws[p.off[1] + b * p.stride[1] + i] = A[(ml_i64)i * ld + i];
+  if (i + 1 < n) ws[p.off[2] + b * p.stride[2] + i] = A[(ml_i64)i * ld + i + 1];
+}
+
+#endif  // ML_KERNELS_SB2ST_H

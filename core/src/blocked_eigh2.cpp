@@ -1,0 +1,208 @@
+// Two-stage tridiagonalisation for eigvalsh. Stage 1 (sy2sb) reduces the symmetric matrix to a
+// band of half-width bw: per panel of bw columns, the QR of the panel's rows below the band
+// (qr_panel, two levels through larft when the rows do not fit shared memory) and the two-sided
+// update of the trailing matrix as seven matrix products,
+//   X = A22 V T,  W = X - (1/2) V (T^T V^T X),  A22 -= V W^T + W V^T,
+// so the matrix is read a few times per panel instead of twice per column. Stage 2 (sb2st) chases
+// the band to tridiagonal form by wavefronts of bulge-chasing tasks (core/kernels/sb2st.h), then
+// the tridiagonal eigensolver (blocked_tridiag.h) runs as in one stage. Launches per call, np =
+// ceil((n - 2) / bw) panels: about 9 np (12 np for rows past shared memory) + 1 for stage 1,
+// about q n + n / (K bw) + 2 for stage 2 (q = 3 for K = 1 task per launch, q = 2 for K = 2).
+#include "blocked_eigh.h"
+#include "blocked_impl.h"
+#include "blocked_tridiag.h"
+#include "errors.h"
+
+namespace ml::blocked {
+
+namespace {
+
+int band_of(const Options &o) { return std::clamp(o.eigh_band, 2, 64); }
+
+// Lanes of sb_chase: a row of the cross's strip (3 bw rows) each.
+int chase_lanes(int bw, const Options &o) {
+  return std::max(1, std::min(o.max_group, (3 * bw + 31) / 32 * 32));
+}
+
+}  // namespace
+
+bool eigh_two_stage(const Call &c, const Options &o) {
+  return c.op == ML_OP_EIGVALSH && o.eigh_two_stage_min_n > 0 && c.n >= o.eigh_two_stage_min_n &&
+         ml_sb_chase_shared_floats(band_of(o)) <= o.shared_floats;
+}
+
+BandLayout band_layout(int n, int64_t batch, int64_t solver_floats, const Options &o) {
+  BandLayout L;
+  L.n = n;
+  L.bw = band_of(o);
+  const int64_t nn = n, bw = L.bw;
+  Slice s;
+  L.stat = s.add(ML_STAT_FLOATS);
+  L.a = s.add(nn * nn);
+  L.d = s.add(nn);
+  L.e = s.add(nn);
+  L.v = s.add(nn * bw);
+  L.x1 = s.add(nn * bw);
+  L.x = s.add(nn * bw);
+  L.t = s.add(bw * bw);
+  L.tin = s.add(bw * bw);
+  L.y = s.add(bw * bw);
+  L.mm = s.add(bw * bw);
+  L.sx1 = s.add(bw * bw);
+  L.sx2 = s.add(bw * bw);
+  L.tau = s.add(nn);
+  L.qstat = s.add(ML_STAT_FLOATS);
+  // Split-k partials of the products with k = the panel's rows (nn x bw at most).
+  const int split = split_slices(batch, o);
+  L.part_floats = split > 1 ? split * nn * bw : 0;
+  L.part = L.part_floats > 0 ? s.add(L.part_floats) : 0;
+  L.w = s.add(nn);
+  L.scratch = s.add(solver_floats);
+  L.per = s.floats;
+  return L;
+}
+
+ml_status sy2sb(Runner &r, int64_t first, int64_t batch, int32_t kf, const Options &o,
+                const BandLayout &L) {
+  const Chunk ch{r, first, batch, L.per};
+  const int n = L.n, bw = L.bw;
+  ml_status st;
+  const int tri = kf == ML_K_UPPER ? ML_STEP_TRI_UPPER : ML_STEP_TRI_LOWER;
+  if ((st = load_input(ch, o, n, n, tri, L.stat, L.a))) return st;
+  // Panel W' = A[j0 + bw:n, j0:j0 + bw] (m rows, ld n); its kb = min(bw, m - 1) reflectors in V
+  // (m x kb, ld n), T (ld bw). Panel columns after kb (the last panel) only get H^T from the left.
+  for (int j0 = 0; n - j0 - bw >= 2; j0 += bw) {
+    const int m = n - j0 - bw, kb = std::min(bw, m - 1);
+    const int64_t wp = L.a + static_cast<int64_t>(j0) * n + j0 + bw;
+    const int pg = panel_lanes(m, o);
+    const int nbq = ml_qr_panel_width(m, bw, pg, o.shared_floats);
+    const bool two = nbq < kb;
+    // Columns [c0, bw) of W', rows j..: W2 -= V (T^T (V^T W2)), jb reflectors from column j of
+    // V with their T (ld ldt).
+    const auto update = [&](int j, int jb, int64_t tp, int ldt, int c0) -> ml_status {
+      const int nt = bw - c0, rows = m - j;
+      if (nt <= 0) return ML_OK;
+      const int64_t vj = L.v + static_cast<int64_t>(j) * n + j;
+      const int64_t w2 = wp + static_cast<int64_t>(c0) * n + j;
+      ml_status s;
+      if ((s = gemm(ch, o, ML_GEMM_TRANS_A, jb, nt, rows, 1.0f, vj, n, w2, n, 0.0f, L.sx1, bw)) ||
+          (s = gemm(ch, o, ML_GEMM_TRANS_A, jb, nt, jb, 1.0f, tp, ldt, L.sx1, bw, 0.0f, L.sx2,
+                    bw)) ||
+          (s = gemm(ch, o, 0, rows, nt, jb, -1.0f, vj, n, L.sx2, bw, 1.0f, w2, n)))
+        return s;
+      return ML_OK;
+    };
+    const int step = two ? nbq : kb;
+    for (int j = 0; j < kb; j += step) {
+      const int jb = std::min(step, kb - j);
+      ml_step_params p = step_params();
+      p.m = m;
+      p.n = bw;
+      p.i[0] = j;
+      p.i[1] = jb;
+      p.i[2] = two ? nbq : bw;
+      p.i[3] = two ? static_cast<int>(L.tau) : 0;
+      p.off[0] = wp;
+      p.ld[0] = n;
+      p.off[1] = L.v;
+      p.ld[1] = n;
+      p.off[2] = two ? L.tin : L.t;
+      p.off[3] = L.qstat;  // rank deficiency of a panel means nothing for eigvalsh
+      const int sh = ml_qr_panel_shared_floats(m - j, p.i[2], pg);
+      if ((st = ch.launch(kStep_qr_panel, ch.batch, pg, sh, p))) return st;
+      if ((st = update(j, jb, two ? L.tin : L.t, two ? nbq : bw, j + jb))) return st;
+    }
+    if (two) {
+      ml_step_params q = step_params();
+      q.m = m;
+      q.i[1] = kb;
+      q.i[2] = bw;
+      q.off[0] = L.v;
+      q.ld[0] = n;
+      q.off[1] = L.tau;
+      q.off[2] = L.t;
+      if ((st = ch.launch(kStep_larft, ch.batch, pg, ml_larft_step_shared_floats(bw), q)))
+        return st;
+    }
+    // The trailing matrix A22 (m x m, ld n) from both sides.
+    const int64_t a22 = wp + static_cast<int64_t>(bw) * n;
+    if ((st = gemm(ch, o, 0, m, kb, m, 1.0f, a22, n, L.v, n, 0.0f, L.x1, n, L.part,
+                   L.part_floats)) ||
+        (st = gemm(ch, o, 0, m, kb, kb, 1.0f, L.x1, n, L.t, bw, 0.0f, L.x, n)) ||
+        (st = gemm(ch, o, ML_GEMM_TRANS_A, kb, kb, m, 1.0f, L.v, n, L.x, n, 0.0f, L.y, bw, L.part,
+                   L.part_floats)) ||
+        (st = gemm(ch, o, ML_GEMM_TRANS_A, kb, kb, kb, 1.0f, L.t, bw, L.y, bw, 0.0f, L.mm, bw)) ||
+        (st = gemm(ch, o, 0, m, kb, kb, -0.5f, L.v, n, L.mm, bw, 1.0f, L.x, n)) ||
+        (st = gemm(ch, o, ML_GEMM_TRANS_B, m, m, kb, -1.0f, L.v, n, L.x, n, 1.0f, a22, n)) ||
+        (st = gemm(ch, o, ML_GEMM_TRANS_B, m, m, kb, -1.0f, L.x, n, L.v, n, 1.0f, a22, n)))
+      return st;
+  }
+  ml_step_params p = step_params();
+  p.n = n;
+  p.i[0] = bw;
+  p.off[0] = L.a;
+  p.ld[0] = n;
+  return ch.launch(kStep_sb_band, ch.batch * n, plain_lanes(o), 0, p);
+}
+
+ml_status sb2st(Runner &r, int64_t first, int64_t batch, const Options &o, const BandLayout &L) {
+  const Chunk ch{r, first, batch, L.per};
+  const int n = L.n, bw = L.bw;
+  const int K = std::clamp(o.eigh_chase_tasks, 1, 2), q = K == 1 ? 3 : 2;
+  ml_status st;
+  // Chunks of K tasks of sweep s; ceil((n - 2 - s) / bw) tasks.
+  const auto chunks = [&](int s) { return ((n - 2 - s + bw - 1) / bw + K - 1) / K; };
+  const int last = n - 3;  // the last sweep
+  const int lanes = chase_lanes(bw, o);
+  // Wavefront `wave` runs chunk wave - q s of the sweeps s in [lo, hi] that have it.
+  for (int wave = 0, lo = 0; last >= 0; ++wave) {
+    while (lo <= last && wave - q * lo >= chunks(lo)) ++lo;
+    if (lo > last) break;
+    const int hi = std::min(last, wave / q);
+    if (hi < lo) continue;
+    ml_step_params p = step_params();
+    p.m = hi - lo + 1;
+    p.n = n;
+    p.k = q;
+    p.i[0] = wave;
+    p.i[1] = bw;
+    p.i[2] = hi;
+    p.i[3] = K;
+    p.off[0] = L.a;
+    p.ld[0] = n;
+    if ((st = ch.launch(kStep_sb_chase, ch.batch * p.m, lanes, ml_sb_chase_shared_floats(bw), p)))
+      return st;
+  }
+  ml_step_params p = step_params();
+  p.n = n;
+  p.off[0] = L.a;
+  p.ld[0] = n;
+  p.off[1] = L.d;
+  p.off[2] = L.e;
+  const int gs = plain_lanes(o);
+  return ch.launch(kStep_sb_extract, ch.batch * ((n + gs - 1) / gs), gs, 0, p);
+}
+
+namespace {
+
+BandLayout layout2(const Call &c, const Options &o) {
+  const int n = static_cast<int>(c.n);
+  return band_layout(n, c.batch, tridiag_scratch_floats(n, n, false), o);
+}
+
+}  // namespace
+
+int64_t eigh2_per_matrix(const Call &c, int32_t, const Options &o) { return layout2(c, o).per; }
+
+ml_status eigh2_run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch) {
+  const BandLayout L = layout2(c, o);
+  ml_status st;
+  if ((st = sy2sb(ch.r, ch.first, ch.batch, kf, o, L)) ||
+      (st = sb2st(ch.r, ch.first, ch.batch, o, L)) ||
+      (st = tridiag_eig(ch, o, L.n, 0, L.n, L.d, L.e, L.w, -1, L.n, L.scratch, L.stat)) ||
+      (st = store_output(ch, o, 0, 1, L.n, ML_STORE_SCALE, L.w, 1, L.stat)))
+    return st;
+  return store_info(ch, o, L.stat, c.info != nullptr);
+}
+
+}  // namespace ml::blocked
