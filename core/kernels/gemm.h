@@ -2,10 +2,10 @@
 //   C = alpha op(A) op(B) + beta C      (column-major, every operand in the workspace)
 // op(A) is m x k, op(B) k x n, C m x n. Register-blocked: a group of L x L lanes (L = p.i[0]:
 // 4, 8 or 16) computes a T x T tile of C (T = R L), each lane an R x R block of it in
-// registers (R = p.i[2]: 4, or 8 with L = 16). The operands pass through shared memory in k-slices of
-// BK = 64 / R, double-buffered: the next slice's global loads are in flight (in registers)
-// while the lanes multiply the current one, then land in the other buffer, one barrier per
-// slice. fp32 FMA only (no reduced-precision units): accuracy first.
+// registers (R = p.i[2]: 4, or 8 with L = 16). The operands pass through shared memory in
+// k-slices of BK = 64 / R, double-buffered: the next slice's global loads are in flight (in
+// registers) while the lanes multiply the current one, then land in the other buffer, one
+// barrier per slice. fp32 FMA only (no reduced-precision units): accuracy first.
 // Groups: batch x S x ceil(m / T) x ceil(n / T), tile-fastest (the tiles of one matrix
 // together). Fields: m, n, k; flags ML_GEMM_TRANS_A / ML_GEMM_TRANS_B; alpha, beta (beta == 0
 // never reads C, so C may hold anything, NaN included); operand 0 A, 1 B, 2 C (off, stride,
@@ -53,6 +53,14 @@ ML_HOST_FN int ml_gemm_split_len(int k, int s) {
   return (per + ML_GEMM_BK - 1) / ML_GEMM_BK * ML_GEMM_BK;
 }
 
+// The k loop of the products unrolled twice, not fully: a full unroll lets the compiler hoist
+// every slice's shared loads, beyond 128 registers per lane (two 256-lane groups per CUDA SM).
+#if defined(ML_TARGET_CPU)
+#define ML_GEMM_UNROLL2 _Pragma("GCC unroll 2")
+#else
+#define ML_GEMM_UNROLL2 _Pragma("unroll 2")
+#endif
+
 // 4 consecutive floats, one 16-byte access where the dialect has vector types (the address
 // 16-byte aligned: the caller checks).
 #if defined(ML_TARGET_CUDA)
@@ -76,14 +84,18 @@ ML_FN void ml_gemm_load4(ML_DEVICE const float *p, ML_THREAD float *v) {
   v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
 }
 ML_FN void ml_gemm_store4(ML_DEVICE float *p, ML_THREAD const float *v) {
-  *(ML_DEVICE float4 *)p = float4(v[0], v[1], v[2], v[3]);
+  float4 x;  // componentwise: MSL's float4(a, b, c, d) has no OpenCL C++ twin for the check
+  x.x = v[0], x.y = v[1], x.z = v[2], x.w = v[3];
+  *(ML_DEVICE float4 *)p = x;
 }
 ML_FN void ml_gemm_sload4(ML_SHARED const float *p, ML_THREAD float *v) {
   const float4 x = *(ML_SHARED const float4 *)p;
   v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
 }
 ML_FN void ml_gemm_sstore4(ML_SHARED float *p, ML_THREAD const float *v) {
-  *(ML_SHARED float4 *)p = float4(v[0], v[1], v[2], v[3]);
+  float4 x;  // componentwise: MSL's float4(a, b, c, d) has no OpenCL C++ twin for the check
+  x.x = v[0], x.y = v[1], x.z = v[2], x.w = v[3];
+  *(ML_SHARED float4 *)p = x;
 }
 #else
 ML_FN void ml_gemm_load4(ML_DEVICE const float *p, ML_THREAD float *v) {
@@ -202,7 +214,7 @@ ML_FN void ml_gemm_tiles(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws) {
     if (active) {
       ML_SHARED const float *as = As + cur + 4 * tx;
       ML_SHARED const float *bs = Bs + cur + 4 * ty;
-      ML_UNROLL
+      ML_GEMM_UNROLL2
       for (int l = 0; l < BK; ++l) {
         float av[R], bv[R];
         ML_UNROLL

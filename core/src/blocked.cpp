@@ -36,6 +36,9 @@ int split_slices(int64_t batch, const Options &o) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(s, 16)));
 }
 
+static_assert(kGemmTransA == ML_GEMM_TRANS_A && kGemmTransB == ML_GEMM_TRANS_B,
+              "product flags drifted");
+
 namespace {
 
 struct GemmTile {

@@ -40,8 +40,11 @@ struct Options {
   int64_t max_workspace_bytes = int64_t{1} << 30;  // bound on the workspace of a call
 };
 
-// C = alpha op(A) op(B) + beta C (column-major, ML_GEMM_TRANS_* flags) for `batch` matrices
-// whose operands lie `stride` floats apart in the workspace; offsets in floats.
+// ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.
+constexpr int kGemmTransA = 1, kGemmTransB = 2;
+
+// C = alpha op(A) op(B) + beta C (column-major, kGemmTrans* flags) for `batch` matrices whose
+// operands lie `stride` floats apart in the workspace; offsets in floats.
 struct GemmCall {
   int flags = 0, m = 0, n = 0, k = 0;
   float alpha = 1, beta = 0;  // beta == 0: C is never read

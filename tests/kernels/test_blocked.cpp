@@ -66,8 +66,10 @@ void gemm_case(Report &rep, std::mt19937_64 &rng, int m, int n, int k, int flags
   l.p.beta = beta;
   l.p.i[0] = lanes;
   l.p.i[2] = regs;
-  l.p.i[3] = (aligned(oa, lda, sa) ? ML_GEMM_VEC_A : 0) | (aligned(ob, ldb, sb) ? ML_GEMM_VEC_B : 0) |
-             (aligned(oc, ldc, sc) ? ML_GEMM_VEC_C : 0) | (aligned(op, m, sp) ? ML_GEMM_VEC_PART : 0);
+  l.p.i[3] = (aligned(oa, lda, sa) ? ML_GEMM_VEC_A : 0) |
+             (aligned(ob, ldb, sb) ? ML_GEMM_VEC_B : 0) |
+             (aligned(oc, ldc, sc) ? ML_GEMM_VEC_C : 0) |
+             (aligned(op, m, sp) ? ML_GEMM_VEC_PART : 0);
   l.p.batch = batch;
   l.p.groups = ml_gemm_groups(m, n, lanes, regs, batch) * split;
   l.p.i[1] = split;
