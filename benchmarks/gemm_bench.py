@@ -47,6 +47,7 @@ SHAPES = [
 VARIANTS = [
     ("dialect (host's tile)", 1, 0, 0),
     ("dialect 64x64 tiles", 1, 16, 4),
+    ("dialect 128x128 tiles", 1, 16, 8),
     ("cuBLAS via hook", 2, 0, 0),
 ]
 

@@ -14,8 +14,8 @@ bool available();
 // The library loaded, or why none was ("" before the first available()).
 const char *describe();
 // C = alpha op(A) op(B) + beta C (column-major; trans_a / trans_b) for `batch` matrices
-// stride_* floats apart, on `stream` of device `dev` (the current device). 0 when enqueued, else a cuBLAS
-// status (or -1: not available); *what names the failing call.
+// stride_* floats apart, on `stream` of device `dev` (the current device). 0 when enqueued,
+// else a cuBLAS status (or -1: not available); *what names the failing call.
 int sgemm_strided_batched(int dev, void *stream, bool trans_a, bool trans_b, int m, int n,
                           int k, float alpha, const float *a, int lda, int64_t stride_a,
                           const float *b, int ldb, int64_t stride_b, float beta, float *c,

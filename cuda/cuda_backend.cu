@@ -583,19 +583,20 @@ Backend &cuda_backend() {
 
 }  // namespace ml
 
+namespace ml::cuda {
+
 // The blocked algorithms' product alone, on device memory: the CUDA tests and
-// benchmarks/gemm_bench.py compare the dialect step and cuBLAS with it. Not in the public
-// header. impl: 0 as routed (METAL_LINALG_CUDA_GEMM), 1 the dialect step, 2 cuBLAS; lanes /
-// regs > 0: the step's Options (core/src/blocked.h) instead of the backend's; operands at
-// float offsets of ws, `stride` floats apart over `batch` matrices; part / part_floats: split-k
-// scratch (0: none). Enqueued on stream (a cudaStream_t) of the current device.
-extern "C" ML_API int32_t ml_cuda_blocked_gemm(int32_t impl, int32_t lanes, int32_t regs,
-                                               int32_t flags, int32_t m, int32_t n, int32_t k,
-                                               float alpha, float beta, float *ws, int64_t a,
-                                               int32_t lda, int64_t b, int32_t ldb, int64_t c,
-                                               int32_t ldc, int64_t batch, int64_t stride,
-                                               int64_t part, int64_t part_floats, void *stream) {
-  using namespace ml;
+// benchmarks/gemm_bench.py compare the dialect step and cuBLAS with it (exported as
+// ml_cuda_blocked_gemm by cuda_exports.cpp; not in the public header). impl: 0 as routed
+// (METAL_LINALG_CUDA_GEMM), 1 the dialect step, 2 cuBLAS; lanes / regs > 0: the step's Options
+// (core/src/blocked.h) instead of the backend's (regs 8: 128-wide tiles whatever the tile count,
+// no split k); operands at float offsets of ws, `stride` floats apart over `batch` matrices;
+// part / part_floats: split-k scratch (0: none). Enqueued on stream (a cudaStream_t) of the
+// current device.
+ml_status blocked_gemm(int32_t impl, int32_t lanes, int32_t regs, int32_t flags, int32_t m,
+                       int32_t n, int32_t k, float alpha, float beta, float *ws, int64_t a,
+                       int32_t lda, int64_t b, int32_t ldb, int64_t c, int32_t ldc, int64_t batch,
+                       int64_t stride, int64_t part, int64_t part_floats, void *stream) {
   const char *where = "ml_cuda_blocked_gemm";
   if (!cuda::usable()) return fail(ML_RUNTIME_ERROR, where, "no usable CUDA device");
   if (impl < 0 || impl > 2 || m < 0 || n < 0 || k < 0 || batch < 0 || !ws)
@@ -607,6 +608,7 @@ extern "C" ML_API int32_t ml_cuda_blocked_gemm(int32_t impl, int32_t lanes, int3
   blocked::Options o = cuda::blocked_options();
   if (lanes > 0) o.gemm_lanes = lanes;
   if (regs > 0) o.gemm_regs = regs;
+  if (regs == 8) o.parallel_groups = 1;  // 128 x 128 tiles for every product that is not thin
   const cuda::GemmImpl g = impl == 0   ? cuda::gemm_impl()
                            : impl == 1 ? cuda::GemmImpl::kDialect
                                        : cuda::GemmImpl::kCublas;
@@ -630,7 +632,6 @@ extern "C" ML_API int32_t ml_cuda_blocked_gemm(int32_t impl, int32_t lanes, int3
   return blocked::product(r, o, call, part, part_floats);
 }
 
-// Which library serves the products, for the tests and benchmarks: 1 when cuBLAS loaded.
-extern "C" ML_API int32_t ml_cuda_cublas_available(void) {
-  return ml::cuda::cublas::available() ? 1 : 0;
-}
+bool cublas_loaded() { return cublas::available(); }
+
+}  // namespace ml::cuda
