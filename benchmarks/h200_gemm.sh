@@ -11,6 +11,7 @@ mkdir -p "$OUT" /tmp/site
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 METAL_LINALG_NO_CALIBRATION_NOTICE=1
 rm -rf /tmp/site/metal_linalg_torch
 cp -r python-torch/metal_linalg_torch /tmp/site/
+cp -r python-shared/_shared /tmp/site/metal_linalg_torch/_shared
 if [ -n "${PREBUILT:-}" ] && ls "$PREBUILT"/libmetal_linalg.so* >/dev/null 2>&1; then
   cp -a "$PREBUILT"/libmetal_linalg.so* /tmp/site/metal_linalg_torch/
 else
