@@ -29,10 +29,28 @@ timeout 60 python3 -m pytest tests/python/cuda/test_cuda_gemm.py -q -p no:cachep
 rc=$(( rc | PIPESTATUS[0] ))
 timeout 60 python3 benchmarks/gemm_bench.py --out "$OUT" 2>&1 | tee "$OUT/bench.log"
 rc=$(( rc | PIPESTATUS[0] ))
+# The blocked algorithms end to end, products by cuBLAS and by the dialect step.
+cat > /tmp/ops_time.py <<'PY'
+import os, time, torch, metal_linalg_torch as mlt
+torch.manual_seed(0)
+impl = os.environ.get("METAL_LINALG_CUDA_GEMM", "default")
+for op, n in (("qr", 4096), ("eigh", 2048), ("svd", 2048)):
+    a = torch.randn(n, n, device="cuda")
+    if op == "eigh":
+        a = a + a.mT
+    f = getattr(mlt, op)
+    f(a); torch.cuda.synchronize()
+    ts = []
+    for _ in range(3):
+        t = time.perf_counter(); f(a); torch.cuda.synchronize(); ts.append(time.perf_counter() - t)
+    print(f"{impl:8s} {op} {n}x{n} x1: best {1e3 * min(ts):.1f} ms", flush=True)
+PY
 for impl in cublas dialect; do
   METAL_LINALG_CUDA_GEMM=$impl timeout "${BLOCKED_S:-25}" python3 -m pytest \
     tests/python/cuda/test_cuda_blocked.py -q -x -p no:cacheprovider -o addopts="" \
     2>&1 | tee "$OUT/pytest_blocked_$impl.log" | tail -6
   rc=$(( rc | PIPESTATUS[0] ))
+  METAL_LINALG_CUDA_GEMM=$impl timeout "${OPS_S:-20}" python3 /tmp/ops_time.py 2>&1 |
+    grep -v Warning | tee -a "$OUT/ops.log"
 done
 exit $rc
