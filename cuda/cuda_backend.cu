@@ -202,14 +202,17 @@ const blocked::Options &blocked_options() {
 }
 
 // Who computes the blocked algorithms' products: METAL_LINALG_CUDA_GEMM=dialect (the gemm
-// step) or cublas; unset, cuBLAS where it loads (measured faster at every shape of
-// benchmarks/results/nvidia-h200-gemm.md), else the step.
-enum class GemmImpl { kDialect, kCublas };
+// step) or cublas (cuBLAS for all, where it loads); unset, each product where it measured
+// faster (benchmarks/results/nvidia-h200-gemm.md): the step for thin products (min(m, n) <= 32)
+// it may split over k (32x4096x4096: 11.5 TFLOP/s vs cuBLAS 8.3 without a workspace), cuBLAS
+// for the rest (4096^3: 51 vs 38); the step alone without cuBLAS.
+enum class GemmImpl { kDialect, kCublas, kAuto };
 GemmImpl gemm_impl() {
   static const GemmImpl g = [] {
     const char *env = std::getenv("METAL_LINALG_CUDA_GEMM");
     if (env && std::strcmp(env, "dialect") == 0) return GemmImpl::kDialect;
-    return cublas::available() ? GemmImpl::kCublas : GemmImpl::kDialect;
+    if (!cublas::available()) return GemmImpl::kDialect;
+    return env && std::strcmp(env, "cublas") == 0 ? GemmImpl::kCublas : GemmImpl::kAuto;
   }();
   return g;
 }
@@ -271,10 +274,11 @@ class StepRunner final : public blocked::Runner {
  public:
   StepRunner(int dev, const Call &c, cudaStream_t stream, float *ws,
              GemmImpl gemm = gemm_impl())
-      : dev_(dev), c_(c), stream_(stream), ws_(ws), cublas_(gemm == GemmImpl::kCublas) {}
+      : dev_(dev), c_(c), stream_(stream), ws_(ws), gemm_(gemm) {}
   bool gemm(const blocked::GemmCall &g, ml_status *st) override {
-    if (!cublas_) return false;
-    if (g.batch > INT32_MAX) return false;
+    if (gemm_ == GemmImpl::kDialect || g.batch > INT32_MAX) return false;
+    const bool splittable = g.part_floats >= 2 * int64_t{g.m} * g.n && g.k >= 128;
+    if (gemm_ == GemmImpl::kAuto && std::min(g.m, g.n) <= 32 && splittable) return false;
     const char *what = "";
     const bool ta = (g.flags & blocked::kGemmTransA) != 0;
     const bool tb = (g.flags & blocked::kGemmTransB) != 0;
@@ -339,7 +343,7 @@ class StepRunner final : public blocked::Runner {
   const Call &c_;
   cudaStream_t stream_;
   float *ws_;
-  bool cublas_;
+  GemmImpl gemm_;
 };
 
 // Enqueues plan pl for c (device pointers) on stream; the current device is already set.

@@ -51,6 +51,7 @@ struct GemmCall {
   int64_t a = 0, b = 0, c = 0;
   int lda = 1, ldb = 1, ldc = 1;
   int64_t batch = 0, stride = 0;
+  int64_t part_floats = 0;  // split-k scratch the gemm step may use per matrix (0: none)
 };
 
 class Runner {

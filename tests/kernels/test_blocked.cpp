@@ -131,6 +131,66 @@ void gemm_case(Report &rep, std::mt19937_64 &rng, int m, int n, int k, int flags
   rep.expect(padding_kept && tail_kept, std::string(at) + " leaves the padding");
 }
 
+// One product through blocked::product (the host's tile choice, vector flags and split k) over
+// a batch of 2 whose operands share each matrix's workspace slice, against double.
+void product_case(Report &rep, std::mt19937_64 &rng, const ml::blocked::Options &o, int m, int n,
+                  int k, int flags, float alpha, float beta, bool scratch) {
+  const bool ta = flags & ML_GEMM_TRANS_A, tb = flags & ML_GEMM_TRANS_B;
+  const int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+  const int64_t oa = 0, ob = oa + int64_t(ar) * ac, oc = ob + int64_t(br) * bc;
+  const int64_t op = oc + int64_t(m) * n, part_floats = scratch ? 16 * int64_t(m) * n : 0;
+  const int64_t stride = (op + part_floats + 31) / 32 * 32;
+  const int batch = 2;
+  kt::CpuStepRunner r;
+  r.ws.assign(size_t(batch * stride), std::nanf(""));
+  std::normal_distribution<double> g;
+  for (int b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < op; ++i)
+      if (i < oc || beta != 0) r.ws[size_t(b * stride + i)] = float(g(rng));
+  const std::vector<float> before = r.ws;
+  ml::blocked::GemmCall c;
+  c.flags = flags;
+  c.m = m;
+  c.n = n;
+  c.k = k;
+  c.alpha = alpha;
+  c.beta = beta;
+  c.a = oa;
+  c.b = ob;
+  c.c = oc;
+  c.lda = ar;
+  c.ldb = br;
+  c.ldc = m;
+  c.batch = batch;
+  c.stride = stride;
+  const ml_status st = ml::blocked::product(r, o, c, scratch ? op : 0, part_floats);
+  char at[160];
+  std::snprintf(at, sizeof at, "product m%d n%d k%d flags%d L%d R%d scratch%d", m, n, k, flags,
+                o.gemm_lanes, o.gemm_regs, scratch ? 1 : 0);
+  rep.expect(st == ML_OK, std::string(at) + " enqueued");
+  double worst = 0;
+  for (int b = 0; b < batch; ++b) {
+    const float *A = before.data() + b * stride + oa, *B = before.data() + b * stride + ob;
+    const float *C0 = before.data() + b * stride + oc, *C = r.ws.data() + b * stride + oc;
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < m; ++i) {
+        double s = 0, sa = 0;
+        for (int l = 0; l < k; ++l) {
+          const double x = ta ? A[size_t(i) * ar + l] : A[size_t(l) * ar + i];
+          const double y = tb ? B[size_t(l) * br + j] : B[size_t(j) * br + l];
+          s += x * y;
+          sa += std::fabs(x * y);
+        }
+        const double c0 = beta != 0 ? C0[size_t(j) * m + i] : 0.0;
+        const double scale = std::fabs(alpha) * sa + std::fabs(beta * c0);
+        const double got = C[size_t(j) * m + i];
+        const double err = std::fabs(got - (alpha * s + beta * c0));
+        worst = std::max(worst, std::isfinite(got) ? err / (k * kt::kUlp * scale) : 1e30);
+      }
+  }
+  rep.ratio(worst, kGemmLimit, at);
+}
+
 int suite_gemm() {
   Report rep;
   std::mt19937_64 rng(11);
@@ -169,6 +229,19 @@ int suite_gemm() {
       gemm_case(rep, rng, 132, 40, 100, flags, 16, split == 3 ? 8 : 4, 1.0f, 0.0f, split, true);
       gemm_case(rep, rng, 131, 9, 83, flags, 16, split == 2 ? 8 : 4, 2.0f, -1.0f, split, true);
     }
+  // Through the host's planning: the device-sized Options pick 128-wide tiles (few groups
+  // wanted), 64-wide ones (many wanted), 32-wide thin tiles split over k when scratch is given.
+  ml::blocked::Options wide;
+  wide.gemm_regs = 8;
+  wide.parallel_groups = 2;
+  ml::blocked::Options narrow = wide;
+  narrow.parallel_groups = 64;
+  for (int flags = 0; flags < 4; ++flags) {
+    product_case(rep, rng, wide, 140, 131, 36, flags, -1.0f, 1.0f, false);
+    product_case(rep, rng, narrow, 140, 131, 36, flags, 1.0f, 0.0f, false);
+    product_case(rep, rng, narrow, 20, 70, 300, flags, 1.0f, 0.0f, true);
+    product_case(rep, rng, narrow, 67, 9, 257, flags, 0.5f, 2.0f, true);
+  }
   std::printf("gemm: %d checks, %d failures, worst ratio %.3g (%s)\n", rep.checks, rep.failures,
               rep.worst, rep.worst_where.c_str());
   return rep.failures ? 1 : 0;
