@@ -146,3 +146,11 @@ def test_large_square_both_agree():
     for impl in IMPLS:
         run_case(impl, 1024, 1024, 1024, 0, 1.0, 0.0, batch=1, aligned=True)
         run_case(impl, 1000, 1030, 990, TRANS_B, -1.0, 1.0, batch=2)
+
+
+def test_default_route():
+    """The routed default (METAL_LINALG_CUDA_GEMM unset: the step for thin products it can split,
+    cuBLAS for the rest) on both kinds of product."""
+    run_case(0, 4096, 32, 1024, 0, 1.0, 0.0, batch=1, aligned=True, split=16)
+    run_case(0, 32, 700, 999, TRANS_A, -1.0, 1.0, batch=2, split=16)
+    run_case(0, 300, 257, 129, TRANS_B, 1.0, 0.0, batch=2)
