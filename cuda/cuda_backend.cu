@@ -176,13 +176,14 @@ bool usable() {
 }
 
 // Options of the blocked algorithms on CUDA; METAL_LINALG_BLOCKED_NB / _NB_OUTER / _GEMM_LANES
-// / _GEMM_REGS override the panel widths and the product's tile (experiments).
+// override the panel widths and the product's lanes (experiments).
 const blocked::Options &blocked_options() {
   static const blocked::Options o = [] {
     blocked::Options x;
     x.nb = 32;
     x.gemm_lanes = 16;
-    x.gemm_regs = 8;
+    x.gemm_regs = 8;  // METAL_LINALG_BLOCKED_GEMM_REGS=4: 64 x 64 tiles at most (experiments)
+    if (env_int("METAL_LINALG_BLOCKED_GEMM_REGS") == 4) x.gemm_regs = 4;
     x.max_group = 1024;
     if (usable()) {  // device 0's shared memory and multiprocessors (all devices alike)
       x.shared_floats = device_info(0).budget_floats;
@@ -193,9 +194,7 @@ const blocked::Options &blocked_options() {
     const char *outer = std::getenv("METAL_LINALG_BLOCKED_NB_OUTER");
     if (outer) x.nb_outer = std::max(0, std::min(64, std::atoi(outer)));
     const int gl = env_int("METAL_LINALG_BLOCKED_GEMM_LANES");
-    if (gl == 4 || gl == 8 || gl == 16) x.gemm_lanes = gl;
-    const int gr = env_int("METAL_LINALG_BLOCKED_GEMM_REGS");
-    if (gr == 4 || gr == 8) x.gemm_regs = gr;
+    if (gl == 4 || gl == 8 || gl == 16 || gl == 32) x.gemm_lanes = gl;
     return x;
   }();
   return o;

@@ -49,7 +49,7 @@ struct GemmTile {
 // 2048^2 in 256 such tiles 37.5 TFLOP/s, in 1024 64 x 64 tiles 25.5); a thin product (a panel's
 // nb rows or columns) in 32-wide tiles, no half-empty wide tile.
 GemmTile gemm_tile(int m, int n, int64_t batch, const Options &o) {
-  const int l = o.gemm_lanes;
+  const int l = o.gemm_lanes >= 16 ? 16 : o.gemm_lanes >= 8 ? 8 : 4;  // the step's variants
   if (std::min(m, n) <= 32) return {std::min(l, 8), 4};
   if (o.gemm_regs == 8 && l == 16 &&
       2 * ml_gemm_groups(m, n, 16, 8, batch) >= o.parallel_groups)
