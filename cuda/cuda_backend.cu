@@ -5,12 +5,14 @@
 // dynamic shared memory, raised above 48 KB once per kernel and device. Global plans
 // (Launch::kGlobal, shapes beyond the shared window) run one matrix per block with the scratch
 // in the caller's device workspace (workspace_bytes); blocked plans (Launch::kBlocked) enqueue
-// the step kernels core/src/blocked.cpp sequences, over that workspace too; device calls never
+// the step kernels core/src/blocked.cpp sequences, over that workspace too, their products by
+// cuBLAS where it is found (cublas_gemm.h; METAL_LINALG_CUDA_GEMM picks); device calls never
 // allocate.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -18,6 +20,7 @@
 
 #include "backend.h"
 #include "blocked.h"
+#include "cublas_gemm.h"
 #include "errors.h"
 #include "kernel_desc.h"
 #include "kernel_table.h"
@@ -179,6 +182,8 @@ const blocked::Options &blocked_options() {
     blocked::Options x;
     x.nb = 32;
     x.gemm_lanes = 16;
+    x.gemm_regs = 8;  // METAL_LINALG_BLOCKED_GEMM_REGS=4: 64 x 64 tiles at most (experiments)
+    if (env_int("METAL_LINALG_BLOCKED_GEMM_REGS") == 4) x.gemm_regs = 4;
     x.max_group = 1024;
     if (usable()) {  // device 0's shared memory and multiprocessors (all devices alike)
       x.shared_floats = device_info(0).budget_floats;
@@ -200,6 +205,22 @@ const blocked::Options &blocked_options() {
     return x;
   }();
   return o;
+}
+
+// Who computes the blocked algorithms' products: METAL_LINALG_CUDA_GEMM=dialect (the gemm
+// step) or cublas (cuBLAS for all, where it loads); unset, each product where it measured
+// faster (benchmarks/results/nvidia-h200-gemm.md): the step for thin products (min(m, n) <= 32)
+// it may split over k (32x4096x4096: 11.5 TFLOP/s vs cuBLAS 8.3 without a workspace), cuBLAS
+// for the rest (4096^3: 51 vs 38); the step alone without cuBLAS.
+enum class GemmImpl { kDialect, kCublas, kAuto };
+GemmImpl gemm_impl() {
+  static const GemmImpl g = [] {
+    const char *env = std::getenv("METAL_LINALG_CUDA_GEMM");
+    if (env && std::strcmp(env, "dialect") == 0) return GemmImpl::kDialect;
+    if (!cublas::available()) return GemmImpl::kDialect;
+    return env && std::strcmp(env, "cublas") == 0 ? GemmImpl::kCublas : GemmImpl::kAuto;
+  }();
+  return g;
 }
 
 // Device workspace bytes of plan pl for c: global and blocked plans.
@@ -257,8 +278,23 @@ ml_status launch_global(const Plan &pl, int dev, const Call &c, cudaStream_t str
 // block, chunked when a step has more groups than a grid takes.
 class StepRunner final : public blocked::Runner {
  public:
-  StepRunner(int dev, const Call &c, cudaStream_t stream, float *ws)
-      : dev_(dev), c_(c), stream_(stream), ws_(ws) {}
+  StepRunner(int dev, const Call &c, cudaStream_t stream, float *ws,
+             GemmImpl gemm = gemm_impl())
+      : dev_(dev), c_(c), stream_(stream), ws_(ws), gemm_(gemm) {}
+  bool gemm(const blocked::GemmCall &g, ml_status *st) override {
+    if (gemm_ == GemmImpl::kDialect || g.batch > INT32_MAX) return false;
+    const bool splittable = g.part_floats >= 2 * int64_t{g.m} * g.n && g.k >= 128;
+    if (gemm_ == GemmImpl::kAuto && std::min(g.m, g.n) <= 32 && splittable) return false;
+    const char *what = "";
+    const bool ta = (g.flags & blocked::kGemmTransA) != 0;
+    const bool tb = (g.flags & blocked::kGemmTransB) != 0;
+    const int err = cublas::sgemm_strided_batched(
+        dev_, stream_, ta, tb, g.m, g.n, g.k, g.alpha, ws_ + g.a, g.lda, g.stride, ws_ + g.b,
+        g.ldb, g.stride, g.beta, ws_ + g.c, g.ldc, g.stride, static_cast<int>(g.batch), &what);
+    *st = err == 0 ? ML_OK
+                   : fail(ML_RUNTIME_ERROR, kWhere, "%s failed (cuBLAS status %d)", what, err);
+    return true;
+  }
   ml_status launch(const blocked::StepLaunch &l) override {
     int count = 0;
     const StepFn *all = steps(&count);
@@ -271,6 +307,8 @@ class StepRunner final : public blocked::Runner {
       return fail(ML_RUNTIME_ERROR, kWhere, "step %s: %d lanes, at most %d", name, l.group_size,
                   st.max_threads);
     ml_step_params p = l.p;
+    // The product's vector loads need a 16-byte aligned workspace (every allocator gives one).
+    if (l.step == blocked::kStep_gemm && reinterpret_cast<uintptr_t>(ws_) % 16 != 0) p.i[3] = 0;
     const float *a = c_.a;
     float *o0 = c_.out0, *o1 = c_.out1, *o2 = c_.out2, *ws = ws_;
     int *info = c_.info;
@@ -311,6 +349,7 @@ class StepRunner final : public blocked::Runner {
   const Call &c_;
   cudaStream_t stream_;
   float *ws_;
+  GemmImpl gemm_;
 };
 
 // Enqueues plan pl for c (device pointers) on stream; the current device is already set.
@@ -554,3 +593,56 @@ Backend &cuda_backend() {
 }
 
 }  // namespace ml
+
+namespace ml::cuda {
+
+// The blocked algorithms' product alone, on device memory: the CUDA tests and
+// benchmarks/gemm_bench.py compare the dialect step and cuBLAS with it (exported as
+// ml_cuda_blocked_gemm by cuda_exports.cpp; not in the public header). impl: 0 as routed
+// (METAL_LINALG_CUDA_GEMM), 1 the dialect step, 2 cuBLAS; lanes / regs > 0: the step's Options
+// (core/src/blocked.h) instead of the backend's (regs 8: 128-wide tiles whatever the tile count,
+// no split k); operands at float offsets of ws, `stride` floats apart over `batch` matrices;
+// part / part_floats: split-k scratch (0: none). Enqueued on stream (a cudaStream_t) of the
+// current device.
+ml_status blocked_gemm(int32_t impl, int32_t lanes, int32_t regs, int32_t flags, int32_t m,
+                       int32_t n, int32_t k, float alpha, float beta, float *ws, int64_t a,
+                       int32_t lda, int64_t b, int32_t ldb, int64_t c, int32_t ldc, int64_t batch,
+                       int64_t stride, int64_t part, int64_t part_floats, void *stream) {
+  const char *where = "ml_cuda_blocked_gemm";
+  if (!cuda::usable()) return fail(ML_RUNTIME_ERROR, where, "no usable CUDA device");
+  if (impl < 0 || impl > 2 || m < 0 || n < 0 || k < 0 || batch < 0 || !ws)
+    return fail(ML_INVALID_ARGUMENT, where, "bad arguments");
+  if (impl == 2 && !cuda::cublas::available())
+    return fail(ML_RUNTIME_ERROR, where, "cuBLAS not available: %s", cuda::cublas::describe());
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return fail(ML_RUNTIME_ERROR, where, "cudaGetDevice");
+  blocked::Options o = cuda::blocked_options();
+  if (lanes > 0) o.gemm_lanes = lanes;
+  if (regs > 0) o.gemm_regs = regs;
+  if (regs == 8) o.parallel_groups = 1;  // 128 x 128 tiles for every product that is not thin
+  const cuda::GemmImpl g = impl == 0   ? cuda::gemm_impl()
+                           : impl == 1 ? cuda::GemmImpl::kDialect
+                                       : cuda::GemmImpl::kCublas;
+  const Call none{};
+  cuda::StepRunner r(dev, none, static_cast<cudaStream_t>(stream), ws, g);
+  blocked::GemmCall call;
+  call.flags = flags;
+  call.m = m;
+  call.n = n;
+  call.k = k;
+  call.alpha = alpha;
+  call.beta = beta;
+  call.a = a;
+  call.b = b;
+  call.c = c;
+  call.lda = lda;
+  call.ldb = ldb;
+  call.ldc = ldc;
+  call.batch = batch;
+  call.stride = stride;
+  return blocked::product(r, o, call, part, part_floats);
+}
+
+bool cublas_loaded() { return cublas::available(); }
+
+}  // namespace ml::cuda

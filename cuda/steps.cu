@@ -6,8 +6,23 @@
 #include "../core/kernels/steps.h"
 #include "kernel_desc.h"
 
+// Launch bounds per step: 1024 lanes, except where a step's register blocking needs more
+// registers per lane than 1024 lanes leave (the product: 256 lanes, two groups per SM).
+#define ML_CUDA_STEP_ID(name, fn) ml_cuda_step_id_##name,
+enum { ML_STEP_TABLE(ML_CUDA_STEP_ID) };
+#undef ML_CUDA_STEP_ID
+template <int S>
+struct ml_cuda_step_bounds {
+  static constexpr int lanes = 1024, groups = 1;
+};
+template <>
+struct ml_cuda_step_bounds<ml_cuda_step_id_gemm> {
+  static constexpr int lanes = 256, groups = 2;
+};
+
 #define ML_CUDA_STEP_ENTRY(name, fn)                                                       \
-  __global__ void __launch_bounds__(1024)                                                  \
+  __global__ void __launch_bounds__(ml_cuda_step_bounds<ml_cuda_step_id_##name>::lanes,    \
+                                    ml_cuda_step_bounds<ml_cuda_step_id_##name>::groups)   \
       ml_cuda_step_##name(ml_step_params p, float *ws, const float *a, float *o0, float *o1, \
                           float *o2, int *info) {                                          \
     extern __shared__ float ml_cuda_step_scratch[];                                        \

@@ -36,13 +36,58 @@ int split_slices(int64_t batch, const Options &o) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(s, 16)));
 }
 
+static_assert(kGemmTransA == ML_GEMM_TRANS_A && kGemmTransB == ML_GEMM_TRANS_B,
+              "product flags drifted");
+
+namespace {
+
+struct GemmTile {
+  int lanes, regs;
+};
+
+// The tile of a product: 128 x 128 while that still gives every multiprocessor a group (H200:
+// 2048^2 in 256 such tiles 37.5 TFLOP/s, in 1024 64 x 64 tiles 25.5); a thin product (a panel's
+// nb rows or columns) in 32-wide tiles, no half-empty wide tile.
+GemmTile gemm_tile(int m, int n, int64_t batch, const Options &o) {
+  const int l = o.gemm_lanes >= 16 ? 16 : o.gemm_lanes >= 8 ? 8 : 4;  // the step's variants
+  if (std::min(m, n) <= 32) return {std::min(l, 8), 4};
+  if (o.gemm_regs == 8 && l == 16 &&
+      2 * ml_gemm_groups(m, n, 16, 8, batch) >= o.parallel_groups)
+    return {16, 8};
+  return {l, 4};
+}
+
+// Whether every matrix's 4-float runs starting at multiples of 4 are 16-byte aligned.
+bool runs_aligned(int64_t off, int64_t ld, int64_t stride) {
+  return off % 4 == 0 && ld % 4 == 0 && stride % 4 == 0;
+}
+
+}  // namespace
+
 ml_status gemm(const Chunk &ch, const Options &o, int flags, int m, int n, int k, float alpha,
                int64_t a, int lda, int64_t b, int ldb, float beta, int64_t c, int ldc,
                int64_t part, int64_t part_floats) {
   if (m <= 0 || n <= 0) return ML_OK;
-  // A thin product (a panel's nb rows or columns) in smaller tiles: no half-empty 64-wide tile.
-  const int lanes = std::min(m, n) <= 32 && o.gemm_lanes > 8 ? 8 : o.gemm_lanes;
-  const int64_t groups = ml_gemm_groups(m, n, lanes, ch.batch);
+  GemmCall g;
+  g.flags = flags;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.alpha = alpha;
+  g.beta = beta;
+  g.a = a;
+  g.b = b;
+  g.c = c;
+  g.lda = lda;
+  g.ldb = ldb;
+  g.ldc = ldc;
+  g.batch = ch.batch;
+  g.stride = ch.stride;
+  g.part_floats = part_floats;
+  ml_status hooked = ML_OK;
+  if (ch.r.gemm(g, &hooked)) return hooked;
+  const GemmTile tile = gemm_tile(m, n, ch.batch, o);
+  const int64_t groups = ml_gemm_groups(m, n, tile.lanes, tile.regs, ch.batch);
   int split = 1;
   if (part_floats > 0 && groups < o.parallel_groups && k >= 8 * ML_GEMM_BK) {
     const int64_t want = (o.parallel_groups + groups - 1) / groups;
@@ -56,22 +101,34 @@ ml_status gemm(const Chunk &ch, const Options &o, int flags, int m, int n, int k
   p.flags = flags;
   p.alpha = alpha;
   p.beta = beta;
-  p.i[0] = lanes;
+  p.i[0] = tile.lanes;
+  p.i[1] = split;
+  p.i[2] = tile.regs;
+  p.i[3] = (runs_aligned(a, lda, ch.stride) ? ML_GEMM_VEC_A : 0) |
+           (runs_aligned(b, ldb, ch.stride) ? ML_GEMM_VEC_B : 0) |
+           (runs_aligned(c, ldc, ch.stride) ? ML_GEMM_VEC_C : 0) |
+           (runs_aligned(part, m, ch.stride) ? ML_GEMM_VEC_PART : 0);
   p.off[0] = a;
   p.off[1] = b;
   p.off[2] = c;
+  p.off[3] = part;
   p.ld[0] = lda;
   p.ld[1] = ldb;
   p.ld[2] = ldc;
-  p.i[1] = split;
-  p.off[3] = part;
-  if (ml_status st = ch.launch(kStep_gemm, groups * split, lanes * lanes,
-                               ml_gemm_shared_floats(lanes), p))
+  if (ml_status st = ch.launch(kStep_gemm, groups * split, tile.lanes * tile.lanes,
+                               ml_gemm_shared_floats(tile.lanes, tile.regs), p))
     return st;
   if (split == 1) return ML_OK;
   const int gs = plain_lanes(o);
   const int64_t per = (int64_t{m} * n + gs - 1) / gs;
   return ch.launch(kStep_gemm_sum, ch.batch * per, gs, 0, p);
+}
+
+ml_status product(Runner &r, const Options &o, const GemmCall &g, int64_t part,
+                  int64_t part_floats) {
+  const Chunk ch{r, 0, g.batch, g.stride};
+  return gemm(ch, o, g.flags, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc,
+              part, part_floats);
 }
 
 ml_status load_input(const Chunk &ch, const Options &o, int m, int n, int tri, int64_t stat,

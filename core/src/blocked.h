@@ -33,6 +33,7 @@ struct Options {
   int nb_outer = 64;      // QR: columns per trailing update when the shared-memory panels are
                           // narrower (their reflectors merged by larft; <= 64, 0: one level)
   int gemm_lanes = 16;    // L of core/kernels/gemm.h: groups of L x L lanes
+  int gemm_regs = 4;      // R of the largest tile: R x R outputs per lane (4, or 8 when L = 16)
   int max_group = 1024;   // largest group size
   int shared_floats = 1 << 20;  // shared memory one group may use (floats)
   int parallel_groups = 264;    // groups that fill the device (products with fewer split k)
@@ -44,11 +45,31 @@ struct Options {
   int eigh_chase_tasks = 2;
 };
 
+// ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.
+constexpr int kGemmTransA = 1, kGemmTransB = 2;
+
+// C = alpha op(A) op(B) + beta C (column-major, kGemmTrans* flags) for `batch` matrices whose
+// operands lie `stride` floats apart in the workspace; offsets in floats.
+struct GemmCall {
+  int flags = 0, m = 0, n = 0, k = 0;
+  float alpha = 1, beta = 0;  // beta == 0: C is never read
+  int64_t a = 0, b = 0, c = 0;
+  int lda = 1, ldb = 1, ldc = 1;
+  int64_t batch = 0, stride = 0;
+  int64_t part_floats = 0;  // split-k scratch the gemm step may use per matrix (0: none)
+};
+
 class Runner {
  public:
   virtual ~Runner() = default;
   // Enqueues one step over the call's buffers (bound by the runner) and its workspace.
   virtual ml_status launch(const StepLaunch &l) = 0;
+  // A backend's own product for g (a vendor library), in place of the gemm step: true when it
+  // took g (its status in *st), false to leave g to the step.
+  virtual bool gemm(const GemmCall &g, ml_status *st) {
+    (void)g, (void)st;
+    return false;
+  }
 };
 
 // Whether op has a blocked algorithm.
@@ -56,6 +77,10 @@ bool supported(int32_t op);
 // Workspace bytes of c (kernel flags kf, see routing.h gpu_kernel_flags); 0 when c has none.
 // Batches whose workspace would exceed o.max_workspace_bytes run in chunks reusing it.
 int64_t workspace_bytes(const Call &c, int32_t kf, const Options &o);
+// Enqueues g on r (the workspace's product outside an algorithm: tests, benchmarks), split k
+// into part_floats floats at workspace offset part when that pays (0: never).
+ml_status product(Runner &r, const Options &o, const GemmCall &g, int64_t part = 0,
+                  int64_t part_floats = 0);
 // Enqueues c on r with workspace ws_bytes >= workspace_bytes(c, kf, o) (the runner binds it).
 ml_status run(const Call &c, int32_t kf, const Options &o, Runner &r);
 

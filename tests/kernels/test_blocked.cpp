@@ -27,28 +27,37 @@ std::string where(const char *op, int m, int n, const std::string &fam, int idx)
 
 // ---- gemm ----
 
+// One product of a batch of 2 or 3 through the step (lanes x lanes groups, regs x regs per lane)
+// against double; beta == 0 leaves NaN in C, which must not reach the result. vec: leading
+// dimensions and offsets multiples of 4 (the vector loads and stores, also over tails of m, n
+// and k that are not), else odd ones (the scalar paths).
 void gemm_case(Report &rep, std::mt19937_64 &rng, int m, int n, int k, int flags, int lanes,
-               float alpha, float beta, int split = 1) {
+               int regs, float alpha, float beta, int split = 1, bool vec = false) {
   const bool ta = flags & ML_GEMM_TRANS_A, tb = flags & ML_GEMM_TRANS_B;
-  const int batch = 2;
+  const int batch = lanes == 16 ? 2 : 3;  // 256-lane groups cost the CPU runner most
   // Stored shapes (column-major) with padded leading dimensions.
   const int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
-  const int lda = ar + 3, ldb = br + 1, ldc = m + 2;
+  const auto ld = [vec](int rows, int pad) { return vec ? (rows + 3) / 4 * 4 + 4 : rows + pad; };
+  const int lda = ld(ar, 3), ldb = ld(br, 1), ldc = ld(m, 2);
   const int64_t sa = int64_t(lda) * ac, sb = int64_t(ldb) * bc, sc = int64_t(ldc) * n;
-  const int64_t oa = 5, ob = oa + batch * sa, oc = ob + batch * sb, op = oc + batch * sc;
+  const int64_t oa = vec ? 4 : 5, ob = oa + batch * sa, oc = ob + batch * sb, op = oc + batch * sc;
   const int64_t sp = int64_t(split) * m * n;  // partial products per matrix (split k)
   kt::CpuStepRunner r;
-  r.ws.assign(size_t(op + batch * sp), std::nanf(""));
+  const int64_t end = op + batch * sp;  // then 8 guard floats
+  r.ws.assign(size_t(end + 8), std::nanf(""));
   std::normal_distribution<double> g;
   for (int64_t i = 0; i < batch * sa; ++i) r.ws[size_t(oa + i)] = float(g(rng));
   for (int64_t i = 0; i < batch * sb; ++i) r.ws[size_t(ob + i)] = float(g(rng));
   if (beta != 0)
     for (int64_t i = 0; i < batch * sc; ++i) r.ws[size_t(oc + i)] = float(g(rng));
   const std::vector<float> before = r.ws;
+  const auto aligned = [](int64_t off, int64_t ld, int64_t st) {
+    return off % 4 == 0 && ld % 4 == 0 && st % 4 == 0;
+  };
   ml::blocked::StepLaunch l{};
   l.step = ml::blocked::kStep_gemm;
   l.group_size = lanes * lanes;
-  l.shared_floats = ml_gemm_shared_floats(lanes);
+  l.shared_floats = ml_gemm_shared_floats(lanes, regs);
   l.p.m = m;
   l.p.n = n;
   l.p.k = k;
@@ -56,8 +65,13 @@ void gemm_case(Report &rep, std::mt19937_64 &rng, int m, int n, int k, int flags
   l.p.alpha = alpha;
   l.p.beta = beta;
   l.p.i[0] = lanes;
+  l.p.i[2] = regs;
+  l.p.i[3] = (aligned(oa, lda, sa) ? ML_GEMM_VEC_A : 0) |
+             (aligned(ob, ldb, sb) ? ML_GEMM_VEC_B : 0) |
+             (aligned(oc, ldc, sc) ? ML_GEMM_VEC_C : 0) |
+             (aligned(op, m, sp) ? ML_GEMM_VEC_PART : 0);
   l.p.batch = batch;
-  l.p.groups = ml_gemm_groups(m, n, lanes, batch) * split;
+  l.p.groups = ml_gemm_groups(m, n, lanes, regs, batch) * split;
   l.p.i[1] = split;
   l.p.off[3] = op;
   l.p.stride[3] = sp;
@@ -78,9 +92,9 @@ void gemm_case(Report &rep, std::mt19937_64 &rng, int m, int n, int k, int flags
     l.p.groups = batch * ((int64_t(m) * n + 63) / 64);
     r.launch(l);
   }
-  char at[160];
-  std::snprintf(at, sizeof at, "gemm m%d n%d k%d flags%d L%d alpha%g beta%g split%d", m, n, k,
-                flags, lanes, alpha, beta, split);
+  char at[200];
+  std::snprintf(at, sizeof at, "gemm m%d n%d k%d flags%d L%d R%d alpha%g beta%g split%d vec%d", m,
+                n, k, flags, lanes, regs, alpha, beta, split, l.p.i[3]);
   double worst = 0;
   bool padding_kept = true;
   for (int b = 0; b < batch; ++b) {
@@ -107,28 +121,127 @@ void gemm_case(Report &rep, std::mt19937_64 &rng, int m, int n, int k, int flags
                        std::memcmp(&C[size_t(j) * ldc + i], &C0[size_t(j) * ldc + i], 4) == 0;
     }
   }
+  // Nothing before the operands or after the partial products was written.
+  bool tail_kept = true;
+  for (int64_t i = end; i < end + 8; ++i)
+    tail_kept = tail_kept && std::memcmp(&r.ws[size_t(i)], &before[size_t(i)], 4) == 0;
+  for (int64_t i = 0; i < oa; ++i)
+    tail_kept = tail_kept && std::memcmp(&r.ws[size_t(i)], &before[size_t(i)], 4) == 0;
   rep.ratio(worst, kGemmLimit, at);
-  rep.expect(padding_kept, std::string(at) + " leaves the padding");
+  rep.expect(padding_kept && tail_kept, std::string(at) + " leaves the padding");
+}
+
+// One product through blocked::product (the host's tile choice, vector flags and split k) over
+// a batch of 2 whose operands share each matrix's workspace slice, against double.
+void product_case(Report &rep, std::mt19937_64 &rng, const ml::blocked::Options &o, int m, int n,
+                  int k, int flags, float alpha, float beta, bool scratch) {
+  const bool ta = flags & ML_GEMM_TRANS_A, tb = flags & ML_GEMM_TRANS_B;
+  const int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+  const int64_t oa = 0, ob = oa + int64_t(ar) * ac, oc = ob + int64_t(br) * bc;
+  const int64_t op = oc + int64_t(m) * n, part_floats = scratch ? 16 * int64_t(m) * n : 0;
+  const int64_t stride = (op + part_floats + 31) / 32 * 32;
+  const int batch = 2;
+  kt::CpuStepRunner r;
+  r.ws.assign(size_t(batch * stride), std::nanf(""));
+  std::normal_distribution<double> g;
+  for (int b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < op; ++i)
+      if (i < oc || beta != 0) r.ws[size_t(b * stride + i)] = float(g(rng));
+  const std::vector<float> before = r.ws;
+  ml::blocked::GemmCall c;
+  c.flags = flags;
+  c.m = m;
+  c.n = n;
+  c.k = k;
+  c.alpha = alpha;
+  c.beta = beta;
+  c.a = oa;
+  c.b = ob;
+  c.c = oc;
+  c.lda = ar;
+  c.ldb = br;
+  c.ldc = m;
+  c.batch = batch;
+  c.stride = stride;
+  const ml_status st = ml::blocked::product(r, o, c, scratch ? op : 0, part_floats);
+  char at[160];
+  std::snprintf(at, sizeof at, "product m%d n%d k%d flags%d L%d R%d scratch%d", m, n, k, flags,
+                o.gemm_lanes, o.gemm_regs, scratch ? 1 : 0);
+  rep.expect(st == ML_OK, std::string(at) + " enqueued");
+  double worst = 0;
+  for (int b = 0; b < batch; ++b) {
+    const float *A = before.data() + b * stride + oa, *B = before.data() + b * stride + ob;
+    const float *C0 = before.data() + b * stride + oc, *C = r.ws.data() + b * stride + oc;
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < m; ++i) {
+        double s = 0, sa = 0;
+        for (int l = 0; l < k; ++l) {
+          const double x = ta ? A[size_t(i) * ar + l] : A[size_t(l) * ar + i];
+          const double y = tb ? B[size_t(l) * br + j] : B[size_t(j) * br + l];
+          s += x * y;
+          sa += std::fabs(x * y);
+        }
+        const double c0 = beta != 0 ? C0[size_t(j) * m + i] : 0.0;
+        const double scale = std::fabs(alpha) * sa + std::fabs(beta * c0);
+        const double got = C[size_t(j) * m + i];
+        const double err = std::fabs(got - (alpha * s + beta * c0));
+        worst = std::max(worst, std::isfinite(got) ? err / (k * kt::kUlp * scale) : 1e30);
+      }
+  }
+  rep.ratio(worst, kGemmLimit, at);
 }
 
 int suite_gemm() {
   Report rep;
   std::mt19937_64 rng(11);
+  // Small tiles (T = 16, 32, 64 with 4 x 4 per lane): tails in m, n and k, k below a slice.
   const int shapes[][3] = {{1, 1, 1}, {5, 7, 3}, {16, 16, 16}, {33, 17, 40}, {70, 65, 9},
                            {3, 50, 70}};
   for (auto &s : shapes)
     for (int flags = 0; flags < 4; ++flags)
       for (int lanes : {4, 8}) {
-        gemm_case(rep, rng, s[0], s[1], s[2], flags, lanes, 1.0f, 0.0f);
-        gemm_case(rep, rng, s[0], s[1], s[2], flags, lanes, -1.0f, 1.0f);
-        gemm_case(rep, rng, s[0], s[1], s[2], flags, lanes, 0.5f, 2.0f);
+        gemm_case(rep, rng, s[0], s[1], s[2], flags, lanes, 4, 1.0f, 0.0f);
+        gemm_case(rep, rng, s[0], s[1], s[2], flags, lanes, 4, -1.0f, 1.0f);
+        gemm_case(rep, rng, s[0], s[1], s[2], flags, lanes, 4, 0.5f, 2.0f);
       }
+  // The large tiles (256 lanes: 64 x 64 with 4 x 4, 128 x 128 with 8 x 8): one full tile and
+  // tails, with aligned operands (vector paths) and unaligned ones.
+  for (int flags = 0; flags < 4; ++flags) {
+    gemm_case(rep, rng, 128, 128, 24, flags, 16, 8, 1.0f, 0.0f, 1, true);
+    for (int regs : {4, 8}) {
+      gemm_case(rep, rng, 131, 67, 21, flags, 16, regs, -1.0f, 1.0f, 1, true);
+      gemm_case(rep, rng, 64, 203, 37, flags, 16, regs, 0.5f, 0.0f);
+    }
+  }
+  // Vector paths of the small tiles, m, n, k multiples of 4 or not.
+  for (int flags = 0; flags < 4; ++flags) {
+    gemm_case(rep, rng, 36, 20, 44, flags, 8, 4, 1.0f, 0.0f, 1, true);
+    gemm_case(rep, rng, 39, 21, 45, flags, 4, 4, -1.0f, 0.0f, 1, true);
+    gemm_case(rep, rng, 17, 35, 7, flags, 4, 4, 1.0f, 0.0f, 1, true);
+  }
   // Split k: slices of whole ML_GEMM_BK steps, a last slice shorter or empty.
   for (int flags = 0; flags < 4; ++flags)
     for (int split : {2, 3, 7}) {
-      gemm_case(rep, rng, 9, 70, 100, flags, 4, 1.0f, 0.0f, split);
-      gemm_case(rep, rng, 33, 5, 129, flags, 8, -1.0f, 1.0f, split);
+      gemm_case(rep, rng, 9, 70, 100, flags, 4, 4, 1.0f, 0.0f, split);
+      gemm_case(rep, rng, 33, 5, 129, flags, 8, 4, -1.0f, 1.0f, split);
+      if (split == 2)
+        gemm_case(rep, rng, 131, 9, 83, flags, 16, 8, 2.0f, -1.0f, split, true);
+      else
+        gemm_case(rep, rng, 132, 40, 100, flags, 16, split == 3 ? 8 : 4, 1.0f, 0.0f, split, true);
     }
+  // Through the host's planning: the device-sized Options pick 128-wide tiles (few groups
+  // wanted), 64-wide ones (many wanted), 32-wide thin tiles split over k when scratch is given.
+  ml::blocked::Options wide;
+  wide.gemm_regs = 8;
+  wide.parallel_groups = 2;
+  ml::blocked::Options narrow = wide;
+  narrow.parallel_groups = 64;
+  for (int flags = 0; flags < 4; ++flags) {
+    product_case(rep, rng, wide, 140, 131, 36, flags, -1.0f, 1.0f, false);
+    product_case(rep, rng, narrow, 140, 131, 36, flags, 1.0f, 0.0f, false);
+    product_case(rep, rng, narrow, 20, 70, 300, flags, 1.0f, 0.0f, true);
+    product_case(rep, rng, narrow, 67, 9, 257, flags, 0.5f, 2.0f, true);
+  }
   std::printf("gemm: %d checks, %d failures, worst ratio %.3g (%s)\n", rep.checks, rep.failures,
               rep.worst, rep.worst_where.c_str());
   return rep.failures ? 1 : 0;
