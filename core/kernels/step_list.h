@@ -29,7 +29,10 @@
   X(brd_transpose, ml_step_brd_transpose) \
   X(brd_tgk, ml_step_brd_tgk)           \
   X(brd_tgk_out, ml_step_brd_tgk_out)   \
-  X(brd_tgk_fix, ml_step_brd_tgk_fix)
+  X(brd_tgk_fix, ml_step_brd_tgk_fix)   \
+  X(tsqr_leaf, ml_step_tsqr_leaf)       \
+  X(tsqr_tree, ml_step_tsqr_tree)       \
+  X(tsqr_rebuild, ml_step_tsqr_rebuild)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H
