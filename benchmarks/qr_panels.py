@@ -24,6 +24,7 @@ POINTS += [(2048, 2048, 8), (1024, 512, 1), (4096, 1024, 8)]
 VARIANTS = {
     "old": {"METAL_LINALG_BLOCKED_QR_TSQR_ROWS": "0"},
     "tsqr": {"METAL_LINALG_BLOCKED_QR_TSQR_ROWS": "256"},
+    "tsqr128": {"METAL_LINALG_BLOCKED_QR_TSQR_ROWS": "128"},
     "tsqr512": {"METAL_LINALG_BLOCKED_QR_TSQR_ROWS": "512"},
     "torch": {},
 }
@@ -127,7 +128,7 @@ def main() -> None:
         "# Blocked QR: one group per panel (old) vs panels spread over many groups (tsqr)",
         "",
         "ms, best of 5-10 after warm-up (median in brackets); tsqr = row blocks of 256 rows,",
-        "tsqr512 = of 512; worst ||A - QR|| / (m ||A|| ulp) and ||I - Q^T Q|| / (m ulp) of the batch.",
+        "tsqr128 / tsqr512 = of 128 / 512; worst ||A - QR|| / (m ||A|| ulp) and ||I - Q^T Q|| / (m ulp) of the batch.",
         "",
         "| m x n | batch | "
         + " | ".join(names)

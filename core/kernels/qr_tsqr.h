@@ -183,8 +183,8 @@ ML_FN void ml_step_tsqr_tree(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 // Q_s, the region's start the LU and signs). V's rows of block l := (Q_l Q_s[l] - [S; 0])
 // U^-1, a lane per row; the top jb rows of block 0 are L1 itself.
 ML_FN void ml_step_tsqr_rebuild(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                                ML_DEVICE const float *a, ML_DEVICE float *o0,
-                                ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+                                ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
+                                ML_DEVICE float *o2, ML_DEVICE int *info) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int j = p.i[0], jb = p.i[1], nl = p.i[2], hb = p.i[3];

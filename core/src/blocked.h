@@ -32,14 +32,15 @@ struct Options {
   int nb = 32;            // panel width (1..64)
   int nb_outer = 64;      // QR: columns per trailing update when the shared-memory panels are
                           // narrower (their reflectors merged by larft; <= 64, 0: one level)
-  int qr_tsqr_rows = 256;      // QR: rows per group of a panel spread over many groups
-                               // (core/kernels/qr_tsqr.h; 0: one group per panel)
-  int qr_tsqr_max_batch = 64;  // QR: largest batch whose panels are spread so
   int gemm_lanes = 16;    // L of core/kernels/gemm.h: groups of L x L lanes
   int max_group = 1024;   // largest group size
   int shared_floats = 1 << 20;  // shared memory one group may use (floats)
   int parallel_groups = 264;    // groups that fill the device (products with fewer split k)
   int64_t max_workspace_bytes = int64_t{1} << 30;  // bound on the workspace of a call
+
+  int qr_tsqr_rows = 256;      // QR: rows per group of a panel spread over many groups
+                               // (core/kernels/qr_tsqr.h; 0: one group per panel)
+  int qr_tsqr_max_batch = 64;  // QR: largest batch whose panels are spread so
 };
 
 class Runner {

@@ -43,8 +43,8 @@ struct QrLayout {
   int nb;  // panel width: o.nb, or narrower so that the first (tallest) panel fits shared memory
   int NB;  // outer panel width (== nb: one level)
   bool want_q;
-  bool tsqr;    // panels of >= 2 o.qr_tsqr_rows rows spread over groups (one level)
-  int max_nl;   // most row blocks of a spread panel
+  bool tsqr;   // panels of >= 2 o.qr_tsqr_rows rows spread over groups (one level)
+  int max_nl;  // most row blocks of a spread panel
   int64_t stat, w, v, t, tin, tau, q, x1, x2, part, part_floats, ts;
   int64_t per;
 };
@@ -118,8 +118,7 @@ ml_status tsqr_panel(const Chunk &ch, const Options &o, const QrLayout &L, int j
   p.ld[2] = ts.nl * jb;
   const int lanes = panel_lanes(ts.hb, o);
   const int leaf_shared = ml_tsqr_leaf_shared_floats(ts.hb, L.nb);
-  if (ml_status st = ch.launch(kStep_tsqr_leaf, ch.batch * ts.nl, lanes, leaf_shared, p))
-    return st;
+  if (ml_status st = ch.launch(kStep_tsqr_leaf, ch.batch * ts.nl, lanes, leaf_shared, p)) return st;
   ml_step_params t = p;
   t.n = L.nb;
   t.i[3] = static_cast<int>(tp);
@@ -175,8 +174,7 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
         if ((st = tsqr_panel(ch, o, L, j, jb, ts, tp))) return st;
       } else {
         const int pg = panel_lanes(r, o);
-        if ((st = ch.launch(kStep_qr_panel, ch.batch, pg, ml_qr_panel_shared_floats(r, nb, pg),
-                            p)))
+        if ((st = ch.launch(kStep_qr_panel, ch.batch, pg, ml_qr_panel_shared_floats(r, nb, pg), p)))
           return st;
       }
       // The rest of the outer panel (two levels), or all trailing columns (one).
@@ -213,8 +211,8 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
       const int64_t tp = L.t + static_cast<int64_t>(j / NB) * NB * NB;
       const int64_t vj = L.v + static_cast<int64_t>(j) * m + j;
       const int64_t q2 = L.q + static_cast<int64_t>(j) * m + j;
-      if ((st = gemm(ch, o, ML_GEMM_TRANS_A, jb, nq, r, 1.0f, vj, m, q2, m, 0.0f, L.x1, NB,
-                     L.part, L.part_floats)) ||
+      if ((st = gemm(ch, o, ML_GEMM_TRANS_A, jb, nq, r, 1.0f, vj, m, q2, m, 0.0f, L.x1, NB, L.part,
+                     L.part_floats)) ||
           (st = gemm(ch, o, 0, jb, nq, jb, 1.0f, tp, NB, L.x1, NB, 0.0f, L.x2, NB)) ||
           (st = gemm(ch, o, 0, r, nq, jb, -1.0f, vj, m, L.x2, NB, 1.0f, q2, m)))
         return st;

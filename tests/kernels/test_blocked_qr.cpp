@@ -6,7 +6,8 @@
 // families plus zero and graded columns, NaN/Inf isolation in a batch, info bits, R against
 // the unblocked group kernel up to the signs of its rows.
 // Usage: test_blocked_qr tsqr
-#include "kernel_runner.h"
+#include "kernel_runner.h"  // first: the dialect of the kernel headers below
+
 #include "../../core/kernels/qr_householder.h"
 #include "kernel_test_util.h"
 #include "step_runner.h"
@@ -97,8 +98,8 @@ void qr_case(Report &rep, Worst &worst, int m, int n, int mode, const ml::blocke
   const bool want_q = mode != ML_K_QR_R;
   std::vector<float> q(size_t(batch) * m * qcols, -7.f), r(size_t(batch) * rrows * n, -7.f);
   std::vector<int> info(batch, -1);
-  ml::Call c{ML_OP_QR, batch, m, n, mode, a.data(), want_q ? q.data() : nullptr, r.data(),
-             nullptr, info.data()};
+  ml::Call c{ML_OP_QR, batch, m, n, mode, a.data(), nullptr, r.data(), nullptr, info.data()};
+  if (want_q) c.out0 = q.data();
   CountingRunner run;
   const ml_status st = run.run(c, mode, o);
   const char *op = mode == ML_K_QR_R ? "qr-r" : mode == ML_K_QR_COMPLETE ? "qr-complete" : "qr";
@@ -202,10 +203,10 @@ int suite_tsqr() {
   chunked.max_workspace_bytes = 1;
   chunked.parallel_groups = 64;
   qr_case(rep, worst, 60, 20, ML_K_QR_REDUCED, chunked, true, rng);
-  std::printf("tsqr: %d checks, %d failures; worst |A-QR| %.3g, |I-Q^TQ| %.3g, R vs unblocked "
-              "%.3g (limits %g, %g)\n",
-              rep.checks, rep.failures, worst.resid, worst.orth, worst.agree, kQrLimit,
-              kAgreeLimit);
+  std::printf(
+      "tsqr: %d checks, %d failures; worst |A-QR| %.3g, |I-Q^TQ| %.3g, R vs unblocked "
+      "%.3g (limits %g, %g)\n",
+      rep.checks, rep.failures, worst.resid, worst.orth, worst.agree, kQrLimit, kAgreeLimit);
   return rep.failures ? 1 : 0;
 }
 
