@@ -29,12 +29,15 @@ if ! python3 -c "$usable"; then
 fi
 echo "== ready after ${SECONDS} s"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+# The blocked QR tests with the panels spread (row blocks of 256 rows), then as routed.
+METAL_LINALG_BLOCKED_QR_TSQR_ROWS=256 timeout 40 python3 -m pytest tests/python/cuda/test_cuda_blocked.py \
+  -k qr -q -p no:cacheprovider -o addopts="" 2>&1 | tee "$OUT/pytest_tsqr.log" | tail -15
 timeout 40 python3 -m pytest tests/python/cuda/test_cuda_blocked.py -k qr -q -p no:cacheprovider \
-  -o addopts="" 2>&1 | tee "$OUT/pytest.log" | tail -15
+  -o addopts="" 2>&1 | tee "$OUT/pytest.log" | tail -5
 echo "== tests done after ${SECONDS} s"
 timeout 75 python3 benchmarks/qr_panels.py --out "$OUT" 2>&1 | tee "$OUT/bench.log"
 echo "== bench done after ${SECONDS} s"
 if [ "$built" = 0 ]; then
-  timeout 20 python3 benchmarks/profile_steps.py qr:1024x1024x1 qr:4096x4096x1 2>&1 |
-    tee "$OUT/profile.log"
+  METAL_LINALG_BLOCKED_QR_TSQR_ROWS=256 timeout 20 python3 benchmarks/profile_steps.py \
+    qr:1024x1024x1 qr:4096x4096x1 2>&1 | tee "$OUT/profile.log"
 fi

@@ -38,9 +38,11 @@ struct Options {
   int parallel_groups = 264;    // groups that fill the device (products with fewer split k)
   int64_t max_workspace_bytes = int64_t{1} << 30;  // bound on the workspace of a call
 
-  int qr_tsqr_rows = 256;      // QR: rows per group of a panel spread over many groups
-                               // (core/kernels/qr_tsqr.h; 0: one group per panel)
-  int qr_tsqr_max_batch = 64;  // QR: largest batch whose panels are spread so
+  // QR: rows per group of a panel spread over many groups (core/kernels/qr_tsqr.h; 256 is the
+  // intended size), and the largest batch spread so. 0: one group per panel, the default until
+  // the spread panels are measured on a GPU.
+  int qr_tsqr_rows = 0;
+  int qr_tsqr_max_batch = 64;
 };
 
 class Runner {
