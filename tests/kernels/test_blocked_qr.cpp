@@ -167,10 +167,10 @@ int suite_tsqr() {
   o.gemm_lanes = 4;
   o.max_group = 32;
   o.qr_tsqr_rows = 16;
-  // Tall (9 blocks at first, the last panel one column), square (the last panels on one
+  // Tall (9 and 6 blocks at first, the last panel one column), square (the last panels on one
   // group), wide (panels of the first rows only), a single panel.
-  const int shapes[][3] = {{150, 17, ML_K_QR_REDUCED}, {150, 17, ML_K_QR_COMPLETE},
-                           {64, 64, ML_K_QR_REDUCED},  {40, 57, ML_K_QR_COMPLETE},
+  const int shapes[][3] = {{150, 17, ML_K_QR_REDUCED}, {100, 17, ML_K_QR_COMPLETE},
+                           {48, 48, ML_K_QR_REDUCED},  {40, 57, ML_K_QR_COMPLETE},
                            {96, 8, ML_K_QR_R},         {33, 33, ML_K_QR_REDUCED}};
   for (auto &s : shapes) {
     kt::Timer t("qr tsqr", s[0], s[1], o.max_group);
