@@ -175,8 +175,9 @@ bool usable() {
   return ok;
 }
 
-// Options of the blocked algorithms on CUDA; METAL_LINALG_BLOCKED_NB / _NB_OUTER / _GEMM_LANES
-// override the panel widths and the product's lanes (experiments).
+// Options of the blocked algorithms on CUDA; METAL_LINALG_BLOCKED_NB / _NB_OUTER / _GEMM_LANES /
+// _QR_TSQR_ROWS / _QR_TSQR_MAX_BATCH override the panel widths, the product's lanes and the
+// spread QR panels (experiments).
 const blocked::Options &blocked_options() {
   static const blocked::Options o = [] {
     blocked::Options x;
@@ -193,6 +194,10 @@ const blocked::Options &blocked_options() {
     if (nb >= 1 && nb <= 64) x.nb = nb;
     const char *outer = std::getenv("METAL_LINALG_BLOCKED_NB_OUTER");
     if (outer) x.nb_outer = std::max(0, std::min(64, std::atoi(outer)));
+    const char *tsqr = std::getenv("METAL_LINALG_BLOCKED_QR_TSQR_ROWS");
+    if (tsqr) x.qr_tsqr_rows = std::max(0, std::atoi(tsqr));
+    const char *tsqr_batch = std::getenv("METAL_LINALG_BLOCKED_QR_TSQR_MAX_BATCH");
+    if (tsqr_batch) x.qr_tsqr_max_batch = std::atoi(tsqr_batch);
     const int gl = env_int("METAL_LINALG_BLOCKED_GEMM_LANES");
     if (gl == 4 || gl == 8 || gl == 16 || gl == 32) x.gemm_lanes = gl;
     // eigvalsh by two stages from this n (0: never), the band and the chase's tasks per launch.

@@ -27,38 +27,15 @@ ML_HOST_FN int ml_qr_panel_width(int r, int nb_max, int gs, int budget_floats) {
   return nb;
 }
 
-// qr_panel: one group per matrix. m rows; i[0] = j (first row and column of the panel),
-// i[1] = jb (its width), i[2] = nb (T's leading dimension). Operands: 0 W (m x n, ld[0]),
-// 1 V (m x k, ld[1]: column j + c of V is reflector c of this panel), 2 T of this panel
-// (nb x nb, column-major, ld nb; zeros below the diagonal), 3 stat (rank deficiency: an
-// exactly zero diagonal entry of R sets ML_INFO_RANK_DEFICIENT); i[3] > 0: also the panel's
-// tau into the workspace at i[3] + j (same matrix stride as operand 3). The panel is factored in
-// shared memory (ml_qr_panel_shared_floats(m - j, nb, group size)): every reduction and
-// update reads shared memory, the workspace is read and written once.
-ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                            ML_DEVICE float *o2, ML_DEVICE int *info) {
-  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
-  if (ctx.group_id >= p.groups) return;
-  const ml_i64 b = ctx.group_id;
-  const int j = p.i[0], jb = p.i[1], nb = p.i[2];
-  const int r = p.m - j;  // rows of the panel
+// Householder QR in place of the r x jb block in shared memory (column c at S + c * lds): R on
+// and above the diagonal, reflector c below it (unit diagonal implied), tau[c]. red:
+// ML_RED_FLOATS shared floats. Enter and leave after a barrier. Returns whether a diagonal entry
+// of R is exactly zero.
+ML_FN bool ml_qr_factor_shared(ML_CTX ctx, ML_SHARED float *S, int lds, int r, int jb,
+                               ML_SHARED float *tau, ML_SHARED float *red) {
   const int lane = ctx.lane, gs = ctx.group_size, nw = ml_simd_count(ctx);
-  const int ld = p.ld[0], ldv = p.ld[1], lds = r | 1;
-  ML_DEVICE float *P = ws + p.off[0] + b * p.stride[0] + (ml_i64)j * ld + j;
-  ML_DEVICE float *V = ws + p.off[1] + b * p.stride[1] + (ml_i64)j * ldv + j;
-  ML_DEVICE float *st = ws + p.off[3] + b * p.stride[3];
-  ML_SHARED float *S = ctx.scratch;  // S[c * lds + i] = panel(i, c)
-  ML_SHARED float *tau = S + nb * lds;
-  ML_SHARED float *G = tau + nb;
-  ML_SHARED float *Ts = G + nb * nb;
-  ML_SHARED float *red = Ts + nb * nb;
   const int warp = ml_simd_id(ctx), sl = ml_simd_lane(ctx);
-  for (int c = 0; c < jb; ++c)
-    for (int i = lane; i < r; i += gs) S[c * lds + i] = P[(ml_i64)c * ld + i];
-  ml_barrier(ctx);
   bool zero_diag = false;
-
   for (int c = 0; c < jb; ++c) {
     ML_SHARED float *col = S + c * lds;
     const float alpha = col[c];
@@ -97,6 +74,40 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     }
     ml_barrier(ctx);
   }
+  return zero_diag;
+}
+
+// qr_panel: one group per matrix. m rows; i[0] = j (first row and column of the panel),
+// i[1] = jb (its width), i[2] = nb (T's leading dimension). Operands: 0 W (m x n, ld[0]),
+// 1 V (m x k, ld[1]: column j + c of V is reflector c of this panel), 2 T of this panel
+// (nb x nb, column-major, ld nb; zeros below the diagonal), 3 stat (rank deficiency: an
+// exactly zero diagonal entry of R sets ML_INFO_RANK_DEFICIENT); i[3] > 0: also the panel's
+// tau into the workspace at i[3] + j (same matrix stride as operand 3). The panel is factored in
+// shared memory (ml_qr_panel_shared_floats(m - j, nb, group size)): every reduction and
+// update reads shared memory, the workspace is read and written once.
+ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
+                            ML_DEVICE float *o2, ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const ml_i64 b = ctx.group_id;
+  const int j = p.i[0], jb = p.i[1], nb = p.i[2];
+  const int r = p.m - j;  // rows of the panel
+  const int lane = ctx.lane, gs = ctx.group_size, nw = ml_simd_count(ctx);
+  const int ld = p.ld[0], ldv = p.ld[1], lds = r | 1;
+  ML_DEVICE float *P = ws + p.off[0] + b * p.stride[0] + (ml_i64)j * ld + j;
+  ML_DEVICE float *V = ws + p.off[1] + b * p.stride[1] + (ml_i64)j * ldv + j;
+  ML_DEVICE float *st = ws + p.off[3] + b * p.stride[3];
+  ML_SHARED float *S = ctx.scratch;  // S[c * lds + i] = panel(i, c)
+  ML_SHARED float *tau = S + nb * lds;
+  ML_SHARED float *G = tau + nb;
+  ML_SHARED float *Ts = G + nb * nb;
+  ML_SHARED float *red = Ts + nb * nb;
+  const int warp = ml_simd_id(ctx), sl = ml_simd_lane(ctx);
+  for (int c = 0; c < jb; ++c)
+    for (int i = lane; i < r; i += gs) S[c * lds + i] = P[(ml_i64)c * ld + i];
+  ml_barrier(ctx);
+  const bool zero_diag = ml_qr_factor_shared(ctx, S, lds, r, jb, tau, red);
   if (lane == 0 && zero_diag) st[2] = (float)((int)st[2] | ML_INFO_RANK_DEFICIENT);
   if (p.i[3] > 0)
     for (int c = lane; c < jb; c += gs) ws[p.i[3] + b * p.stride[3] + j + c] = tau[c];

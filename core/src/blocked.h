@@ -43,6 +43,11 @@ struct Options {
   int eigh_two_stage_min_n = 0;
   int eigh_band = 16;
   int eigh_chase_tasks = 2;
+  // QR: rows per group of a panel spread over many groups (core/kernels/qr_tsqr.h; 256 is the
+  // intended size), and the largest batch spread so. 0: one group per panel, the default until
+  // the spread panels are measured on a GPU.
+  int qr_tsqr_rows = 0;
+  int qr_tsqr_max_batch = 64;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.

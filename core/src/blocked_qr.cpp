@@ -6,17 +6,46 @@
 // with k = NB, so the trailing matrix is read n / NB times, not n / nb. Slice per matrix:
 // stat, W (the matrix, m x n), V (the reflectors, m x k), T (one NB x NB block per outer
 // panel), the inner panel's T, tau, Q (m x kq), two NB-row buffers, split-k partials.
+// Panels of many rows at small batches are spread over groups instead (core/kernels/qr_tsqr.h:
+// row blocks factored in parallel, their R combined, the reflectors rebuilt): full-width panels
+// at any height, one level, plus the TSQR region (LU, signs, the stack of R factors).
 #include "blocked_impl.h"
 
 namespace ml::blocked {
 namespace {
+
+// A panel's row blocks when spread over groups (nl = 0: one group per panel).
+struct Tsqr {
+  int nl = 0, hb = 0;
+};
+
+// Blocks of about o.qr_tsqr_rows rows for a panel of r rows and nb columns: at least two, the
+// stack of their R factors within one group's shared memory, the last block >= nb rows.
+Tsqr tsqr_plan(int r, int nb, const Options &o) {
+  Tsqr t;
+  const int h = o.qr_tsqr_rows;
+  if (h < nb || r < 2 * h) return t;
+  int nl = r / h;
+  while (nl >= 2 && ml_tsqr_tree_shared_floats(nl, nb) > o.shared_floats) --nl;
+  for (; nl >= 2; --nl) {
+    const int hb = (r + nl - 1) / nl;
+    if (ml_tsqr_leaf_shared_floats(hb, nb) > o.shared_floats) return t;  // fewer: taller
+    if (r - (nl - 1) * hb < nb) continue;
+    t.nl = nl;
+    t.hb = hb;
+    return t;
+  }
+  return t;
+}
 
 struct QrLayout {
   int64_t m, n, k, kq, rrows, np;
   int nb;  // panel width: o.nb, or narrower so that the first (tallest) panel fits shared memory
   int NB;  // outer panel width (== nb: one level)
   bool want_q;
-  int64_t stat, w, v, t, tin, tau, q, x1, x2, part, part_floats;
+  bool tsqr;   // panels of >= 2 o.qr_tsqr_rows rows spread over groups (one level)
+  int max_nl;  // most row blocks of a spread panel
+  int64_t stat, w, v, t, tin, tau, q, x1, x2, part, part_floats, ts;
   int64_t per;
 };
 
@@ -29,12 +58,23 @@ QrLayout layout(const Call &c, int32_t kf, const Options &o) {
   L.kq = kf == ML_K_QR_COMPLETE ? c.m : L.k;
   L.rrows = kf == ML_K_QR_COMPLETE ? c.m : L.k;
   const int m = static_cast<int>(c.m);
-  L.nb = ml_qr_panel_width(m, o.nb, panel_lanes(m, o), o.shared_floats);
+  // Spread panels where every panel is served: spread, or short enough for one group at o.nb.
+  L.tsqr = o.qr_tsqr_rows > 0 && c.batch <= o.qr_tsqr_max_batch && L.k > 0;
+  L.max_nl = 0;
+  for (int64_t j = 0; L.tsqr && j < L.k; j += o.nb) {
+    const int r = m - static_cast<int>(j);
+    const Tsqr t = tsqr_plan(r, o.nb, o);
+    L.max_nl = std::max(L.max_nl, t.nl);
+    if (t.nl == 0 && ml_qr_panel_shared_floats(r, o.nb, panel_lanes(r, o)) > o.shared_floats)
+      L.tsqr = false;
+  }
+  L.tsqr = L.tsqr && L.max_nl > 0;
+  L.nb = L.tsqr ? o.nb : ml_qr_panel_width(m, o.nb, panel_lanes(m, o), o.shared_floats);
   // Two levels where the panels had to be narrowed (tall matrices) or the batch makes the
   // trailing products dominate (H200, outer panels of 64: qr 4096 x1 158 -> 96 ms, 2048 x8
   // 86 -> 49; but 1024 x1 8.4 -> 11.3, 2048 x1 25 -> 30: the extra steps cost one matrix more
   // than the halved passes save).
-  const bool outer = L.nb < o.nb || c.batch >= 8;
+  const bool outer = !L.tsqr && (L.nb < o.nb || c.batch >= 8);
   L.NB = outer && L.nb < o.nb_outer && L.k > L.nb ? std::min(o.nb_outer, 64) : L.nb;
   L.np = (L.k + L.NB - 1) / L.NB;
   Slice s;
@@ -52,11 +92,42 @@ QrLayout layout(const Call &c, int32_t kf, const Options &o) {
   const int split = split_slices(c.batch, o);
   L.part_floats = split > 1 ? split * xw : 0;
   L.part = L.part_floats > 0 ? s.add(L.part_floats) : 0;
+  L.ts = L.tsqr ? s.add(ml_tsqr_lu_floats(L.nb) + int64_t{L.max_nl} * L.nb * L.nb) : 0;
   L.per = s.floats;
   return L;
 }
 
 int64_t per_matrix(const Call &c, int32_t kf, const Options &o) { return layout(c, kf, o).per; }
+
+// The panel of jb columns at (j, j) over ts.nl row blocks (core/kernels/qr_tsqr.h): V, this
+// panel's T (at tp, ld nb) and the rows of R in W, as qr_panel leaves them.
+ml_status tsqr_panel(const Chunk &ch, const Options &o, const QrLayout &L, int j, int jb,
+                     const Tsqr &ts, int64_t tp) {
+  ml_step_params p = step_params();
+  p.m = static_cast<int>(L.m);
+  p.k = ml_tsqr_lu_floats(L.nb);
+  p.i[0] = j;
+  p.i[1] = jb;
+  p.i[2] = ts.nl;
+  p.i[3] = ts.hb;
+  p.off[0] = L.w;
+  p.ld[0] = static_cast<int>(L.m);
+  p.off[1] = L.v;
+  p.ld[1] = static_cast<int>(L.m);
+  p.off[2] = L.ts;
+  p.ld[2] = ts.nl * jb;
+  const int lanes = panel_lanes(ts.hb, o);
+  const int leaf_shared = ml_tsqr_leaf_shared_floats(ts.hb, L.nb);
+  if (ml_status st = ch.launch(kStep_tsqr_leaf, ch.batch * ts.nl, lanes, leaf_shared, p)) return st;
+  ml_step_params t = p;
+  t.n = L.nb;
+  t.i[3] = static_cast<int>(tp);
+  t.off[3] = L.stat;
+  if (ml_status st = ch.launch(kStep_tsqr_tree, ch.batch, panel_lanes(ts.nl * jb, o),
+                               ml_tsqr_tree_shared_floats(ts.nl, L.nb), t))
+    return st;
+  return ch.launch(kStep_tsqr_rebuild, ch.batch * ts.nl, lanes, leaf_shared, p);
+}
 
 ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch) {
   const QrLayout L = layout(c, kf, o);
@@ -98,9 +169,14 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
       p.ld[1] = m;
       p.off[2] = two ? L.tin : tp;
       p.off[3] = L.stat;
-      const int pg = panel_lanes(r, o);
-      if ((st = ch.launch(kStep_qr_panel, ch.batch, pg, ml_qr_panel_shared_floats(r, nb, pg), p)))
-        return st;
+      const Tsqr ts = L.tsqr ? tsqr_plan(r, nb, o) : Tsqr{};
+      if (ts.nl > 0) {
+        if ((st = tsqr_panel(ch, o, L, j, jb, ts, tp))) return st;
+      } else {
+        const int pg = panel_lanes(r, o);
+        if ((st = ch.launch(kStep_qr_panel, ch.batch, pg, ml_qr_panel_shared_floats(r, nb, pg), p)))
+          return st;
+      }
       // The rest of the outer panel (two levels), or all trailing columns (one).
       const int end = two ? J + JB : n;
       if ((st = update(j, jb, two ? L.tin : tp, nb, j + jb, end - j - jb))) return st;
@@ -135,8 +211,8 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
       const int64_t tp = L.t + static_cast<int64_t>(j / NB) * NB * NB;
       const int64_t vj = L.v + static_cast<int64_t>(j) * m + j;
       const int64_t q2 = L.q + static_cast<int64_t>(j) * m + j;
-      if ((st = gemm(ch, o, ML_GEMM_TRANS_A, jb, nq, r, 1.0f, vj, m, q2, m, 0.0f, L.x1, NB,
-                     L.part, L.part_floats)) ||
+      if ((st = gemm(ch, o, ML_GEMM_TRANS_A, jb, nq, r, 1.0f, vj, m, q2, m, 0.0f, L.x1, NB, L.part,
+                     L.part_floats)) ||
           (st = gemm(ch, o, 0, jb, nq, jb, 1.0f, tp, NB, L.x1, NB, 0.0f, L.x2, NB)) ||
           (st = gemm(ch, o, 0, r, nq, jb, -1.0f, vj, m, L.x2, NB, 1.0f, q2, m)))
         return st;
