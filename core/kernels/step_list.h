@@ -29,7 +29,13 @@
   X(brd_transpose, ml_step_brd_transpose) \
   X(brd_tgk, ml_step_brd_tgk)           \
   X(brd_tgk_out, ml_step_brd_tgk_out)   \
-  X(brd_tgk_fix, ml_step_brd_tgk_fix)
+  X(brd_tgk_fix, ml_step_brd_tgk_fix)   \
+  X(dc_leaf, ml_step_dc_leaf)           \
+  X(dc_deflate, ml_step_dc_deflate)     \
+  X(dc_secular, ml_step_dc_secular)     \
+  X(dc_zhat, ml_step_dc_zhat)           \
+  X(dc_vec, ml_step_dc_vec)             \
+  X(dc_out, ml_step_dc_out)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

@@ -18,6 +18,7 @@
 #include "larft.h"
 #include "qr_blocked.h"
 #include "tridiag_steps.h"
+#include "tridiag_dc.h"
 #include "sytrd_blocked.h"
 
 #include "step_list.h"

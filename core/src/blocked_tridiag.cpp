@@ -1,6 +1,8 @@
 // Sequencing of the tridiagonal eigensolver (blocked_tridiag.h, core/kernels/tridiag_steps.h).
 #include "blocked_tridiag.h"
 
+#include <cstdlib>
+
 #include "errors.h"
 
 namespace ml::blocked {
@@ -26,10 +28,30 @@ int sections(int64_t values, int gs) {
   return sec;
 }
 
+// Order from which eigenvectors come from divide and conquer (docs/routing.md).
+constexpr int kTridiagDcMinN = 256;
+
+}  // namespace
+
+int tridiag_dc_min_n() {
+  static const int v = [] {
+    const char *s = std::getenv("METAL_LINALG_TRIDIAG_DC_MIN_N");
+    return s && *s ? std::atoi(s) : kTridiagDcMinN;
+  }();
+  return v;
+}
+
+namespace {
+bool use_dc(int64_t n, bool vectors) {
+  const int m = tridiag_dc_min_n();
+  return vectors && m > 0 && n >= m;
+}
 }  // namespace
 
 int64_t tridiag_scratch_floats(int64_t n, int64_t count, bool vectors) {
-  return ml_tridiag_scratch(static_cast<int>(n), static_cast<int>(count), vectors ? 1 : 0);
+  const int64_t old =
+      ml_tridiag_scratch(static_cast<int>(n), static_cast<int>(count), vectors ? 1 : 0);
+  return use_dc(n, vectors) ? std::max(old, tridiag_dc_scratch_floats(n)) : old;
 }
 
 ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int count, int64_t d,
@@ -39,6 +61,7 @@ ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int coun
   if (il < 0 || count > n - il || (vectors && ldz < n))
     return fail(ML_INVALID_ARGUMENT, "tridiag_eig", "values %d..%d of order %d, ldz %d", il,
                 il + count - 1, n, ldz);
+  if (use_dc(n, vectors)) return tridiag_eig_dc(ch, o, n, il, count, d, e, w, z, ldz, scratch, stat);
   ml_status st;
   ml_step_params p = step_params();
   p.n = n;
