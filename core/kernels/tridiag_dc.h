@@ -106,7 +106,7 @@ ML_FN void ml_step_dc_leaf(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   const int lo = leaf * ML_DC_LEAF, m = ml_imin(ML_DC_LEAF, n - lo);
   for (int i = 0; i < m; ++i) {
     float di = ds[lo + i];
-    if (i == 0 && lo > 0) di -= ml_fabs(es[lo - 1]);          // tear above the leaf
+    if (i == 0 && lo > 0) di -= ml_fabs(es[lo - 1]);              // tear above the leaf
     if (i == m - 1 && lo + m < n) di -= ml_fabs(es[lo + m - 1]);  // tear below
     D[lo + i] = di;
     E[lo + i] = i + 1 < m ? es[lo + i] : 0.0f;
@@ -200,8 +200,8 @@ ML_FN int ml_dc_rank(ML_DEVICE const float *x, int len, float v, bool strict) {
 // dc_deflate: groups batch x merges. n; i[0] the level's block size s; operands 0 scratch
 // (Q: Q of the level).
 ML_FN void ml_step_dc_deflate(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                              ML_DEVICE const float *a, ML_DEVICE float *o0,
-                              ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+                              ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
+                              ML_DEVICE float *o2, ML_DEVICE int *info) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, s = p.i[0];
@@ -321,8 +321,8 @@ ML_FN ml_i64 ml_dc_lane_merge(ML_CTX ctx, ML_STEP_PARAMS p, ML_THREAD int *t,
 // dc_secular: groups batch x merges x ceil(s / group size), a lane per root. n; i[0] s;
 // operands 0 scratch.
 ML_FN void ml_step_dc_secular(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                              ML_DEVICE const float *a, ML_DEVICE float *o0,
-                              ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+                              ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
+                              ML_DEVICE float *o2, ML_DEVICE int *info) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   int r, lo, mid, hi;
@@ -340,14 +340,14 @@ ML_FN void ml_step_dc_secular(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   // The last root lies in (d_K, d_K + rho] (rho takes ||z||^2): the bound a hair above.
   float tlo = 0.0f, thi = rho * (1.0f + 16.0f * ML_FLT_ULP);
   if (r + 1 < K) {
-    const float half = 0.5f * (dk[r + 1] - dk[r]);
+    const float hgap = 0.5f * (dk[r + 1] - dk[r]);
     float w = rinv;
-    for (int j = 0; j < K; ++j) w += zk[j] * zk[j] / ((dk[j] - dk[r]) - half);
+    for (int j = 0; j < K; ++j) w += zk[j] * zk[j] / ((dk[j] - dk[r]) - hgap);
     if (w > 0.0f) {  // the root is below the midpoint: measured from the pole below
-      thi = half;
+      thi = hgap;
     } else {
       org = r + 1;
-      tlo = -half;
+      tlo = -hgap;
       thi = 0.0f;
     }
   } else {

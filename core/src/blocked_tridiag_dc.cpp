@@ -9,8 +9,7 @@ namespace ml::blocked {
 int64_t tridiag_dc_scratch_floats(int64_t n) { return ml_dc_scratch(static_cast<int>(n)); }
 
 ml_status tridiag_eig_dc(const Chunk &ch, const Options &o, int n, int il, int count, int64_t d,
-                         int64_t e, int64_t w, int64_t z, int ldz, int64_t scratch,
-                         int64_t stat) {
+                         int64_t e, int64_t w, int64_t z, int ldz, int64_t scratch, int64_t stat) {
   if (n <= 0 || count <= 0 || ch.batch <= 0) return ML_OK;
   if (il < 0 || count > n - il || z < 0 || ldz < n)
     return fail(ML_INVALID_ARGUMENT, "tridiag_eig_dc", "values %d..%d of order %d, ldz %d", il,
@@ -63,8 +62,8 @@ ml_status tridiag_eig_dc(const Chunk &ch, const Options &o, int n, int il, int c
         for (int64_t mg = 0; mg < full; ++mg) {
           const int64_t at = mg * diag;
           if ((st = gemm(ch, o, 0, h, s, h, 1.0f, qa + at, n, u + at, n, 0.0f, qb + at, n)) ||
-              (st = gemm(ch, o, 0, h, s, h, 1.0f, qa + at + int64_t{h} * (n + 1), n, u + at + h,
-                         n, 0.0f, qb + at + h, n)))
+              (st = gemm(ch, o, 0, h, s, h, 1.0f, qa + at + int64_t{h} * (n + 1), n, u + at + h, n,
+                         0.0f, qb + at + h, n)))
             return st;
         }
       }
@@ -77,8 +76,8 @@ ml_status tridiag_eig_dc(const Chunk &ch, const Options &o, int n, int il, int c
         return st;
       if (mid < hi) {
         const int64_t a2 = int64_t{mid} * (n + 1);
-        if ((st = gemm(ch, o, 0, hi - mid, hi - lo, hi - mid, 1.0f, qa + a2, n,
-                       u + at + (mid - lo), n, 0.0f, qb + at + (mid - lo), n)))
+        if ((st = gemm(ch, o, 0, hi - mid, hi - lo, hi - mid, 1.0f, qa + a2, n, u + at + (mid - lo),
+                       n, 0.0f, qb + at + (mid - lo), n)))
           return st;
       }
     }

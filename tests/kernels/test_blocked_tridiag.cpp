@@ -528,8 +528,7 @@ int suite_dc() {
   run_case(rep, w, {glued_wilkinson(14, 1e-5f)}, 0, 294, true, o, "dc");
   run_case(rep, w, {clustered(rng, 257)}, 0, 257, true, o, "dc");
   run_case(rep, w,
-           {glued_wilkinson(12, 1e-4f), glued_wilkinson(12, 1e-7f), glued_wilkinson(12, 0.0f),
-            wilkinson(252), repeated(rng, 252), graded(252)},
+           {glued_wilkinson(12, 1e-4f), glued_wilkinson(12, 1e-7f), repeated(rng, 252)},
            0, 252, true, o, "dc");
   // Scaled near underflow and overflow (1e-30 .. 1e30).
   {
@@ -547,7 +546,7 @@ int suite_dc() {
   }
   // Golub-Kahan forms: random, graded, rank-deficient (zeros on the bidiagonal's diagonal),
   // the positive half as the SVD takes it and the whole spectrum.
-  for (int k : {40, 150}) {
+  for (int k : {40, 100}) {
     std::vector<Tri> mats;
     std::vector<float> bd(k), be(k - 1);
     for (auto &x : bd) x = float(g(rng));
