@@ -38,7 +38,8 @@
 // Iterations of a secular root (bisection steps included); the rational steps converge in a few.
 #define ML_DC_SECULAR_ITERS 80
 
-// Scratch per matrix (floats): tridiag_prep's region for count 0 | arrays of n: D (values of
+// Scratch per matrix (floats): tridiag_prep's and tridiag_bisect's region for count n, values
+// only (the routed solver takes the values from bisection there) | arrays of n: D (values of
 // the blocks), dk, zk, src (undeflated poles of a merge in value order: pole, z, local column),
 // dv, dsrc (deflated values and local columns, ascending), org, tau, lam (roots), zh, col
 // (output column's root or -1 - deflated column), zw, perm, and per merge (at its first row)
@@ -46,7 +47,7 @@
 // ld n, 32-float aligned).
 #define ML_DC_ARRAYS 20
 ML_HOST_FN ml_i64 ml_dc_arr(int n, int k) {
-  const ml_i64 base = (ml_tridiag_off_lu(n, 0) + 31) / 32 * 32;
+  const ml_i64 base = (ml_tridiag_scratch(n, n, 0) + 31) / 32 * 32;
   return base + (ml_i64)k * (((ml_i64)n + 31) / 32 * 32);
 }
 ML_HOST_FN ml_i64 ml_dc_off_q(int n, int which) {
@@ -495,8 +496,8 @@ ML_FN void ml_step_dc_vec(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 }
 
 // dc_out: groups batch x count: column il + j of Q (operand 1, n x n, ld n) into column j of
-// Z (operand 2, ld[2]) and its value, scaled back, into w[j] (operand 3). n; i[0] il; operands
-// 0 scratch.
+// Z (operand 2, ld[2]) and its value, scaled back, into w[j] (operand 3; none when its offset
+// is negative). n; i[0] il; operands 0 scratch.
 ML_FN void ml_step_dc_out(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                           ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
                           ML_DEVICE float *o2, ML_DEVICE int *info) {
@@ -509,7 +510,7 @@ ML_FN void ml_step_dc_out(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   ML_DEVICE const float *q = ws + p.off[1] + b * p.stride[1] + (ml_i64)c * n;
   ML_DEVICE float *z = ws + p.off[2] + b * p.stride[2] + (ml_i64)j * p.ld[2];
   for (int i = ctx.lane; i < n; i += ctx.group_size) z[i] = q[i];
-  if (ctx.lane == 0)
+  if (ctx.lane == 0 && p.off[3] >= 0)
     ws[p.off[3] + b * p.stride[3] + j] = ml_ldexp(sc[ml_dc_arr(n, ML_DC_D) + c], (int)sc[6]);
 }
 

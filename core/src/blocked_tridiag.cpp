@@ -61,13 +61,14 @@ ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int coun
   if (il < 0 || count > n - il || (vectors && ldz < n))
     return fail(ML_INVALID_ARGUMENT, "tridiag_eig", "values %d..%d of order %d, ldz %d", il,
                 il + count - 1, n, ldz);
-  if (use_dc(n, vectors)) return tridiag_eig_dc(ch, o, n, il, count, d, e, w, z, ldz, scratch, stat);
   ml_status st;
   ml_step_params p = step_params();
   p.n = n;
   p.i[0] = il;
   p.i[1] = count;
-  p.i[3] = vectors ? 1 : 0;
+  // Divide and conquer: the values by bisection as without vectors, then its vectors.
+  const bool dc = use_dc(n, vectors);
+  p.i[3] = vectors && !dc ? 1 : 0;
   p.off[0] = scratch;
   p.off[1] = d;
   p.off[2] = e;
@@ -77,7 +78,7 @@ ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int coun
   const int vl = value_lanes(o);
   const int64_t vgroups = ch.batch * ((count + vl - 1) / vl);
   p.off[1] = w;
-  p.off[2] = vectors ? z : 0;
+  p.off[2] = vectors && !dc ? z : 0;
   p.ld[2] = ldz;
   const int sec = sections(ch.batch * count, vl);
   const int vpg = vl / sec;
@@ -86,6 +87,7 @@ ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int coun
     return st;
   p.i[2] = 0;
   if (!vectors) return ML_OK;
+  if (dc) return tridiag_eig_dc(ch, o, n, il, count, d, e, -1, z, ldz, scratch, stat);
   if ((st = ch.launch(kStep_tridiag_link, vgroups, vl, 0, p)) ||
       (st = ch.launch(kStep_tridiag_zero, ch.batch * count, plain_lanes(o), 0, p)) ||
       (st = ch.launch(kStep_tridiag_invit, vgroups, vl, 0, p)))
