@@ -1,6 +1,7 @@
 // The symmetric tridiagonal eigensolver of the blocked algorithms (core/kernels/tridiag_steps.h):
 // bisection for the eigenvalues, inverse iteration with per-cluster reorthogonalisation for the
-// eigenvectors, every matrix of a chunk in device memory. Used by the blocked eigh / eigvalsh
+// eigenvectors, or divide and conquer for them from order tridiag_dc_min_n() on, every matrix of a
+// chunk in device memory. Used by the blocked eigh / eigvalsh
 // (on the tridiagonal of the dense matrix) and svd / svdvals (on the Golub-Kahan tridiagonal of
 // the bidiagonal).
 #pragma once
