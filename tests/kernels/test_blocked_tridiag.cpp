@@ -568,6 +568,45 @@ int suite_dc() {
     run_case(rep, w, f, 20, 50, true, o, "dc");
     run_case(rep, w, f, 0, 97, true, opts(1), "dc");
   }
+  // A non-finite matrix beside a finite one: the call ends, the finite one is unharmed.
+  {
+    const int n = 100, ldz = n;
+    Tri bad = random_tri(rng, n), good = clustered(rng, n);
+    bad.d[50] = std::nanf("");
+    bad.e[20] = INFINITY;
+    ml::blocked::Slice sl;
+    const int64_t ost = sl.add(ML_STAT_FLOATS), od = sl.add(n), oe = sl.add(n), ow = sl.add(n);
+    const int64_t oz = sl.add(int64_t(ldz) * n);
+    const int64_t osc = sl.add(ml::blocked::tridiag_dc_scratch_floats(n));
+    kt::CpuStepRunner r;
+    r.ws.assign(size_t(sl.floats * 2), 0.0f);
+    for (int b = 0; b < 2; ++b) {
+      const Tri &t = b == 0 ? bad : good;
+      std::copy(t.d.begin(), t.d.end(), r.ws.begin() + b * sl.floats + od);
+      std::copy(t.e.begin(), t.e.end(), r.ws.begin() + b * sl.floats + oe);
+    }
+    const ml::blocked::Chunk ch{r, 0, 2, sl.floats};
+    rep.expect(ml::blocked::tridiag_eig_dc(ch, o, n, 0, n, od, oe, ow, oz, ldz, osc, ost) == ML_OK,
+               "dc nonfinite status");
+    const float *base = r.ws.data() + sl.floats;
+    kt::Mat Z(n, n);
+    double dv = 0;
+    for (int j = 0; j < n; ++j) {
+      dv = std::max(dv, std::fabs(base[ow + j] - ref_value(good, j)));
+      for (int i = 0; i < n; ++i) Z(i, j) = base[oz + int64_t(j) * ldz + i];
+    }
+    const double scale = n * kt::kUlp * tnorm(good);
+    rep.ratio(dv / scale, kLimit, "dc nonfinite: the finite matrix's values");
+    rep.ratio(kt::orth_defect(Z) / (n * kt::kUlp), kLimit, "dc nonfinite: its orthogonality");
+  }
+  // Routed (values by bisection, vectors by divide and conquer) from the threshold on, lowered
+  // to 200 through its environment variable (read once, first here) to keep the suite short.
+  setenv("METAL_LINALG_TRIDIAG_DC_MIN_N", "200", 1);
+  rep.expect(ml::blocked::tridiag_dc_min_n() == 200, "dc threshold from the environment");
+  g_dc = false;
+  run_case(rep, w, {glued_wilkinson(12, 1e-5f), ata(rng, 252)}, 0, 252, true, o, "dc-routed");
+  run_case(rep, w, {clustered(rng, 252)}, 30, 100, true, o, "dc-routed");
+  g_dc = true;
   // No vectors or a short ldz: refused before any launch.
   {
     kt::CpuStepRunner r;
