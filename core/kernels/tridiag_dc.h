@@ -219,6 +219,14 @@ ML_FN void ml_step_dc_deflate(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   const int h = mid - lo, len = hi - lo;
   const float beta = mid < hi ? es[mid - 1] : 0.0f;
   const float sg = beta < 0.0f ? -0.70710678f : 0.70710678f;
+  // Every slot of perm and col holds a row of the merge first: with NaN values the ranks below
+  // (and dc_zhat's places) may collide, and no index may then point outside the merge.
+  ML_DEVICE float *colw = sc + ml_dc_arr(n, ML_DC_COL) + lo;
+  for (int t = ctx.lane; t < len; t += ctx.group_size) {
+    perm[t] = (float)t;
+    colw[t] = -1.0f - (float)t;
+  }
+  ml_barrier_device(ctx);
   for (int t = ctx.lane; t < len; t += ctx.group_size) {
     const int col = lo + t;
     zw[t] = t < h ? 0.70710678f * Q[(ml_i64)col * n + mid - 1] : sg * Q[(ml_i64)col * n + mid];

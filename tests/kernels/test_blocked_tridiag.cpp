@@ -568,7 +568,7 @@ int suite_dc() {
     run_case(rep, w, f, 20, 50, true, o, "dc");
     run_case(rep, w, f, 0, 97, true, opts(1), "dc");
   }
-  // A non-finite matrix beside a finite one: the call ends, the finite one is unharmed.
+  // Non-finite matrices beside a finite one: the call ends, the finite one is unharmed.
   {
     const int n = 100, ldz = n;
     Tri bad = random_tri(rng, n), good = clustered(rng, n);
@@ -579,13 +579,15 @@ int suite_dc() {
     const int64_t oz = sl.add(int64_t(ldz) * n);
     const int64_t osc = sl.add(ml::blocked::tridiag_dc_scratch_floats(n));
     kt::CpuStepRunner r;
-    r.ws.assign(size_t(sl.floats * 2), 0.0f);
-    for (int b = 0; b < 2; ++b) {
-      const Tri &t = b == 0 ? bad : good;
+    r.ws.assign(size_t(sl.floats * 3), std::nanf(""));  // no stale index may be read
+    Tri nan_all = constant(n, std::nanf(""), std::nanf(""), "nan");
+    for (int b = 0; b < 3; ++b) {
+      const Tri &t = b == 0 ? bad : b == 1 ? good : nan_all;
+      for (int i = 0; i < ML_STAT_FLOATS; ++i) r.ws[size_t(b * sl.floats + ost + i)] = 0.0f;
       std::copy(t.d.begin(), t.d.end(), r.ws.begin() + b * sl.floats + od);
       std::copy(t.e.begin(), t.e.end(), r.ws.begin() + b * sl.floats + oe);
     }
-    const ml::blocked::Chunk ch{r, 0, 2, sl.floats};
+    const ml::blocked::Chunk ch{r, 0, 3, sl.floats};
     rep.expect(ml::blocked::tridiag_eig_dc(ch, o, n, 0, n, od, oe, ow, oz, ldz, osc, ost) == ML_OK,
                "dc nonfinite status");
     const float *base = r.ws.data() + sl.floats;
