@@ -35,7 +35,13 @@
   X(sb_extract, ml_step_sb_extract)     \
   X(tsqr_leaf, ml_step_tsqr_leaf)       \
   X(tsqr_tree, ml_step_tsqr_tree)       \
-  X(tsqr_rebuild, ml_step_tsqr_rebuild)
+  X(tsqr_rebuild, ml_step_tsqr_rebuild) \
+  X(dc_leaf, ml_step_dc_leaf)           \
+  X(dc_deflate, ml_step_dc_deflate)     \
+  X(dc_secular, ml_step_dc_secular)     \
+  X(dc_zhat, ml_step_dc_zhat)           \
+  X(dc_vec, ml_step_dc_vec)             \
+  X(dc_out, ml_step_dc_out)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

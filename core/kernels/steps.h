@@ -20,6 +20,7 @@
 #include "qr_tsqr.h"
 #include "sb2st.h"
 #include "tridiag_steps.h"
+#include "tridiag_dc.h"
 #include "sytrd_blocked.h"
 
 #include "step_list.h"

@@ -1,6 +1,8 @@
 // Sequencing of the tridiagonal eigensolver (blocked_tridiag.h, core/kernels/tridiag_steps.h).
 #include "blocked_tridiag.h"
 
+#include <cstdlib>
+
 #include "errors.h"
 
 namespace ml::blocked {
@@ -26,10 +28,30 @@ int sections(int64_t values, int gs) {
   return sec;
 }
 
+// Order from which eigenvectors come from divide and conquer (docs/routing.md).
+constexpr int kTridiagDcMinN = 512;
+
+}  // namespace
+
+int tridiag_dc_min_n() {
+  static const int v = [] {
+    const char *s = std::getenv("METAL_LINALG_TRIDIAG_DC_MIN_N");
+    return s && *s ? std::atoi(s) : kTridiagDcMinN;
+  }();
+  return v;
+}
+
+namespace {
+bool use_dc(int64_t n, bool vectors) {
+  const int m = tridiag_dc_min_n();
+  return vectors && m > 0 && n >= m;
+}
 }  // namespace
 
 int64_t tridiag_scratch_floats(int64_t n, int64_t count, bool vectors) {
-  return ml_tridiag_scratch(static_cast<int>(n), static_cast<int>(count), vectors ? 1 : 0);
+  const int64_t old =
+      ml_tridiag_scratch(static_cast<int>(n), static_cast<int>(count), vectors ? 1 : 0);
+  return use_dc(n, vectors) ? std::max(old, tridiag_dc_scratch_floats(n)) : old;
 }
 
 ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int count, int64_t d,
@@ -44,7 +66,9 @@ ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int coun
   p.n = n;
   p.i[0] = il;
   p.i[1] = count;
-  p.i[3] = vectors ? 1 : 0;
+  // Divide and conquer: the values by bisection as without vectors, then its vectors.
+  const bool dc = use_dc(n, vectors);
+  p.i[3] = vectors && !dc ? 1 : 0;
   p.off[0] = scratch;
   p.off[1] = d;
   p.off[2] = e;
@@ -54,7 +78,7 @@ ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int coun
   const int vl = value_lanes(o);
   const int64_t vgroups = ch.batch * ((count + vl - 1) / vl);
   p.off[1] = w;
-  p.off[2] = vectors ? z : 0;
+  p.off[2] = vectors && !dc ? z : 0;
   p.ld[2] = ldz;
   const int sec = sections(ch.batch * count, vl);
   const int vpg = vl / sec;
@@ -63,6 +87,7 @@ ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int coun
     return st;
   p.i[2] = 0;
   if (!vectors) return ML_OK;
+  if (dc) return tridiag_eig_dc(ch, o, n, il, count, d, e, -1, z, ldz, scratch, stat);
   if ((st = ch.launch(kStep_tridiag_link, vgroups, vl, 0, p)) ||
       (st = ch.launch(kStep_tridiag_zero, ch.batch * count, plain_lanes(o), 0, p)) ||
       (st = ch.launch(kStep_tridiag_invit, vgroups, vl, 0, p)))

@@ -1,6 +1,7 @@
 // The symmetric tridiagonal eigensolver of the blocked algorithms (core/kernels/tridiag_steps.h):
 // bisection for the eigenvalues, inverse iteration with per-cluster reorthogonalisation for the
-// eigenvectors, every matrix of a chunk in device memory. Used by the blocked eigh / eigvalsh
+// eigenvectors, or divide and conquer for them from order tridiag_dc_min_n() on, every matrix of a
+// chunk in device memory. Used by the blocked eigh / eigvalsh
 // (on the tridiagonal of the dense matrix) and svd / svdvals (on the Golub-Kahan tridiagonal of
 // the bidiagonal).
 #pragma once
@@ -24,7 +25,26 @@ int64_t tridiag_scratch_floats(int64_t n, int64_t count, bool vectors);
 // orthogonal to a few n eps. Launches: 2 for values only, 6 with vectors, whatever n (see
 // core/kernels/tridiag_steps.h for the work per lane). ML_INVALID_ARGUMENT when il, count or
 // ldz do not fit n.
+// With vectors from order tridiag_dc_min_n() on, the divide-and-conquer solver below.
 ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int count, int64_t d,
                       int64_t e, int64_t w, int64_t z, int ldz, int64_t scratch, int64_t stat);
+
+// Order from which tridiag_eig computes eigenvectors by divide and conquer: kTridiagDcMinN,
+// or the environment variable METAL_LINALG_TRIDIAG_DC_MIN_N when set (0: never; read once),
+// see docs/routing.md.
+int tridiag_dc_min_n();
+
+// Divide and conquer (core/kernels/tridiag_dc.h, blocked_tridiag_dc.cpp): the whole spectrum
+// and eigenvectors of every matrix of the chunk, then values il .. il+count-1 and their
+// vectors selected into w and Z; arguments as tridiag_eig (z >= 0; w < 0: no values written),
+// scratch of tridiag_dc_scratch_floats(n) floats. tridiag_eig takes the values from bisection
+// instead (the same values as without vectors, bit for bit) and the vectors from here. Orthogonal to a few n eps whatever the clustering;
+// ML_INFO_NOT_CONVERGED in stat[2] when a leaf's QL hits its cap. Launches: 3 plus, per
+// level (ceil(log2(n / 32)) of them), 4 steps and 2 products per merge (one for all full
+// merges of a single matrix).
+int64_t tridiag_dc_scratch_floats(int64_t n);
+ml_status tridiag_eig_dc(const Chunk &ch, const Options &o, int n, int il, int count, int64_t d,
+                         int64_t e, int64_t w, int64_t z, int ldz, int64_t scratch,
+                         int64_t stat);
 
 }  // namespace ml::blocked

@@ -5,7 +5,9 @@
 // Suites: values (eigenvalues only, whole spectrum and subsets), vectors (the hard families with
 // eigenvectors), tgk (Golub-Kahan forms of bidiagonals, the positive half as the SVD uses it),
 // subset (il / count inside the spectrum, with vectors), limits (orders 1 and 2, zero, identity,
-// the halving cap).
+// the halving cap), dc (divide and conquer, tridiag_eig_dc, on the hard families: glued
+// Wilkinson, clusters, A^T A, repeated, graded, scaled, Golub-Kahan forms of rank-deficient
+// bidiagonals, single matrices and batches, whole spectra and subsets).
 // Usage: test_blocked_tridiag <suite>
 #include "kernel_runner.h"
 #include "kernel_test_util.h"
@@ -181,9 +183,57 @@ double ref_value(const Tri &t, int j) {
   return double(0.5L * (lo + hi));
 }
 
+// Tridiagonal of A^T A for a random n x n A (Householder in double): most eigenvalues near 0,
+// clustered relative to ||T||.
+Tri ata(std::mt19937_64 &rng, int n) {
+  std::normal_distribution<double> g;
+  std::vector<double> a(size_t(n) * n), m(size_t(n) * n, 0.0);
+  for (auto &x : a) x = g(rng);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      double v = 0;
+      for (int k = 0; k < n; ++k) v += a[size_t(k) * n + i] * a[size_t(k) * n + j];
+      m[size_t(i) * n + j] = v;
+    }
+  Tri t{"ata", std::vector<float>(n), std::vector<float>(std::max(n - 1, 0))};
+  std::vector<double> v(n), p(n);
+  for (int k = 0; k + 2 < n; ++k) {  // reflector zeroing column k below row k + 1
+    double nx = 0;
+    for (int i = k + 1; i < n; ++i) nx += m[size_t(i) * n + k] * m[size_t(i) * n + k];
+    nx = std::sqrt(nx);
+    if (nx == 0) continue;
+    const double x0 = m[size_t(k + 1) * n + k], alpha = x0 > 0 ? -nx : nx;
+    std::fill(v.begin(), v.end(), 0.0);
+    for (int i = k + 1; i < n; ++i) v[i] = m[size_t(i) * n + k];
+    v[k + 1] -= alpha;
+    double vv = 0;
+    for (int i = k + 1; i < n; ++i) vv += v[i] * v[i];
+    // M = H M H with H = I - 2 v v^T / vv.
+    for (int i = 0; i < n; ++i) {
+      double s2 = 0;
+      for (int j = k + 1; j < n; ++j) s2 += m[size_t(i) * n + j] * v[j];
+      p[i] = 2 * s2 / vv;
+    }
+    double pv = 0;
+    for (int i = k + 1; i < n; ++i) pv += p[i] * v[i];
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) {
+        const double q = p[i] - pv / vv * v[i], r = p[j] - pv / vv * v[j];
+        m[size_t(i) * n + j] -= v[i] * r + q * v[j];
+      }
+  }
+  for (int i = 0; i < n; ++i) t.d[i] = float(m[size_t(i) * n + i]);
+  for (int i = 0; i + 1 < n; ++i) t.e[i] = float(m[size_t(i + 1) * n + i]);
+  return t;
+}
+
 struct Worst {
   double val = 0, res = 0, orth = 0;
 };
+
+// Whether run_case calls the divide-and-conquer solver itself (the dc suite) instead of the
+// routed tridiag_eig.
+bool g_dc = false;
 
 // One call over `mats` (all of order n): values il .. il + count - 1, vectors when asked, the
 // workspace laid out by hand: per matrix stat | d | e | w | Z (ld n + 1) | scratch.
@@ -193,7 +243,8 @@ void run_case(Report &rep, Worst &worst, const std::vector<Tri> &mats, int il, i
   ml::blocked::Slice s;
   const int64_t ost = s.add(ML_STAT_FLOATS), od = s.add(n), oe = s.add(n), ow = s.add(count);
   const int64_t oz = vectors ? s.add(int64_t(ldz) * count) : -1;
-  const int64_t osc = s.add(ml::blocked::tridiag_scratch_floats(n, count, vectors));
+  const int64_t osc = s.add(g_dc ? ml::blocked::tridiag_dc_scratch_floats(n)
+                                 : ml::blocked::tridiag_scratch_floats(n, count, vectors));
   const int64_t stride = s.floats;
   kt::CpuStepRunner r;
   r.ws.assign(size_t(stride * batch), std::nanf(""));
@@ -208,7 +259,8 @@ void run_case(Report &rep, Worst &worst, const std::vector<Tri> &mats, int il, i
   ml_status st;
   {
     kt::Timer tm(suite, n, count, o.max_group);
-    st = ml::blocked::tridiag_eig(ch, o, n, il, count, od, oe, ow, oz, ldz, osc, ost);
+    st = g_dc ? ml::blocked::tridiag_eig_dc(ch, o, n, il, count, od, oe, ow, oz, ldz, osc, ost)
+              : ml::blocked::tridiag_eig(ch, o, n, il, count, od, oe, ow, oz, ldz, osc, ost);
   }
   char hdr[160];
   std::snprintf(hdr, sizeof hdr, "%s n%d il%d count%d%s gs%d", suite, n, il, count,
@@ -457,6 +509,124 @@ int suite_limits() {
   return finish("limits", rep, w);
 }
 
+int suite_dc() {
+  Report rep;
+  Worst w;
+  std::mt19937_64 rng(27);
+  std::normal_distribution<double> g;
+  g_dc = true;
+  const auto o = opts(32);
+  // One leaf, a leaf and a row, partial last merges, several levels; batches of families.
+  for (int n : {1, 2, 5, 32, 33, 100, 129}) {
+    auto f = families(rng, n);
+    f.push_back(ata(rng, n));
+    run_case(rep, w, f, 0, n, true, o, "dc");
+  }
+  // Single matrices (the full merges of a level as one batch of products).
+  run_case(rep, w, {random_tri(rng, 300)}, 0, 300, true, o, "dc");
+  run_case(rep, w, {ata(rng, 256)}, 0, 256, true, o, "dc");
+  run_case(rep, w, {glued_wilkinson(14, 1e-5f)}, 0, 294, true, o, "dc");
+  run_case(rep, w, {clustered(rng, 257)}, 0, 257, true, o, "dc");
+  run_case(rep, w,
+           {glued_wilkinson(12, 1e-4f), glued_wilkinson(12, 1e-7f), repeated(rng, 252)},
+           0, 252, true, o, "dc");
+  // Scaled near underflow and overflow (1e-30 .. 1e30).
+  {
+    std::vector<Tri> f;
+    for (float sc : {1e-30f, 1e30f, 3e-38f}) {
+      Tri t = random_tri(rng, 100), gr = graded(100), c = clustered(rng, 100);
+      for (auto *x : {&t, &gr, &c}) {
+        for (auto &v : x->d) v *= sc;
+        for (auto &v : x->e) v *= sc;
+        x->name += "-scaled";
+        f.push_back(*x);
+      }
+    }
+    run_case(rep, w, f, 0, 100, true, o, "dc");
+  }
+  // Golub-Kahan forms: random, graded, rank-deficient (zeros on the bidiagonal's diagonal),
+  // the positive half as the SVD takes it and the whole spectrum.
+  for (int k : {40, 100}) {
+    std::vector<Tri> mats;
+    std::vector<float> bd(k), be(k - 1);
+    for (auto &x : bd) x = float(g(rng));
+    for (auto &x : be) x = float(g(rng));
+    mats.push_back(tgk(bd, be, "tgk-random"));
+    for (int i = 0; i < k; i += 3) bd[i] = 0.0f;
+    mats.push_back(tgk(bd, be, "tgk-rankdef"));
+    for (int i = 0; i < k; ++i) bd[i] = float(std::pow(1e-6, double(i) / (k - 1)));
+    for (int i = 0; i + 1 < k; ++i) be[i] = 0.5f * bd[i + 1];
+    mats.push_back(tgk(bd, be, "tgk-graded"));
+    run_case(rep, w, mats, k, k, true, o, "dc");
+    run_case(rep, w, mats, 0, 2 * k, true, o, "dc");
+  }
+  // Subsets selected from the whole solution; small groups.
+  {
+    const auto f = families(rng, 97);
+    run_case(rep, w, f, 0, 1, true, o, "dc");
+    run_case(rep, w, f, 96, 1, true, o, "dc");
+    run_case(rep, w, f, 20, 50, true, o, "dc");
+    run_case(rep, w, f, 0, 97, true, opts(1), "dc");
+  }
+  // Non-finite matrices beside a finite one: the call ends, the finite one is unharmed.
+  {
+    const int n = 100, ldz = n;
+    Tri bad = random_tri(rng, n), good = clustered(rng, n);
+    bad.d[50] = std::nanf("");
+    bad.e[20] = INFINITY;
+    ml::blocked::Slice sl;
+    const int64_t ost = sl.add(ML_STAT_FLOATS), od = sl.add(n), oe = sl.add(n), ow = sl.add(n);
+    const int64_t oz = sl.add(int64_t(ldz) * n);
+    const int64_t osc = sl.add(ml::blocked::tridiag_dc_scratch_floats(n));
+    kt::CpuStepRunner r;
+    r.ws.assign(size_t(sl.floats * 3), std::nanf(""));  // no stale index may be read
+    Tri nan_all = constant(n, std::nanf(""), std::nanf(""), "nan");
+    for (int b = 0; b < 3; ++b) {
+      const Tri &t = b == 0 ? bad : b == 1 ? good : nan_all;
+      for (int i = 0; i < ML_STAT_FLOATS; ++i) r.ws[size_t(b * sl.floats + ost + i)] = 0.0f;
+      std::copy(t.d.begin(), t.d.end(), r.ws.begin() + b * sl.floats + od);
+      std::copy(t.e.begin(), t.e.end(), r.ws.begin() + b * sl.floats + oe);
+    }
+    const ml::blocked::Chunk ch{r, 0, 3, sl.floats};
+    rep.expect(ml::blocked::tridiag_eig_dc(ch, o, n, 0, n, od, oe, ow, oz, ldz, osc, ost) == ML_OK,
+               "dc nonfinite status");
+    const float *base = r.ws.data() + sl.floats;
+    kt::Mat Z(n, n);
+    double dv = 0;
+    for (int j = 0; j < n; ++j) {
+      dv = std::max(dv, std::fabs(base[ow + j] - ref_value(good, j)));
+      for (int i = 0; i < n; ++i) Z(i, j) = base[oz + int64_t(j) * ldz + i];
+    }
+    const double scale = n * kt::kUlp * tnorm(good);
+    rep.ratio(dv / scale, kLimit, "dc nonfinite: the finite matrix's values");
+    rep.ratio(kt::orth_defect(Z) / (n * kt::kUlp), kLimit, "dc nonfinite: its orthogonality");
+  }
+  // Routed (values by bisection, vectors by divide and conquer) from the threshold on, lowered
+  // to 200 through its environment variable (read once, first here) to keep the suite short.
+  setenv("METAL_LINALG_TRIDIAG_DC_MIN_N", "200", 1);
+  rep.expect(ml::blocked::tridiag_dc_min_n() == 200, "dc threshold from the environment");
+  g_dc = false;
+  run_case(rep, w, {glued_wilkinson(12, 1e-5f), ata(rng, 252)}, 0, 252, true, o, "dc-routed");
+  run_case(rep, w, {clustered(rng, 252)}, 30, 100, true, o, "dc-routed");
+  g_dc = true;
+  // No vectors or a short ldz: refused before any launch.
+  {
+    kt::CpuStepRunner r;
+    r.ws.assign(64, 0.0f);
+    const ml::blocked::Chunk ch{r, 0, 1, 64};
+    rep.expect(ml::blocked::tridiag_eig_dc(ch, o, 8, 0, 8, 0, 8, 16, -1, 8, 24, 60) ==
+                       ML_INVALID_ARGUMENT &&
+                   ml::blocked::tridiag_eig_dc(ch, o, 8, 0, 8, 0, 8, 16, 24, 7, 32, 60) ==
+                       ML_INVALID_ARGUMENT &&
+                   ml::blocked::tridiag_eig_dc(ch, o, 8, 4, 5, 0, 8, 16, 24, 8, 32, 60) ==
+                       ML_INVALID_ARGUMENT &&
+                   r.launches == 0,
+               "dc invalid arguments");
+  }
+  g_dc = false;
+  return finish("dc", rep, w);
+}
+
 // Larger orders, by hand (not in CI): test_blocked_tridiag large [n].
 int suite_large(int n, int argc_group) {
   Report rep;
@@ -482,8 +652,9 @@ int main(int argc, char **argv) {
   if (s == "tgk") return suite_tgk();
   if (s == "subset") return suite_subset();
   if (s == "limits") return suite_limits();
+  if (s == "dc") return suite_dc();
   if (s == "large")
     return suite_large(argc > 2 ? std::atoi(argv[2]) : 1000, argc > 3 ? std::atoi(argv[3]) : 128);
-  std::printf("usage: test_blocked_tridiag values|vectors|tgk|subset|limits|large [n [group]]\n");
+  std::printf("usage: test_blocked_tridiag values|vectors|tgk|subset|limits|dc|large [n [group]]\n");
   return 2;
 }
