@@ -3,8 +3,9 @@
 // on the scaled copies tridiag_prep leaves (tridiag_steps.h, count 0). T is torn at every
 // multiple of ML_DC_LEAF: T = blockdiag(T1, T2) + |b| v v^T with v = (e_last; sign(b) e_first)
 // and |b| taken off the two diagonal entries next to the tear. Steps, in launch order:
-//   dc_leaf     a lane per leaf (<= ML_DC_LEAF rows): implicit QL with its eigenvectors into
-//               the leaf's diagonal block of Q, values sorted ascending with their columns;
+//   dc_leaf     a group per leaf (<= ML_DC_LEAF rows): implicit QL with its eigenvectors into
+//               the leaf's diagonal block of Q, the rotations' row updates a lane per column,
+//               values sorted ascending with their columns;
 // then per level (blocks of ML_DC_LEAF 2^l rows merged in pairs, the whole level per launch;
 // a block without a partner merges with an empty one and comes out unchanged):
 //   dc_deflate  a group per merge: z = (last row of Q1; sign(b) first row of Q2) / sqrt 2,
@@ -84,8 +85,11 @@ ML_FN void ml_dc_merge_rows(int n, int s, ml_i64 mg, ML_THREAD int *lo, ML_THREA
   *mid = ml_imin(*hi, *lo + s / 2);
 }
 
-// dc_leaf: groups batch x ceil(leaves / group size), a lane per leaf. n; operands 0 scratch,
-// 3 stat.
+// dc_leaf: groups batch x leaves, a group (one simdgroup, <= 32 lanes) per leaf. Every lane
+// runs the leaf's scalar QL recurrence on its own copy of d and e (the same operations on the
+// same values, so the copies agree bitwise and control flow stays uniform, with no shuffles or
+// barriers); lane k applies each rotation to element k of the two rows of Q it mixes, so the
+// row updates are spread over the lanes and coalesced. n; operands 0 scratch, 3 stat.
 ML_FN void ml_step_dc_leaf(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
                            ML_DEVICE float *o2, ML_DEVICE int *info) {
@@ -93,28 +97,25 @@ ML_FN void ml_step_dc_leaf(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   if (ctx.group_id >= p.groups) return;
   const int n = p.n;
   const int leaves = (n + ML_DC_LEAF - 1) / ML_DC_LEAF;
-  const ml_i64 per = (leaves + ctx.group_size - 1) / ctx.group_size;
-  const ml_i64 b = ctx.group_id / per;
-  const int leaf = (int)(ctx.group_id - b * per) * ctx.group_size + ctx.lane;
-  if (leaf >= leaves) return;
+  const ml_i64 b = ctx.group_id / leaves;
+  const int leaf = (int)(ctx.group_id - b * leaves);
   ML_DEVICE float *sc = ws + p.off[0] + b * p.stride[0];
   ML_DEVICE float *st = ws + p.off[3] + b * p.stride[3];
   ML_DEVICE const float *ds = sc + ml_tridiag_off_ds(n, 0);
   ML_DEVICE const float *es = sc + ml_tridiag_off_es(n, 0);
   ML_DEVICE float *D = sc + ml_dc_arr(n, ML_DC_D);
-  ML_DEVICE float *E = sc + ml_dc_arr(n, ML_DC_ZW);  // the leaf's off-diagonals, consumed
   ML_DEVICE float *Q = sc + ml_dc_off_q(n, 0);
   const int lo = leaf * ML_DC_LEAF, m = ml_imin(ML_DC_LEAF, n - lo);
+  const int gs = ctx.group_size, lane = ctx.lane;
+  float d[ML_DC_LEAF], e[ML_DC_LEAF];
   for (int i = 0; i < m; ++i) {
     float di = ds[lo + i];
     if (i == 0 && lo > 0) di -= ml_fabs(es[lo - 1]);              // tear above the leaf
     if (i == m - 1 && lo + m < n) di -= ml_fabs(es[lo + m - 1]);  // tear below
-    D[lo + i] = di;
-    E[lo + i] = i + 1 < m ? es[lo + i] : 0.0f;
-    for (int k = 0; k < m; ++k) Q[(ml_i64)(lo + i) * n + lo + k] = k == i ? 1.0f : 0.0f;
+    d[i] = di;
+    e[i] = i + 1 < m ? es[lo + i] : 0.0f;
+    for (int k = lane; k < m; k += gs) Q[(ml_i64)(lo + i) * n + lo + k] = k == i ? 1.0f : 0.0f;
   }
-  ML_DEVICE float *d = D + lo;
-  ML_DEVICE float *e = E + lo;
   bool stuck = false;
   for (int l = 0; l < m; ++l) {
     for (int iter = 0;; ++iter) {
@@ -153,7 +154,7 @@ ML_FN void ml_step_dc_leaf(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
         g = c * r - bb;
         ML_DEVICE float *qa = Q + (ml_i64)(lo + i) * n + lo;
         ML_DEVICE float *qb = qa + n;
-        for (int k = 0; k < m; ++k) {
+        for (int k = lane; k < m; k += gs) {
           const float t = qb[k];
           qb[k] = s * qa[k] + c * t;
           qa[k] = c * qa[k] - s * t;
@@ -165,7 +166,7 @@ ML_FN void ml_step_dc_leaf(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
       e[mm] = 0.0f;
     }
   }
-  if (stuck) ml_tridiag_not_converged(st);
+  if (stuck && lane == 0) ml_tridiag_not_converged(st);
   for (int i = 0; i + 1 < m; ++i) {  // ascending, columns along
     int best = i;
     for (int k = i + 1; k < m; ++k)
@@ -176,12 +177,13 @@ ML_FN void ml_step_dc_leaf(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     d[best] = t;
     ML_DEVICE float *qa = Q + (ml_i64)(lo + i) * n + lo;
     ML_DEVICE float *qb = Q + (ml_i64)(lo + best) * n + lo;
-    for (int k = 0; k < m; ++k) {
+    for (int k = lane; k < m; k += gs) {
       const float u = qa[k];
       qa[k] = qb[k];
       qb[k] = u;
     }
   }
+  for (int i = lane; i < m; i += gs) D[lo + i] = d[i];
 }
 
 // Number of x[0..len) (ascending) below v (strict) or at most v (!strict).
