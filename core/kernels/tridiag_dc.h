@@ -3,8 +3,9 @@
 // on the scaled copies tridiag_prep leaves (tridiag_steps.h, count 0). T is torn at every
 // multiple of ML_DC_LEAF: T = blockdiag(T1, T2) + |b| v v^T with v = (e_last; sign(b) e_first)
 // and |b| taken off the two diagonal entries next to the tear. Steps, in launch order:
-//   dc_leaf     a lane per leaf (<= ML_DC_LEAF rows): implicit QL with its eigenvectors into
-//               the leaf's diagonal block of Q, values sorted ascending with their columns;
+//   dc_leaf     a group per leaf (<= ML_DC_LEAF rows): implicit QL with its eigenvectors into
+//               the leaf's diagonal block of Q, every lane the recurrence and a column,
+//               values sorted ascending with their columns;
 // then per level (blocks of ML_DC_LEAF 2^l rows merged in pairs, the whole level per launch;
 // a block without a partner merges with an empty one and comes out unchanged):
 //   dc_deflate  a group per merge: z = (last row of Q1; sign(b) first row of Q2) / sqrt 2,
@@ -84,8 +85,12 @@ ML_FN void ml_dc_merge_rows(int n, int s, ml_i64 mg, ML_THREAD int *lo, ML_THREA
   *mid = ml_imin(*hi, *lo + s / 2);
 }
 
-// dc_leaf: groups batch x ceil(leaves / group size), a lane per leaf. n; operands 0 scratch,
-// 3 stat.
+// dc_leaf: groups batch x leaves, a group (one simdgroup, <= 32 lanes) per leaf. Every lane
+// runs the leaf's scalar QL recurrence on its own copies of d and e (the same operations on the
+// same values, so the copies agree bitwise and control flow stays uniform, with no shuffles or
+// barriers) and applies each rotation to its own column of the leaf's eigenvectors, kept in
+// private memory and written to Q once. A group of fewer lanes than columns repeats the
+// recurrence per batch of columns. n; operands 0 scratch, 3 stat.
 ML_FN void ml_step_dc_leaf(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
                            ML_DEVICE float *o2, ML_DEVICE int *info) {
@@ -93,94 +98,88 @@ ML_FN void ml_step_dc_leaf(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   if (ctx.group_id >= p.groups) return;
   const int n = p.n;
   const int leaves = (n + ML_DC_LEAF - 1) / ML_DC_LEAF;
-  const ml_i64 per = (leaves + ctx.group_size - 1) / ctx.group_size;
-  const ml_i64 b = ctx.group_id / per;
-  const int leaf = (int)(ctx.group_id - b * per) * ctx.group_size + ctx.lane;
-  if (leaf >= leaves) return;
+  const ml_i64 b = ctx.group_id / leaves;
+  const int leaf = (int)(ctx.group_id - b * leaves);
   ML_DEVICE float *sc = ws + p.off[0] + b * p.stride[0];
   ML_DEVICE float *st = ws + p.off[3] + b * p.stride[3];
   ML_DEVICE const float *ds = sc + ml_tridiag_off_ds(n, 0);
   ML_DEVICE const float *es = sc + ml_tridiag_off_es(n, 0);
   ML_DEVICE float *D = sc + ml_dc_arr(n, ML_DC_D);
-  ML_DEVICE float *E = sc + ml_dc_arr(n, ML_DC_ZW);  // the leaf's off-diagonals, consumed
   ML_DEVICE float *Q = sc + ml_dc_off_q(n, 0);
   const int lo = leaf * ML_DC_LEAF, m = ml_imin(ML_DC_LEAF, n - lo);
-  for (int i = 0; i < m; ++i) {
-    float di = ds[lo + i];
-    if (i == 0 && lo > 0) di -= ml_fabs(es[lo - 1]);              // tear above the leaf
-    if (i == m - 1 && lo + m < n) di -= ml_fabs(es[lo + m - 1]);  // tear below
-    D[lo + i] = di;
-    E[lo + i] = i + 1 < m ? es[lo + i] : 0.0f;
-    for (int k = 0; k < m; ++k) Q[(ml_i64)(lo + i) * n + lo + k] = k == i ? 1.0f : 0.0f;
-  }
-  ML_DEVICE float *d = D + lo;
-  ML_DEVICE float *e = E + lo;
-  bool stuck = false;
-  for (int l = 0; l < m; ++l) {
-    for (int iter = 0;; ++iter) {
-      int mm = l;
-      while (mm + 1 < m) {
-        const float dd = ml_fabs(d[mm]) + ml_fabs(d[mm + 1]);
-        if (ml_fabs(e[mm]) <= ML_FLT_EPS * dd || ml_fabs(e[mm]) < ML_FLT_MIN) break;
-        ++mm;
-      }
-      if (mm == l) break;
-      if (iter >= ML_DC_QL_ITERS) {
-        stuck = true;
-        break;
-      }
-      // Wilkinson-type shift from the leading 2 x 2, then the QL chase from mm up to l.
-      float g = (d[l + 1] - d[l]) / (2.0f * e[l]);
-      float r = ml_hypot(g, 1.0f);
-      g = d[mm] - d[l] + e[l] / (g + ml_copysign(r, g));
-      float s = 1.0f, c = 1.0f, pp = 0.0f;
-      int i = mm - 1;
-      for (; i >= l; --i) {
-        const float f = s * e[i], bb = c * e[i];
-        r = ml_hypot(f, g);
-        e[i + 1] = r;
-        if (r == 0.0f) {  // underflow: the chase splits here
-          d[i + 1] -= pp;
-          e[mm] = 0.0f;
+  float d[ML_DC_LEAF], e[ML_DC_LEAF], z[ML_DC_LEAF];
+  for (int c0 = 0; c0 < m; c0 += ctx.group_size) {
+    const int k = c0 + ctx.lane;  // this lane's column (none when k >= m)
+    for (int i = 0; i < m; ++i) {
+      float di = ds[lo + i];
+      if (i == 0 && lo > 0) di -= ml_fabs(es[lo - 1]);              // tear above the leaf
+      if (i == m - 1 && lo + m < n) di -= ml_fabs(es[lo + m - 1]);  // tear below
+      d[i] = di;
+      e[i] = i + 1 < m ? es[lo + i] : 0.0f;
+      z[i] = k == i ? 1.0f : 0.0f;
+    }
+    bool stuck = false;
+    for (int l = 0; l < m; ++l) {
+      for (int iter = 0;; ++iter) {
+        int mm = l;
+        while (mm + 1 < m) {
+          const float dd = ml_fabs(d[mm]) + ml_fabs(d[mm + 1]);
+          if (ml_fabs(e[mm]) <= ML_FLT_EPS * dd || ml_fabs(e[mm]) < ML_FLT_MIN) break;
+          ++mm;
+        }
+        if (mm == l) break;
+        if (iter >= ML_DC_QL_ITERS) {
+          stuck = true;
           break;
         }
-        s = f / r;
-        c = g / r;
-        g = d[i + 1] - pp;
-        r = (d[i] - g) * s + 2.0f * c * bb;
-        pp = s * r;
-        d[i + 1] = g + pp;
-        g = c * r - bb;
-        ML_DEVICE float *qa = Q + (ml_i64)(lo + i) * n + lo;
-        ML_DEVICE float *qb = qa + n;
-        for (int k = 0; k < m; ++k) {
-          const float t = qb[k];
-          qb[k] = s * qa[k] + c * t;
-          qa[k] = c * qa[k] - s * t;
+        // Wilkinson-type shift from the leading 2 x 2, then the QL chase from mm up to l.
+        float g = (d[l + 1] - d[l]) / (2.0f * e[l]);
+        float r = ml_hypot(g, 1.0f);
+        g = d[mm] - d[l] + e[l] / (g + ml_copysign(r, g));
+        float s = 1.0f, c = 1.0f, pp = 0.0f;
+        int i = mm - 1;
+        for (; i >= l; --i) {
+          const float f = s * e[i], bb = c * e[i];
+          r = ml_hypot(f, g);
+          e[i + 1] = r;
+          if (r == 0.0f) {  // underflow: the chase splits here
+            d[i + 1] -= pp;
+            e[mm] = 0.0f;
+            break;
+          }
+          s = f / r;
+          c = g / r;
+          g = d[i + 1] - pp;
+          r = (d[i] - g) * s + 2.0f * c * bb;
+          pp = s * r;
+          d[i + 1] = g + pp;
+          g = c * r - bb;
+          const float t = z[i + 1];
+          z[i + 1] = s * z[i] + c * t;
+          z[i] = c * z[i] - s * t;
         }
+        if (r == 0.0f && i >= l) continue;
+        d[l] -= pp;
+        e[l] = g;
+        e[mm] = 0.0f;
       }
-      if (r == 0.0f && i >= l) continue;
-      d[l] -= pp;
-      e[l] = g;
-      e[mm] = 0.0f;
     }
-  }
-  if (stuck) ml_tridiag_not_converged(st);
-  for (int i = 0; i + 1 < m; ++i) {  // ascending, columns along
-    int best = i;
-    for (int k = i + 1; k < m; ++k)
-      if (d[k] < d[best]) best = k;
-    if (best == i) continue;
-    const float t = d[i];
-    d[i] = d[best];
-    d[best] = t;
-    ML_DEVICE float *qa = Q + (ml_i64)(lo + i) * n + lo;
-    ML_DEVICE float *qb = Q + (ml_i64)(lo + best) * n + lo;
-    for (int k = 0; k < m; ++k) {
-      const float u = qa[k];
-      qa[k] = qb[k];
-      qb[k] = u;
+    for (int i = 0; i + 1 < m; ++i) {  // ascending, columns along
+      int best = i;
+      for (int j = i + 1; j < m; ++j)
+        if (d[j] < d[best]) best = j;
+      if (best == i) continue;
+      const float t = d[i], u = z[i];
+      d[i] = d[best];
+      d[best] = t;
+      z[i] = z[best];
+      z[best] = u;
     }
+    if (k < m)
+      for (int i = 0; i < m; ++i) Q[(ml_i64)(lo + i) * n + lo + k] = z[i];
+    if (c0 > 0) continue;
+    if (stuck && ctx.lane == 0) ml_tridiag_not_converged(st);
+    for (int i = ctx.lane; i < m; i += ctx.group_size) D[lo + i] = d[i];
   }
 }
 

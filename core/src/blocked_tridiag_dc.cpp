@@ -25,9 +25,10 @@ ml_status tridiag_eig_dc(const Chunk &ch, const Options &o, int n, int il, int c
   const int pg = std::max(1, std::min(256, o.max_group));
   if ((st = ch.launch(kStep_tridiag_prep, ch.batch, pg, ML_RED_FLOATS, p))) return st;
   const int leaves = (n + ML_DC_LEAF - 1) / ML_DC_LEAF;
-  const int ll = std::max(1, std::min(32, o.max_group));
+  // A simdgroup per leaf: its lanes share the rotations' row updates (ML_DC_LEAF columns).
+  const int ll = std::max(1, std::min(ML_DC_LEAF, o.max_group));
   p.off[3] = stat;
-  if ((st = ch.launch(kStep_dc_leaf, ch.batch * ((leaves + ll - 1) / ll), ll, 0, p))) return st;
+  if ((st = ch.launch(kStep_dc_leaf, ch.batch * leaves, ll, 0, p))) return st;
   const int lanes = plain_lanes(o);
   int cur = 0;  // which of Q, Q' holds the current eigenvectors
   for (int s = 2 * ML_DC_LEAF; s / 2 < n; s *= 2) {

@@ -567,6 +567,7 @@ int suite_dc() {
     run_case(rep, w, f, 96, 1, true, o, "dc");
     run_case(rep, w, f, 20, 50, true, o, "dc");
     run_case(rep, w, f, 0, 97, true, opts(1), "dc");
+    run_case(rep, w, f, 0, 97, true, opts(7), "dc");  // leaf columns not a multiple of lanes
   }
   // Non-finite matrices beside a finite one: the call ends, the finite one is unharmed.
   {
