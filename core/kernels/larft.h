@@ -4,7 +4,9 @@
 // T[0:c, c] = -tau_c T[0:c, 0:c] G[0:c, c] with G = V^T V: the Gram matrix first (every
 // entry an independent dot product, spread over the lanes), then the recurrence, a column
 // per barrier. The panel steps that produce V build G from their shared-memory copy
-// (qr_blocked.h); ml_step_larft builds it for reflectors another step left in the workspace.
+// (qr_blocked.h). For reflectors another step left in the workspace the host forms most of G
+// by a matrix product and ml_step_larft_gram finishes it (blocked.cpp larft()); ml_step_larft,
+// G inside one group, is the reference that step is tested against.
 #ifndef ML_KERNELS_LARFT_H
 #define ML_KERNELS_LARFT_H
 
@@ -70,6 +72,48 @@ ML_FN void ml_step_larft(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   }
   ml_barrier(ctx);
   ml_larft_from_gram(ctx, G, ts, jb, nb, Ts, ws + p.off[2] + b * p.stride[2]);
+}
+
+// larft from a Gram matrix formed by a matrix product: G = V[top:r]^T V[top:r] over the rows
+// below the jb x jb top block (top = jb), then here the top block's unit lower part (its
+// diagonal taken as 1, nothing above it read) and the recurrence. One group per matrix.
+// p.m = r (rows of V), i[1] = jb, i[2] = nb (<= 64), i[3] = 1 when G holds the product (0:
+// no rows below the top block, G taken as 0). Operands: 0 V (column-major, ld[0]), 1 tau (jb
+// floats), 2 G in, T out (nb x nb, column-major, ld nb: the same slot, G read before T is
+// written). Shared: ml_larft_step_shared_floats(nb).
+ML_FN void ml_step_larft_gram(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                              ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
+                              ML_DEVICE float *o2, ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const ml_i64 b = ctx.group_id;
+  const int r = p.m, jb = p.i[1], nb = p.i[2], ldv = p.ld[0], has_g = p.i[3];
+  const int top = jb < r ? jb : r;
+  ML_DEVICE const float *V = ws + p.off[0] + b * p.stride[0];
+  ML_DEVICE const float *tau = ws + p.off[1] + b * p.stride[1];
+  ML_DEVICE float *GT = ws + p.off[2] + b * p.stride[2];
+  ML_SHARED float *G = ctx.scratch;
+  ML_SHARED float *Ts = G + nb * nb;
+  ML_SHARED float *ts = Ts + nb * nb;
+  const int lane = ctx.lane, gs = ctx.group_size;
+  for (int c = lane; c < jb; c += gs) ts[c] = tau[c];
+  // The top block's strictly lower part staged in Ts (free until the recurrence), G loaded.
+  for (int e = lane; e < jb * jb; e += gs) {
+    const int c = e / jb, i = e - c * jb;
+    Ts[c * nb + i] = (i > c && i < top) ? V[(ml_i64)c * ldv + i] : 0.0f;
+    G[c * nb + i] = has_g ? GT[c * nb + i] : 0.0f;
+  }
+  ml_barrier(ctx);
+  // G[q, c] += V[c, q] + sum over rows c+1 .. top-1 of V[i, q] V[i, c] (V[c, c] = 1).
+  for (int e = lane; e < jb * jb; e += gs) {
+    const int c = e / jb, q = e - c * jb;
+    if (q >= c || c >= top) continue;
+    float s = Ts[q * nb + c];
+    for (int i = c + 1; i < top; ++i) s += Ts[q * nb + i] * Ts[c * nb + i];
+    G[q * nb + c] += s;
+  }
+  ml_barrier(ctx);
+  ml_larft_from_gram(ctx, G, ts, jb, nb, Ts, GT);
 }
 
 #endif  // ML_KERNELS_LARFT_H

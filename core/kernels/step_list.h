@@ -41,7 +41,8 @@
   X(dc_secular, ml_step_dc_secular)     \
   X(dc_zhat, ml_step_dc_zhat)           \
   X(dc_vec, ml_step_dc_vec)             \
-  X(dc_out, ml_step_dc_out)
+  X(dc_out, ml_step_dc_out)             \
+  X(larft_gram, ml_step_larft_gram)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

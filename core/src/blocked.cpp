@@ -124,6 +124,26 @@ ml_status gemm(const Chunk &ch, const Options &o, int flags, int m, int n, int k
   return ch.launch(kStep_gemm_sum, ch.batch * per, gs, 0, p);
 }
 
+ml_status larft(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t tau, int r, int jb,
+                int nb, int64_t t, int lanes, int64_t part, int64_t part_floats) {
+  const int below = r - jb;
+  if (below > 0) {
+    if (ml_status st = gemm(ch, o, ML_GEMM_TRANS_A, jb, jb, below, 1.0f, v + jb, ldv, v + jb, ldv,
+                            0.0f, t, nb, part, part_floats))
+      return st;
+  }
+  ml_step_params p = step_params();
+  p.m = r;
+  p.i[1] = jb;
+  p.i[2] = nb;
+  p.i[3] = below > 0 ? 1 : 0;
+  p.off[0] = v;
+  p.ld[0] = ldv;
+  p.off[1] = tau;
+  p.off[2] = t;
+  return ch.launch(kStep_larft_gram, ch.batch, lanes, ml_larft_step_shared_floats(nb), p);
+}
+
 ml_status product(Runner &r, const Options &o, const GemmCall &g, int64_t part,
                   int64_t part_floats) {
   const Chunk ch{r, 0, g.batch, g.stride};

@@ -107,16 +107,9 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
     // T of the panel's reflectors (the last column of the matrix has none).
     const int kr = std::min(jb, n - 1 - j0);
     if (L.vectors && kr > 0) {
-      ml_step_params q = step_params();
-      q.m = n - 1 - j0;
-      q.i[1] = kr;
-      q.i[2] = nb;
-      q.off[0] = L.a + static_cast<int64_t>(j0) * n + j0 + 1;
-      q.ld[0] = n;
-      q.off[1] = L.tau() + j0;
-      q.off[2] = L.t + static_cast<int64_t>(j0 / nb) * nb * nb;
-      const int lg = panel_lanes(n - 1 - j0, o);
-      if ((st = ch.launch(kStep_larft, ch.batch, lg, ml_larft_step_shared_floats(nb), q)))
+      if ((st = larft(ch, o, L.a + static_cast<int64_t>(j0) * n + j0 + 1, n, L.tau() + j0,
+                      n - 1 - j0, kr, nb, L.t + static_cast<int64_t>(j0 / nb) * nb * nb,
+                      panel_lanes(n - 1 - j0, o))))
         return st;
     }
   }

@@ -113,16 +113,7 @@ ml_status sy2sb(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
       if ((st = update(j, jb, two ? L.tin : L.t, two ? nbq : bw, j + jb))) return st;
     }
     if (two) {
-      ml_step_params q = step_params();
-      q.m = m;
-      q.i[1] = kb;
-      q.i[2] = bw;
-      q.off[0] = L.v;
-      q.ld[0] = n;
-      q.off[1] = L.tau;
-      q.off[2] = L.t;
-      if ((st = ch.launch(kStep_larft, ch.batch, pg, ml_larft_step_shared_floats(bw), q)))
-        return st;
+      if ((st = larft(ch, o, L.v, n, L.tau, m, kb, bw, L.t, pg, L.part, L.part_floats))) return st;
     }
     // The trailing matrix A22 (m x m, ld n) from both sides.
     const int64_t a22 = wp + static_cast<int64_t>(bw) * n;

@@ -55,6 +55,12 @@ int plain_lanes(const Options &o);
 ml_status gemm(const Chunk &ch, const Options &o, int flags, int m, int n, int k, float alpha,
                int64_t a, int lda, int64_t b, int ldb, float beta, int64_t c, int ldc,
                int64_t part = 0, int64_t part_floats = 0);
+// T (nb x nb, ld nb, at t) of the jb reflectors V (r rows at v, ld ldv, taus at tau; unit
+// diagonal, nothing above it read): G by the product over the rows below the top jb x jb
+// block, formed in T's slot, then the larft_gram step (core/kernels/larft.h) with `lanes`.
+// part / part_floats as for gemm().
+ml_status larft(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t tau, int r, int jb,
+                int nb, int64_t t, int lanes, int64_t part = 0, int64_t part_floats = 0);
 // Split-k slices worth reserving partial products for, per matrix, for a batch of `batch`
 // (1: none).
 int split_slices(int64_t batch, const Options &o);

@@ -183,16 +183,8 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
     }
     if (!two) continue;
     // T of the outer panel's JB reflectors, then the trailing columns at k = JB.
-    ml_step_params q = step_params();
-    q.m = m - J;
-    q.i[1] = JB;
-    q.i[2] = NB;
-    q.off[0] = L.v + static_cast<int64_t>(J) * m + J;
-    q.ld[0] = m;
-    q.off[1] = L.tau + J;
-    q.off[2] = tp;
-    if ((st = ch.launch(kStep_larft, ch.batch, panel_lanes(m - J, o),
-                        ml_larft_step_shared_floats(NB), q)))
+    if ((st = larft(ch, o, L.v + static_cast<int64_t>(J) * m + J, m, L.tau + J, m - J, JB, NB, tp,
+                    panel_lanes(m - J, o), L.part, L.part_floats)))
       return st;
     if ((st = update(J, JB, tp, NB, J + JB, n - J - JB))) return st;
   }

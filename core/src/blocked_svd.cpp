@@ -126,21 +126,12 @@ ml_status brd_bidiagonalize(const Chunk &ch, const Options &o, const BrdLayout &
 namespace {
 
 // X2 := (I - R T R^T) X2 for the reflectors R (r x jb at offset rf, ld ldr, taus at tau) and
-// X2 (r x ncols at x2, ld ldx): T by the larft step, then three products.
+// X2 (r x ncols at x2, ld ldx): T by larft(), then three products.
 ml_status apply_block(const Chunk &ch, const Options &o, const BrdLayout &L, int64_t rf, int ldr,
                       int64_t tau, int r, int jb, int64_t x2, int ldx, int ncols) {
   const int nb = L.nb;
-  ml_step_params p = step_params();
-  p.m = r;
-  p.i[1] = jb;
-  p.i[2] = nb;
-  p.off[0] = rf;
-  p.ld[0] = ldr;
-  p.off[1] = tau;
-  p.off[2] = L.t;
-  const int gs = panel_lanes(r, o);
   ml_status st;
-  if ((st = ch.launch(kStep_larft, ch.batch, gs, ml_larft_step_shared_floats(nb), p))) return st;
+  if ((st = larft(ch, o, rf, ldr, tau, r, jb, nb, L.t, panel_lanes(r, o)))) return st;
   if ((st = gemm(ch, o, ML_GEMM_TRANS_A, jb, ncols, r, 1.0f, rf, ldr, x2, ldx, 0.0f, L.x1, nb)) ||
       (st = gemm(ch, o, 0, jb, ncols, jb, 1.0f, L.t, nb, L.x1, nb, 0.0f, L.x2, nb)) ||
       (st = gemm(ch, o, 0, r, ncols, jb, -1.0f, rf, ldr, L.x2, nb, 1.0f, x2, ldx)))

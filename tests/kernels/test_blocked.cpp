@@ -3,10 +3,12 @@
 // so that panel and tile boundaries fall inside the matrices (odd sizes, a panel of one
 // column, wide and tall shapes).
 // Suites: gemm (the product step against double), qr (LAPACK-style ratios on the general
-// families, NaN/Inf isolation in a batch, info bits, agreement with the group kernel).
+// families, NaN/Inf isolation in a batch, info bits, agreement with the group kernel), larft
+// (T by a product and the larft_gram step against the larft step and double).
 // Usage: test_blocked <suite>
 #include "kernel_runner.h"
 #include "../../core/kernels/qr_householder.h"
+#include "blocked_impl.h"
 #include "kernel_test_util.h"
 #include "step_runner.h"
 
@@ -390,12 +392,127 @@ int suite_qr() {
   return rep.failures ? 1 : 0;
 }
 
+// ---- larft ----
+
+constexpr double kLarftLimit = 8;  // |T - T_ref| / (r eps max(1, |T_ref|)), entrywise max
+
+// T of jb random Householder reflectors (r rows, ld ldv, tau = 2 / |v|^2) for a batch of 2:
+// ml::blocked::larft (product + larft_gram, split k when `split`) against the larft step and
+// double. V's top block holds NaN on and above its diagonal (neither may read it); T's slots
+// start as NaN, so every entry must be written.
+void larft_case(Report &rep, std::mt19937_64 &rng, int r, int jb, int nb, int ldv, int lanes,
+                bool split) {
+  const int batch = 2;
+  ml::blocked::Slice sl;
+  const int64_t ov = sl.add(int64_t(ldv) * jb), otau = sl.add(jb), told = sl.add(nb * nb),
+                tnew = sl.add(nb * nb), part = split ? sl.add(16 * jb * jb) : 0;
+  const int64_t stride = sl.floats;
+  kt::CpuStepRunner run;
+  run.ws.assign(size_t(stride * batch), std::nanf(""));
+  std::normal_distribution<double> g;
+  std::vector<std::vector<double>> vd(batch, std::vector<double>(size_t(r) * jb, 0.0));
+  std::vector<std::vector<double>> taud(batch, std::vector<double>(jb, 0.0));
+  for (int b = 0; b < batch; ++b) {
+    float *V = run.ws.data() + b * stride + ov;
+    for (int c = 0; c < jb; ++c) {
+      double nrm = 1;
+      for (int i = c + 1; i < r; ++i) {
+        const float x = float(g(rng) * (b == 0 ? 1.0 : 1e-3));  // second: near-trivial
+        V[int64_t(c) * ldv + i] = x;
+        vd[b][size_t(c) * r + i] = x;
+        nrm += double(x) * x;
+      }
+      vd[b][size_t(c) * r + c] = 1;
+      const float t = float(2 / nrm);
+      run.ws[size_t(b * stride + otau + c)] = t;
+      taud[b][c] = t;
+    }
+  }
+  ml::blocked::StepLaunch l{};
+  l.step = ml::blocked::kStep_larft;
+  l.group_size = lanes;
+  l.shared_floats = ml_larft_step_shared_floats(nb);
+  l.p.batch = batch;
+  l.p.groups = batch;
+  l.p.m = r;
+  l.p.i[1] = jb;
+  l.p.i[2] = nb;
+  l.p.off[0] = ov;
+  l.p.ld[0] = ldv;
+  l.p.off[1] = otau;
+  l.p.off[2] = told;
+  for (int i = 0; i < 4; ++i) l.p.stride[i] = stride;
+  run.launch(l);
+  ml::blocked::Options o;
+  o.max_group = 1024;
+  const ml::blocked::Chunk ch{run, 0, batch, stride};
+  const ml_status st = ml::blocked::larft(ch, o, ov, ldv, otau, r, jb, nb, tnew, lanes, part,
+                                          split ? 16 * jb * jb : 0);
+  char w[160];
+  std::snprintf(w, sizeof w, "larft r %d jb %d nb %d ldv %d lanes %d split %d", r, jb, nb, ldv,
+                lanes, int(split));
+  rep.expect(st == ML_OK, std::string(w) + " status");
+  const double eps = std::ldexp(1.0, -24);
+  for (int b = 0; b < batch; ++b) {
+    // T in double: the same recurrence on the exact Gram matrix.
+    std::vector<double> Td(size_t(nb) * nb, 0.0);
+    for (int c = 0; c < jb; ++c) {
+      Td[size_t(c) * nb + c] = taud[b][c];
+      for (int q = 0; q < c; ++q) {
+        double t = 0;
+        for (int p = q; p < c; ++p) {
+          double gpc = 0;
+          for (int i = 0; i < r; ++i) gpc += vd[b][size_t(p) * r + i] * vd[b][size_t(c) * r + i];
+          t += Td[size_t(p) * nb + q] * gpc;
+        }
+        Td[size_t(c) * nb + q] = -taud[b][c] * t;
+      }
+    }
+    double tmax = 1, e_new = 0, e_old = 0, e_pair = 0;
+    for (double x : Td) tmax = std::max(tmax, std::abs(x));
+    bool zeros = true;
+    for (int e = 0; e < nb * nb; ++e) {
+      const int c = e / nb, q = e - c * nb;
+      const double tn = run.ws[size_t(b * stride + tnew + e)];
+      const double to = run.ws[size_t(b * stride + told + e)];
+      if (q > c || c >= jb) zeros = zeros && tn == 0;
+      const double d = std::abs(tn - Td[size_t(e)]);
+      e_new = std::isnan(d) ? INFINITY : std::max(e_new, d);
+      e_old = std::max(e_old, std::abs(to - Td[size_t(e)]));
+      const double dp = std::abs(tn - to);
+      e_pair = std::isnan(dp) ? INFINITY : std::max(e_pair, dp);
+    }
+    const double scale = r * eps * tmax;
+    std::snprintf(w, sizeof w, "larft r %d jb %d nb %d ldv %d lanes %d split %d #%d", r, jb, nb,
+                  ldv, lanes, int(split), b);
+    rep.expect(zeros, std::string(w) + " zeros outside the triangle");
+    rep.ratio(e_new / scale, kLarftLimit, std::string(w) + " vs double");
+    rep.ratio(e_pair / scale, kLarftLimit, std::string(w) + " vs larft step");
+    rep.ratio(e_old / scale, kLarftLimit, std::string(w) + " larft step vs double");
+  }
+}
+
+int suite_larft() {
+  std::mt19937_64 rng(71);
+  Report rep;
+  larft_case(rep, rng, 50, 7, 8, 50, 64, false);
+  larft_case(rep, rng, 37, 5, 16, 40, 32, false);   // ld past the rows
+  larft_case(rep, rng, 20, 20, 32, 20, 32, false);  // no rows below the top block
+  larft_case(rep, rng, 21, 20, 32, 23, 64, false);  // one row below it
+  larft_case(rep, rng, 300, 32, 32, 301, 128, true);
+  larft_case(rep, rng, 260, 64, 64, 260, 256, true);
+  std::printf("larft: %d checks, %d failures; worst ratio %.3g at %s (limit %g)\n", rep.checks,
+              rep.failures, rep.worst, rep.worst_where.c_str(), kLarftLimit);
+  return rep.failures ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
   const std::string s = argc > 1 ? argv[1] : "";
   if (s == "gemm") return suite_gemm();
   if (s == "qr") return suite_qr();
-  std::fprintf(stderr, "usage: test_blocked gemm|qr\n");
+  if (s == "larft") return suite_larft();
+  std::fprintf(stderr, "usage: test_blocked gemm|qr|larft\n");
   return 2;
 }
