@@ -17,6 +17,13 @@ std::atomic<const Provider *> g_provider{nullptr};
 std::mutex g_load_mutex;
 bool g_default_tried = false;
 std::string g_default_failure;
+// Providers replaced by ml_set_lapack: never freed (calls in flight on other threads may
+// still use them) and kept reachable from this list, so leak checkers see them as held.
+struct Retired {
+  const Provider *provider;
+  Retired *next;
+};
+Retired *g_retired = nullptr;
 
 void *find(void *handle, const std::string &name) { return dlsym(handle, name.c_str()); }
 
@@ -146,6 +153,8 @@ ml_status set(const char *path, const char *prefix, const char *suffix) {
   if (!p) return fail(ML_INVALID_ARGUMENT, "set_lapack", "%s", why.c_str());
   std::lock_guard<std::mutex> lock(g_load_mutex);
   // The previous provider stays mapped: calls in flight on other threads may use it.
+  if (const Provider *old = g_provider.load(std::memory_order_acquire))
+    g_retired = new Retired{old, g_retired};
   g_provider.store(p, std::memory_order_release);
   g_default_tried = true;
   return ML_OK;
