@@ -205,8 +205,8 @@ const blocked::Options &blocked_options() {
       x.eigh_two_stage_min_n = std::max(0, std::atoi(ts));
     const int band = env_int("METAL_LINALG_EIGH_BAND");
     if (band >= 2 && band <= 64) x.eigh_band = band;
-    const int tasks = env_int("METAL_LINALG_EIGH_CHASE_TASKS");
-    if (tasks == 1 || tasks == 2) x.eigh_chase_tasks = tasks;
+    if (const char *tasks = std::getenv("METAL_LINALG_EIGH_CHASE_TASKS"))
+      x.eigh_chase_tasks = std::clamp(std::atoi(tasks), 0, 2);
     return x;
   }();
   return o;

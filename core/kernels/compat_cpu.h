@@ -96,6 +96,18 @@ ML_FN float ml_simd_shuffle_full(ML_CTX ctx, float x, int src) {
 }
 #endif
 
+// Words of device memory shared by the groups of one launch (a workspace float slot holding a
+// uint; the runner's lanes are threads): a relaxed fetch-add, an acquire load, a release store.
+ML_FN ml_u32 ml_atomic_add_u32(ML_DEVICE float *w, ml_u32 v) {
+  return __atomic_fetch_add(reinterpret_cast<ml_u32 *>(w), v, __ATOMIC_RELAXED);
+}
+ML_FN ml_u32 ml_load_acquire_u32(ML_DEVICE float *w) {
+  return __atomic_load_n(reinterpret_cast<ml_u32 *>(w), __ATOMIC_ACQUIRE);
+}
+ML_FN void ml_store_release_u32(ML_DEVICE float *w, ml_u32 v) {
+  __atomic_store_n(reinterpret_cast<ml_u32 *>(w), v, __ATOMIC_RELEASE);
+}
+
 // Math shims. No fast math on the CPU build, but isfinite stays bit-based everywhere.
 ML_FN ml_u32 ml_float_as_uint(float x) {
   ml_u32 u;

@@ -132,6 +132,32 @@ ML_FN float ml_simd_shuffle_full(ML_CTX, float x, int src) {
   return __shfl_sync(0xffffffffu, x, src);
 }
 
+// Words of device memory shared by the groups of one launch (a workspace float slot holding a
+// uint): a relaxed fetch-add, a load with acquire and a store with release at device scope, so
+// the writes a group made before its release are seen by a group after its acquire. Before
+// sm_70 (no acquire/release instructions), volatile accesses with device fences.
+ML_FN ml_u32 ml_atomic_add_u32(ML_DEVICE float *w, ml_u32 v) {
+  return atomicAdd(reinterpret_cast<unsigned *>(w), v);
+}
+ML_FN ml_u32 ml_load_acquire_u32(ML_DEVICE float *w) {
+  unsigned v;
+#if __CUDA_ARCH__ >= 700
+  asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(w) : "memory");
+#else
+  v = *reinterpret_cast<volatile unsigned *>(w);
+  __threadfence();
+#endif
+  return v;
+}
+ML_FN void ml_store_release_u32(ML_DEVICE float *w, ml_u32 v) {
+  __threadfence();  // the group's writes before its barrier go first
+#if __CUDA_ARCH__ >= 700
+  asm volatile("st.release.gpu.u32 [%0], %1;" : : "l"(w), "r"(v) : "memory");
+#else
+  *reinterpret_cast<volatile unsigned *>(w) = v;
+#endif
+}
+
 ML_FN ml_u32 ml_float_as_uint(float x) { return __float_as_uint(x); }
 ML_FN float ml_uint_as_float(ml_u32 u) { return __uint_as_float(u); }
 ML_FN float ml_sqrt(float x) { return __fsqrt_rn(x); }

@@ -89,6 +89,21 @@ ML_FN float ml_copysign(float a, float b) { return metal::copysign(a, b); }
 ML_FN float ml_fma(float a, float b, float c) { return metal::fma(a, b, c); }
 ML_FN float ml_rsqrt(float x) { return metal::precise::rsqrt(x); }
 
+// Words of device memory shared by the groups of one dispatch (a workspace float slot holding a
+// uint). MSL 3.0 atomics are relaxed only and it has no device-scope fence: callers order their
+// threadgroup's device accesses around these by ml_barrier_device (threadgroup_barrier with
+// mem_device), one lane between two such barriers, as the chase does.
+ML_FN ml_u32 ml_atomic_add_u32(ML_DEVICE float *w, ml_u32 v) {
+  return metal::atomic_fetch_add_explicit((device metal::atomic_uint *)w, v,
+                                          metal::memory_order_relaxed);
+}
+ML_FN ml_u32 ml_load_acquire_u32(ML_DEVICE float *w) {
+  return metal::atomic_load_explicit((device metal::atomic_uint *)w, metal::memory_order_relaxed);
+}
+ML_FN void ml_store_release_u32(ML_DEVICE float *w, ml_u32 v) {
+  metal::atomic_store_explicit((device metal::atomic_uint *)w, v, metal::memory_order_relaxed);
+}
+
 // Slice of a threadgroup's scratch for thread t of a lane-per-matrix entry (every thread a
 // group of one with its own matrix): an odd number of floats, so threads at equal offsets of
 // their slices hit distinct banks.

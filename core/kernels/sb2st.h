@@ -6,6 +6,8 @@
 //   sb_band     the band made exact: entries up to 3 bw below the diagonal (all the chase
 //               reads) outside the band set to 0, those inside mirrored into the upper triangle;
 //   sb_chase    one wavefront of the chase: every active sweep advances by K tasks;
+//   sb_sweeps   the whole chase in one launch, groups taking sweeps by tickets and waiting on
+//               the sweep before through progress words in device memory;
 //   sb_extract  d and e of the tridiagonal.
 // Sweep s (0 <= s <= n - 3) annihilates column s below its subdiagonal; its task t reflects rows
 // J = [r0, r1), r0 = s + 1 + t bw, r1 = min(r0 + bw, n) (at least two rows), with the reflector
@@ -18,6 +20,7 @@
 // when q K >= K + 2 (q = 3 for K = 1, q = 2 for K >= 2): every sweep's tasks in order, each
 // after the tasks of the sweep before that it depends on, and the launch's groups (one sweep
 // each) on disjoint data. No group waits for another: correct on any schedule of the groups.
+// sb_sweeps runs the same tasks in one launch, each waiting for the ones it depends on.
 #ifndef ML_KERNELS_SB2ST_H
 #define ML_KERNELS_SB2ST_H
 
@@ -30,7 +33,8 @@ ML_HOST_FN int ml_sb_chase_shared_floats(int bw) {
   return (3 * bw + 1) * bw + bw + ML_RED_FLOATS;
 }
 
-// sb_band: groups batch x n, column j each. p.n = n, i[0] = bw. Operand 0: A (ld[0]).
+// sb_band: groups batch x n, column j each. p.n = n, i[0] = bw. Operand 0: A (ld[0]); 1: the
+// progress words of sb_sweeps (n per matrix), 2: its ticket (one word), both zeroed.
 ML_FN void ml_step_sb_band(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
                            ML_DEVICE float *o2, ML_DEVICE int *info) {
@@ -40,6 +44,11 @@ ML_FN void ml_step_sb_band(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   const ml_i64 b = ctx.group_id / n;
   const int j = (int)(ctx.group_id - b * n);
   ML_DEVICE float *A = ws + p.off[0] + b * p.stride[0];
+  // The progress words and the ticket of sb_sweeps.
+  if (ctx.lane == 0) {
+    ws[p.off[1] + b * p.stride[1] + j] = 0.0f;
+    if (ctx.group_id == 0) ws[p.off[2]] = 0.0f;
+  }
   const int end = ml_imin(n, j + 3 * bw + 1);
   // Column j's entries from the diagonal down; row j of the columns after j (upper triangle)
   // belongs to this group alone.
@@ -49,6 +58,68 @@ ML_FN void ml_step_sb_band(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     if (i > j) A[(ml_i64)i * ld + j] = x;
   }
 }
+
+// Task t of sweep s on A (ld), the group's shared strip S (ld 3 bw + 1, bw columns), v (bw)
+// and red: the cross loaded, reflected from both sides, written back. Group-uniform; ends with
+// a device-memory barrier (the group's writes to A done).
+ML_FN void ml_sb_task(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int s, int t,
+                      ML_SHARED float *S, ML_SHARED float *v, ML_SHARED float *red) {
+  const int lane = ctx.lane, gs = ctx.group_size;
+  const int lds = 3 * bw + 1;  // S[j * lds + i] = A[c0 + i, r0 + j]
+  const int r0 = s + 1 + t * bw;
+  const int r1 = ml_imin(r0 + bw, n), m = r1 - r0;
+  const int c0 = t == 0 ? s : r0 - bw, hi = ml_imin(n, r1 + bw);
+  const int nr = hi - c0, jo = r0 - c0;  // rows of the strip; J starts at strip row jo
+  for (int e = lane; e < nr * m; e += gs) {
+    const int j = e / nr, i = e - j * nr;
+    S[j * lds + i] = A[(ml_i64)(r0 + j) * ld + c0 + i];
+  }
+  ml_barrier(ctx);
+  // The reflector of column c0's rows J (strip row 0, by symmetry).
+  ml_house_t h;
+  ml_house(ctx, S[0], S + lds, lds, m - 1, red, &h);
+  for (int j = lane; j < m; j += gs) v[j] = j == 0 ? 1.0f : S[j * lds] * h.scale;
+  ml_barrier(ctx);
+  if (h.tau != 0.0f) {
+    const float tau = h.tau;
+    // The strip times H (a row per lane), then the rows J from the left: D = H D H.
+    for (int i = 1 + lane; i < nr; i += gs) {
+      float w = 0.0f;
+      for (int j = 0; j < m; ++j) w += S[j * lds + i] * v[j];
+      w *= tau;
+      for (int j = 0; j < m; ++j) S[j * lds + i] -= w * v[j];
+    }
+    ml_barrier(ctx);
+    for (int j = lane; j < m; j += gs) {
+      ML_SHARED float *col = S + j * lds + jo;
+      float u = 0.0f;
+      for (int k = 0; k < m; ++k) u += v[k] * col[k];
+      u *= tau;
+      for (int k = 0; k < m; ++k) col[k] -= u * v[k];
+    }
+    ml_barrier(ctx);
+    // D symmetric to the bit (its upper part from the lower): both triangles are stored.
+    for (int e = lane; e < m * m; e += gs) {
+      const int r = e / m, q = e - r * m;
+      if (r > q) S[r * lds + jo + q] = S[q * lds + jo + r];
+    }
+  }
+  for (int j = lane; j < m; j += gs) S[j * lds] = j == 0 ? h.beta : 0.0f;
+  ml_barrier(ctx);
+  // Back: the column strip, and the row strip outside J (J x J is in the column strip).
+  for (int e = lane; e < nr * m; e += gs) {
+    const int j = e / nr, i = e - j * nr;
+    A[(ml_i64)(r0 + j) * ld + c0 + i] = S[j * lds + i];
+  }
+  for (int e = lane; e < nr * m; e += gs) {
+    const int i = e / m, j = e - i * m;
+    if (i < jo || i >= jo + m) A[(ml_i64)(c0 + i) * ld + r0 + j] = S[j * lds + i];
+  }
+  ml_barrier_device(ctx);  // the next task reads what this one wrote
+}
+
+// Tasks of sweep s of an n x n band of half-width bw.
+ML_HOST_FN int ml_sb_tasks(int n, int bw, int s) { return (n - 2 - s + bw - 1) / bw; }
 
 // sb_chase: groups batch x p.m, group g running sweep s = i[2] - g (the latest first: on a
 // runner that runs groups in order, a wrong spacing shows as a wrong result), its tasks
@@ -64,64 +135,55 @@ ML_FN void ml_step_sb_chase(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   const ml_i64 b = ctx.group_id / p.m;
   const int s = p.i[2] - (int)(ctx.group_id - b * p.m);
   const int c = p.i[0] - p.k * s;
-  const int lane = ctx.lane, gs = ctx.group_size;
   ML_DEVICE float *A = ws + p.off[0] + b * p.stride[0];
-  const int lds = 3 * bw + 1;
-  ML_SHARED float *S = ctx.scratch;  // S[j * lds + i] = A[c0 + i, r0 + j]
-  ML_SHARED float *v = S + lds * bw;
+  ML_SHARED float *S = ctx.scratch;
+  ML_SHARED float *v = S + (3 * bw + 1) * bw;
   ML_SHARED float *red = v + bw;
-  for (int t = c * K; t < c * K + K; ++t) {
-    const int r0 = s + 1 + t * bw;
-    if (r0 >= n - 1) break;  // group-uniform: the sweep has no more tasks
-    const int r1 = ml_imin(r0 + bw, n), m = r1 - r0;
-    const int c0 = t == 0 ? s : r0 - bw, hi = ml_imin(n, r1 + bw);
-    const int nr = hi - c0, jo = r0 - c0;  // rows of the strip; J starts at strip row jo
-    for (int e = lane; e < nr * m; e += gs) {
-      const int j = e / nr, i = e - j * nr;
-      S[j * lds + i] = A[(ml_i64)(r0 + j) * ld + c0 + i];
-    }
+  const int end = ml_imin(c * K + K, ml_sb_tasks(n, bw, s));
+  for (int t = c * K; t < end; ++t) ml_sb_task(ctx, A, ld, n, bw, s, t, S, v, red);
+}
+
+// sb_sweeps: the whole chase in one launch. p.groups groups (any number: correct on any
+// schedule, also when they run one after another) take sweeps by tickets, ticket T = sweep
+// T / batch of matrix T % batch, from the word at off[2] (zeroed by sb_band), and run each
+// sweep's tasks in order; before task t a group waits until the sweep before (taken earlier,
+// so by a group already running) has finished its first min(t + 3, tasks) tasks, read from
+// that sweep's progress word (off[1], a word per sweep and matrix, zeroed by sb_band), and
+// after it publishes t + 1 in its own. p.n = n, i[1] = bw, i[2] = batch. Operand 0: A (ld[0]).
+// Shared: ml_sb_chase_shared_floats(bw) + 1.
+ML_FN void ml_step_sb_sweeps(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                             ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
+                             ML_DEVICE float *o2, ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const int n = p.n, bw = p.i[1], ld = p.ld[0];
+  const ml_u32 batch = (ml_u32)p.i[2], total = batch * (ml_u32)(n - 2);
+  ML_SHARED float *S = ctx.scratch;
+  ML_SHARED float *v = S + (3 * bw + 1) * bw;
+  ML_SHARED float *red = v + bw;
+  ML_SHARED float *tick = red + ML_RED_FLOATS;
+  ML_DEVICE float *ticket = ws + p.off[2];
+  for (;;) {
+    if (ctx.lane == 0) tick[0] = ml_uint_as_float(ml_atomic_add_u32(ticket, 1u));
     ml_barrier(ctx);
-    // The reflector of column c0's rows J (strip row 0, by symmetry).
-    ml_house_t h;
-    ml_house(ctx, S[0], S + lds, lds, m - 1, red, &h);
-    for (int j = lane; j < m; j += gs) v[j] = j == 0 ? 1.0f : S[j * lds] * h.scale;
-    ml_barrier(ctx);
-    if (h.tau != 0.0f) {
-      const float tau = h.tau;
-      // The strip times H (a row per lane), then the rows J from the left: D = H D H.
-      for (int i = 1 + lane; i < nr; i += gs) {
-        float w = 0.0f;
-        for (int j = 0; j < m; ++j) w += S[j * lds + i] * v[j];
-        w *= tau;
-        for (int j = 0; j < m; ++j) S[j * lds + i] -= w * v[j];
+    const ml_u32 tk = ml_float_as_uint(tick[0]);
+    ml_barrier(ctx);  // tick is rewritten only after every lane read it
+    if (tk >= total) return;
+    const ml_i64 b = (ml_i64)(tk % batch);
+    const int s = (int)(tk / batch);
+    ML_DEVICE float *A = ws + p.off[0] + b * p.stride[0];
+    ML_DEVICE float *prog = ws + p.off[1] + b * p.stride[1] + s;
+    const int nt = ml_sb_tasks(n, bw, s), np = s > 0 ? ml_sb_tasks(n, bw, s - 1) : 0;
+    ml_u32 seen = 0;  // lane 0: the sweep before's progress last read (it only grows)
+    for (int t = 0; t < nt; ++t) {
+      if (ctx.lane == 0 && s > 0) {
+        const ml_u32 need = (ml_u32)ml_imin(t + 3, np);
+        while (seen < need) seen = ml_load_acquire_u32(prog - 1);
       }
-      ml_barrier(ctx);
-      for (int j = lane; j < m; j += gs) {
-        ML_SHARED float *col = S + j * lds + jo;
-        float u = 0.0f;
-        for (int k = 0; k < m; ++k) u += v[k] * col[k];
-        u *= tau;
-        for (int k = 0; k < m; ++k) col[k] -= u * v[k];
-      }
-      ml_barrier(ctx);
-      // D symmetric to the bit (its upper part from the lower): both triangles are stored.
-      for (int e = lane; e < m * m; e += gs) {
-        const int r = e / m, q = e - r * m;
-        if (r > q) S[r * lds + jo + q] = S[q * lds + jo + r];
-      }
+      ml_barrier_device(ctx);
+      ml_sb_task(ctx, A, ld, n, bw, s, t, S, v, red);
+      if (ctx.lane == 0) ml_store_release_u32(prog, (ml_u32)(t + 1));
     }
-    for (int j = lane; j < m; j += gs) S[j * lds] = j == 0 ? h.beta : 0.0f;
-    ml_barrier(ctx);
-    // Back: the column strip, and the row strip outside J (J x J is in the column strip).
-    for (int e = lane; e < nr * m; e += gs) {
-      const int j = e / nr, i = e - j * nr;
-      A[(ml_i64)(r0 + j) * ld + c0 + i] = S[j * lds + i];
-    }
-    for (int e = lane; e < nr * m; e += gs) {
-      const int i = e / m, j = e - i * m;
-      if (i < jo || i >= jo + m) A[(ml_i64)(c0 + i) * ld + r0 + j] = S[j * lds + i];
-    }
-    ml_barrier_device(ctx);  // the next task reads what this one wrote
   }
 }
 

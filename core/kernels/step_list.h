@@ -32,6 +32,7 @@
   X(brd_tgk_fix, ml_step_brd_tgk_fix)   \
   X(sb_band, ml_step_sb_band)           \
   X(sb_chase, ml_step_sb_chase)         \
+  X(sb_sweeps, ml_step_sb_sweeps)       \
   X(sb_extract, ml_step_sb_extract)     \
   X(tsqr_leaf, ml_step_tsqr_leaf)       \
   X(tsqr_tree, ml_step_tsqr_tree)       \

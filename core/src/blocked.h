@@ -39,10 +39,11 @@ struct Options {
   int parallel_groups = 264;    // groups that fill the device (products with fewer split k)
   int64_t max_workspace_bytes = int64_t{1} << 30;  // bound on the workspace of a call
   // eigvalsh by two stages (dense -> band -> tridiagonal, blocked_eigh2.cpp) from this n (0:
-  // never); the band's half-width (2..64) and the chase's tasks per sweep and launch (1, 2).
+  // never); the band's half-width (2..64) and the chase's tasks per sweep and launch (1, 2;
+  // 0: the whole chase in one launch, the sweeps taken by tickets).
   int eigh_two_stage_min_n = 0;
   int eigh_band = 16;
-  int eigh_chase_tasks = 2;
+  int eigh_chase_tasks = 0;
   // QR: rows per group of a panel spread over many groups (core/kernels/qr_tsqr.h; 256 is the
   // intended size), and the largest batch spread so. 0: one group per panel, the default until
   // the spread panels are measured on a GPU.

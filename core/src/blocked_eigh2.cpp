@@ -6,8 +6,9 @@
 // so the matrix is read a few times per panel instead of twice per column. Stage 2 (sb2st) chases
 // the band to tridiagonal form by wavefronts of bulge-chasing tasks (core/kernels/sb2st.h), then
 // the tridiagonal eigensolver (blocked_tridiag.h) runs as in one stage. Launches per call, np =
-// ceil((n - 2) / bw) panels: about 9 np (12 np for rows past shared memory) + 1 for stage 1,
-// about q n + n / (K bw) + 2 for stage 2 (q = 3 for K = 1 task per launch, q = 2 for K = 2).
+// ceil((n - 2) / bw) panels: about 9 np (12 np for rows past shared memory) + 1 for stage 1;
+// for stage 2, 2 when the chase runs in one launch (sb_sweeps, o.eigh_chase_tasks = 0), else
+// about q n + n / (K bw) + 2 (q = 3 for K = 1 task per launch, q = 2 for K = 2).
 #include "blocked_eigh.h"
 #include "blocked_impl.h"
 #include "blocked_tridiag.h"
@@ -133,17 +134,37 @@ ml_status sy2sb(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
   p.i[0] = bw;
   p.off[0] = L.a;
   p.ld[0] = n;
+  p.off[1] = L.tau;    // sb_sweeps' progress words: the panels' taus are dead from here on
+  p.off[2] = L.qstat;  // its ticket (in the first matrix's slice): so are the panels' rank bits
   return ch.launch(kStep_sb_band, ch.batch * n, plain_lanes(o), 0, p);
 }
 
 ml_status sb2st(Runner &r, int64_t first, int64_t batch, const Options &o, const BandLayout &L) {
   const Chunk ch{r, first, batch, L.per};
   const int n = L.n, bw = L.bw;
-  const int K = std::clamp(o.eigh_chase_tasks, 1, 2), q = K == 1 ? 3 : 2;
   ml_status st;
+  if (o.eigh_chase_tasks == 0 && n >= 3) {
+    // One launch: a group for every sweep that can be in flight (one per 3 tasks of the
+    // first), at most 8 per multiprocessor's share of o.parallel_groups.
+    const int64_t total = ch.batch * (n - 2);
+    const int64_t inflight = ch.batch * (ml_sb_tasks(n, bw, 0) / 3 + 1);
+    const int64_t groups = std::min({total, inflight, int64_t{8} * o.parallel_groups});
+    ml_step_params p = step_params();
+    p.n = n;
+    p.i[1] = bw;
+    p.i[2] = static_cast<int>(ch.batch);
+    p.off[0] = L.a;
+    p.ld[0] = n;
+    p.off[1] = L.tau;
+    p.off[2] = L.qstat;
+    if ((st = ch.launch(kStep_sb_sweeps, groups, chase_lanes(bw, o),
+                        ml_sb_chase_shared_floats(bw) + 1, p)))
+      return st;
+  }
+  const int K = std::clamp(o.eigh_chase_tasks, 1, 2), q = K == 1 ? 3 : 2;
   // Chunks of K tasks of sweep s; ceil((n - 2 - s) / bw) tasks.
-  const auto chunks = [&](int s) { return ((n - 2 - s + bw - 1) / bw + K - 1) / K; };
-  const int last = n - 3;  // the last sweep
+  const auto chunks = [&](int s) { return (ml_sb_tasks(n, bw, s) + K - 1) / K; };
+  const int last = o.eigh_chase_tasks == 0 ? -1 : n - 3;  // the wavefronts' last sweep
   const int lanes = chase_lanes(bw, o);
   // Wavefront `wave` runs chunk wave - q s of the sweeps s in [lo, hi] that have it.
   for (int wave = 0, lo = 0; last >= 0; ++wave) {

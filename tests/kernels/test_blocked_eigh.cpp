@@ -12,9 +12,13 @@
 //          own, narrow bands so that several panels and sweeps occur: the band exact (symmetric,
 //          zero outside), its eigenvalues and those of the tridiagonal vs those of A in double,
 //          with the chase's 1 and 2 tasks per launch and panels past the shared budget;
-//   eigvalsh2  eigvalsh end to end by two stages (eigh alongside, still one stage).
+//   eigvalsh2  eigvalsh end to end by two stages (eigh alongside, still one stage);
+//   chase  the chase in one launch (sb_sweeps) against the wavefront launches to the bit, also
+//          with its groups on concurrent threads, and its tridiagonal's eigenvalues.
 // Usage: test_blocked_eigh <suite>
+#include <cstring>
 #include <optional>
+#include <thread>
 
 #include "kernel_runner.h"
 #include "kernel_test_util.h"
@@ -417,15 +421,15 @@ int suite_band() {
   Worst worst;
   std::mt19937_64 rng(41);
   // n below, at and past the band; several panels and sweeps; a last panel of fewer rows than
-  // bw; 1 and 2 tasks per launch.
+  // bw; the chase in one launch and by 1 and 2 tasks per launch.
   int uplo = ML_K_LOWER;
   for (int n : {1, 2, 3, 5, 6, 13}) {
-    band_case(rep, worst, n, uplo, small_two_stage(4, n % 2 + 1), rng);
+    band_case(rep, worst, n, uplo, small_two_stage(4, n % 3), rng);
     uplo = uplo == ML_K_LOWER ? ML_K_UPPER : ML_K_LOWER;
   }
   band_case(rep, worst, 30, ML_K_UPPER, small_two_stage(4, 2), rng, false);
   band_case(rep, worst, 17, ML_K_UPPER, small_two_stage(2, 1), rng, false);
-  band_case(rep, worst, 33, ML_K_LOWER, small_two_stage(3, 2), rng, false);
+  band_case(rep, worst, 33, ML_K_LOWER, small_two_stage(3, 0), rng, false);
   // Panels whose rows do not fit the shared budget (two-level QR panels through larft).
   ml::blocked::Options narrow = small_two_stage(8, 2);
   narrow.shared_floats = 400;
@@ -437,6 +441,143 @@ int suite_band() {
   std::printf("band: %d checks, %d failures; worst band eigenvalues %.3g, tridiagonal's %.3g "
               "(limit %g)\n",
               rep.checks, rep.failures, worst.resid, worst.eig, kLimit);
+  return rep.failures ? 1 : 0;
+}
+
+// ---- chase ----
+
+// A batch of symmetric bands of half-width bw in L.a (both triangles, zero outside up to 3 bw
+// below the diagonal, as sy2sb leaves them), sb_sweeps' progress words and ticket zeroed:
+// gaussian, graded (entries scaled down to 2^-20 along the diagonal), one non-finite if nan >= 0.
+std::vector<float> band_ws(const ml::blocked::BandLayout &L, int batch, int nan,
+                           std::mt19937_64 &rng) {
+  const int n = L.n, bw = L.bw;
+  std::vector<float> ws(size_t(L.per) * batch, std::nanf(""));
+  for (int b = 0; b < batch; ++b) {
+    float *a = ws.data() + size_t(b) * L.per;
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < n; ++i) a[L.a + size_t(j) * n + i] = 0.f;
+    for (int j = 0; j < n; ++j)
+      for (int i = j; i < std::min(n, j + bw + 1); ++i) {
+        double x = std::normal_distribution<>()(rng);
+        if (b % 2 == 1) x *= std::ldexp(1.0, -20 * (i + j) / (2 * n));
+        a[L.a + size_t(j) * n + i] = a[L.a + size_t(i) * n + j] = float(x);
+      }
+    if (b == nan) a[L.a + size_t(n / 2) * n + n / 2] = std::nanf("");
+    for (int j = 0; j < n; ++j) a[L.tau + j] = 0.f;
+    a[L.qstat] = 0.f;
+  }
+  return ws;
+}
+
+// sb_sweeps with `groups` groups of one lane, each on a thread of its own, all at once: the
+// tickets and progress words under real concurrency (the runner runs groups in turn).
+void sweeps_threaded(std::vector<float> &ws, const ml::blocked::BandLayout &L, int batch,
+                     int groups) {
+  ml_step_params p{};
+  p.n = L.n;
+  p.i[1] = L.bw;
+  p.i[2] = batch;
+  p.off[0] = L.a;
+  p.ld[0] = L.n;
+  p.off[1] = L.tau;
+  p.off[2] = L.qstat;
+  for (int i = 0; i < 4; ++i) p.stride[i] = L.per;
+  p.batch = batch;
+  p.groups = groups;
+  std::vector<std::thread> threads;
+  for (int g = 0; g < groups; ++g)
+    threads.emplace_back([&, g] {
+      std::vector<float> scratch(size_t(ml_sb_chase_shared_floats(L.bw) + 1), std::nanf(""));
+      const ml_ctx ctx{0, 1, g, scratch.data(), nullptr, nullptr};
+      ml_step_sb_sweeps(ctx, p, ws.data(), nullptr, nullptr, nullptr, nullptr, nullptr);
+    });
+  for (auto &t : threads) t.join();
+}
+
+// The tridiagonal (d, then e) the chase left in L.a of matrix b.
+std::vector<float> tridiag_of(const std::vector<float> &ws, const ml::blocked::BandLayout &L,
+                              int b) {
+  const float *a = ws.data() + size_t(b) * L.per + L.a;
+  std::vector<float> t;
+  for (int i = 0; i < L.n; ++i) t.push_back(a[size_t(i) * L.n + i]);
+  for (int i = 0; i + 1 < L.n; ++i) t.push_back(a[size_t(i) * L.n + i + 1]);
+  return t;
+}
+
+bool same_bits(const std::vector<float> &x, const std::vector<float> &y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+// One batch of bands: the one-launch chase (the runner: groups in turn, `lanes` lanes) against
+// the wavefront launches (K = 1) to the bit, the same with one-lane groups on concurrent
+// threads, and the tridiagonal's eigenvalues against the band's in double.
+void chase_case(Report &rep, Worst &worst, int n, int bw, int batch, int lanes, int nan,
+                std::mt19937_64 &rng) {
+  ml::blocked::Options o = small_two_stage(bw, 0);
+  o.max_group = lanes;
+  const ml::blocked::BandLayout L = ml::blocked::band_layout(n, batch, 0, o);
+  char buf[120];
+  std::snprintf(buf, sizeof buf, "chase n%d bw%d batch%d lanes%d", n, bw, batch, lanes);
+  const std::string at = buf;
+  const std::vector<float> ws0 = band_ws(L, batch, nan, rng);
+  kt::CpuStepRunner one, wave, wave1;
+  one.ws = ws0;
+  wave.ws = ws0;
+  wave1.ws = ws0;
+  rep.expect(ml::blocked::sb2st(one, 0, batch, o, L) == ML_OK, at + " run");
+  rep.expect(one.launches == (n >= 3 ? 2 : 1), at + " one chase launch");
+  ml::blocked::Options ow = o;
+  ow.eigh_chase_tasks = 1;
+  rep.expect(ml::blocked::sb2st(wave, 0, batch, ow, L) == ML_OK, at + " wavefronts run");
+  ow.max_group = 1;
+  rep.expect(ml::blocked::sb2st(wave1, 0, batch, ow, L) == ML_OK, at + " one-lane wavefronts");
+  std::vector<float> thr = ws0;
+  if (n >= 3) sweeps_threaded(thr, L, batch, 5);
+  for (int b = 0; b < batch; ++b) {
+    const std::string ab = at + " #" + std::to_string(b);
+    const std::vector<float> t = tridiag_of(one.ws, L, b);
+    rep.expect(same_bits(t, tridiag_of(wave.ws, L, b)), ab + " = wavefronts, to the bit");
+    rep.expect(same_bits(tridiag_of(thr, L, b), tridiag_of(wave1.ws, L, b)),
+               ab + " threaded one-lane groups = one-lane wavefronts, to the bit");
+    if (b == nan) {
+      rep.expect(!kt::all_finite(t.data(), t.size()), ab + " non-finite stays non-finite");
+      continue;
+    }
+    rep.expect(kt::all_finite(t.data(), t.size()), ab + " finite");
+    const float *a0 = ws0.data() + size_t(b) * L.per + L.a;
+    Mat B(n, n), T(n, n);
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < n; ++i) B(i, j) = a0[size_t(j) * n + i];
+    for (int i = 0; i < n; ++i) {
+      T(i, i) = t[i];
+      if (i + 1 < n) T(i, i + 1) = T(i + 1, i) = t[n + i];
+    }
+    const double an = kt::norm1(B), scale = an > 0 ? an * n * kt::kUlp : 1.0;
+    const std::vector<double> wb = kt::jacobi_eigenvalues(B), wt = kt::jacobi_eigenvalues(T);
+    double err = 0;
+    for (int i = 0; i < n; ++i) err = std::max(err, std::fabs(wb[i] - wt[i]));
+    rep.ratio(err / scale, kLimit, ab + " eigenvalues of T vs the band");
+    worst.eig = std::max(worst.eig, err / scale);
+  }
+}
+
+int suite_chase() {
+  Report rep;
+  Worst worst;
+  std::mt19937_64 rng(47);
+  // Tiny n, n < 3 bw, n not a multiple of bw, batches with a non-finite matrix, groups of one
+  // and of several simdgroups.
+  chase_case(rep, worst, 2, 4, 1, 32, -1, rng);
+  chase_case(rep, worst, 3, 2, 2, 32, -1, rng);
+  chase_case(rep, worst, 10, 4, 3, 32, 1, rng);
+  chase_case(rep, worst, 29, 4, 4, 32, 2, rng);
+  chase_case(rep, worst, 37, 3, 2, 16, -1, rng);
+  chase_case(rep, worst, 40, 16, 2, 64, 0, rng);
+  chase_case(rep, worst, 45, 8, 3, 32, -1, rng);
+  chase_case(rep, worst, 64, 16, 1, 64, -1, rng);
+  std::printf("chase: %d checks, %d failures; worst eigenvalues %.3g (limit %g)\n", rep.checks,
+              rep.failures, worst.eig, kLimit);
   return rep.failures ? 1 : 0;
 }
 
@@ -499,7 +640,7 @@ int suite_eigvalsh2() {
   std::mt19937_64 rng(43);
   eigvalsh2_case(rep, worst, 4, ML_K_UPPER, small_two_stage(4, 1), rng);
   eigvalsh2_case(rep, worst, 21, ML_K_LOWER, small_two_stage(4, 2), rng, false);
-  ml::blocked::Options chunked = small_two_stage(3, 1);
+  ml::blocked::Options chunked = small_two_stage(3, 0);
   chunked.max_workspace_bytes = 1;  // one matrix per chunk
   eigvalsh2_case(rep, worst, 11, ML_K_UPPER, chunked, rng, false);
   // Below the threshold: one stage.
@@ -521,6 +662,7 @@ int main(int argc, char **argv) {
   if (s == "eigh") return suite_eigh();
   if (s == "band") return suite_band();
   if (s == "eigvalsh2") return suite_eigvalsh2();
-  std::fprintf(stderr, "usage: test_blocked_eigh sytrd|eigh|band|eigvalsh2\n");
+  if (s == "chase") return suite_chase();
+  std::fprintf(stderr, "usage: test_blocked_eigh sytrd|eigh|band|eigvalsh2|chase\n");
   return 2;
 }
