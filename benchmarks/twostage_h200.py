@@ -1,12 +1,14 @@
-"""eigvalsh / eigh of large matrices on CUDA: the blocked one-stage tridiagonalisation against the
-two-stage one (dense -> band -> tridiagonal, core/src/blocked_eigh2.cpp) and torch.linalg, in one
-run. Each configuration runs in its own process (the CUDA backend reads METAL_LINALG_EIGH_* once).
+"""eigvalsh of large matrices on CUDA: the blocked one-stage tridiagonalisation against the
+two-stage one (dense -> band -> tridiagonal, core/src/blocked_eigh2.cpp: the chase in one launch
+or by wavefront launches) and the peers (torch.linalg, CuPy, JAX), in one run. Each
+configuration runs in its own process (the CUDA backend reads METAL_LINALG_EIGH_* once).
 
-    python3 benchmarks/twostage_h200.py --out DIR [--budget-s 110]
+    python3 benchmarks/twostage_h200.py --out DIR [--budget-s 110] [--points 1024x1,4096x1]
+        [--configs one-stage,b16]
     python3 benchmarks/twostage_h200.py --report DIR/nvidia-h200-twostage.json
 
 Times: CUDA events around one call after a warm-up call, best and median of up to 5 calls (fewer
-past ~1.5 s per point). Each two-stage point also records the largest eigenvalue error against
+past ~1 s per point). Each two-stage point also records the largest eigenvalue error against
 torch.linalg.eigvalsh in float64 as a ratio max|w - w64| / (n ulp ||A||_1).
 """
 
@@ -19,47 +21,34 @@ import subprocess
 import sys
 import time
 
-POINTS = [(1024, 1), (2048, 1), (4096, 1), (1024, 8)]
-# name: environment of the process (one-stage, then two-stage variants: band, tasks per launch).
+# The grid: n 256..4096, batch 1, 8, 64 with batch n^3 <= 2^36.
+POINTS = [(n, b) for n in (256, 512, 1024, 2048, 4096) for b in (1, 8, 64) if b * n**3 <= 2**36]
+TWO = {"METAL_LINALG_EIGH_TWO_STAGE_MIN_N": "1"}
+# name: environment of the process. bN: band N, the chase in one launch; waveN: band N, two
+# tasks per wavefront launch (the earlier chase).
 CONFIGS = {
     "one-stage": {"METAL_LINALG_EIGH_TWO_STAGE_MIN_N": "0"},
-    "two-stage b32 K2": {
-        "METAL_LINALG_EIGH_TWO_STAGE_MIN_N": "1",
-        "METAL_LINALG_EIGH_BAND": "32",
-        "METAL_LINALG_EIGH_CHASE_TASKS": "2",
-    },
-    "two-stage b32 K1": {
-        "METAL_LINALG_EIGH_TWO_STAGE_MIN_N": "1",
-        "METAL_LINALG_EIGH_BAND": "32",
-        "METAL_LINALG_EIGH_CHASE_TASKS": "1",
-    },
-    "two-stage b16 K2": {
-        "METAL_LINALG_EIGH_TWO_STAGE_MIN_N": "1",
-        "METAL_LINALG_EIGH_BAND": "16",
-        "METAL_LINALG_EIGH_CHASE_TASKS": "2",
-    },
-    "two-stage b64 K2": {
-        "METAL_LINALG_EIGH_TWO_STAGE_MIN_N": "1",
-        "METAL_LINALG_EIGH_BAND": "64",
-        "METAL_LINALG_EIGH_CHASE_TASKS": "2",
-    },
+    "b16": {**TWO, "METAL_LINALG_EIGH_BAND": "16", "METAL_LINALG_EIGH_CHASE_TASKS": "0"},
+    "b32": {**TWO, "METAL_LINALG_EIGH_BAND": "32", "METAL_LINALG_EIGH_CHASE_TASKS": "0"},
+    "b8": {**TWO, "METAL_LINALG_EIGH_BAND": "8", "METAL_LINALG_EIGH_CHASE_TASKS": "0"},
+    "wave16": {**TWO, "METAL_LINALG_EIGH_BAND": "16", "METAL_LINALG_EIGH_CHASE_TASKS": "2"},
+    "torch": {},
+    "cupy": {},
+    "jax": {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
 }
+PEERS = ("torch", "cupy", "jax")
 
 
-def _time(fn, limit_s: float = 1.5) -> tuple[float, float]:
-    import torch
-
+def _time(fn, sync, limit_s: float = 1.0) -> tuple[float, float]:
     fn()
-    torch.cuda.synchronize()
+    sync()
     ts: list[float] = []
     t0 = time.perf_counter()
     while len(ts) < 5 and (len(ts) < 2 or time.perf_counter() - t0 < limit_s):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
+        s = time.perf_counter()
         fn()
-        e.record()
-        torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e))
+        sync()
+        ts.append((time.perf_counter() - s) * 1e3)
     ts.sort()
     return ts[0], ts[len(ts) // 2]
 
@@ -72,65 +61,74 @@ def _matrix(n: int, batch: int):
     return ((a + a.mT) / 2).cuda()
 
 
-def worker(config: str) -> None:
-    import metal_linalg_torch as mlt
+def worker(config: str, points: list[tuple[int, int]]) -> None:
     import torch
 
-    two = config != "one-stage"
-    for n, batch in POINTS:
+    sync = torch.cuda.synchronize
+    for n, batch in points:
         a = _matrix(n, batch)
         rec = {"config": config, "op": "eigvalsh", "n": n, "batch": batch}
-        rec["backend"] = mlt.eigvalsh_backend(n, batch)
-        rec["best_ms"], rec["median_ms"] = _time(lambda a=a: mlt.eigvalsh(a))
-        if two:
+        if config == "torch":
+            fn = lambda a=a: torch.linalg.eigvalsh(a)
+        elif config == "cupy":
+            import cupy as cp
+
+            x = cp.asarray(a)
+            fn = lambda x=x: cp.linalg.eigvalsh(x)
+        elif config == "jax":
+            import jax
+            import jax.numpy as jnp
+
+            x = jnp.asarray(a.cpu().numpy())
+            f = jax.jit(jnp.linalg.eigvalsh)
+            fn = lambda x=x, f=f: f(x).block_until_ready()
+        else:
+            import metal_linalg_torch as mlt
+
+            rec["backend"] = mlt.eigvalsh_backend(n, batch, device="cuda")
+            fn = lambda a=a: mlt.eigvalsh(a)
+        try:
+            rec["best_ms"], rec["median_ms"] = _time(fn, sync)
+        except (RuntimeError, ValueError, MemoryError) as e:  # a peer without this size
+            rec["error"] = str(e)[:200]
+        if config not in PEERS and "error" not in rec:
+            import metal_linalg_torch as mlt
+
             w = mlt.eigvalsh(a).double()
             w64 = torch.linalg.eigvalsh(a.double())
             an = a.double().abs().sum(-2).amax(-1)
             ulp = torch.finfo(torch.float32).eps
             rec["err_ratio"] = float(((w - w64).abs().amax(-1) / (n * ulp * an)).max())
         print(json.dumps(rec), flush=True)
-        if not two:
-            for name, fn in (
-                ("torch eigvalsh", lambda a=a: torch.linalg.eigvalsh(a)),
-                ("torch eigh", lambda a=a: torch.linalg.eigh(a)),
-                ("one-stage eigh", lambda a=a: mlt.eigh(a)),
-            ):
-                r = {"config": name, "op": name.split()[-1], "n": n, "batch": batch}
-                r["best_ms"], r["median_ms"] = _time(fn)
-                print(json.dumps(r), flush=True)
+        del a
         torch.cuda.empty_cache()
 
 
 def report(path: str) -> str:
     with open(path) as f:
         recs = json.load(f)["records"]
-    rows = {}
+    rows: dict = {}
     for r in recs:
-        rows.setdefault((r["op"], r["n"], r["batch"]), {})[r["config"]] = r
-    cols = ["one-stage"] + [c for c in CONFIGS if c != "one-stage"] + ["torch eigvalsh"]
+        if "best_ms" in r:
+            rows.setdefault((r["n"], r["batch"]), {})[r["config"]] = r
+    ours = [c for c in CONFIGS if c not in PEERS and any(c in v for v in rows.values())]
+    peers = [c for c in PEERS if any(c in v for v in rows.values())]
+    cols = ours + peers
     out = ["# eigvalsh by one and two stages on the H200 (ms, best of up to 5 calls)", ""]
-    out.append("| n x batch | " + " | ".join(cols) + " | worst two-stage error ratio |")
-    out.append("|---" * (len(cols) + 2) + "|")
-    for (op, n, b), byc in sorted(rows.items()):
-        if op != "eigvalsh":
-            continue
-        cells = [f"{byc[c]['best_ms']:.1f}" if c in byc else "-" for c in cols]
-        errs = [byc[c]["err_ratio"] for c in byc if "err_ratio" in byc[c]]
+    out.append(
+        "| n x batch | "
+        + " | ".join(cols)
+        + " | best ours / best peer | worst two-stage error ratio |"
+    )
+    out.append("|---" * (len(cols) + 3) + "|")
+    for (n, b), byc in sorted(rows.items()):
+        cells = [f"{byc[c]['best_ms']:.2f}" if c in byc else "-" for c in cols]
+        mine = [byc[c]["best_ms"] for c in ours if c in byc]
+        theirs = [byc[c]["best_ms"] for c in peers if c in byc]
+        sp = f"{min(theirs) / min(mine):.2f}x" if mine and theirs else "-"
+        errs = [byc[c]["err_ratio"] for c in byc if "err_ratio" in byc[c] and c != "one-stage"]
         err = f"{max(errs):.3g}" if errs else "-"
-        out.append(f"| {n} x{b} | " + " | ".join(cells) + f" | {err} |")
-    out += ["", "eigh (one stage; the two-stage path serves eigvalsh only):", ""]
-    out.append("| n x batch | one-stage eigh | torch eigh |")
-    out.append("|---|---|---|")
-    for (op, n, b), byc in sorted(rows.items()):
-        if op != "eigh":
-            continue
-        ours = byc.get("one-stage eigh", {}).get("best_ms")
-        peer = byc.get("torch eigh", {}).get("best_ms")
-        out.append(
-            f"| {n} x{b} | {ours:.1f} | {peer:.1f} |"
-            if ours and peer
-            else f"| {n} x{b} | {ours} | {peer} |"
-        )
+        out.append(f"| {n} x{b} | " + " | ".join(cells) + f" | {sp} | {err} |")
     return "\n".join(out) + "\n"
 
 
@@ -138,11 +136,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--budget-s", type=float, default=110)
+    ap.add_argument("--points", help="e.g. 1024x1,4096x1 (default: the grid)")
+    ap.add_argument("--configs", help="comma-separated names of CONFIGS (default: all)")
     ap.add_argument("--worker")
     ap.add_argument("--report")
     args = ap.parse_args()
+    points = (
+        [tuple(int(v) for v in p.split("x")) for p in args.points.split(",")]
+        if args.points
+        else POINTS
+    )
     if args.worker:
-        worker(args.worker)
+        worker(args.worker, points)
         return
     if args.report:
         md = report(args.report)
@@ -150,20 +155,24 @@ def main() -> None:
             f.write(md)
         print(md)
         return
+    configs = args.configs.split(",") if args.configs else list(CONFIGS)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "nvidia-h200-twostage.json")
     t0 = time.perf_counter()
     recs: list[dict] = []
-    for config, env in CONFIGS.items():
+    for config in configs:
         left = args.budget_s - (time.perf_counter() - t0)
-        if left < 10:
+        if left < 5:
             print(f"== {config}: skipped (budget)", flush=True)
             continue
         print(f"== {config}", flush=True)
+        cmd = [sys.executable, __file__, "--worker", config]
+        if args.points:
+            cmd += ["--points", args.points]
         try:
             p = subprocess.run(
-                [sys.executable, __file__, "--worker", config],
-                env={**os.environ, **env},
+                cmd,
+                env={**os.environ, **CONFIGS[config]},
                 capture_output=True,
                 check=False,
                 text=True,
@@ -178,7 +187,7 @@ def main() -> None:
                 recs.append(json.loads(line))
                 print(line, flush=True)
         if err.strip():
-            print(err[-2000:], flush=True)
+            print(err[-1500:], flush=True)
         with open(path, "w") as f:
             json.dump({"device": "NVIDIA H200", "records": recs}, f, indent=1)
     md = report(path)

@@ -114,6 +114,27 @@ def test_large(op: str) -> None:
     check_outputs(op, a, call_op(op, a), f"{op} 2048 blocked")
 
 
+# eigvalsh on hard families over many panels and sweeps, n not a multiple of the band: by two
+# stages when METAL_LINALG_EIGH_TWO_STAGE_MIN_N is at most n (the run that tests that path sets
+# it), by one stage otherwise.
+EIG_HARD = ["ata", "clustered", "graded", "geometric", "tiny", "huge"]
+
+
+@pytest.mark.parametrize("family", EIG_HARD)
+@pytest.mark.parametrize("nb", [(1001, 3), (2049, 1)], ids=["1001x3", "2049x1"])
+def test_eigvalsh_hard_large(family: str, nb: tuple[int, int]) -> None:
+    n, batch = nb
+    if family == "ata":  # A^T A of a random A: clustered near 0, condition ~ n^2
+        g = torch.randn(
+            batch, n, n, dtype=torch.float64, generator=torch.Generator().manual_seed(n)
+        )
+        a = (g.mT @ g).float()
+    else:
+        a = sym_family(family, n, batch, seed=n)
+    a = a.to(DEV)
+    check_outputs("eigvalsh", a, call_op("eigvalsh", a), f"eigvalsh {family} {n}x{batch} blocked")
+
+
 @pytest.mark.parametrize("op", BLOCKED)
 def test_nonfinite_isolated(op: str) -> None:
     a = _input(op, 260, 260, 3, seed=3)
