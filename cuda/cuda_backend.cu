@@ -207,6 +207,8 @@ const blocked::Options &blocked_options() {
     if (band >= 2 && band <= 64) x.eigh_band = band;
     if (const char *tasks = std::getenv("METAL_LINALG_EIGH_CHASE_TASKS"))
       x.eigh_chase_tasks = std::clamp(std::atoi(tasks), 0, 2);
+    const int chase_lanes = env_int("METAL_LINALG_EIGH_CHASE_LANES");
+    if (chase_lanes >= 1 && chase_lanes <= 1024) x.eigh_chase_lanes = chase_lanes;
     return x;
   }();
   return o;

@@ -149,11 +149,13 @@ ML_FN ml_u32 ml_load_acquire_u32(ML_DEVICE float *w) {
 #endif
   return v;
 }
+// The release is cumulative: writes of the group's other lanes ordered before it by a barrier
+// are released too.
 ML_FN void ml_store_release_u32(ML_DEVICE float *w, ml_u32 v) {
-  __threadfence();  // the group's writes before its barrier go first
 #if __CUDA_ARCH__ >= 700
   asm volatile("st.release.gpu.u32 [%0], %1;" : : "l"(w), "r"(v) : "memory");
 #else
+  __threadfence();
   *reinterpret_cast<volatile unsigned *>(w) = v;
 #endif
 }

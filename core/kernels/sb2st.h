@@ -70,10 +70,9 @@ ML_FN void ml_sb_task(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int
   const int r1 = ml_imin(r0 + bw, n), m = r1 - r0;
   const int c0 = t == 0 ? s : r0 - bw, hi = ml_imin(n, r1 + bw);
   const int nr = hi - c0, jo = r0 - c0;  // rows of the strip; J starts at strip row jo
-  for (int e = lane; e < nr * m; e += gs) {
-    const int j = e / nr, i = e - j * nr;
-    S[j * lds + i] = A[(ml_i64)(r0 + j) * ld + c0 + i];
-  }
+  // A row of the strip per lane, its m loads independent (and coalesced across the lanes).
+  for (int i = lane; i < nr; i += gs)
+    for (int j = 0; j < m; ++j) S[j * lds + i] = A[(ml_i64)(r0 + j) * ld + c0 + i];
   ml_barrier(ctx);
   // The reflector of column c0's rows J (strip row 0, by symmetry).
   ml_house_t h;
@@ -107,10 +106,8 @@ ML_FN void ml_sb_task(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int
   for (int j = lane; j < m; j += gs) S[j * lds] = j == 0 ? h.beta : 0.0f;
   ml_barrier(ctx);
   // Back: the column strip, and the row strip outside J (J x J is in the column strip).
-  for (int e = lane; e < nr * m; e += gs) {
-    const int j = e / nr, i = e - j * nr;
-    A[(ml_i64)(r0 + j) * ld + c0 + i] = S[j * lds + i];
-  }
+  for (int i = lane; i < nr; i += gs)
+    for (int j = 0; j < m; ++j) A[(ml_i64)(r0 + j) * ld + c0 + i] = S[j * lds + i];
   for (int e = lane; e < nr * m; e += gs) {
     const int i = e / m, j = e - i * m;
     if (i < jo || i >= jo + m) A[(ml_i64)(c0 + i) * ld + r0 + j] = S[j * lds + i];

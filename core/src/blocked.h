@@ -44,6 +44,7 @@ struct Options {
   int eigh_two_stage_min_n = 0;
   int eigh_band = 16;
   int eigh_chase_tasks = 0;
+  int eigh_chase_lanes = 0;  // lanes of the chase's groups (0: by the band)
   // QR: rows per group of a panel spread over many groups (core/kernels/qr_tsqr.h; 256 is the
   // intended size), and the largest batch spread so. 0: one group per panel, the default until
   // the spread panels are measured on a GPU.

@@ -437,6 +437,7 @@ int suite_band() {
   // Wider band and groups, as on a GPU (several simdgroups in the chase's groups).
   ml::blocked::Options wide = small_two_stage(16, 1);
   wide.max_group = 64;
+  wide.eigh_chase_lanes = 64;
   band_case(rep, worst, 40, ML_K_LOWER, wide, rng, false);
   std::printf("band: %d checks, %d failures; worst band eigenvalues %.3g, tridiagonal's %.3g "
               "(limit %g)\n",
@@ -516,6 +517,7 @@ void chase_case(Report &rep, Worst &worst, int n, int bw, int batch, int lanes, 
                 std::mt19937_64 &rng) {
   ml::blocked::Options o = small_two_stage(bw, 0);
   o.max_group = lanes;
+  o.eigh_chase_lanes = lanes;
   const ml::blocked::BandLayout L = ml::blocked::band_layout(n, batch, 0, o);
   char buf[120];
   std::snprintf(buf, sizeof buf, "chase n%d bw%d batch%d lanes%d", n, bw, batch, lanes);
