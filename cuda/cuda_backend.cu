@@ -200,9 +200,18 @@ const blocked::Options &blocked_options() {
     if (tsqr_batch) x.qr_tsqr_max_batch = std::atoi(tsqr_batch);
     const int gl = env_int("METAL_LINALG_BLOCKED_GEMM_LANES");
     if (gl == 4 || gl == 8 || gl == 16 || gl == 32) x.gemm_lanes = gl;
-    // eigvalsh by two stages from this n (0: never), the band and the chase's tasks per launch.
-    if (const char *ts = std::getenv("METAL_LINALG_EIGH_TWO_STAGE_MIN_N"))
+    // eigvalsh by two stages where it measured faster than one stage on the H200
+    // (benchmarks/results/nvidia-h200-twostage.md): n 512..2048 at batches from 64.
+    // METAL_LINALG_EIGH_TWO_STAGE_MIN_N (0: never) drops that window unless _MAX_N /
+    // _MIN_BATCH set it too; then the band, the chase's tasks per launch and lanes.
+    x.eigh_two_stage_min_n = 512;
+    x.eigh_two_stage_max_n = 2048;
+    x.eigh_two_stage_min_batch = 64;
+    if (const char *ts = std::getenv("METAL_LINALG_EIGH_TWO_STAGE_MIN_N")) {
       x.eigh_two_stage_min_n = std::max(0, std::atoi(ts));
+      x.eigh_two_stage_max_n = std::max(0, env_int("METAL_LINALG_EIGH_TWO_STAGE_MAX_N"));
+      x.eigh_two_stage_min_batch = std::max(1, env_int("METAL_LINALG_EIGH_TWO_STAGE_MIN_BATCH"));
+    }
     const int band = env_int("METAL_LINALG_EIGH_BAND");
     if (band >= 2 && band <= 64) x.eigh_band = band;
     if (const char *tasks = std::getenv("METAL_LINALG_EIGH_CHASE_TASKS"))

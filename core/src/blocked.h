@@ -42,6 +42,8 @@ struct Options {
   // never); the band's half-width (2..64) and the chase's tasks per sweep and launch (1, 2;
   // 0: the whole chase in one launch, the sweeps taken by tickets).
   int eigh_two_stage_min_n = 0;
+  int eigh_two_stage_max_n = 0;      // and up to this n (0: any)
+  int eigh_two_stage_min_batch = 1;  // and from this batch
   int eigh_band = 16;
   int eigh_chase_tasks = 0;
   int eigh_chase_lanes = 0;  // lanes of the chase's groups (0: by the band)

@@ -33,7 +33,9 @@ int chase_lanes(int bw, const Options &o) {
 
 bool eigh_two_stage(const Call &c, const Options &o) {
   return c.op == ML_OP_EIGVALSH && o.eigh_two_stage_min_n > 0 && c.n >= o.eigh_two_stage_min_n &&
-         ml_sb_chase_shared_floats(band_of(o)) <= o.shared_floats;
+         (o.eigh_two_stage_max_n <= 0 || c.n <= o.eigh_two_stage_max_n) &&
+         c.batch >= o.eigh_two_stage_min_batch &&
+         ml_sb_chase_shared_floats(band_of(o)) + 1 <= o.shared_floats;
 }
 
 BandLayout band_layout(int n, int64_t batch, int64_t solver_floats, const Options &o) {

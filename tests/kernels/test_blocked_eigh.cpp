@@ -651,6 +651,17 @@ int suite_eigvalsh2() {
   const ml::Call c{ML_OP_EIGVALSH, 1, 29, 29, ML_K_LOWER, nullptr, nullptr, nullptr, nullptr,
                    nullptr};
   rep.expect(!ml::blocked::eigh_two_stage(c, above), "eigvalsh n29 below min_n 30: one stage");
+  // A window of n and a smallest batch (the CUDA backend's routing).
+  ml::blocked::Options window = above;
+  window.eigh_two_stage_max_n = 40;
+  window.eigh_two_stage_min_batch = 8;
+  const auto two = [&](int64_t batch, int64_t n) {
+    const ml::Call w{ML_OP_EIGVALSH, batch, n, n, ML_K_LOWER, nullptr, nullptr, nullptr, nullptr,
+                     nullptr};
+    return ml::blocked::eigh_two_stage(w, window);
+  };
+  rep.expect(two(8, 30) && two(64, 40) && !two(7, 35) && !two(8, 41) && !two(8, 29),
+             "eigvalsh two stages for n 30..40 from batch 8 only");
   std::printf("eigvalsh2: %d checks, %d failures; worst values %.3g (limit %g)\n", rep.checks,
               rep.failures, worst.eig, kLimit);
   return rep.failures ? 1 : 0;
