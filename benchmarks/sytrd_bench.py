@@ -33,8 +33,11 @@ VARIANTS = {
     "upd512": {"LANES": "512"},
     "rows64": {"ROWS": "64"},
     "rows16": {"ROWS": "16", "LANES": "128"},
+    "symv512": {"SYMV_LANES": "512"},
+    "symv512per4": {"SYMV_LANES": "512", "SYMV_PER": "4"},
+    "symv128": {"SYMV_LANES": "128"},
 }
-KEYS = ("LANES", "ROWS", "SYMV_PER")
+KEYS = ("LANES", "ROWS", "SYMV_PER", "SYMV_LANES")
 
 
 def set_variant(v: dict[str, str]) -> None:

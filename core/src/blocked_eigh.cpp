@@ -20,8 +20,9 @@ namespace ml::blocked {
 
 namespace {
 
-// Lanes of trd_symv: simdgroups each computing one dot product at a time.
-int symv_lanes(const Options &o) { return std::max(1, std::min(256, o.max_group)); }
+// Lanes of trd_symv: simdgroups each computing one dot product at a time (untiled) or a slice
+// of each (tiled).
+constexpr int kSymvLanes = 256;
 // Entries of the dot products one simdgroup of the untiled trd_symv computes at least.
 constexpr int kSymvWork = 1024;
 // v of up to this many entries is staged in shared memory by trd_symv.
@@ -32,7 +33,8 @@ constexpr int kSymvGroupsPer = 4;
 constexpr int kSymvMinPer = 2;
 constexpr int kSymvMaxPer = 16;
 
-// METAL_LINALG_TRD_LANES / _ROWS / _SYMV_PER override the Options fields (experiments).
+// METAL_LINALG_TRD_LANES / _ROWS / _SYMV_PER override the Options fields, _SYMV_LANES
+// kSymvLanes (experiments).
 int env_or(const char *name, int v) {
   const char *s = std::getenv(name);
   return s && *s ? std::atoi(s) : v;
@@ -49,7 +51,7 @@ TrdPlan trd_plan(const Options &o) {
   t.ug = std::max(1, std::min(env_or("METAL_LINALG_TRD_LANES", o.trd_lanes), o.max_group));
   t.rows = env_or("METAL_LINALG_TRD_ROWS", o.trd_rows);
   if (t.rows <= 0 || t.rows > t.ug || t.ug % t.rows != 0) t.rows = t.ug;
-  t.sg = symv_lanes(o);
+  t.sg = std::max(1, std::min(env_or("METAL_LINALG_TRD_SYMV_LANES", kSymvLanes), o.max_group));
   t.per = env_or("METAL_LINALG_TRD_SYMV_PER", o.trd_symv_per);
   return t;
 }
