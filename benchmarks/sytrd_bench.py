@@ -28,13 +28,14 @@ VARIANTS = {
     "per2": {"SYMV_PER": "2"},
     "per4": {"SYMV_PER": "4"},
     "per8": {"SYMV_PER": "8"},
-    "untiled": {"SYMV_PER": "-1"},
+    "tiled": {"SYMV_PER": "0"},
     "upd128": {"LANES": "128"},
     "upd512": {"LANES": "512"},
     "rows64": {"ROWS": "64"},
     "rows16": {"ROWS": "16", "LANES": "128"},
     "symv512": {"SYMV_LANES": "512"},
     "symv512per4": {"SYMV_LANES": "512", "SYMV_PER": "4"},
+    "symv512tiled": {"SYMV_LANES": "512", "SYMV_PER": "0"},
     "symv128": {"SYMV_LANES": "128"},
 }
 KEYS = ("LANES", "ROWS", "SYMV_PER", "SYMV_LANES")
@@ -112,10 +113,10 @@ def point(
     row = {"label": label, "kind": kind, "n": n, "batch": batch}
     t0 = time.perf_counter()
     try:
-        ms, out = timed(fn, reps)
+        ms, result = timed(fn, reps)
         row["ms"] = round(ms, 3)
         if check:
-            res, orth = ratios(a, *out)
+            res, orth = ratios(a, *result)
             row["residual"] = round(res, 3)
             row["orthogonality"] = round(orth, 3)
     except Exception as e:  # noqa: BLE001 - a failed point is recorded, not fatal
