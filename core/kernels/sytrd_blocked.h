@@ -2,7 +2,9 @@
 // lower form), the steps the host sequences (core/src/blocked_eigh.cpp). For each panel of
 // jb <= nb columns starting at j0, and each column i = j0 + c of it, two launches over many
 // groups (groups over row blocks or columns x matrices):
-//   trd_update  rows i .. n - 1, a block of rows per group:
+//   trd_update  rows i .. n - 1, a block of rows per group (each row's sums over the panel's
+//               columns split over slices of the group's lanes, so that a column of n rows
+//               keeps the whole device busy):
 //               column c - 1 of the panel's W (reflector i - 1),
 //                 w = tau (y - V (W^T v) - W (V^T v)) - (tau / 2) (w^T v) v,
 //               from y = A22 v and the dot products of trd_symv (w^T v from their partial
@@ -15,9 +17,10 @@
 //               a matrix stores them, v_i into column c of V), then a share of
 //                 y = A22 v_i  (A22 = A[i+1:n, i+1:n] as it was at the start of the panel),
 //                 V^T v_i, W^T v_i  (the panel's earlier columns),
-//               one simdgroup per output, each the dot product of one column with v_i read
-//               along the column by consecutive lanes (coalesced: A22 is symmetric, so its
-//               column s is its row s), and the partial sum of y^T v_i over its outputs.
+//               each output the dot product of one column with v_i read along the column by
+//               consecutive lanes (coalesced: A22 is symmetric, so its column s is its row
+//               s), by one simdgroup, or (tiled) by all the group's simdgroups over slices of
+//               the rows, a few outputs per group; and the partial sum of y^T v_i over them.
 // A last trd_update with c = jb finishes the panel's last column of W and writes the panel's
 // reflectors into A's columns j0 .. j0 + jb - 1 explicitly (unit lower: column i zero to row
 // i, 1 at row i + 1), as the back-transformation reads them. Then the trailing matrix
@@ -44,16 +47,22 @@
 #define ML_TRD_PS(n) (6 * (n) + 128)
 ML_HOST_FN ml_i64 ml_trd_vec_floats(int n) { return 7 * (ml_i64)n + 256; }
 
-// Shared floats of trd_update with panel width nb: row i of V and W, reduction buffers.
-ML_HOST_FN int ml_trd_update_shared_floats(int nb) { return 2 * nb + 2 * ML_RED_FLOATS; }
-// Shared floats of trd_symv: reduction buffers, and v_i of r entries when staged.
-ML_HOST_FN int ml_trd_symv_shared_floats(int r, int staged) {
-  return ML_RED_FLOATS + (staged ? r : 0);
+// Shared floats of trd_update with panel width nb and gs lanes in groups of rl rows: row i of
+// V and W, W's new column at the group's rows, the slices' partial sums, reduction buffers.
+ML_HOST_FN int ml_trd_update_shared_floats(int nb, int gs, int rl) {
+  return 2 * nb + rl + gs + 2 * ML_RED_FLOATS;
+}
+// Shared floats of trd_symv: the slices' partial sums (tiled: per outputs x simdgroups),
+// reduction buffers, and v_i of r entries when staged.
+ML_HOST_FN int ml_trd_symv_shared_floats(int r, int staged, int tiled_floats) {
+  return ML_RED_FLOATS + tiled_floats + (staged ? r : 0);
 }
 
-// trd_update: groups batch x ceil((n - rs) / group size), rs = j0 for c = jb, else i; lane l
-// of group g takes row rs + g * (group size) + l. i[3]: the partial sums trd_symv left for
-// column c - 1 (its group count).
+// trd_update: groups batch x ceil((n - rs) / rl), rs = j0 for c = jb, else i, rl = p.m rows
+// per group (0: the group size; it divides the group size). Lane l of group g takes row
+// rs + g rl + l % rl and the panel columns q = l / rl (mod gs / rl): the columns' sums over
+// slices of the panel keep many loads in flight per row. i[3]: the partial sums trd_symv left
+// for column c - 1 (its group count).
 ML_FN void ml_step_trd_update(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                               ML_DEVICE const float *a, ML_DEVICE float *o0,
                               ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
@@ -61,11 +70,14 @@ ML_FN void ml_step_trd_update(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, j0 = p.i[0], c = p.i[1], jb = p.i[2], nps = p.i[3];
   const int lane = ctx.lane, gs = ctx.group_size;
+  const int rl = p.m > 0 && p.m < gs ? p.m : gs, nq = gs / rl;
+  const int rlane = lane % rl, qs = lane / rl;  // qs >= nq: idle
   const int i = j0 + c, rs = c == jb ? j0 : i;
-  const ml_i64 gpm = (n - rs + gs - 1) / gs;
+  const ml_i64 gpm = (n - rs + rl - 1) / rl;
   const ml_i64 b = ctx.group_id / gpm;
   const int g = (int)(ctx.group_id - b * gpm);
-  const int r = rs + g * gs + lane;  // this lane's row (past the matrix: idle)
+  const int r = rs + g * rl + rlane;  // this lane's row (past the matrix: idle)
+  const bool live = r < n && qs < nq;
   const int ld = p.ld[0], ldp = p.ld[1];
   ML_DEVICE float *A = ws + p.off[0] + b * p.stride[0];
   ML_DEVICE float *V = ws + p.off[1] + b * p.stride[1];
@@ -76,42 +88,49 @@ ML_FN void ml_step_trd_update(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   ML_DEVICE const float *Y = vec + ML_TRD_Y(n);
   ML_SHARED float *vi = ctx.scratch;  // V[i, 0:c], W[i, 0:c]
   ML_SHARED float *wi = vi + jb;
-  ML_SHARED float *red = wi + jb;  // 2 x ML_RED_FLOATS
+  ML_SHARED float *wrs = wi + jb;    // W[r, c - 1] of the group's rows
+  ML_SHARED float *part = wrs + rl;  // a partial sum per lane
+  ML_SHARED float *red = part + gs;  // 2 x ML_RED_FLOATS
 
   // Column c - 1 of W, when reflector i - 1 exists (trd_symv ran for it).
   const int q0 = c - 1;
   const bool fin = c > 0 && i - 1 < n - 1;
-  float wr = 0.0f;  // W[r, q0]
   if (fin) {
     ML_DEVICE const float *PS = vec + ML_TRD_PS(n);
-    float s = 0.0f;
+    float s = 0.0f, t1 = 0.0f, t2 = 0.0f;
     for (int k = lane; k < nps; k += gs) s += PS[k];
+    // (V^T v)^T (W^T v), and row i of the new column (every group needs it; group g's own
+    // rows may not include it), the earlier columns' terms spread over the lanes.
+    for (int q = lane; q < q0; q += gs) {
+      t1 += TV[q] * TV[jb + q];
+      t2 += V[(ml_i64)q * ldp + i] * TV[jb + q] + W[(ml_i64)q * ldp + i] * TV[q];
+    }
     const float yv = ml_group_sum(ctx, s, red);
-    float tt = 0.0f;
-    for (int q = 0; q < q0; ++q) tt += TV[q] * TV[jb + q];
+    const float tt = ml_group_sum(ctx, t1, red + 32);
+    const float ti = ml_group_sum(ctx, t2, red + ML_RED_FLOATS);
     const float tau = TAU[i - 1];
     const float alpha = -0.5f * tau * (tau * (yv - 2.0f * tt));
-    // w at row x (>= i) of the column.
-    if (r < n && r >= i) {
+    // w at row r (>= i) of the column: the slices' sums, then one lane per row.
+    float xs = 0.0f;
+    if (live && r >= i)
+      for (int q = qs; q < q0; q += nq)
+        xs += V[(ml_i64)q * ldp + r] * TV[jb + q] + W[(ml_i64)q * ldp + r] * TV[q];
+    part[lane] = xs;
+    ml_barrier(ctx);
+    if (live && qs == 0 && r >= i) {
       float x = Y[r];
-      for (int q = 0; q < q0; ++q)
-        x -= V[(ml_i64)q * ldp + r] * TV[jb + q] + W[(ml_i64)q * ldp + r] * TV[q];
-      wr = tau * x + alpha * V[(ml_i64)q0 * ldp + r];
+      for (int k = 0; k < nq; ++k) x -= part[k * rl + rlane];
+      const float wr = tau * x + alpha * V[(ml_i64)q0 * ldp + r];
       W[(ml_i64)q0 * ldp + r] = wr;
+      wrs[rlane] = wr;
     }
-    if (c < jb && lane == 0) {
-      // Row i of the new column, for every group (group g's own rows may not include it).
-      float x = Y[i];
-      for (int q = 0; q < q0; ++q)
-        x -= V[(ml_i64)q * ldp + i] * TV[jb + q] + W[(ml_i64)q * ldp + i] * TV[q];
-      wi[q0] = tau * x + alpha * V[(ml_i64)q0 * ldp + i];
-    }
+    if (c < jb && lane == 0) wi[q0] = tau * (Y[i] - ti) + alpha * V[(ml_i64)q0 * ldp + i];
   }
 
   if (c == jb) {
     // The panel's reflectors into A, rows j0 .. n - 1 (V's rows above i + 1 were never written).
-    if (r < n)
-      for (int q = 0; q < jb; ++q) {
+    if (live)
+      for (int q = qs; q < jb; q += nq) {
         const int iq = j0 + q;
         A[(ml_i64)iq * ld + r] =
             r <= iq ? 0.0f : r == iq + 1 ? 1.0f : V[(ml_i64)q * ldp + r];
@@ -125,12 +144,19 @@ ML_FN void ml_step_trd_update(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   }
   ml_barrier(ctx);
   ML_DEVICE float *col = A + (ml_i64)i * ld;
+  float xs = 0.0f;
+  if (live)
+    for (int q = qs; q < c; q += nq) {
+      const float wq = q == q0 && fin ? wrs[rlane] : W[(ml_i64)q * ldp + r];
+      xs += V[(ml_i64)q * ldp + r] * wi[q] + wq * vi[q];
+    }
+  part[lane] = xs;
+  ml_barrier(ctx);
   float x = 0.0f;
-  if (r < n) {
+  const bool own = live && qs == 0;  // the lane that finishes row r
+  if (own) {
     x = col[r];
-    for (int q = 0; q < q0; ++q)
-      x -= V[(ml_i64)q * ldp + r] * wi[q] + W[(ml_i64)q * ldp + r] * vi[q];
-    if (c > 0) x -= V[(ml_i64)q0 * ldp + r] * wi[q0] + wr * vi[q0];
+    for (int k = 0; k < nq; ++k) x -= part[k * rl + rlane];
     col[r] = x;
     if (r == i) {
       vec[ML_TRD_D(n) + i] = x;
@@ -139,7 +165,7 @@ ML_FN void ml_step_trd_update(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   }
   // Partial sums of squares of A[i+2:n, i] (and of its entries times 2^60, for the rescaled
   // reflector of a tiny column), per group.
-  const bool tail = r < n && r >= i + 2;
+  const bool tail = own && r >= i + 2;
   const float x2 = tail ? x * x : 0.0f, xu = tail ? x * ML_HOUSE_UP : 0.0f;
   const float s = ml_group_sum(ctx, x2, red + ML_RED_FLOATS);
   const float su = ml_group_sum(ctx, xu * xu, red + ML_RED_FLOATS + 32);
@@ -154,7 +180,9 @@ ML_FN void ml_step_trd_update(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 // each group takes i[3] consecutive outputs: output t < r is y[i+1+t] = A[i+1:n, i+1+t]^T v,
 // output r + q is V_q^T v (t[q]), output r + c + q is W_q^T v (t[jb + q]), q < c; its partial
 // sum of y^T v goes to the ML_TRD_PS slot of its index. p.m: the groups of the trd_update
-// before (its partial sums). flags 1: v staged in shared memory.
+// before (its partial sums). flags 1: v staged in shared memory; flags 2: tiled, each output
+// summed by all the group's simdgroups, each over a slice of the r rows (many simdgroups per
+// column: the loads in flight that a column's latency needs), else one simdgroup per output.
 ML_FN void ml_step_trd_symv(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                             ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
                             ML_DEVICE float *o2, ML_DEVICE int *info) {
@@ -166,27 +194,31 @@ ML_FN void ml_step_trd_symv(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   const ml_i64 b = ctx.group_id / gpm;
   const int g = (int)(ctx.group_id - b * gpm);
   const int ld = p.ld[0], ldp = p.ld[1], lane = ctx.lane, gs = ctx.group_size;
+  const bool staged = (p.flags & 1) != 0, tiled = (p.flags & 2) != 0;
+  const int sl = ml_simd_lane(ctx), sid = ml_simd_id(ctx), nsg = ml_simd_count(ctx);
   ML_DEVICE const float *A = ws + p.off[0] + b * p.stride[0];
   ML_DEVICE float *V = ws + p.off[1] + b * p.stride[1];
   ML_DEVICE float *W = V + (ml_i64)jb * ldp;
   ML_DEVICE float *V2 = W + (ml_i64)jb * ldp;
   ML_DEVICE float *vec = ws + p.off[2] + b * p.stride[2];
   ML_SHARED float *red = ctx.scratch;
-  ML_SHARED float *vs = red + ML_RED_FLOATS;
+  ML_SHARED float *tp = red + ML_RED_FLOATS;  // tiled: per x nsg partial sums
+  ML_SHARED float *vs = tp + (tiled ? per * nsg : 0);
 
-  // The reflector, identically in every group.
+  // The reflector, identically in every group (the same sums in the same order).
   ML_DEVICE const float *PU = vec + ML_TRD_PU(n);
-  float sigma = 0.0f, sigma_up = 0.0f;
-  for (int k = 0; k < p.m; ++k) {
-    sigma += PU[2 * k];
-    sigma_up += PU[2 * k + 1];
+  float s0 = 0.0f, s1 = 0.0f;
+  for (int k = lane; k < p.m; k += gs) {
+    s0 += PU[2 * k];
+    s1 += PU[2 * k + 1];
   }
+  const float sigma = ml_group_sum(ctx, s0, red);
+  const float sigma_up = ml_group_sum(ctx, s1, red + 32);
   ML_DEVICE const float *x = A + (ml_i64)i * ld + r0;  // x[0] = alpha, x[1..] the tail
   ml_house_t h;
   if (sigma < ML_HOUSE_TINY) ml_house_finish(x[0], sigma_up, ML_HOUSE_UP, &h);
   else ml_house_finish(x[0], sigma, 1.0f, &h);
   const float hs = h.scale;
-  const bool staged = (p.flags & 1) != 0;
   if (staged) {
     for (int t = lane; t < r; t += gs) vs[t] = t == 0 ? 1.0f : x[t] * hs;
     ml_barrier(ctx);
@@ -204,40 +236,57 @@ ML_FN void ml_step_trd_symv(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
       vec[ML_TRD_TAU(n) + i] = h.tau;
     }
   }
-  const int sl = ml_simd_lane(ctx), nsg = ml_simd_count(ctx);
-  const int t1 = g * per + per < outs ? g * per + per : outs;
-  float yv = 0.0f;  // lane 0 of a simdgroup: its outputs' y_t v_t
-  for (int t = g * per + ml_simd_id(ctx); t < t1; t += nsg) {
+  const int t0 = g * per, t1 = t0 + per < outs ? t0 + per : outs;
+  // Rows of this simdgroup's share of every output (all rows when not tiled).
+  const int seg = tiled ? ((r + nsg - 1) / nsg + 31) / 32 * 32 : r;
+  const int k0 = tiled ? sid * seg : 0, k1 = k0 + seg < r ? k0 + seg : r;
+  float yv = 0.0f;  // y_t v_t of the outputs this lane finishes
+  for (int t = tiled ? t0 : t0 + sid; t < t1; t += tiled ? 1 : nsg) {
     ML_DEVICE const float *col;
     if (t < r) col = A + (ml_i64)(r0 + t) * ld + r0;
     else if (t < r + c) col = V + (ml_i64)(t - r) * ldp + r0;
     else col = W + (ml_i64)(t - r - c) * ldp + r0;
     // Four loads in flight per lane (the product is bound by the memory latency).
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-    int k = sl;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    int k = k0 + sl;
     if (staged) {
-      for (; k + 96 < r; k += 128) {
-        s0 = ml_fma(col[k], vs[k], s0);
-        s1 = ml_fma(col[k + 32], vs[k + 32], s1);
-        s2 = ml_fma(col[k + 64], vs[k + 64], s2);
-        s3 = ml_fma(col[k + 96], vs[k + 96], s3);
+      for (; k + 96 < k1; k += 128) {
+        a0 = ml_fma(col[k], vs[k], a0);
+        a1 = ml_fma(col[k + 32], vs[k + 32], a1);
+        a2 = ml_fma(col[k + 64], vs[k + 64], a2);
+        a3 = ml_fma(col[k + 96], vs[k + 96], a3);
       }
-      for (; k < r; k += 32) s0 = ml_fma(col[k], vs[k], s0);
+      for (; k < k1; k += 32) a0 = ml_fma(col[k], vs[k], a0);
     } else {
-      for (; k < r; k += 32) s0 = ml_fma(col[k], k == 0 ? 1.0f : x[k] * hs, s0);
+      for (; k < k1; k += 32) a0 = ml_fma(col[k], k == 0 ? 1.0f : x[k] * hs, a0);
     }
-    const float s = ml_simd_sum(ctx, (s0 + s2) + (s1 + s3));
-    if (sl == 0) {
-      ML_DEVICE float *out;
+    const float s = ml_simd_sum(ctx, (a0 + a2) + (a1 + a3));
+    if (tiled) {
+      if (sl == 0) tp[(t - t0) * nsg + sid] = s;
+    } else if (sl == 0) {
       if (t < r) {
-        out = vec + ML_TRD_Y(n) + r0 + t;
+        vec[ML_TRD_Y(n) + r0 + t] = s;
         yv += s * (t == 0 ? 1.0f : x[t] * hs);
       } else if (t < r + c) {
-        out = vec + ML_TRD_T(n) + (t - r);
+        vec[ML_TRD_T(n) + (t - r)] = s;
       } else {
-        out = vec + ML_TRD_T(n) + jb + (t - r - c);
+        vec[ML_TRD_T(n) + jb + (t - r - c)] = s;
       }
-      *out = s;
+    }
+  }
+  if (tiled) {
+    ml_barrier(ctx);
+    for (int t = t0 + lane; t < t1; t += gs) {
+      float s = 0.0f;
+      for (int w = 0; w < nsg; ++w) s += tp[(t - t0) * nsg + w];
+      if (t < r) {
+        vec[ML_TRD_Y(n) + r0 + t] = s;
+        yv += s * (t == 0 ? 1.0f : x[t] * hs);
+      } else if (t < r + c) {
+        vec[ML_TRD_T(n) + (t - r)] = s;
+      } else {
+        vec[ML_TRD_T(n) + jb + (t - r - c)] = s;
+      }
     }
   }
   yv = ml_group_sum(ctx, yv, red);

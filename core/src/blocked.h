@@ -52,6 +52,13 @@ struct Options {
   // the spread panels are measured on a GPU.
   int qr_tsqr_rows = 0;
   int qr_tsqr_max_batch = 64;
+  // eigh's one-stage tridiagonalisation (blocked_eigh.cpp): lanes and rows per group of the
+  // column update (lanes / rows slices of the panel per row), outputs per group of the tiled
+  // symv (0: from the device's size; -1: one simdgroup per output, untiled, the default: the
+  // tiled one measured slower on the H200).
+  int trd_lanes = 256;
+  int trd_rows = 32;
+  int trd_symv_per = -1;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.

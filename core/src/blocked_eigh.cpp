@@ -10,6 +10,8 @@
 // n = 4096, nb = 32: 8448 and 8961, plus the load's and the solver's.
 #include "blocked_eigh.h"
 
+#include <cstdlib>
+
 #include "blocked_impl.h"
 #include "blocked_tridiag.h"
 #include "errors.h"
@@ -18,14 +20,41 @@ namespace ml::blocked {
 
 namespace {
 
-// Lanes of trd_symv: simdgroups each computing one dot product at a time.
-int symv_lanes(const Options &o) { return std::max(1, std::min(256, o.max_group)); }
-// Lanes of trd_update: a row each.
-int update_lanes(const Options &o) { return std::max(1, std::min(128, o.max_group)); }
-// Entries of the dot products one simdgroup of trd_symv computes at least (short columns).
+// Lanes of trd_symv: simdgroups each computing one dot product at a time (untiled) or a slice
+// of each (tiled).
+constexpr int kSymvLanes = 256;
+// Entries of the dot products one simdgroup of the untiled trd_symv computes at least.
 constexpr int kSymvWork = 1024;
 // v of up to this many entries is staged in shared memory by trd_symv.
 constexpr int kSymvStage = 4096;
+// Tiled trd_symv: groups per device unit-pair (Options::parallel_groups) aimed at, and the
+// fewest outputs per group (each group reads all of v once).
+constexpr int kSymvGroupsPer = 4;
+constexpr int kSymvMinPer = 2;
+constexpr int kSymvMaxPer = 16;
+
+// METAL_LINALG_TRD_LANES / _ROWS / _SYMV_PER override the Options fields, _SYMV_LANES
+// kSymvLanes (experiments).
+int env_or(const char *name, int v) {
+  const char *s = std::getenv(name);
+  return s && *s ? std::atoi(s) : v;
+}
+
+struct TrdPlan {
+  int ug, rows;  // trd_update: lanes, rows per group (a divisor of ug)
+  int sg;        // trd_symv: lanes
+  int per;       // trd_symv: outputs per group (tiled; 0: from the size), -1: untiled
+};
+
+TrdPlan trd_plan(const Options &o) {
+  TrdPlan t;
+  t.ug = std::max(1, std::min(env_or("METAL_LINALG_TRD_LANES", o.trd_lanes), o.max_group));
+  t.rows = env_or("METAL_LINALG_TRD_ROWS", o.trd_rows);
+  if (t.rows <= 0 || t.rows > t.ug || t.ug % t.rows != 0) t.rows = t.ug;
+  t.sg = std::max(1, std::min(env_or("METAL_LINALG_TRD_SYMV_LANES", kSymvLanes), o.max_group));
+  t.per = env_or("METAL_LINALG_TRD_SYMV_PER", o.trd_symv_per);
+  return t;
+}
 
 }  // namespace
 
@@ -60,8 +89,9 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
   ml_status st;
   const int tri = kf == ML_K_UPPER ? ML_STEP_TRI_UPPER : ML_STEP_TRI_LOWER;
   if ((st = load_input(ch, o, n, n, tri, L.stat, L.a))) return st;
-  const int sg = symv_lanes(o), nsg = (sg + 31) / 32;  // simdgroups of trd_symv
-  const int ug = update_lanes(o);
+  const TrdPlan tp = trd_plan(o);
+  const int sg = tp.sg, nsg = (sg + 31) / 32;  // simdgroups of trd_symv
+  const int ug = tp.ug, urows = tp.rows;
   for (int j0 = 0; j0 < n; j0 += nb) {
     const int jb = std::min(nb, n - j0);
     ml_step_params p = step_params();
@@ -77,25 +107,34 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
     for (int c = 0; c <= jb; ++c) {
       const int i = j0 + c, rows = n - 1 - i;
       // Column c - 1 of W, column i (c < jb) or the panel's reflectors into A (c = jb).
-      const int upd_groups = ((c == jb ? n - j0 : n - i) + ug - 1) / ug;
-      p.m = 0;
+      const int upd_groups = ((c == jb ? n - j0 : n - i) + urows - 1) / urows;
+      p.m = urows;
       p.flags = 0;
       p.i[1] = c;
       p.i[3] = symv_groups;
       if ((st = ch.launch(kStep_trd_update, ch.batch * upd_groups, ug,
-                          ml_trd_update_shared_floats(nb), p)))
+                          ml_trd_update_shared_floats(nb, ug, urows), p)))
         return st;
       if (c == jb || rows <= 0) continue;
-      // The reflector, y = A22 v_i and the panel's dot products: one output per simdgroup at a
-      // time, several per simdgroup for short columns (fewer groups, v staged fewer times).
+      // The reflector, y = A22 v_i and the panel's dot products. Tiled: a few outputs per group,
+      // each summed by all its simdgroups, enough groups to fill the device. Untiled: one
+      // output per simdgroup at a time, several for short columns (v staged fewer times).
       const int outs = rows + 2 * c;
       const int stage = rows <= kSymvStage ? 1 : 0;
+      int per = 0, tiled_floats = 0;
+      if (tp.per >= 0) {
+        const int64_t want = int64_t{kSymvGroupsPer} * std::max(1, o.parallel_groups);
+        per = tp.per > 0 ? std::min(tp.per, kSymvMaxPer)
+                         : static_cast<int>(std::clamp<int64_t>((ch.batch * outs + want - 1) / want,
+                                                                kSymvMinPer, kSymvMaxPer));
+        tiled_floats = per * nsg;
+      }
       p.m = upd_groups;
-      p.flags = stage;
-      p.i[3] = nsg * std::clamp(kSymvWork / rows, 1, 8);
+      p.flags = stage | (per > 0 ? 2 : 0);
+      p.i[3] = per > 0 ? per : nsg * std::clamp(kSymvWork / rows, 1, 8);
       symv_groups = (outs + p.i[3] - 1) / p.i[3];
       if ((st = ch.launch(kStep_trd_symv, ch.batch * symv_groups, sg,
-                          ml_trd_symv_shared_floats(rows, stage), p)))
+                          ml_trd_symv_shared_floats(rows, stage, tiled_floats), p)))
         return st;
     }
     // A22 -= [V W] [W V]^T over the rows and columns after the panel.

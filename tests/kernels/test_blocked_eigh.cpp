@@ -193,6 +193,16 @@ int suite_sytrd() {
   big.gemm_lanes = 8;
   big.max_group = 64;
   sytrd_case(rep, worst, 129, ML_K_UPPER, big, rng, false);
+  // The column update's rows over 8 slices of the panel with the untiled symv (one simdgroup
+  // per output); 4 slices with a tiled symv of 3 outputs per group over two simdgroups.
+  ml::blocked::Options sliced = o;
+  sliced.trd_rows = 4;
+  sliced.trd_symv_per = -1;
+  sytrd_case(rep, worst, 67, ML_K_LOWER, sliced, rng, false);
+  ml::blocked::Options odd = big;
+  odd.trd_rows = 16;
+  odd.trd_symv_per = 3;
+  sytrd_case(rep, worst, 70, ML_K_UPPER, odd, rng, false);
   std::printf("sytrd: %d checks, %d failures; worst |A-QTQ^T| %.3g, |I-Q^TQ| %.3g, eig %.3g, "
               "QB %.3g (limit %g)\n",
               rep.checks, rep.failures, worst.resid, worst.orth, worst.eig, worst.apply, kLimit);
