@@ -73,6 +73,14 @@ ML_FN float ml_simd_shuffle(ML_CTX, float x, int) { return x; }
 ML_FN float ml_simd_shuffle_xor(ML_CTX, float x, int) { return x; }
 ML_FN float ml_simd_broadcast(ML_CTX, float x, int) { return x; }
 ML_FN float ml_simd_shuffle_full(ML_CTX, float x, int) { return x; }
+template <int GS>
+ML_FN float ml_simd_shuffle_seg(ML_CTX, float x, int) {
+  return x;
+}
+template <int GS>
+ML_FN int ml_simd_vote_seg(ML_CTX, bool pred) {
+  return pred ? 3 : 0;
+}
 #else
 ML_FN void ml_barrier(ML_CTX ctx) {
   if (ctx.group_size > 1) ctx.ops->barrier(ctx.state, ctx.lane);
@@ -94,7 +102,18 @@ ML_FN float ml_simd_broadcast(ML_CTX ctx, float x, int src) { return ml_cpu_simd
 ML_FN float ml_simd_shuffle_full(ML_CTX ctx, float x, int src) {
   return ml_cpu_simd(ctx, 3, x, src);
 }
+// Segmented forms (compat_cuda.h): a runner group never shares its simdgroup, so the group is
+// the segment and both vote bits are the group's.
+template <int GS>
+ML_FN float ml_simd_shuffle_seg(ML_CTX ctx, float x, int src) {
+  return ml_cpu_simd(ctx, 3, x, src);
+}
+template <int GS>
+ML_FN int ml_simd_vote_seg(ML_CTX ctx, bool pred) {
+  return ml_cpu_simd(ctx, 1, pred ? 1.0f : 0.0f, 0) > 0.0f ? 3 : 0;
+}
 #endif
+ML_FN int ml_simd_seg_index(ML_CTX) { return 0; }
 
 // Words of device memory shared by the groups of one launch (a workspace float slot holding a
 // uint; the runner's lanes are threads): a relaxed fetch-add, an acquire load, a release store.

@@ -131,6 +131,26 @@ ML_FN float ml_simd_broadcast(ML_CTX ctx, float x, int src) {
 ML_FN float ml_simd_shuffle_full(ML_CTX, float x, int src) {
   return __shfl_sync(0xffffffffu, x, src);
 }
+// Segmented forms for SIMD kernels of GS (16 or 32) lanes whose groups sharing a warp run the
+// same control flow, every lane of the warp calling: a constant full mask with the group as
+// the shuffle's segment (one SHFL; a half-warp mask would cost a WARPSYNC and mask arithmetic
+// per call). src: lane within the group.
+template <int GS>
+ML_FN float ml_simd_shuffle_seg(ML_CTX, float x, int src) {
+  return __shfl_sync(0xffffffffu, x, src, GS);
+}
+// Bit 0: pred holds on some lane of this group; bit 1: on some lane of the warp (every group
+// sharing it). Same calling rule as ml_simd_shuffle_seg.
+template <int GS>
+ML_FN int ml_simd_vote_seg(ML_CTX ctx, bool pred) {
+  const unsigned b = __ballot_sync(0xffffffffu, pred);
+  const unsigned own = GS >= 32 ? b : (b >> ml_simd_base(ctx)) & ((1u << (GS & 31)) - 1u);
+  return (own != 0u ? 1 : 0) | (b != 0u ? 2 : 0);
+}
+// Index of this group among the groups sharing its warp (0 for groups of >= 32 lanes).
+ML_FN int ml_simd_seg_index(ML_CTX ctx) {
+  return ctx.group_size < 32 ? ml_simd_base(ctx) / ctx.group_size : 0;
+}
 
 // Words of device memory shared by the groups of one launch (a workspace float slot holding a
 // uint): a relaxed fetch-add, a load with acquire and a store with release at device scope, so

@@ -78,6 +78,17 @@ ML_FN float ml_simd_broadcast(ML_CTX ctx, float x, int src) {
 ML_FN float ml_simd_shuffle_full(ML_CTX, float x, int src) {
   return metal::simd_shuffle(x, (ushort)src);
 }
+// Segmented forms (compat_cuda.h): Metal groups are never below 32 lanes, so the group is the
+// segment and both vote bits are the simdgroup's.
+template <int GS>
+ML_FN float ml_simd_shuffle_seg(ML_CTX, float x, int src) {
+  return metal::simd_shuffle(x, (ushort)src);
+}
+template <int GS>
+ML_FN int ml_simd_vote_seg(ML_CTX, bool pred) {
+  return metal::simd_max(pred ? 1.0f : 0.0f) > 0.0f ? 3 : 0;
+}
+ML_FN int ml_simd_seg_index(ML_CTX) { return 0; }
 
 ML_FN ml_u32 ml_float_as_uint(float x) { return metal::as_type<ml_u32>(x); }
 ML_FN float ml_uint_as_float(ml_u32 u) { return metal::as_type<float>(u); }

@@ -25,11 +25,11 @@
 //   - V: the same rotation of the lane's V column with the partner's (N shuffles).
 //   A lane that does not rotate applies c = 1, s = 0 (exact), so every shuffle stays in
 //   simdgroup-uniform control flow; from the fifth sweep on, a round in which no lane rotates
-//   skips the updates and the V shuffles altogether (one ml_simd_max vote per round).
+//   skips the updates and the V shuffles altogether (one vote per round).
 //   Per round and lane (M the padded size MR = 16 or 32): 2 M + 1 shuffles, M FMAs for gamma,
 //   2 M for the column (a multiply and an FMA per entry), 2 M for V, ~45 scalar operations
 //   (6 ml_rsqrt). svdvals: M + 1 shuffles, 3 M FMAs, the same scalar work.
-// A sweep in which no lane rotated ends it (one ml_simd_max per sweep).
+// A sweep in which no lane rotated ends it (one vote per sweep).
 // Then s_j = ||w_j|| (rescaled when the square underflows), each column's rank in descending
 // order by N shuffles (ties by index): lane j writes its outputs at position rank(j).
 // U = W S^-1; columns of negligible norm (||w_j||^2 < 2^-100 at the scaled frame) are completed
@@ -43,10 +43,13 @@
 // output NaN; ML_INFO_RANK_DEFICIENT when s_min <= M ulp s_max.
 // svdvals runs the same rotations of W without V and U, so its s and info are bitwise the svd's.
 // Context: ctx.group_size 16 or 32 (== ml_simd_width); lanes of a larger group beyond the first
-// simdgroup return at once. No scratch, no barriers. The group size is a template constant: at
-// 32 every exchange is ml_simd_shuffle_full (constant full mask: one SHFL, no per-call mask and
-// base arithmetic); 16-lane groups share a warp with another matrix, so they keep
-// ml_simd_shuffle (the half-warp mask, loop-invariant).
+// simdgroup return at once. No scratch, no barriers. The group size is a template constant and
+// the sweeps' exchanges and votes are ml_simd_shuffle_seg / ml_simd_vote_seg (constant full
+// mask: one SHFL or vote, no per-call mask arithmetic). A 16-lane group shares its warp with
+// another matrix, so the two run the same control flow up to the output: the sweep loop runs
+// while either matrix rotates, a matrix that has converged (or has no data: non-finite, or
+// past the batch) keeps taking part in the shuffles and changes nothing, and each keeps its
+// own sweep count; its outputs are bitwise those of a matrix alone in its simdgroup.
 #ifndef ML_KERNELS_SVD_JACOBI_SIMD_H
 #define ML_KERNELS_SVD_JACOBI_SIMD_H
 
@@ -78,10 +81,16 @@ ML_HOST_FN int ml_svd_jacobi_simd_fits_flags(int m, int n, int flags, int scratc
 ML_FN float ml_svds_pow2_lo(int e) { return ml_exp2i(e / 2); }
 ML_FN float ml_svds_pow2_hi(int e) { return ml_exp2i(e - e / 2); }
 
-// A shuffle within the group of GS lanes: at 32 (one whole simdgroup, every lane active at each
-// call: all branches around the calls are simdgroup-uniform) the constant-mask form, one SHFL.
+// A shuffle within the group of GS lanes, every lane of the simdgroup calling (the sweeps and
+// the ranks): the constant-mask form, one SHFL.
 template <int GS>
 ML_FN float ml_svds_shfl(ML_CTX ctx, float x, int src) {
+  return ml_simd_shuffle_seg<GS>(ctx, x, src);
+}
+// The same inside a branch on this matrix's own data (the completion of U), where the other
+// matrix of a shared warp may not call.
+template <int GS>
+ML_FN float ml_svds_shfl_own(ML_CTX ctx, float x, int src) {
   return GS == 32 ? ml_simd_shuffle_full(ctx, x, src) : ml_simd_shuffle(ctx, x, src);
 }
 
@@ -116,27 +125,30 @@ ML_FN void ml_svds_nan_fill(int tall, int vec, int j, int M, int N, ML_DEVICE fl
 
 // One matrix: working shape M x N (N <= M <= MR, N <= simd width). tall: A is M x N (W = A),
 // else A is N x M (W = A^T). VEC = 0: s and info only.
+// live: the group holds a matrix of the batch (false: it only takes part in a shared warp's
+// shuffles).
 template <int MR, int VEC, int GS>
 ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
                         ML_DEVICE const float *am, ML_DEVICE float *um, ML_DEVICE float *sm,
-                        ML_DEVICE float *vtm, ML_DEVICE int *info, ml_i64 g) {
+                        ML_DEVICE float *vtm, ML_DEVICE int *info, ml_i64 g, bool live) {
   const int NR = MR;  // V rows per lane (N <= M <= MR)
   const int j = ml_simd_lane(ctx);
   const bool col = j < N;
   float w[MR];
   float amax = 0.0f;
-  bool bad = false;
+  bool badl = false;
   ML_UNROLL for (int i = 0; i < MR; ++i) {
     float x = 0.0f;
-    if (col && i < M) x = tall ? am[i * N + j] : am[j * M + i];
+    if (live && col && i < M) x = tall ? am[i * N + j] : am[j * M + i];
     w[i] = x;
-    bad = bad | !ml_isfinite(x);
+    badl = badl | !ml_isfinite(x);
     amax = ml_fmax(amax, ml_fabs(x));
   }
-  if (ml_simd_max(ctx, bad ? 1.0f : 0.0f) > 0.0f) {
-    ml_svds_nan_fill(tall, VEC, j, M, N, um, sm, vtm);
-    if (info && j == 0) info[g] = ML_INFO_NONFINITE;
-    return;
+  // A non-finite matrix sweeps as zeros (no rotation) and is filled with NaN at the end.
+  const bool bad = (ml_simd_vote_seg<GS>(ctx, badl) & 1) != 0;
+  if (bad) {
+    amax = 0.0f;
+    ML_UNROLL for (int i = 0; i < MR; ++i) w[i] = 0.0f;
   }
   amax = ml_simd_max(ctx, amax);
   // Scale by a power of two: max |a| in [1, 2).
@@ -151,8 +163,11 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
   // Round-robin pairing over NP columns: K = NP - 1 rounds per sweep.
   const int NP = N + (N & 1), K = NP - 1, hnp = NP / 2;
   const float tol = (float)M * ML_FLT_EPS;
-  int sweeps = 0, converged = N < 2 ? 1 : 0;
-  while (!converged && sweeps < max_sweeps) {
+  // sweeps: this matrix's; it: the simdgroup's (equal while this matrix still rotates).
+  int sweeps = 0, it = 0;
+  bool done = N < 2 || !live || bad;
+  bool go = (ml_simd_vote_seg<GS>(ctx, !done) & 2) != 0;
+  while (go && it < max_sweeps) {
     float nrm = ml_svds_norm2<MR>(w);
     int pk = j < K ? (K - j) % K : 0;  // (r - j) mod K at r = 0
     int pf = 0;                        // partner of the fixed column K
@@ -184,7 +199,7 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
       const float al = lower ? nrm : pn, be = lower ? pn : nrm;
       float c = 1.0f, t = 0.0f;
       bool rot = false;
-      if (q != j && al >= ML_SVDS_TINY && be >= ML_SVDS_TINY &&
+      if (!done && q != j && al >= ML_SVDS_TINY && be >= ML_SVDS_TINY &&
           ml_fabs(ga) * (ml_rsqrt(al) * ml_rsqrt(be)) > tol) {
         // t: the smaller root of t^2 + 2 zeta t - 1 = 0 (zeroes the new w_p . w_q), zeta =
         // (beta - alpha) / (2 gamma). Reciprocals and roots by ml_rsqrt (~1 ulp; no division:
@@ -204,12 +219,17 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
       }
       rotated = rotated || rot;
       // From the fifth sweep on, whole rounds without a rotation become common (the last sweep
-      // is one): a vote (one ml_simd_max) then skips the round's updates, which would be
-      // exact identities (c = 1, s = 0) on every lane; the V shuffles are skipped with them.
-      // The vote is uniform, so the shuffles inside stay in uniform control flow.
-      if (sweeps < 4 || ml_simd_max(ctx, rot ? 1.0f : 0.0f) > 0.0f) {
+      // is one): a vote then skips the round's updates, which would be exact identities
+      // (c = 1, s = 0) on every lane; the V shuffles are skipped with them. The skip is
+      // decided for the whole simdgroup (bit 1), so the shuffles inside stay in uniform control
+      // flow; a matrix without a rotation of its own (bit 0) or done leaves its data as it is.
+      const int vote = it < 4 ? 3 : ml_simd_vote_seg<GS>(ctx, rot);
+      if (vote & 2) {
+        const bool apply = !done && (vote & 1) != 0;
         const float sg = lower ? -(c * t) : c * t;  // this lane's coefficient of the partner
-        ML_UNROLL for (int i = 0; i < MR; ++i) w[i] = ml_fma(c, w[i], sg * wq[i]);
+        if (apply) {
+          ML_UNROLL for (int i = 0; i < MR; ++i) w[i] = ml_fma(c, w[i], sg * wq[i]);
+        }
         if (rot) {  // the norm update; recomputed when it cancels (lost > 2 bits)
           const float nn = nrm + (lower ? -t : t) * ga;
           if (nn >= 0.25f * nrm)
@@ -220,21 +240,20 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
         if (VEC) {
           ML_UNROLL for (int i = 0; i < (VEC ? NR : 1); ++i) {
             const float vq = ml_svds_shfl<GS>(ctx, v[i], q);
-            v[i] = ml_fma(c, v[i], sg * vq);
+            if (apply) v[i] = ml_fma(c, v[i], sg * vq);
           }
         }
       }
       pk = pk + 1 == K ? 0 : pk + 1;
       pf = pf + hnp >= K ? pf + hnp - K : pf + hnp;
     }
-    ++sweeps;
-    converged = ml_simd_max(ctx, rotated ? 1.0f : 0.0f) > 0.0f ? 0 : 1;
-  }
-  if (!converged) {  // sweep cap reached: NaN outputs, as for non-finite input
-    ml_svds_nan_fill(tall, VEC, j, M, N, um, sm, vtm);
-    if (info && j == 0)
-      info[g] = ML_INFO_NOT_CONVERGED | (ml_imin(sweeps, 0xffff) << ML_INFO_SWEEPS_SHIFT);
-    return;
+    ++it;
+    const int vote = ml_simd_vote_seg<GS>(ctx, rotated);
+    if (!done) {
+      ++sweeps;
+      done = (vote & 1) == 0;
+    }
+    go = (vote & 2) != 0;
   }
 
   // Singular values: the column norms (rescaled when their squares underflow).
@@ -253,6 +272,15 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
   for (int t = 0; t < N; ++t) {
     const float st = ml_svds_shfl<GS>(ctx, sv, t);
     rk += (t != j && (st > sv || (st == sv && t < j))) ? 1 : 0;
+  }
+  // From here on each matrix of a shared warp follows its own path.
+  if (!live) return;
+  if (bad || !done) {  // non-finite input, or the sweep cap reached: NaN outputs
+    ml_svds_nan_fill(tall, VEC, j, M, N, um, sm, vtm);
+    if (info && j == 0)
+      info[g] = bad ? ML_INFO_NONFINITE
+                    : ML_INFO_NOT_CONVERGED | (ml_imin(sweeps, 0xffff) << ML_INFO_SWEEPS_SHIFT);
+    return;
   }
   const float smax = ml_simd_max(ctx, col ? sv : 0.0f);
   const float smin = ml_simd_min(ctx, col ? sv : ml_inf());
@@ -275,7 +303,7 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
     // from the span of the columns already set, then Gram-Schmidt twice against them; every
     // lane computes the same x, lane jt keeps it.
     for (int jt = 0; jt < N; ++jt) {
-      if (ml_svds_shfl<GS>(ctx, lone ? 1.0f : 0.0f, jt) == 0.0f) continue;
+      if (ml_svds_shfl_own<GS>(ctx, lone ? 1.0f : 0.0f, jt) == 0.0f) continue;
       const bool used = col && j != jt && (!lone || j < jt);
       float best = -1.0f;
       int is = 0;
@@ -322,21 +350,24 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
 // Group size 32 (also the first simdgroup of a larger group) or 16, as a template constant.
 #define ML_SVDS_DISPATCH(VEC, GS)                                                              \
   if (M <= 16)                                                                                 \
-    ml_svds_impl<16, VEC, GS>(ctx, tall, M, N, max_sweeps, am, um, sm, vtm, info, g);          \
+    ml_svds_impl<16, VEC, GS>(ctx, tall, M, N, max_sweeps, am, um, sm, vtm, info, g, live);    \
   else                                                                                         \
-    ml_svds_impl<32, VEC, GS>(ctx, tall, M, N, max_sweeps, am, um, sm, vtm, info, g);
+    ml_svds_impl<32, VEC, GS>(ctx, tall, M, N, max_sweeps, am, um, sm, vtm, info, g, live);
 
 // The shared body of the entries (info first: it is not itself a table kernel). VEC = 0:
 // svdvals (u and vt unused).
 template <int VEC>
 ML_FN void ml_svds_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE const float *a,
                          ML_DEVICE float *u, ML_DEVICE float *s, ML_DEVICE float *vt) {
-  if (ctx.group_id >= p.batch || ctx.lane >= ML_SIMD_WIDTH) return;
+  // A group past the batch stays while the first group of its simdgroup holds a matrix (it
+  // shares that group's shuffles); every condition here is uniform over the simdgroup.
+  if (ctx.group_id - ml_simd_seg_index(ctx) >= p.batch || ctx.lane >= ML_SIMD_WIDTH) return;
   const int m = p.m, n = p.n;
   const int tall = m >= n, M = tall ? m : n, N = tall ? n : m;
   if (!ml_svd_jacobi_simd_fits(m, n) || N > ml_simd_width(ctx)) return;
   const int max_sweeps = p.max_iter > 0 ? p.max_iter : ML_SVDS_SWEEPS;
-  const ml_i64 g = ctx.group_id;
+  const bool live = ctx.group_id < p.batch;
+  const ml_i64 g = live ? ctx.group_id : 0;
   ML_DEVICE const float *am = a + g * (ml_i64)m * n;
   ML_DEVICE float *sm = s + g * (ml_i64)N;
   ML_DEVICE float *um = VEC ? u + g * (ml_i64)m * N : sm;

@@ -30,7 +30,7 @@ const char *const kFieldNames[kFieldCount] = {"cpu_kernel_max_n",  "gpu_min_batc
                                               "gpu_lane_max_n",    "gpu_lane_min_batch",
                                               "gpu_small_max_n",   "gpu_simd_max_n",
                                               "gpu_global_max_n",  "gpu_global_min_batch",
-                                              "gpu_blocked_min_n"};
+                                              "gpu_blocked_min_n", "gpu_simd_min_n"};
 
 // Without measurements: the CPU kernels only where they are known to beat
 // LAPACK's call overhead, device tensors stay on the GPU whenever a kernel
@@ -57,6 +57,7 @@ int64_t default_value(int32_t op, int field) {
     // Blocked algorithms: beyond the shared window only until measured (a device tensor then
     // stays on the device instead of a host round trip).
     case kGpuBlockedMinN: return int64_t{1} << 30;
+    case kGpuSimdMinN: return 0;
     default: return 0;
   }
 }
@@ -342,7 +343,7 @@ ml_status set(int32_t op, const char *field, int64_t value) {
                 "unknown policy field '%s' for %s (fields: cpu_kernel_max_n, gpu_min_batch, "
                 "gpu_max_n, host_gpu_min_work, gpu_lane_max_n, gpu_lane_min_batch, "
                 "gpu_small_max_n, gpu_simd_max_n, gpu_global_max_n, gpu_global_min_batch, "
-                "gpu_blocked_min_n)",
+                "gpu_blocked_min_n, gpu_simd_min_n)",
                 field, op_name(op));
   if (value < 0)
     return fail(ML_INVALID_ARGUMENT, "policy_set", "%s must be >= 0, got %lld", field,

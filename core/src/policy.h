@@ -24,7 +24,9 @@ enum Field : int {
   kGpuGlobalMinBatch = 9,  // ... and batch >= this
   kGpuBlockedMinN = 10,    // device memory: the blocked algorithm (core/src/blocked.h) for
                            // max(m,n) >= this and beyond the shared window (0 = never)
-  kFieldCount = 11
+  kGpuSimdMinN = 11,       // GPU simdgroup kernels only from max(m,n) >= this (with kGpuSimdMaxN:
+                           // the window where they win)
+  kFieldCount = 12
 };
 
 // Forced backend from METAL_LINALG_<OP>_BACKEND.

@@ -51,7 +51,9 @@ bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget,
     const KernelInfo &k = table[i];
     if (k.op != c.op || (has_kernel && !has_kernel(i))) continue;
     if (k.kind == KernelKind::kRegister && big > pol.value[policy::kGpuSmallMaxN]) continue;
-    if (k.kind == KernelKind::kSimd && big > pol.value[policy::kGpuSimdMaxN]) continue;
+    if (k.kind == KernelKind::kSimd &&
+        (big > pol.value[policy::kGpuSimdMaxN] || big < pol.value[policy::kGpuSimdMinN]))
+      continue;
     const bool covers =
         m == 0 || n == 0 ||  // nothing to compute: the backend only writes info
         (shape_in_range(m, n, budget) &&

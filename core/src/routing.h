@@ -42,7 +42,7 @@ int32_t gpu_kernel_flags(int32_t op, int64_t m, int64_t n, int32_t flags);
 // The first kernel of the table (in order) whose window covers c in a budget of scratch
 // floats per group, and its launch kind under pol:
 //  - REGISTER kernels only for max(m, n) <= pol's gpu_small_max_n, SIMD kernels (a simdgroup
-//    per matrix, block launch) only for max(m, n) <= gpu_simd_max_n;
+//    per matrix, block launch) only for gpu_simd_min_n <= max(m, n) <= gpu_simd_max_n;
 //  - a GROUP kernel runs one lane per matrix for max(m, n) <= gpu_lane_max_n and
 //    batch >= gpu_lane_min_batch, else a group per matrix;
 //  - when no line fits budget_floats: the first GROUP line whose fits() accepts c in

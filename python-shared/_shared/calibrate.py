@@ -52,7 +52,8 @@ HOST_PREDICTED_MAX_S = 4.0  # skip a point predicted (linearly in batch) to take
 # Device data: lane-per-matrix launch vs block launch.
 LANE_SIZES = (2, 3, 4, 6, 8, 12, 16, 24, 32)
 LANE_BATCHES = (256, 1024, 4096, 16384, 65536)
-# The simdgroup kernels (gpu_simd_max_n) against what the op runs without them, device data.
+# The simdgroup kernels (gpu_simd_min_n..gpu_simd_max_n) against what the op runs without them,
+# device data.
 SIMD_SIZES = (9, 12, 16, 24, 32, 48, 64)
 SIMD_BATCHES = (1, 64, 1024, 16384)
 SIMD_MAX_WORK = 1 << 26  # batch * max(m, n)^2 above this is not timed
@@ -77,6 +78,7 @@ FIELD_ORDER = (
     "gpu_lane_min_batch",
     "gpu_small_max_n",
     "gpu_simd_max_n",
+    "gpu_simd_min_n",
     "gpu_global_max_n",
     "gpu_global_min_batch",
 )
@@ -171,25 +173,47 @@ def choose_lane(timings, sizes=LANE_SIZES, batches=LANE_BATCHES) -> tuple[int | 
     return max_n, top  # unreachable: every covered n wins at the largest batch
 
 
-def choose_simd(timings, sizes=SIMD_SIZES, batches=SIMD_BATCHES) -> int | None:
-    """gpu_simd_max_n from {(n, batch): (t_simd, t_other)} in seconds: the largest n of `sizes`
-    such that the simdgroup kernel is no slower than the route without it (within
-    SIMD_TOLERANCE, timing noise) at every measured batch of every n' <= n, and faster at one of
-    them at least (a point with t_simd None counts as a loss: the kernel failed or no simdgroup
-    kernel covers n there). The first n with no measured batch ends the claim. 0 when it loses
-    at the smallest n; None when nothing was measured at the smallest n."""
-    best = None
+def choose_simd(timings, sizes=SIMD_SIZES, batches=SIMD_BATCHES) -> tuple[int, int] | None:
+    """(gpu_simd_min_n, gpu_simd_max_n) from {(n, batch): (t_simd, t_other)} in seconds: the
+    window of consecutive sizes of `sizes` where the simdgroup kernel wins, wherever in n it
+    lies. A size wins when the kernel is no slower than the route without it (within
+    SIMD_TOLERANCE, timing noise) at every measured batch and faster at one of them at least;
+    a point with t_simd None counts as a loss (the kernel failed or none covers n there), a
+    size with no measured batch ends every window (nothing is claimed across it). Of the
+    windows, the one saving the most time over its points (sum of t_other - t_simd) is taken,
+    ties to the smaller n. min_n is 0 when the window starts at the smallest size (no lower
+    bound), else its first size; max_n its last. (0, 0) when the kernel wins at no size; None
+    when nothing was measured."""
+    runs, cur, measured = [], None, False
     for n in sorted(sizes):
         pts = [timings[(n, b)] for b in batches if timings.get((n, b)) is not None]
         pts = [(ts, to) for ts, to in pts if to is not None]
         if not pts:
-            break
-        if any(ts is None or ts > SIMD_TOLERANCE * to for ts, to in pts):
-            return best or 0
-        if not any(ts < to for ts, to in pts):
-            return best or 0
-        best = n
-    return best
+            if cur:
+                runs.append(cur)
+            cur = None
+            if measured:
+                break
+            continue
+        measured = True
+        wins = all(ts is not None and ts <= SIMD_TOLERANCE * to for ts, to in pts) and any(
+            ts < to for ts, to in pts
+        )
+        if not wins:
+            if cur:
+                runs.append(cur)
+            cur = None
+            continue
+        saved = sum(to - ts for ts, to in pts)
+        cur = [cur[0], n, cur[2] + saved] if cur else [n, n, saved]
+    if cur:
+        runs.append(cur)
+    if not measured:
+        return None
+    if not runs:
+        return 0, 0
+    lo, hi, _ = max(runs, key=lambda r: (r[2], -r[0]))
+    return (0 if lo == min(sizes) else lo), hi
 
 
 def choose_global(
@@ -602,8 +626,9 @@ def lane_timings(fe, op: str, budget: Budget | None = None, log=print, record=No
 
 def simd_timings(fe, op: str, budget: Budget | None = None, log=print, record=None, base=None):
     """{(n, batch): (t_simd, t_other)} for device data (see choose_simd): the simdgroup kernels
-    on (gpu_simd_max_n unlimited) against off (0), the other fields as `base` says. Sizes past
-    the first where no simdgroup kernel covers the shape or it loses are not timed."""
+    on (gpu_simd_max_n unlimited, gpu_simd_min_n 0) against off (gpu_simd_max_n 0), the other
+    fields as `base` says. Every size is timed (a loss at one n does not end the sweep: the
+    winning window may start above it) up to the first that no simdgroup kernel covers."""
     budget = budget or Budget(None)
     dev = fe.gpu
     call = fe.op(op, dev)
@@ -612,15 +637,17 @@ def simd_timings(fe, op: str, budget: Budget | None = None, log=print, record=No
     gpu_max_n = max(max(SIMD_SIZES), fe.q.policy(op)["gpu_max_n"])
     common = dict(base or {}, gpu_min_batch=1, gpu_max_n=gpu_max_n)
 
+    lower = {"gpu_simd_min_n": 0} if "gpu_simd_min_n" in fe.q.policy(op) else {}
+
     def simd():
-        fe.q.set_policy(op, gpu_simd_max_n=HUGE, **common)
+        fe.q.set_policy(op, gpu_simd_max_n=HUGE, **lower, **common)
 
     def other():
         fe.q.set_policy(op, gpu_simd_max_n=0, **common)
 
     try:
         for n in SIMD_SIZES:
-            lost = False
+            uncovered = 0
             for batch in SIMD_BATCHES:
                 entry = {"n": n, "batch": batch}
                 if record is not None:
@@ -639,7 +666,7 @@ def simd_timings(fe, op: str, budget: Budget | None = None, log=print, record=No
                 if not simd_name.endswith("_simd") or not other_name.startswith("cuda:"):
                     entry["skipped"] = "no simdgroup kernel covers the shape"
                     out[(n, batch)] = (None, None)
-                    lost = True
+                    uncovered += 1
                     continue
                 x = fe.random_input(op, n, batch, dev, seed=n * 11 + batch)
                 r = _compare(fe, dev, call, x, {"simd": simd, "other": other}, timer)
@@ -649,16 +676,11 @@ def simd_timings(fe, op: str, budget: Budget | None = None, log=print, record=No
                 if r["errors"]:
                     entry["errors"] = r["errors"]
                 out[(n, batch)] = (t_simd, t_other)
-                lost = (
-                    lost
-                    or t_simd is None
-                    or (t_other is not None and t_simd > SIMD_TOLERANCE * t_other)
-                )
                 log(
                     f"  {op:9s} {n:2d}x{n:<2d} x{batch:<6d} simd {_ms(t_simd)} ms ({simd_name}), "
                     f"other {_ms(t_other)} ms ({other_name})"
                 )
-            if lost:
+            if uncovered == len(SIMD_BATCHES):
                 break
     finally:
         fe.q.reset_policy(op)
@@ -943,7 +965,7 @@ def measure(
         base = {
             f: v
             for f, v in chosen.items()
-            if f in ("cpu_kernel_max_n", "gpu_simd_max_n", *LANE_FIELDS)
+            if f in ("cpu_kernel_max_n", "gpu_simd_max_n", "gpu_simd_min_n", *LANE_FIELDS)
         }
         try:
             _phase(fe, op, phase, chosen, notes, rec, base, budget, log)
@@ -973,11 +995,17 @@ def _phase(fe, op, phase, chosen, notes, rec, base, budget, log) -> None:
                 chosen["gpu_lane_min_batch"] = min_batch
     elif phase == "simd":
         log(f"[calibrate] {op}: simdgroup kernels vs the route without them (device data)")
-        max_n = choose_simd(simd_timings(fe, op, budget, log, rec, base))
-        if max_n is None:
-            notes.append("simd: nothing measured at the smallest n (field not set)")
+        window = choose_simd(simd_timings(fe, op, budget, log, rec, base))
+        if window is None:
+            notes.append("simd: nothing measured (field not set)")
         else:
+            min_n, max_n = window
             chosen["gpu_simd_max_n"] = max_n
+            if "gpu_simd_min_n" in fe.q.policy(op):
+                chosen["gpu_simd_min_n"] = min_n
+            elif min_n:
+                notes.append(f"simd: wins from n = {min_n} only (no gpu_simd_min_n: off)")
+                chosen["gpu_simd_max_n"] = 0
     elif phase == "global":
         log(f"[calibrate] {op}: global launch vs host route beyond the shared window (device data)")
         max_n, min_batch = choose_global(global_timings(fe, op, budget, log, rec, base))

@@ -198,6 +198,20 @@ void test_routing() {
     }
     expect(ok, std::string("table line ") + t[i].name + " reachable");
   }
+  // The simdgroup window gpu_simd_min_n..gpu_simd_max_n: svd 12 x 12 on the Jacobi SIMD line
+  // from 12 up, the group kernel below it and beyond 24.
+  policy::Resolved win = pol(0, 0, 1, 0, policy::Force::kAuto, 24);
+  win.value[policy::kGpuSimdMinN] = 12;
+  const auto svd_kernel = [&](int sz) {
+    const Call c{ML_OP_SVD, 100, sz, sz, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
+    Plan q;
+    return gpu_plan(c, win, ML_CUDA_SCRATCH_FLOATS_SM90, nullptr, &q) ? std::string(t[q.kernel].name)
+                                                                      : std::string("none");
+  };
+  expect(svd_kernel(12) == "svd_jacobi_simd", "svd 12 in the simd window: " + svd_kernel(12));
+  expect(svd_kernel(24) == "svd_jacobi_simd", "svd 24 in the simd window: " + svd_kernel(24));
+  expect(svd_kernel(11) != "svd_jacobi_simd", "svd 11 below the simd window: " + svd_kernel(11));
+  expect(svd_kernel(25) != "svd_jacobi_simd", "svd 25 above the simd window: " + svd_kernel(25));
 }
 
 // Global launches (a group kernel's scratch in device memory) beyond the shared window.

@@ -443,6 +443,32 @@ def test_nonfinite_isolated(op: str) -> None:
     check_outputs(op, a[good], tuple(o[good] for o in outs), f"{op}: finite neighbours")
 
 
+@pytest.mark.parametrize("op", ["svd", "svdvals"])
+@pytest.mark.parametrize("mn", [(12, 12), (16, 16), (16, 5), (5, 13), (9, 9), (24, 17)])
+def test_simd_pairs_match_alone(op: str, mn: tuple[int, int]) -> None:
+    """On the simdgroup route, 16-lane groups put two matrices in one warp that sweep in step
+    until both have converged: each matrix's outputs must be bitwise those of the same matrix
+    alone (batch 1: its warp partner past the batch), whatever its neighbour (one converging at
+    once, one needing many sweeps, a NaN matrix); an odd batch leaves the last one alone."""
+    m, n = mn
+    if not backend(op, m, n, 7).endswith("_simd"):
+        pytest.skip("not the simdgroup route in this mode")
+    fams = ["identity", "random", "zero", "graded", "clustered", "huge", "rankdef"]
+    a = torch.cat([gen_family(f, m, n, 1, seed=i) for i, f in enumerate(fams)])
+    a[2, 0, 0] = float("nan")
+    a = a.to(DEV)
+    together = call_op(op, a)
+    for b in range(a.shape[0]):
+        alone = call_op(op, a[b : b + 1].clone())
+        for t, o in zip(together, alone):
+            assert torch.equal(t[b : b + 1].isnan(), o.isnan()), f"{op} {mn} matrix {b}: NaN"
+            same = torch.where(o.isnan(), torch.zeros_like(o), o)
+            got = torch.where(t[b : b + 1].isnan(), torch.zeros_like(o), t[b : b + 1])
+            assert torch.equal(got, same), f"{op} {mn} matrix {b}: differs from alone"
+    good = [b for b in range(a.shape[0]) if b != 2]
+    check_outputs(op, a[good], tuple(o[good] for o in together), f"{op} {mn} pairs")
+
+
 def test_eigh_cuda_graph() -> None:
     """mlt.eigh captured in a CUDA graph, replayed on new data copied into the static input."""
     n, batch = 32, 256

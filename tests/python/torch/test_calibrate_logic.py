@@ -23,6 +23,7 @@ FIELDS = {
     "gpu_global_max_n",
     "gpu_global_min_batch",
     "gpu_blocked_min_n",
+    "gpu_simd_min_n",
 }
 
 
@@ -166,7 +167,7 @@ def test_lane_uses_the_default_grid():
     assert cal.choose_lane(t) == (max(cal.LANE_SIZES), min(cal.LANE_BATCHES))
 
 
-# --- gpu_simd_max_n -------------------------------------------------------------------------
+# --- gpu_simd_min_n / gpu_simd_max_n ----------------------------------------------------------
 
 SIMD_SIZES = (9, 12, 16, 24, 32, 48, 64)
 SIMD_BATCHES = (1, 64, 1024, 16384)
@@ -184,22 +185,41 @@ def simd_grid(wins) -> dict:
 def test_simd_crossover():
     # Wins everywhere up to 32, loses at batch 1 of n = 48.
     t = simd_grid(lambda n, b: n <= 32 or b > 1)
-    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == 32
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == (0, 32)
 
 
 def test_simd_within_noise_is_no_loss_but_needs_a_win():
     t = simd_grid(lambda n, b: True)
     for b in SIMD_BATCHES:
         t[(24, b)] = (1.03e-3, 1e-3)  # 3% slower everywhere at 24: within noise, yet no win
-    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == 16
+    # Two windows saving the same time (9..16 and 32..64): the smaller n.
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == (0, 16)
     t[(24, 1)] = (0.9e-3, 1e-3)  # one win among ties: claimed
-    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == 64
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == (0, 64)
     t[(32, 64)] = (1.2e-3, 1e-3)  # 20% slower: a loss
-    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == 24
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == (0, 24)
 
 
 def test_simd_loses_at_the_smallest_n():
-    assert cal.choose_simd(simd_grid(lambda n, b: b != 64), SIMD_SIZES, SIMD_BATCHES) == 0
+    assert cal.choose_simd(simd_grid(lambda n, b: b != 64), SIMD_SIZES, SIMD_BATCHES) == (0, 0)
+
+
+def test_simd_window_above_the_smallest_n():
+    # Loses at 9 (one batch), wins from 12 to 32, no kernel past 32: the window 12..32.
+    t = simd_grid(lambda n, b: n != 9 or b != 16384)
+    for n in (48, 64):
+        for b in SIMD_BATCHES:
+            t[(n, b)] = (None, None)
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == (12, 32)
+    # A loss inside: of 12..16 and 32 the window saving more time.
+    t[(24, 1)] = (2e-3, 1e-3)
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == (12, 16)
+    for b in SIMD_BATCHES:
+        t[(32, b)] = (0.1e-3, 3e-3)  # saves more alone than 12..16 together
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == (32, 32)
+    # Losing everywhere but 64: the window is 64 alone.
+    t = simd_grid(lambda n, b: n == 64)
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == (64, 64)
 
 
 def test_simd_window_ends_where_no_kernel_covers():
@@ -208,14 +228,21 @@ def test_simd_window_ends_where_no_kernel_covers():
     for n in (48, 64):
         for b in SIMD_BATCHES:
             t[(n, b)] = (None, None)
-    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == 32
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == (0, 32)
+    # Nothing measured at 24 (every batch): no window reaches across it.
+    for b in SIMD_BATCHES:
+        del t[(24, b)]
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == (0, 16)
 
 
 def test_simd_failed_kernel_is_a_loss_and_unmeasured_batches_are_left_out():
     t = simd_grid(lambda n, b: True)
     t[(24, 1024)] = (None, 1e-3)  # the simdgroup call failed
     del t[(16, 16384)]  # not measured (work cap): the other batches of 16 decide
-    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == 16
+    for n in (48, 64):
+        del t[(n, 1)]
+    # 9..16 (11 points) against 32..64 (10 points): the first saves more.
+    assert cal.choose_simd(t, SIMD_SIZES, SIMD_BATCHES) == (0, 16)
     assert cal.choose_simd({}, SIMD_SIZES, SIMD_BATCHES) is None
 
 
