@@ -48,6 +48,13 @@ struct Options {
   // the spread panels are measured on a GPU.
   int qr_tsqr_rows = 0;
   int qr_tsqr_max_batch = 64;
+  // QR: a panel column's rows over several warps while fewer columns than warps are left (1),
+  // and the lanes of the panel steps of >= 1024 rows (0: panel_lanes()).
+  int qr_panel_split = 0;
+  int qr_panel_lanes = 0;
+  // SVD: brd_tgk_fix's projections a warp per column, with this many lanes (0: a lane per
+  // column, plain_lanes()).
+  int svd_fix_lanes = 0;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.
