@@ -35,9 +35,10 @@ timeout "$(left 75)" python3 benchmarks/qr_panels.py --out "$OUT" 2>&1 | tee "$O
 echo "== bench done after ${SECONDS} s"
 # The tests with every new option on (split panels, 1024-lane tall panels, the SVD fix a warp per
 # column), then QR with the spread panels and split columns.
-new="METAL_LINALG_BLOCKED_QR_PANEL_SPLIT=1 METAL_LINALG_BLOCKED_QR_PANEL_LANES=1024 METAL_LINALG_BLOCKED_SVD_FIX_LANES=1024"
-env $new timeout "$(left 35)" python3 -m pytest tests/python/cuda/test_cuda_blocked.py -k "qr or svd" \
-  -q -p no:cacheprovider -o addopts="" 2>&1 | tee "$OUT/pytest_new.log" | tail -8
+new="METAL_LINALG_BLOCKED_QR_PANEL_SPLIT=1 METAL_LINALG_BLOCKED_QR_PANEL_LANES=1024"
+new="$new METAL_LINALG_BLOCKED_SVD_FIX_LANES=1024"
+env $new timeout "$(left 35)" python3 -m pytest tests/python/cuda/test_cuda_blocked.py \
+  -k "qr or svd" -q -p no:cacheprovider -o addopts="" 2>&1 | tee "$OUT/pytest_new.log" | tail -8
 echo "== tests done after ${SECONDS} s"
 env $new METAL_LINALG_BLOCKED_QR_TSQR_ROWS=256 timeout "$(left 15)" python3 -m pytest \
   tests/python/cuda/test_cuda_blocked.py -k qr -q -p no:cacheprovider -o addopts="" 2>&1 |

@@ -198,9 +198,12 @@ const blocked::Options &blocked_options() {
     if (tsqr) x.qr_tsqr_rows = std::max(0, std::atoi(tsqr));
     const char *tsqr_batch = std::getenv("METAL_LINALG_BLOCKED_QR_TSQR_MAX_BATCH");
     if (tsqr_batch) x.qr_tsqr_max_batch = std::atoi(tsqr_batch);
-    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_PANEL_SPLIT")) x.qr_panel_split = std::atoi(v) != 0;
-    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_PANEL_LANES")) x.qr_panel_lanes = std::max(0, std::atoi(v));
-    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_SVD_FIX_LANES")) x.svd_fix_lanes = std::max(0, std::atoi(v));
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_PANEL_SPLIT"))
+      x.qr_panel_split = std::atoi(v) != 0;
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_PANEL_LANES"))
+      x.qr_panel_lanes = std::max(0, std::atoi(v));
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_SVD_FIX_LANES"))
+      x.svd_fix_lanes = std::max(0, std::atoi(v));
     const int gl = env_int("METAL_LINALG_BLOCKED_GEMM_LANES");
     if (gl == 4 || gl == 8 || gl == 16 || gl == 32) x.gemm_lanes = gl;
     // eigvalsh by two stages from this n (0: never), the band and the chase's tasks per launch.

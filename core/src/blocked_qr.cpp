@@ -16,7 +16,8 @@ namespace {
 
 // Lanes and flags of the panel steps over r rows.
 int qr_lanes(int r, const Options &o) {
-  if (r >= 1024 && o.qr_panel_lanes > 0) return std::max(1, std::min(o.qr_panel_lanes, o.max_group));
+  if (r >= 1024 && o.qr_panel_lanes > 0)
+    return std::max(1, std::min(o.qr_panel_lanes, o.max_group));
   return panel_lanes(r, o);
 }
 int qr_flags(const Options &o) { return o.qr_panel_split ? ML_QR_SPLIT_ROWS : 0; }
