@@ -29,6 +29,7 @@ _T = "METAL_LINALG_BLOCKED_QR_TSQR_ROWS"
 _S = "METAL_LINALG_BLOCKED_QR_PANEL_SPLIT"
 _L = "METAL_LINALG_BLOCKED_QR_PANEL_LANES"
 _F = "METAL_LINALG_BLOCKED_SVD_FIX_LANES"
+_M = "METAL_LINALG_BLOCKED_QR_TSQR_MIN_ROWS"
 # name: (op, environment); a variant sets every option it names, the rest as built.
 VARIANTS = {
     "old": ("qr", {_T: "0", _S: "0", _L: "0"}),
@@ -38,6 +39,7 @@ VARIANTS = {
     "tsqr": ("qr", {_T: "256", _S: "0", _L: "0"}),
     "tsqr_split": ("qr", {_T: "256", _S: "1", _L: "1024"}),
     "tsqr512_split": ("qr", {_T: "512", _S: "1", _L: "1024"}),
+    "tsqr_split_1536": ("qr", {_T: "256", _S: "1", _L: "1024", _M: "1536"}),
     "torch": ("qr", {}),
     "cupy": ("qr", {}),
     "svd_old": ("svd", {_F: "0"}),
@@ -179,7 +181,8 @@ def main() -> None:
         "a warp per column; split = a column's rows over several warps while fewer columns than",
         "warps are left; split1024 = that with 1024 lanes for panels of >= 1024 rows (_nb16:",
         "panels of 16 columns, not 32); tsqr =",
-        "panels spread over row blocks of 256 (512) rows. SVD: brd_tgk_fix's projections a lane",
+        "panels spread over row blocks of 256 (512) rows (_1536: only panels of >= 1536 rows).",
+        "SVD: brd_tgk_fix's projections a lane",
         "per column (old) or a warp per column, 1024 lanes (fix). Ratios (worst of the batch,",
         "best variant's):",
         "||A - QR|| / (m ||A|| ulp) / ||I - Q^T Q|| / (m ulp) (SVD: A - U S V^T, I - U^T U).",

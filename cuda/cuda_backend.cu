@@ -198,6 +198,8 @@ const blocked::Options &blocked_options() {
     if (tsqr) x.qr_tsqr_rows = std::max(0, std::atoi(tsqr));
     const char *tsqr_batch = std::getenv("METAL_LINALG_BLOCKED_QR_TSQR_MAX_BATCH");
     if (tsqr_batch) x.qr_tsqr_max_batch = std::atoi(tsqr_batch);
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_TSQR_MIN_ROWS"))
+      x.qr_tsqr_min_rows = std::max(0, std::atoi(v));
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_PANEL_SPLIT"))
       x.qr_panel_split = std::atoi(v) != 0;
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_PANEL_LANES"))

@@ -27,12 +27,13 @@ struct Tsqr {
   int nl = 0, hb = 0;
 };
 
-// Blocks of about o.qr_tsqr_rows rows for a panel of r rows and nb columns: at least two, the
+// Blocks of about o.qr_tsqr_rows rows for a panel of r >= o.qr_tsqr_min_rows rows and nb
+// columns: at least two, the
 // stack of their R factors within one group's shared memory, the last block >= nb rows.
 Tsqr tsqr_plan(int r, int nb, const Options &o) {
   Tsqr t;
   const int h = o.qr_tsqr_rows;
-  if (h < nb || r < 2 * h) return t;
+  if (h < nb || r < std::max(2 * h, o.qr_tsqr_min_rows)) return t;
   int nl = r / h;
   while (nl >= 2 && ml_tsqr_tree_shared_floats(nl, nb) > o.shared_floats) --nl;
   for (; nl >= 2; --nl) {

@@ -232,6 +232,9 @@ int suite_split() {
     kt::Timer t("qr split spread", 120, 17, o.max_group);
     qr_case(rep, worst, 120, 17, ML_K_QR_REDUCED, spread, true, rng);
   }
+  // Only the first panels (>= 100 rows) spread, the rest on one group.
+  spread.qr_tsqr_min_rows = 100;
+  qr_case(rep, worst, 120, 40, ML_K_QR_COMPLETE, spread, true, rng);
   ml::blocked::Options three = o;
   three.max_group = 96;
   three.nb = 16;
