@@ -48,7 +48,8 @@ struct Options {
   // the spread panels are measured on a GPU.
   int qr_tsqr_rows = 0;
   int qr_tsqr_max_batch = 64;
-  int qr_tsqr_min_rows = 0;  // spread only panels of at least this many rows (and 2 qr_tsqr_rows)
+  int qr_tsqr_min_rows = 0;   // spread only panels of at least this many rows (and 2 qr_tsqr_rows)
+  int qr_tsqr_min_ratio = 0;  // and only matrices with m >= this x n (0: any shape)
   // QR: a panel column's rows over several warps while fewer columns than warps are left (1),
   // and the lanes of the panel steps of >= 1024 rows (0: panel_lanes()).
   int qr_panel_split = 0;

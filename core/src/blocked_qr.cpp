@@ -68,7 +68,8 @@ QrLayout layout(const Call &c, int32_t kf, const Options &o) {
   L.rrows = kf == ML_K_QR_COMPLETE ? c.m : L.k;
   const int m = static_cast<int>(c.m);
   // Spread panels where every panel is served: spread, or short enough for one group at o.nb.
-  L.tsqr = o.qr_tsqr_rows > 0 && c.batch <= o.qr_tsqr_max_batch && L.k > 0;
+  L.tsqr = o.qr_tsqr_rows > 0 && c.batch <= o.qr_tsqr_max_batch && L.k > 0 &&
+           c.m >= int64_t{o.qr_tsqr_min_ratio} * c.n;
   L.max_nl = 0;
   for (int64_t j = 0; L.tsqr && j < L.k; j += o.nb) {
     const int r = m - static_cast<int>(j);

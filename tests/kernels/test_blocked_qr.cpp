@@ -191,6 +191,11 @@ int suite_tsqr() {
   ml::blocked::Options none = o;
   none.shared_floats = 500;
   qr_case(rep, worst, 150, 20, ML_K_QR_COMPLETE, none, false, rng);
+  // Spread only matrices with m >= 4 n: a tall one spreads, a square one does not.
+  ml::blocked::Options ratio = o;
+  ratio.qr_tsqr_min_ratio = 4;
+  qr_case(rep, worst, 150, 17, ML_K_QR_REDUCED, ratio, true, rng);
+  qr_case(rep, worst, 48, 48, ML_K_QR_REDUCED, ratio, false, rng);
   // Batches above qr_tsqr_max_batch and qr_tsqr_rows = 0: one group per panel.
   ml::blocked::Options off = o;
   off.qr_tsqr_max_batch = 2;
