@@ -176,8 +176,9 @@ bool usable() {
 }
 
 // Options of the blocked algorithms on CUDA; METAL_LINALG_BLOCKED_NB / _NB_OUTER / _GEMM_LANES /
-// _QR_TSQR_ROWS / _QR_TSQR_MAX_BATCH override the panel widths, the product's lanes and the
-// spread QR panels (experiments).
+// _QR_TSQR_ROWS / _QR_TSQR_MAX_BATCH / _QR_TSQR_MIN_ROWS / _QR_TSQR_MIN_RATIO / _QR_PANEL_SPLIT /
+// _QR_PANEL_LANES / _SVD_FIX_LANES override the panel widths, the product's lanes, the spread QR
+// panels, the panels' warps and the SVD vector fix's lanes (experiments).
 const blocked::Options &blocked_options() {
   static const blocked::Options o = [] {
     blocked::Options x;
@@ -186,6 +187,15 @@ const blocked::Options &blocked_options() {
     x.gemm_regs = 8;  // METAL_LINALG_BLOCKED_GEMM_REGS=4: 64 x 64 tiles at most (experiments)
     if (env_int("METAL_LINALG_BLOCKED_GEMM_REGS") == 4) x.gemm_regs = 4;
     x.max_group = 1024;
+    // Measured on the H200 (benchmarks/results/nvidia-h200-qr.md): panels spread over row blocks
+    // win on tall matrices only (4096x1024 x1 14.8 -> 13.1 ms, 3000x500 6.2 -> 5.8; square 4096
+    // 48.6 -> 56, 1024x512 3.3 -> 5.5), so only panels of >= 1536 rows of m >= 4 n at batch <= 8;
+    // brd_tgk_fix a warp per column over 1024 lanes (svd 4096 x1 483 -> 374 ms).
+    x.qr_tsqr_rows = 256;
+    x.qr_tsqr_min_rows = 1536;
+    x.qr_tsqr_min_ratio = 4;
+    x.qr_tsqr_max_batch = 8;
+    x.svd_fix_lanes = 1024;
     if (usable()) {  // device 0's shared memory and multiprocessors (all devices alike)
       x.shared_floats = device_info(0).budget_floats;
       x.parallel_groups = 2 * device_info(0).units;
@@ -198,6 +208,16 @@ const blocked::Options &blocked_options() {
     if (tsqr) x.qr_tsqr_rows = std::max(0, std::atoi(tsqr));
     const char *tsqr_batch = std::getenv("METAL_LINALG_BLOCKED_QR_TSQR_MAX_BATCH");
     if (tsqr_batch) x.qr_tsqr_max_batch = std::atoi(tsqr_batch);
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_TSQR_MIN_ROWS"))
+      x.qr_tsqr_min_rows = std::max(0, std::atoi(v));
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_TSQR_MIN_RATIO"))
+      x.qr_tsqr_min_ratio = std::max(0, std::atoi(v));
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_PANEL_SPLIT"))
+      x.qr_panel_split = std::atoi(v) != 0;
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_PANEL_LANES"))
+      x.qr_panel_lanes = std::max(0, std::atoi(v));
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_SVD_FIX_LANES"))
+      x.svd_fix_lanes = std::max(0, std::atoi(v));
     const int gl = env_int("METAL_LINALG_BLOCKED_GEMM_LANES");
     if (gl == 4 || gl == 8 || gl == 16 || gl == 32) x.gemm_lanes = gl;
     // eigvalsh by two stages where it measured faster than one stage on the H200

@@ -431,15 +431,28 @@ ML_HOST_FN int ml_brd_fix_shared(int n) { return n + ML_RED_FLOATS; }
 
 // x (shared, len floats) -= C C^T x over the columns 0..cnt-1 of C (ld ldc), twice (classical
 // Gram-Schmidt with reorthogonalisation); returns |x| afterwards. coef: cnt floats of the
-// workspace.
+// workspace. warps: the coefficients a warp per column (the lanes read consecutive rows; a lane
+// per column reads one row of each of 32 columns at a time), for groups of whole warps.
 ML_FN float ml_brd_project_out(ML_CTX ctx, ML_DEVICE const float *C, int ldc, int cnt, int len,
-                               ML_SHARED float *x, ML_DEVICE float *coef, ML_SHARED float *red) {
+                               ML_SHARED float *x, ML_DEVICE float *coef, ML_SHARED float *red,
+                               bool warps) {
+  const int nw = ml_simd_count(ctx), warp = ml_simd_id(ctx), sl = ml_simd_lane(ctx);
   for (int pass = 0; pass < 2; ++pass) {
-    for (int t = ctx.lane; t < cnt; t += ctx.group_size) {
-      ML_DEVICE const float *ct = C + (ml_i64)t * ldc;
-      float d = 0.0f;
-      for (int r = 0; r < len; ++r) d += ct[r] * x[r];
-      coef[t] = d;
+    if (warps) {
+      for (int t = warp; t < cnt; t += nw) {  // warp-uniform
+        ML_DEVICE const float *ct = C + (ml_i64)t * ldc;
+        float d = 0.0f;
+        for (int r = sl; r < len; r += 32) d += ct[r] * x[r];
+        d = ml_simd_sum(ctx, d);
+        if (sl == 0) coef[t] = d;
+      }
+    } else {
+      for (int t = ctx.lane; t < cnt; t += ctx.group_size) {
+        ML_DEVICE const float *ct = C + (ml_i64)t * ldc;
+        float d = 0.0f;
+        for (int r = 0; r < len; ++r) d += ct[r] * x[r];
+        coef[t] = d;
+      }
     }
     ml_barrier_device(ctx);
     for (int r = ctx.lane; r < len; r += ctx.group_size) {
@@ -463,7 +476,8 @@ ML_FN float ml_brd_project_out(ML_CTX ctx, ML_DEVICE const float *C, int ldc, in
 // gives U_B = V_B = I. One group per matrix, sequential over those columns: O(z N^2) for z such
 // values (a few for random matrices; slow for graded spectra and very low rank). Operands as
 // brd_tgk_out: 0 the vector block (its row slot holds the projection coefficients), 3 U_B
-// (ld[0]), V_B at offset ld[1]; n = N. Shared: ml_brd_fix_shared(N).
+// (ld[0]), V_B at offset ld[1]; n = N; i[0] = 1: the projections' coefficients a warp per
+// column (ml_brd_project_out). Shared: ml_brd_fix_shared(N).
 ML_FN void ml_step_brd_tgk_fix(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                                ML_DEVICE const float *a, ML_DEVICE float *o0,
                                ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
@@ -494,6 +508,7 @@ ML_FN void ml_step_brd_tgk_fix(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws
   const float tol = rel * s[0];
   int i0 = 0;
   while (i0 < N && s[i0] > tol) ++i0;
+  const bool warps = p.i[0] == 1 && ctx.group_size % 32 == 0;
   for (int part = 0; part < 2; ++part) {
     ML_DEVICE float *C = part == 0 ? base + p.off[3] : base + p.ld[1];
     const int ldc = part == 0 ? M : N;
@@ -501,7 +516,7 @@ ML_FN void ml_step_brd_tgk_fix(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws
       ML_DEVICE float *ci = C + (ml_i64)i * ldc;
       for (int r = ctx.lane; r < N; r += ctx.group_size) x[r] = ci[r];
       ml_barrier(ctx);
-      float nrm = ml_brd_project_out(ctx, C, ldc, i, N, x, coef, red);
+      float nrm = ml_brd_project_out(ctx, C, ldc, i, N, x, coef, red, warps);
       if (!(nrm > 0.5f)) {
         // The unit vector e_t farthest from the span of columns 0..i-1: the row t of those
         // columns with the least norm (1 - |row t|^2 >= (N - i) / N > 0), the first such t.
@@ -519,7 +534,7 @@ ML_FN void ml_step_brd_tgk_fix(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws
         const int t = (int)-ml_group_max(ctx, best == qmax ? -(float)bt : -(float)N, red);
         for (int r = ctx.lane; r < N; r += ctx.group_size) x[r] = r == t ? 1.0f : 0.0f;
         ml_barrier(ctx);
-        nrm = ml_brd_project_out(ctx, C, ldc, i, N, x, coef, red + 32);
+        nrm = ml_brd_project_out(ctx, C, ldc, i, N, x, coef, red + 32, warps);
       }
       const float f = nrm > 0.0f ? 1.0f / nrm : 0.0f;
       for (int r = ctx.lane; r < N; r += ctx.group_size) ci[r] = x[r] * f;

@@ -27,12 +27,17 @@ ML_HOST_FN int ml_qr_panel_width(int r, int nb_max, int gs, int budget_floats) {
   return nb;
 }
 
+// Flag of the panel steps (p.flags of qr_panel, tsqr_leaf, tsqr_tree): while the panel has
+// fewer columns left than warps, split each column's rows over several warps.
+#define ML_QR_SPLIT_ROWS 1
+
 // Householder QR in place of the r x jb block in shared memory (column c at S + c * lds): R on
 // and above the diagonal, reflector c below it (unit diagonal implied), tau[c]. red:
-// ML_RED_FLOATS shared floats. Enter and leave after a barrier. Returns whether a diagonal entry
-// of R is exactly zero.
+// ML_RED_FLOATS shared floats. split: ML_QR_SPLIT_ROWS (a warp per column leaves most warps
+// idle on a narrow tall panel, each running r / 32 dependent steps per column). Enter and
+// leave after a barrier. Returns whether a diagonal entry of R is exactly zero.
 ML_FN bool ml_qr_factor_shared(ML_CTX ctx, ML_SHARED float *S, int lds, int r, int jb,
-                               ML_SHARED float *tau, ML_SHARED float *red) {
+                               ML_SHARED float *tau, ML_SHARED float *red, bool split) {
   const int lane = ctx.lane, gs = ctx.group_size, nw = ml_simd_count(ctx);
   const int warp = ml_simd_id(ctx), sl = ml_simd_lane(ctx);
   bool zero_diag = false;
@@ -62,6 +67,32 @@ ML_FN bool ml_qr_factor_shared(ML_CTX ctx, ML_SHARED float *S, int lds, int r, i
     zero_diag = zero_diag || h.beta == 0.0f;
     ml_barrier(ctx);
     if (h.tau == 0.0f) continue;
+    const int ncol = jb - c - 1;
+    const int g = split && ncol > 0 && ncol < nw && gs % 32 == 0 ? nw / ncol : 1;
+    if (g > 1) {
+      // g warps per column (group-uniform): warp sub of column cc sums rows c + 1 + 32 sub +
+      // sl, stride 32 g, into red[warp] (sub 0 adds x[c], v_c = 1); after the barrier each
+      // warp of the column sums the g partials and updates its rows. red is free here: the
+      // norm's reads of it precede the barrier above.
+      const int q = warp / g, sub = warp - q * g, cc = c + 1 + q;
+      ML_SHARED float *x = S + cc * lds;
+      if (q < ncol) {
+        float d = sub == 0 && sl == 0 ? x[c] : 0.0f;
+        for (int i = c + 1 + 32 * sub + sl; i < r; i += 32 * g) d += col[i] * x[i];
+        d = ml_simd_sum(ctx, d);
+        if (sl == 0) red[warp] = d;
+      }
+      ml_barrier(ctx);
+      if (q < ncol) {
+        float w = 0.0f;
+        for (int e = 0; e < g; ++e) w += red[q * g + e];
+        w *= h.tau;
+        for (int i = c + 1 + 32 * sub + sl; i < r; i += 32 * g) x[i] -= col[i] * w;
+        if (sub == 0 && sl == 0) x[c] -= w;
+      }
+      ml_barrier(ctx);
+      continue;
+    }
     // The panel's later columns, a warp each (warp-uniform loop): w = tau (v^T S[:, cc]) by a
     // warp reduction, then S[:, cc] -= v w by the same warp. No cross-warp partials.
     for (int cc = c + 1 + warp; cc < jb; cc += nw) {
@@ -107,7 +138,8 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   for (int c = 0; c < jb; ++c)
     for (int i = lane; i < r; i += gs) S[c * lds + i] = P[(ml_i64)c * ld + i];
   ml_barrier(ctx);
-  const bool zero_diag = ml_qr_factor_shared(ctx, S, lds, r, jb, tau, red);
+  const bool zero_diag =
+      ml_qr_factor_shared(ctx, S, lds, r, jb, tau, red, (p.flags & ML_QR_SPLIT_ROWS) != 0);
   if (lane == 0 && zero_diag) st[2] = (float)((int)st[2] | ML_INFO_RANK_DEFICIENT);
   if (p.i[3] > 0)
     for (int c = lane; c < jb; c += gs) ws[p.i[3] + b * p.stride[3] + j + c] = tau[c];

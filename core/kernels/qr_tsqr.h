@@ -85,7 +85,8 @@ ML_FN void ml_step_tsqr_leaf(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   for (int c = 0; c < jb; ++c)
     for (int i = lane; i < rows; i += gs) S[c * lds + i] = P[(ml_i64)c * ld + i];
   ml_barrier(ctx);
-  (void)ml_qr_factor_shared(ctx, S, lds, rows, jb, tau, red);
+  (void)ml_qr_factor_shared(ctx, S, lds, rows, jb, tau, red,
+                            (p.flags & ML_QR_SPLIT_ROWS) != 0);
   for (int e = lane; e < jb * jb; e += gs) {
     const int c = e / jb, q = e - c * jb;
     RS[(ml_i64)c * ldr + q] = q <= c ? S[c * lds + q] : 0.0f;
@@ -124,7 +125,8 @@ ML_FN void ml_step_tsqr_tree(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   for (int c = 0; c < jb; ++c)
     for (int i = lane; i < rows; i += gs) S[c * lds + i] = RS[(ml_i64)c * ldr + i];
   ml_barrier(ctx);
-  const bool zero_diag = ml_qr_factor_shared(ctx, S, lds, rows, jb, sg, red);
+  const bool zero_diag =
+      ml_qr_factor_shared(ctx, S, lds, rows, jb, sg, red, (p.flags & ML_QR_SPLIT_ROWS) != 0);
   if (lane == 0 && zero_diag) st[2] = (float)((int)st[2] | ML_INFO_RANK_DEFICIENT);
   ml_qr_form_q_shared(ctx, S, lds, rows, jb, sg, X);
   for (int c = 0; c < jb; ++c)

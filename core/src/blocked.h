@@ -52,6 +52,15 @@ struct Options {
   // the spread panels are measured on a GPU.
   int qr_tsqr_rows = 0;
   int qr_tsqr_max_batch = 64;
+  int qr_tsqr_min_rows = 0;   // spread only panels of at least this many rows (and 2 qr_tsqr_rows)
+  int qr_tsqr_min_ratio = 0;  // and only matrices with m >= this x n (0: any shape)
+  // QR: a panel column's rows over several warps while fewer columns than warps are left (1),
+  // and the lanes of the panel steps of >= 1024 rows (0: panel_lanes()).
+  int qr_panel_split = 0;
+  int qr_panel_lanes = 0;
+  // SVD: brd_tgk_fix's projections a warp per column, with this many lanes (0: a lane per
+  // column, plain_lanes()).
+  int svd_fix_lanes = 0;
   // eigh's one-stage tridiagonalisation (blocked_eigh.cpp): lanes and rows per group of the
   // column update (lanes / rows slices of the panel per row), outputs per group of the tiled
   // symv (0: from the device's size; -1: one simdgroup per output, untiled, the default: the

@@ -14,17 +14,26 @@
 namespace ml::blocked {
 namespace {
 
+// Lanes and flags of the panel steps over r rows.
+int qr_lanes(int r, const Options &o) {
+  if (r >= 1024 && o.qr_panel_lanes > 0)
+    return std::max(1, std::min(o.qr_panel_lanes, o.max_group));
+  return panel_lanes(r, o);
+}
+int qr_flags(const Options &o) { return o.qr_panel_split ? ML_QR_SPLIT_ROWS : 0; }
+
 // A panel's row blocks when spread over groups (nl = 0: one group per panel).
 struct Tsqr {
   int nl = 0, hb = 0;
 };
 
-// Blocks of about o.qr_tsqr_rows rows for a panel of r rows and nb columns: at least two, the
+// Blocks of about o.qr_tsqr_rows rows for a panel of r >= o.qr_tsqr_min_rows rows and nb
+// columns: at least two, the
 // stack of their R factors within one group's shared memory, the last block >= nb rows.
 Tsqr tsqr_plan(int r, int nb, const Options &o) {
   Tsqr t;
   const int h = o.qr_tsqr_rows;
-  if (h < nb || r < 2 * h) return t;
+  if (h < nb || r < std::max(2 * h, o.qr_tsqr_min_rows)) return t;
   int nl = r / h;
   while (nl >= 2 && ml_tsqr_tree_shared_floats(nl, nb) > o.shared_floats) --nl;
   for (; nl >= 2; --nl) {
@@ -59,17 +68,18 @@ QrLayout layout(const Call &c, int32_t kf, const Options &o) {
   L.rrows = kf == ML_K_QR_COMPLETE ? c.m : L.k;
   const int m = static_cast<int>(c.m);
   // Spread panels where every panel is served: spread, or short enough for one group at o.nb.
-  L.tsqr = o.qr_tsqr_rows > 0 && c.batch <= o.qr_tsqr_max_batch && L.k > 0;
+  L.tsqr = o.qr_tsqr_rows > 0 && c.batch <= o.qr_tsqr_max_batch && L.k > 0 &&
+           c.m >= int64_t{o.qr_tsqr_min_ratio} * c.n;
   L.max_nl = 0;
   for (int64_t j = 0; L.tsqr && j < L.k; j += o.nb) {
     const int r = m - static_cast<int>(j);
     const Tsqr t = tsqr_plan(r, o.nb, o);
     L.max_nl = std::max(L.max_nl, t.nl);
-    if (t.nl == 0 && ml_qr_panel_shared_floats(r, o.nb, panel_lanes(r, o)) > o.shared_floats)
+    if (t.nl == 0 && ml_qr_panel_shared_floats(r, o.nb, qr_lanes(r, o)) > o.shared_floats)
       L.tsqr = false;
   }
   L.tsqr = L.tsqr && L.max_nl > 0;
-  L.nb = L.tsqr ? o.nb : ml_qr_panel_width(m, o.nb, panel_lanes(m, o), o.shared_floats);
+  L.nb = L.tsqr ? o.nb : ml_qr_panel_width(m, o.nb, qr_lanes(m, o), o.shared_floats);
   // Two levels where the panels had to be narrowed (tall matrices) or the batch makes the
   // trailing products dominate (H200, outer panels of 64: qr 4096 x1 158 -> 96 ms, 2048 x8
   // 86 -> 49; but 1024 x1 8.4 -> 11.3, 2048 x1 25 -> 30: the extra steps cost one matrix more
@@ -106,6 +116,7 @@ ml_status tsqr_panel(const Chunk &ch, const Options &o, const QrLayout &L, int j
   ml_step_params p = step_params();
   p.m = static_cast<int>(L.m);
   p.k = ml_tsqr_lu_floats(L.nb);
+  p.flags = qr_flags(o);
   p.i[0] = j;
   p.i[1] = jb;
   p.i[2] = ts.nl;
@@ -116,14 +127,14 @@ ml_status tsqr_panel(const Chunk &ch, const Options &o, const QrLayout &L, int j
   p.ld[1] = static_cast<int>(L.m);
   p.off[2] = L.ts;
   p.ld[2] = ts.nl * jb;
-  const int lanes = panel_lanes(ts.hb, o);
+  const int lanes = qr_lanes(ts.hb, o);
   const int leaf_shared = ml_tsqr_leaf_shared_floats(ts.hb, L.nb);
   if (ml_status st = ch.launch(kStep_tsqr_leaf, ch.batch * ts.nl, lanes, leaf_shared, p)) return st;
   ml_step_params t = p;
   t.n = L.nb;
   t.i[3] = static_cast<int>(tp);
   t.off[3] = L.stat;
-  if (ml_status st = ch.launch(kStep_tsqr_tree, ch.batch, panel_lanes(ts.nl * jb, o),
+  if (ml_status st = ch.launch(kStep_tsqr_tree, ch.batch, qr_lanes(ts.nl * jb, o),
                                ml_tsqr_tree_shared_floats(ts.nl, L.nb), t))
     return st;
   return ch.launch(kStep_tsqr_rebuild, ch.batch * ts.nl, lanes, leaf_shared, p);
@@ -169,11 +180,12 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
       p.ld[1] = m;
       p.off[2] = two ? L.tin : tp;
       p.off[3] = L.stat;
+      p.flags = qr_flags(o);
       const Tsqr ts = L.tsqr ? tsqr_plan(r, nb, o) : Tsqr{};
       if (ts.nl > 0) {
         if ((st = tsqr_panel(ch, o, L, j, jb, ts, tp))) return st;
       } else {
-        const int pg = panel_lanes(r, o);
+        const int pg = qr_lanes(r, o);
         if ((st = ch.launch(kStep_qr_panel, ch.batch, pg, ml_qr_panel_shared_floats(r, nb, pg), p)))
           return st;
       }

@@ -196,8 +196,10 @@ ml_status brd_svd_back(const Call &c, const Chunk &ch, const Options &o, const B
   if ((st = ch.launch(kStep_brd_tgk_out, ch.batch * N, plain_lanes(o), ML_RED_FLOATS, p)))
     return st;
   if (vec) {
-    if ((st = ch.launch(kStep_brd_tgk_fix, ch.batch, plain_lanes(o), ml_brd_fix_shared(N), p)))
-      return st;
+    ml_step_params f = p;
+    f.i[0] = o.svd_fix_lanes > 0 ? 1 : 0;
+    const int fl = o.svd_fix_lanes > 0 ? std::min(o.svd_fix_lanes, o.max_group) : plain_lanes(o);
+    if ((st = ch.launch(kStep_brd_tgk_fix, ch.batch, fl, ml_brd_fix_shared(N), f))) return st;
     if ((st = brd_apply_q(ch, o, L, L.uf, k)) || (st = brd_apply_p(ch, o, L, L.vf, k))) return st;
     // A = (Q U_B) S (P V_B)^T, or for a wide input A^T = that.
     const int64_t uw = L.wide ? L.vf : L.uf, vw = L.wide ? L.uf : L.vf;

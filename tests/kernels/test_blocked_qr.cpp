@@ -5,7 +5,7 @@
 // caps the number of blocks. LAPACK-style ratios (docs/design.md section 7) on the hard
 // families plus zero and graded columns, NaN/Inf isolation in a batch, info bits, R against
 // the unblocked group kernel up to the signs of its rows.
-// Usage: test_blocked_qr tsqr
+// Usage: test_blocked_qr tsqr|split
 #include "kernel_runner.h"  // first: the dialect of the kernel headers below
 
 #include "../../core/kernels/qr_householder.h"
@@ -191,6 +191,11 @@ int suite_tsqr() {
   ml::blocked::Options none = o;
   none.shared_floats = 500;
   qr_case(rep, worst, 150, 20, ML_K_QR_COMPLETE, none, false, rng);
+  // Spread only matrices with m >= 4 n: a tall one spreads, a square one does not.
+  ml::blocked::Options ratio = o;
+  ratio.qr_tsqr_min_ratio = 4;
+  qr_case(rep, worst, 150, 17, ML_K_QR_REDUCED, ratio, true, rng);
+  qr_case(rep, worst, 48, 48, ML_K_QR_REDUCED, ratio, false, rng);
   // Batches above qr_tsqr_max_batch and qr_tsqr_rows = 0: one group per panel.
   ml::blocked::Options off = o;
   off.qr_tsqr_max_batch = 2;
@@ -210,11 +215,51 @@ int suite_tsqr() {
   return rep.failures ? 1 : 0;
 }
 
+// Panel columns split over several warps (Options::qr_panel_split): groups of 2, 3 and 4 warps
+// so that the last columns of a panel take 1..4 warps each, one-group and spread panels.
+int suite_split() {
+  Report rep;
+  Worst worst;
+  std::mt19937_64 rng(31);
+  ml::blocked::Options o;
+  o.nb = 8;
+  o.gemm_lanes = 4;
+  o.max_group = 128;
+  o.qr_panel_split = 1;
+  const int shapes[][3] = {{70, 23, ML_K_QR_REDUCED}, {40, 57, ML_K_QR_COMPLETE}};
+  for (auto &s : shapes) {
+    kt::Timer t("qr split", s[0], s[1], o.max_group);
+    qr_case(rep, worst, s[0], s[1], s[2], o, false, rng);
+  }
+  ml::blocked::Options spread = o;
+  spread.qr_tsqr_rows = 24;
+  {
+    kt::Timer t("qr split spread", 120, 17, o.max_group);
+    qr_case(rep, worst, 120, 17, ML_K_QR_REDUCED, spread, true, rng);
+  }
+  // Only the first panels (>= 100 rows) spread, the rest on one group.
+  spread.qr_tsqr_min_rows = 100;
+  qr_case(rep, worst, 120, 40, ML_K_QR_COMPLETE, spread, true, rng);
+  ml::blocked::Options three = o;
+  three.max_group = 96;
+  three.nb = 16;
+  {
+    kt::Timer t("qr split", 64, 40, three.max_group);
+    qr_case(rep, worst, 64, 40, ML_K_QR_REDUCED, three, false, rng);
+  }
+  std::printf(
+      "split: %d checks, %d failures; worst |A-QR| %.3g, |I-Q^TQ| %.3g, R vs unblocked "
+      "%.3g (limits %g, %g)\n",
+      rep.checks, rep.failures, worst.resid, worst.orth, worst.agree, kQrLimit, kAgreeLimit);
+  return rep.failures ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
   const std::string s = argc > 1 ? argv[1] : "";
   if (s == "tsqr") return suite_tsqr();
-  std::fprintf(stderr, "usage: test_blocked_qr tsqr\n");
+  if (s == "split") return suite_split();
+  std::fprintf(stderr, "usage: test_blocked_qr tsqr|split\n");
   return 2;
 }

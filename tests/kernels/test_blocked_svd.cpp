@@ -327,6 +327,15 @@ int suite_svd(bool reference) {
   ml::blocked::Options chunked = o;  // one matrix per chunk
   chunked.max_workspace_bytes = 1;
   if (!reference) svd_case(rep, worst, 20, 13, chunked, rng, reference);
+  // brd_tgk_fix's projections a warp per column (groups of 2 and 3 warps).
+  const int fix_lanes[] = {64, 96};
+  for (int lanes : fix_lanes) {
+    ml::blocked::Options fix = options(8, 4, 96);
+    fix.svd_fix_lanes = lanes;
+    kt::Timer t("svd fix", 40, 24, lanes);
+    svd_case(rep, worst, 40, 24, fix, rng, reference);
+    svd_case(rep, worst, 17, 33, fix, rng, reference);
+  }
   std::printf("%s: %d checks, %d failures; worst |A-USVt| %.3g, |I-UtU| %.3g, |I-VVt| %.3g, "
               "s %.3g (limit %g)\n",
               reference ? "svdref" : "svd", rep.checks, rep.failures, worst.resid, worst.orth_q,
