@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One GPU-machine call (device tool, carry [".site", ".whl"]) that checks a merged tree: the torch
+# package prebuilt here with the CUDA backend for sm_90 into .site (as benchmarks/h200_large.sh
+# says), then the CUDA tests (products, blocked algorithms, the small kernels' svd/eigh/qr
+# subsets), the one-stage tridiagonalisation's variants (benchmarks/sytrd_bench.py --variants),
+# and a spot grid of large points with the peers (run_gpu.py --large, SPOT_ARGS) in what is left
+# of TOTAL_S seconds. Everything printed goes to $OUT/log; the grid to $OUT/spot.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-bench-out}
+mkdir -p "$OUT/spot"
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 METAL_LINALG_NO_CALIBRATION_NOTICE=1
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+exec > >(tee -a "$OUT/log") 2>&1
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
+  .whl/scipy_openblas32-*.whl || exit 1
+rm -rf /tmp/site/metal_linalg_torch && cp -r .site/metal_linalg_torch /tmp/site/
+export PYTHONPATH=/tmp/site
+python3 -c 'import sys, metal_linalg_torch as m; sys.exit(0 if m._lib.lib.ml_backend_available(b"cuda") else 1)' \
+  || { echo "the prebuilt package has no usable CUDA backend here"; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+rc=0
+timeout "${TESTS_S:-150}" python3 -m pytest tests/python/cuda/test_cuda_gemm.py \
+  tests/python/cuda/test_cuda_blocked.py -q -p no:cacheprovider --maxfail=20 -o addopts="" | tail -15
+rc=$(( rc | PIPESTATUS[0] ))
+echo "== blocked tests done after ${SECONDS} s"
+timeout "${OPS_S:-60}" python3 -m pytest tests/python/cuda -q -p no:cacheprovider --maxfail=20 \
+  -o addopts="" --ignore=tests/python/cuda/test_cuda_gemm.py \
+  --ignore=tests/python/cuda/test_cuda_blocked.py -k "${OPS_K:-32 or 9x9 or 17}" | tail -8
+rc=$(( rc | PIPESTATUS[0] ))
+echo "== op tests done after ${SECONDS} s"
+timeout "${SYTRD_S:-35}" python3 benchmarks/sytrd_bench.py --label final --variants \
+  --vshapes "${SYTRD_SHAPES:-2048x1,4096x1,1024x8}" --vnames "${SYTRD_NAMES:-old,default,upd512,rows16,rows64}" \
+  --out "$OUT/sytrd.jsonl" | tail -30
+echo "== sytrd variants done after ${SECONDS} s"
+left=$(( ${TOTAL_S:-450} - SECONDS ))
+timeout "$left" python3 benchmarks/run_gpu.py --out "$OUT/spot" --large --point-ms 200 --reps 5 \
+  --cap-ms 300 --budget-s "$(( left - 60 ))" --ours-extra-s 40 ${SPOT_ARGS:-} | tail -60
+rc=$(( rc | PIPESTATUS[0] ))
+rm -f "$OUT/spot/inflight.json"
+echo "== done after ${SECONDS} s (rc $rc)"
+exit "$rc"
