@@ -122,18 +122,27 @@ def to_float32(A: torch.Tensor) -> torch.Tensor:
     return A if A.dtype == torch.float32 else A.to(torch.float32)
 
 
-# The op table's output dimensions per (op, flags), read from the core once.
-_SYMBOLS = {}
+# Per (op, flags): a function (batch, m, n, k) -> the output shapes, generated once from the
+# core's op table (as fast as written-out shapes: this is on every call's path).
+_SHAPES = {}
+
+
+def _shape_function(op: str, flags: int):
+    items = []
+    for symbols in _lib.output_symbols(_lib.OP_ID[op], flags):
+        if symbols is not None and not set(symbols) <= {"m", "n", "k"}:
+            raise RuntimeError(f"[metal_linalg.{op}] unexpected output dimensions {symbols}")
+        items.append("(0,)" if symbols is None else "(*b, " + ", ".join(symbols) + ",)")
+    return eval("lambda b, m, n, k: [" + ", ".join(items) + "]")
 
 
 def output_shapes(op: str, batch: tuple, m, n, k, flags: int) -> list:
     """Shapes of the op's outputs (torch.linalg's shapes, also for 0-size; an output the op
     does not have under flags is an empty (0,) tensor, as qr mode 'r''s Q); k = min(m, n)."""
-    symbols = _SYMBOLS.get((op, flags))
-    if symbols is None:
-        symbols = _SYMBOLS[(op, flags)] = _lib.output_symbols(_lib.OP_ID[op], flags)
-    dims = {"m": m, "n": n, "k": k}
-    return [(0,) if s is None else (*batch, *(dims[d] for d in s)) for s in symbols]
+    fn = _SHAPES.get((op, flags))
+    if fn is None:
+        fn = _SHAPES[(op, flags)] = _shape_function(op, flags)
+    return fn(batch, m, n, k)
 
 
 def _readable(A: torch.Tensor) -> torch.Tensor:
@@ -155,17 +164,17 @@ _ARGS = threading.local()
 
 
 def _c_call(op, exec_ptr, a, batch, m, n, flags, outs, info) -> None:
-    args = getattr(_ARGS, "v", None)
-    if args is None:
-        args = _ARGS.v = (_P1(), _I3(), _P3())
-    ins, sizes, ptrs = args
+    try:
+        ins, sizes, ptrs, addr = _ARGS.v
+    except AttributeError:
+        ins, sizes, ptrs = _P1(), _I3(), _P3()
+        addr = tuple(ctypes.addressof(x) for x in (ins, sizes, ptrs))
+        _ARGS.v = ins, sizes, ptrs, addr
     ins[0] = a
-    sizes[0] = batch
-    sizes[1] = m
-    sizes[2] = n
-    for i, t in enumerate(outs):  # outputs in the table's order; an empty Q passes NULL
-        ptrs[i] = t.data_ptr() or None
-    status = lib.ml_run(exec_ptr, _lib.OP_ID[op], ins, sizes, flags, ptrs, info)
+    sizes[:] = batch, m, n
+    # outputs in the table's order; an empty Q (qr mode 'r') passes NULL
+    ptrs[: len(outs)] = [t.data_ptr() or None for t in outs]
+    status = lib.ml_run(exec_ptr, _lib.OP_ID[op], addr[0], addr[1], flags, addr[2], info)
     if status != _lib.ML_OK:  # the core's warnings all arise at import or in settings calls
         _lib.check(status, op)
 
@@ -202,7 +211,7 @@ def _cuda_plan(ex, op: str, batch: int, m: int, n: int, flags: int):
         lib.ml_plan(
             ctypes.byref(ex),
             _lib.OP_ID[op],
-            sizes,
+            ctypes.addressof(sizes),
             flags,
             ctypes.byref(memory),
             ctypes.byref(nbytes),

@@ -47,13 +47,13 @@ class MlExec(ctypes.Structure):
     ]
 
 
-_ptrs = ctypes.POINTER(ctypes.c_void_p)
 _i64p = ctypes.POINTER(ctypes.c_int64)
 _SIGNATURES = {
-    "ml_run": (_i32, [ctypes.c_void_p, _i32, _ptrs, _i64p, _i32, _ptrs, _f32p]),
+    # inputs, sizes and outputs as raw addresses of the caller's ctypes arrays (cheapest)
+    "ml_run": (_i32, [ctypes.c_void_p, _i32, _f32p, _f32p, _i32, _f32p, _f32p]),
     "ml_plan": (
         _i32,
-        [ctypes.c_void_p, _i32, _i64p, _i32, ctypes.POINTER(_i32), _i64p, ctypes.c_void_p],
+        [ctypes.c_void_p, _i32, _f32p, _i32, ctypes.POINTER(_i32), _i64p, ctypes.c_void_p],
     ),
     "ml_workspace_size": (
         _i32,
