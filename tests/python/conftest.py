@@ -1,4 +1,4 @@
-"""Makes tests/python's shared helpers (accuracy.py) importable from every suite below it."""
+"""Makes tests/python's shared modules (accuracy.py) importable from every suite below it."""
 
 import os
 import sys
