@@ -4,6 +4,8 @@
 #include "cpu_backend.h"
 #include "cpu_kernels.h"
 #include "errors.h"
+#include "lapack.h"
+#include "thread_pool.h"
 
 namespace ml {
 namespace {
@@ -32,6 +34,12 @@ class CpuBackend final : public Backend {
   ml_status run_device(const ml_exec &, const Call &, const Plan &, const char *where) override {
     return fail(ML_INVALID_ARGUMENT, where, "the CPU backend has no device memory");
   }
+  void set_threads(int32_t n) override { set_cpu_threads(n); }
+  int32_t threads() const override { return cpu_threads(); }
+  ml_status set_lapack(const char *path, const char *prefix, const char *suffix) override {
+    return lapack::set(path, prefix, suffix);
+  }
+  const char *lapack_info() const override { return lapack::info(); }
 };
 
 }  // namespace

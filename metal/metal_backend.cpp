@@ -356,12 +356,10 @@ ml_status MetalBackend::run_device(const ml_exec &exec, const Call &c, const Pla
   for (int i = 0; i < 4; ++i)
     if (s->reserved[i] != 0)
       return fail(ML_INVALID_ARGUMENT, where, "ml_metal_stream.reserved[%d] must be zero", i);
-  // The C function's output arguments map onto Call's slots (svdvals' s is out1).
-  int64_t slot_offset[3] = {s->out_offset[0], s->out_offset[1], s->out_offset[2]};
-  if (c.op == ML_OP_SVDVALS) {
-    slot_offset[1] = s->out_offset[0];
-    slot_offset[0] = 0;
-  }
+  // out_offset is in the op table's output order; Call holds the outputs in their slots.
+  int64_t slot_offset[3] = {0, 0, 0};
+  for (int i = 0; i < op_desc(c.op).outputs; ++i)
+    slot_offset[op_desc(c.op).out[i].slot] = s->out_offset[i];
   int64_t floats[3];
   output_floats(c.op, c.m, c.n, c.flags, floats);
   const void *ptrs[5] = {c.a, c.out0, c.out1, c.out2, c.info};

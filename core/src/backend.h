@@ -77,6 +77,14 @@ class Backend {
   // Device buffers on exec's device and queue: enqueues, no host synchronisation.
   virtual ml_status run_device(const ml_exec &exec, const Call &c, const Plan &p,
                                const char *where) = 0;
+  // Host settings of the C API (the CPU backend's; others keep the defaults): threads a batch
+  // may use (ml_set_cpu_threads, 0 = all cores) and the LAPACK provider (ml_set_lapack).
+  virtual void set_threads(int32_t) {}
+  virtual int32_t threads() const { return 0; }
+  virtual ml_status set_lapack(const char *, const char *, const char *) {
+    return ML_INVALID_ARGUMENT;
+  }
+  virtual const char *lapack_info() const { return "none"; }
 };
 
 // ---- registry (registry.cpp: the one place that knows which backends are built) ----

@@ -8,11 +8,9 @@
 #include "device.h"
 #include "dispatch.h"
 #include "errors.h"
-#include "lapack.h"
 #include "metal_linalg/metal_linalg.h"
 #include "ops.h"
 #include "policy.h"
-#include "thread_pool.h"
 
 #ifndef ML_VERSION_STRING
 #define ML_VERSION_STRING "0.0.0"
@@ -33,37 +31,109 @@ ml_status guarded(const char *where, F &&f) {
   }
 }
 
-ml_status call(const char *where, const ml_exec *exec, const ml::Call &c) {
-  return guarded(where, [&] { return ml::dispatch(where, exec, c); });
+// A Call from ml_run's arguments: outputs in the table's order go to their Call slots.
+ml_status run(const ml_exec *exec, int32_t op, const float *const *inputs, const int64_t *sizes,
+              int32_t flags, float *const *outputs, int32_t *info) {
+  ml::clear_error();
+  if (!ml::valid_op(op)) return ml::fail(ML_INVALID_ARGUMENT, "run", "invalid op %d", op);
+  const ml::OpDesc &d = ml::op_desc(op);
+  if (!inputs || !sizes || !outputs)
+    return ml::fail(ML_INVALID_ARGUMENT, d.name, "inputs, sizes or outputs is NULL");
+  float *slot[3] = {nullptr, nullptr, nullptr};
+  for (int i = 0; i < d.outputs; ++i) slot[d.out[i].slot] = outputs[i];
+  const ml::Call c{op, sizes[0], sizes[1], sizes[2], flags, inputs[0], slot[0], slot[1], slot[2],
+                   info};
+  return guarded(d.name, [&] { return ml::dispatch(d.name, exec, c); });
 }
 
 }  // namespace
 
 extern "C" {
 
+ML_API ml_status ml_run(const ml_exec *exec, int32_t op, const float *const *inputs,
+                        const int64_t *sizes, int32_t flags, float *const *outputs,
+                        int32_t *info) {
+  return run(exec, op, inputs, sizes, flags, outputs, info);
+}
+
 ML_API ml_status ml_qr(const ml_exec *exec, const float *a, int64_t batch, int64_t m, int64_t n,
                        int32_t mode, float *q, float *r, int32_t *info) {
-  return call("qr", exec, {ML_OP_QR, batch, m, n, mode, a, q, r, nullptr, info});
+  const int64_t sizes[3] = {batch, m, n};
+  float *const out[] = {q, r};
+  return run(exec, ML_OP_QR, &a, sizes, mode, out, info);
 }
 
 ML_API ml_status ml_eigh(const ml_exec *exec, const float *a, int64_t batch, int64_t n,
                          int32_t uplo, float *w, float *v, int32_t *info) {
-  return call("eigh", exec, {ML_OP_EIGH, batch, n, n, uplo, a, w, v, nullptr, info});
+  const int64_t sizes[3] = {batch, n, n};
+  float *const out[] = {w, v};
+  return run(exec, ML_OP_EIGH, &a, sizes, uplo, out, info);
 }
 
 ML_API ml_status ml_eigvalsh(const ml_exec *exec, const float *a, int64_t batch, int64_t n,
                              int32_t uplo, float *w, int32_t *info) {
-  return call("eigvalsh", exec, {ML_OP_EIGVALSH, batch, n, n, uplo, a, w, nullptr, nullptr, info});
+  const int64_t sizes[3] = {batch, n, n};
+  float *const out[] = {w};
+  return run(exec, ML_OP_EIGVALSH, &a, sizes, uplo, out, info);
 }
 
 ML_API ml_status ml_svd(const ml_exec *exec, const float *a, int64_t batch, int64_t m, int64_t n,
                         int32_t full_matrices, float *u, float *s, float *vt, int32_t *info) {
-  return call("svd", exec, {ML_OP_SVD, batch, m, n, full_matrices, a, u, s, vt, info});
+  const int64_t sizes[3] = {batch, m, n};
+  float *const out[] = {u, s, vt};
+  return run(exec, ML_OP_SVD, &a, sizes, full_matrices, out, info);
 }
 
 ML_API ml_status ml_svdvals(const ml_exec *exec, const float *a, int64_t batch, int64_t m,
                             int64_t n, float *s, int32_t *info) {
-  return call("svdvals", exec, {ML_OP_SVDVALS, batch, m, n, 0, a, nullptr, s, nullptr, info});
+  const int64_t sizes[3] = {batch, m, n};
+  float *const out[] = {s};
+  return run(exec, ML_OP_SVDVALS, &a, sizes, 0, out, info);
+}
+
+ML_API ml_status ml_plan(const ml_exec *exec, int32_t op, const int64_t *sizes, int32_t flags,
+                         int32_t *memory, int64_t *workspace_bytes, const char **name) {
+  ml::clear_error();
+  if (!sizes) return ml::fail(ML_INVALID_ARGUMENT, "plan", "sizes is NULL");
+  return guarded("plan", [&] {
+    const ml::Call c{op, sizes[0], sizes[1], sizes[2], flags, nullptr, nullptr, nullptr, nullptr,
+                     nullptr};
+    return ml::plan_query(exec, c, memory, workspace_bytes, name);
+  });
+}
+
+ML_API int32_t ml_op_count(void) { return ML_OP_COUNT; }
+
+ML_API const char *ml_op_name(int32_t op) {
+  return ml::valid_op(op) ? ml::op_desc(op).name : nullptr;
+}
+
+ML_API int32_t ml_op_by_name(const char *name) { return ml::op_from_name(name); }
+
+ML_API int32_t ml_output_count(int32_t op) {
+  return ml::valid_op(op) ? ml::op_desc(op).outputs : 0;
+}
+
+ML_API ml_status ml_output_desc(int32_t op, int32_t flags, int32_t index, const char **name,
+                                int32_t *ndim, char dims[2], int32_t *dtype) {
+  ml::clear_error();
+  const char *where = "output_desc";
+  if (!ndim) return ml::fail(ML_INVALID_ARGUMENT, where, "ndim is NULL");
+  *ndim = 0;
+  if (dims) dims[0] = dims[1] = 0;
+  if (!ml::valid_op(op)) return ml::fail(ML_INVALID_ARGUMENT, where, "invalid op %d", op);
+  if (ml_status st = ml::check_flags(where, op, 1, 1, flags)) return st;
+  if (index < 0) return ml::fail(ML_INVALID_ARGUMENT, where, "index must be >= 0, got %d", index);
+  if (!ml::has_output(op, flags, index)) return ML_OK;
+  const ml::OutputDesc &o = ml::op_desc(op).out[index];
+  *ndim = o.cols == ml::Dim::kNone ? 1 : 2;
+  if (dims) {
+    dims[0] = ml::dim_symbol(o.rows, flags);
+    dims[1] = ml::dim_symbol(o.cols, flags);
+  }
+  if (name) *name = o.name;
+  if (dtype) *dtype = o.dtype;
+  return ML_OK;
 }
 
 ML_API ml_status ml_workspace_size(const ml_exec *exec, int32_t op, int64_t batch, int64_t m,
@@ -181,21 +251,21 @@ ML_API ml_status ml_policy_reload(void) {
 ML_API ml_status ml_set_cpu_threads(int32_t n) {
   ml::clear_error();
   if (n < 0) return ml::fail(ML_INVALID_ARGUMENT, "set_cpu_threads", "n must be >= 0, got %d", n);
-  ml::set_cpu_threads(n);
+  ml::cpu_backend().set_threads(n);
   return ML_OK;
 }
 
-ML_API int32_t ml_get_cpu_threads(void) { return ml::cpu_threads(); }
+ML_API int32_t ml_get_cpu_threads(void) { return ml::cpu_backend().threads(); }
 
 ML_API ml_status ml_set_lapack(const char *path, const char *prefix, const char *suffix) {
   ml::clear_error();
   if (!path || !*path) return ml::fail(ML_INVALID_ARGUMENT, "set_lapack", "path is NULL or empty");
-  return guarded("set_lapack", [&] { return ml::lapack::set(path, prefix, suffix); });
+  return guarded("set_lapack", [&] { return ml::cpu_backend().set_lapack(path, prefix, suffix); });
 }
 
 ML_API const char *ml_lapack_info(void) {
   try {
-    return ml::lapack::info();
+    return ml::cpu_backend().lapack_info();
   } catch (...) {
     return "none";
   }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 #include "errors.h"
 #include "ops.h"
@@ -101,6 +103,7 @@ ml_status check_lapack_sizes(const char *where, int32_t op, int32_t flags, int64
 ml_status check_shape(const char *where, int32_t op, int64_t batch, int64_t m, int64_t n,
                       int32_t flags) {
   if (!valid_op(op)) return fail(ML_INVALID_ARGUMENT, where, "invalid op %d", op);
+  const OpDesc &d = op_desc(op);
   if (batch < 0)
     return fail(ML_INVALID_ARGUMENT, where, "batch must be >= 0, got %lld",
                 static_cast<long long>(batch));
@@ -108,14 +111,17 @@ ml_status check_shape(const char *where, int32_t op, int64_t batch, int64_t m, i
     return fail(ML_INVALID_ARGUMENT, where,
                 "matrix sizes must be positive, got %lld x %lld (callers handle empty matrices)",
                 static_cast<long long>(m), static_cast<long long>(n));
-  if ((op == ML_OP_EIGH || op == ML_OP_EIGVALSH) && m != n)
+  if (d.square && m != n)
     return fail(ML_INVALID_ARGUMENT, where, "%s needs a square matrix, got %lld x %lld",
                 op_name(op), static_cast<long long>(m), static_cast<long long>(n));
   if (ml_status st = check_lapack_sizes(where, op, flags, m, n)) return st;
-  // The largest per-matrix buffer any mode of op writes, times batch, in 64-bit bytes.
-  const int64_t per = std::max(mul_sat(m, n), op == ML_OP_QR && flags == ML_QR_COMPLETE
-                                                   ? mul_sat(m, m)
-                                                   : (op == ML_OP_EIGH ? mul_sat(n, n) : 0));
+  // The largest per-matrix buffer the call reads or writes, times batch, in 64-bit bytes.
+  int64_t per = mul_sat(m, n);
+  for (int i = 0; i < d.outputs; ++i) {
+    int64_t dims[2];
+    const int nd = output_shape(op, m, n, flags, i, dims);
+    if (nd > 0) per = std::max(per, nd == 1 ? dims[0] : mul_sat(dims[0], dims[1]));
+  }
   if (!mul_fits(batch, per, INT64_MAX / 4))
     return fail(ML_INVALID_ARGUMENT, where, "batch %lld of %lld x %lld overflows 64-bit sizes",
                 static_cast<long long>(batch), static_cast<long long>(m),
@@ -123,59 +129,43 @@ ml_status check_shape(const char *where, int32_t op, int64_t batch, int64_t m, i
   return ML_OK;
 }
 
+ml_status check_flags(const char *where, int32_t op, int64_t m, int64_t n, int32_t flags) {
+  const OpDesc &d = op_desc(op);
+  const FlagKindDesc &k = flag_kind_desc(d.flag_kind);
+  if (flags < 0 || flags >= k.count) {
+    // "mode must be ML_QR_REDUCED (0), ML_QR_R (1) or ML_QR_COMPLETE (2), got 7"
+    std::string allowed;
+    for (int v = 0; v < k.count; ++v) {
+      if (v > 0) allowed += v + 1 == k.count ? " or " : ", ";
+      allowed += k.values[v];
+      if (std::strcmp(k.values[v], std::to_string(v).c_str()) != 0)
+        allowed += " (" + std::to_string(v) + ")";
+    }
+    return fail(ML_INVALID_ARGUMENT, where, "%s must be %s, got %d", k.arg, allowed.c_str(),
+                flags);
+  }
+  if (flags == d.square_flag && m != n)
+    return fail(ML_INVALID_ARGUMENT, where,
+                "%s=%s for a non-square matrix (%lld x %lld) is not implemented", k.arg,
+                k.values[flags], static_cast<long long>(m), static_cast<long long>(n));
+  return ML_OK;
+}
+
 ml_status check_call(const char *where, const Call &c) {
   if (ml_status st = check_shape(where, c.op, c.batch, c.m, c.n, c.flags)) return st;
-  switch (c.op) {
-    case ML_OP_QR:
-      if (c.flags != ML_QR_REDUCED && c.flags != ML_QR_R && c.flags != ML_QR_COMPLETE)
-        return fail(ML_INVALID_ARGUMENT, where,
-                    "mode must be ML_QR_REDUCED (0), ML_QR_R (1) or ML_QR_COMPLETE (2), got %d",
-                    c.flags);
-      if (c.flags == ML_QR_R && c.out0)
-        return fail(ML_INVALID_ARGUMENT, where, "q must be NULL for mode ML_QR_R");
-      break;
-    case ML_OP_EIGH:
-    case ML_OP_EIGVALSH:
-      if (c.flags != ML_LOWER && c.flags != ML_UPPER)
-        return fail(ML_INVALID_ARGUMENT, where, "uplo must be ML_LOWER (0) or ML_UPPER (1), got %d",
-                    c.flags);
-      break;
-    case ML_OP_SVD:
-      if (c.flags != 0 && c.flags != 1)
-        return fail(ML_INVALID_ARGUMENT, where, "full_matrices must be 0 or 1, got %d", c.flags);
-      if (c.flags == 1 && c.m != c.n)
-        return fail(ML_INVALID_ARGUMENT, where,
-                    "full_matrices=1 for a non-square matrix (%lld x %lld) is not implemented",
-                    static_cast<long long>(c.m), static_cast<long long>(c.n));
-      break;
-    default: break;
-  }
+  if (ml_status st = check_flags(where, c.op, c.m, c.n, c.flags)) return st;
+  const OpDesc &d = op_desc(c.op);
+  float *const slots[3] = {c.out0, c.out1, c.out2};
+  for (int i = 0; i < d.outputs; ++i)
+    if (!has_output(c.op, c.flags, i) && slots[d.out[i].slot])
+      return fail(ML_INVALID_ARGUMENT, where, "%s must be NULL for %s %s", d.out[i].name,
+                  flag_kind_desc(d.flag_kind).arg, flag_kind_desc(d.flag_kind).values[c.flags]);
   // Empty batches touch no memory: their pointers may be anything.
   if (c.batch == 0) return ML_OK;
   if (!c.a) return fail(ML_INVALID_ARGUMENT, where, "a is NULL");
-  const char *missing = nullptr;
-  switch (c.op) {
-    case ML_OP_QR:
-      if (c.flags != ML_QR_R && !c.out0) missing = "q";
-      if (!c.out1) missing = "r";
-      break;
-    case ML_OP_EIGH:
-      if (!c.out0) missing = "w";
-      if (!c.out1) missing = "v";
-      break;
-    case ML_OP_EIGVALSH:
-      if (!c.out0) missing = "w";
-      break;
-    case ML_OP_SVD:
-      if (!c.out0) missing = "u";
-      if (!c.out1) missing = "s";
-      if (!c.out2) missing = "vt";
-      break;
-    default:
-      if (!c.out1) missing = "s";
-      break;
-  }
-  if (missing) return fail(ML_INVALID_ARGUMENT, where, "%s is NULL", missing);
+  for (int i = 0; i < d.outputs; ++i)
+    if (has_output(c.op, c.flags, i) && !slots[d.out[i].slot])
+      return fail(ML_INVALID_ARGUMENT, where, "%s is NULL", d.out[i].name);
   // Host buffers are read as floats and int32s; CUDA ones likewise by the kernels.
   const struct {
     const void *p;

@@ -9,6 +9,8 @@ namespace ml {
 // c.batch > 0, the pointers. Sets the last error and returns its status on failure.
 ml_status check_exec(const char *where, const ml_exec &exec);
 ml_status check_call(const char *where, const Call &c);
+// The flag argument of op for m x n (its kind's values; a square-only value).
+ml_status check_flags(const char *where, int32_t op, int64_t m, int64_t n, int32_t flags);
 // Sizes alone (used by queries that take no buffers); flags as for the call
 // (the default, 0, is qr's reduced mode, the smallest).
 ml_status check_shape(const char *where, int32_t op, int64_t batch, int64_t m, int64_t n,

@@ -56,6 +56,28 @@ const char *backend_for(int32_t op, int32_t memory, int64_t m, int64_t n, int64_
   return r.backend->plan_name(c, r.plan, pol);
 }
 
+ml_status plan_query(const ml_exec *exec_in, const Call &c, int32_t *memory, int64_t *bytes,
+                     const char **name) {
+  clear_error();
+  const char *where = "plan";
+  if (memory) *memory = ML_MEMORY_HOST;
+  if (bytes) *bytes = 0;
+  if (name) *name = "";
+  const ml_exec &exec = exec_in ? *exec_in : kHostExec;
+  if (ml_status st = check_exec(where, exec)) return st;
+  Call probe = c;
+  probe.batch = c.batch < 0 ? c.batch : 0;  // sizes and flags only: no buffers to check
+  if (ml_status st = check_call(where, probe)) return st;
+  const policy::Resolved pol = policy::resolve(c.op);
+  // The query route: device memory the policy keeps off the GPU runs on the host.
+  const Route r = route(c, exec.memory, exec.device, pol, true);
+  const bool on_device = exec.memory != ML_MEMORY_HOST && r.backend->memory() == exec.memory;
+  if (memory) *memory = on_device ? exec.memory : ML_MEMORY_HOST;
+  if (bytes && on_device && c.batch > 0) *bytes = r.backend->workspace_bytes(c, r.plan);
+  if (name) *name = r.backend->plan_name(c, r.plan, pol);
+  return ML_OK;
+}
+
 ml_status workspace_size(const ml_exec *exec_in, const Call &c, int64_t *bytes) {
   clear_error();
   const char *where = "workspace_size";

@@ -5,6 +5,7 @@
 
 #include "blocked.h"
 #include "kernel_table.h"
+#include "ops.h"
 
 namespace ml {
 namespace {
@@ -125,8 +126,7 @@ int64_t global_workspace_bytes(const Call &c, const Plan &p) {
 const char *gpu_plan_name(const char *backend, const Plan &p, int32_t op) {
   static thread_local std::string name;
   if (p.launch == Launch::kBlocked) {
-    static const char *const ops[] = {"qr", "eigh", "eigvalsh", "svd", "svdvals"};
-    name = std::string(backend) + ":blocked_" + (op >= 0 && op < 5 ? ops[op] : "?");
+    name = std::string(backend) + ":blocked_" + op_name(op);
     return name.c_str();
   }
   int count = 0;

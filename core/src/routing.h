@@ -70,8 +70,8 @@ const char *gpu_plan_name(const char *backend, const Plan &p, int32_t op);
 // Where a call with buffers in `memory` runs (device: exec->device for device memory).
 // Host memory: a GPU when the policy says the copies pay off (or it is forced), else the CPU.
 // Device memory: that memory's backend whenever a kernel covers the shape (for_query: only
-// within the policy's gpu_min_batch / gpu_max_n, as ml_backend reports it: frontends copy to
-// the host when it names the CPU). backend == nullptr: device memory no kernel covers.
+// within the policy's gpu_min_batch / gpu_max_n, as ml_plan and ml_backend report it: frontends
+// copy to the host when it names the CPU). backend == nullptr: device memory no kernel covers.
 Route route(const Call &c, int32_t memory, int32_t device, const policy::Resolved &pol,
             bool for_query);
 

@@ -15,9 +15,9 @@ import metal_linalg as ml
 from . import _queries as queries
 from ._shared import bench
 from ._shared.bench import Impl
+from ._shared.queries import OUTPUTS
 
 OPS = queries.OPS
-TORCH_PEER = "metal_linalg_torch"
 
 
 def _stream(device):
@@ -28,7 +28,7 @@ def _ours(op, device):
     """Our op on MLX's stream of `device`, passed explicitly; returns once the result exists."""
     stream = _stream(device)
     fn = getattr(ml, op)
-    if op in ("qr", "eigh", "svd"):
+    if len(OUTPUTS[op]) > 1:
         return lambda x: mx.eval(*fn(x, stream=stream))
     return lambda x: mx.eval(fn(x, stream=stream))
 
@@ -51,27 +51,14 @@ def _to_mx(a):
     return x
 
 
-def torch_peer():
-    """(Impl of metal_linalg_torch on CUDA tensors, None) when torch with CUDA and the torch
-    package are importable, else (None, reason). Imported here only, on request."""
-    try:
-        import torch
+# Reference peers registered from outside the package for the GPU benchmark: name ->
+# factory() returning (Impl, None) or (None, why unavailable). The package itself imports no
+# other framework (benchmarks/mlx_torch_peer.py registers the torch package's CUDA path).
+GPU_PEERS = {}
 
-        if not torch.cuda.is_available():
-            return None, "torch has no CUDA device"
-        import metal_linalg_torch as mlt
-    except Exception as exc:  # noqa: BLE001 (any import or driver failure: peer absent)
-        return None, f"{type(exc).__name__}: {exc}"[:200]
 
-    def run(op):
-        if op == "svd":
-            return lambda a: mlt.svd(a, full_matrices=False)
-        return getattr(mlt, op)
-
-    # Wall clock around the call and a synchronisation, as for the MLX calls (mx.eval waits).
-    return Impl(
-        TORCH_PEER, lambda a: torch.from_numpy(a).cuda(), run, torch.cuda.synchronize, None, True
-    ), None
+def register_gpu_peer(name: str, factory) -> None:
+    GPU_PEERS[name] = factory
 
 
 class MlxFrontend:
@@ -103,7 +90,7 @@ class MlxFrontend:
         return [f"MLX default device: {mx.default_device()}, GPU: {mx.is_available(mx.gpu)}"]
 
     def peer_names(self, device: str) -> tuple:
-        return ("mx.linalg", "numpy", TORCH_PEER) if device == "gpu" else ("mx.linalg", "numpy")
+        return ("mx.linalg", "numpy", *GPU_PEERS) if device == "gpu" else ("mx.linalg", "numpy")
 
     # ---- calibration ----
 
@@ -133,12 +120,13 @@ class MlxFrontend:
             Impl("mx.linalg", _to_mx, _mx_linalg),
             bench.numpy_impl(),
         ]
-        if device == "gpu" and (peers is None or TORCH_PEER in peers):
-            impl, why = torch_peer()
-            if impl is None:
-                self.unavailable[TORCH_PEER] = why
-            else:
-                impls.append(impl)
+        for name, factory in GPU_PEERS.items() if device == "gpu" else ():
+            if peers is None or name in peers:
+                impl, why = factory()
+                if impl is None:
+                    self.unavailable[name] = why
+                else:
+                    impls.append(impl)
         if peers is not None:
             impls = [i for i in impls if i.name == "metal_linalg" or i.name in peers]
         return impls
@@ -178,10 +166,11 @@ class MlxFrontend:
     def metadata(self, device: str) -> dict:
         notes = ["mx.linalg runs on MLX's CPU stream (its only option); its svd forms full U, Vt."]
         if device == "gpu":
-            notes.append(
-                f"metal_linalg runs with stream=mx.gpu; {TORCH_PEER} (reference) on CUDA tensors "
-                "of the same data, wall clock with a synchronisation as for MLX."
-            )
+            notes.append("metal_linalg runs with stream=mx.gpu.")
+            notes += [
+                f"{name}: {getattr(f, 'note', 'a registered peer')}"
+                for name, f in GPU_PEERS.items()
+            ]
         return {
             "unavailable_peers": dict(self.unavailable),
             "mlx_default_device": str(mx.default_device()),

@@ -10,6 +10,7 @@ import sys
 import mlx.core as mx
 
 from . import _build_info
+from ._shared.queries import bind_ops
 
 
 def _release(version: str) -> str:
@@ -94,3 +95,5 @@ def _set_lapack() -> None:
 
 _set_lapack()
 ext = _ext
+# The op list of the shared code, from the core's op table.
+bind_ops(ext.op_names(), lambda op: [tuple(d) for d in ext.output_symbols(op, 0) if d])

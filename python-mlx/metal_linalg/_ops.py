@@ -17,10 +17,16 @@ import mlx.core as mx
 import numpy as np
 
 from ._loader import ext
+from ._shared.queries import OP_ID
 
 ML_QR_MODES = {"reduced": 0, "r": 1, "complete": 2}
 ML_UPLO = {"L": 0, "U": 1, "l": 0, "u": 1}
-OP_QR, OP_EIGH, OP_EIGVALSH, OP_SVD, OP_SVDVALS = range(5)
+# Each function's op id, from the core's op table.
+OP_QR = OP_ID["qr"]
+OP_EIGH = OP_ID["eigh"]
+OP_EIGVALSH = OP_ID["eigvalsh"]
+OP_SVD = OP_ID["svd"]
+OP_SVDVALS = OP_ID["svdvals"]
 
 INFO_NOT_CONVERGED = 0x1
 INFO_NONFINITE = 0x2

@@ -1,4 +1,5 @@
-// One call of the core's C API for a Spec, on host or device pointers (the exec says which).
+// One call of the core's C API for a Spec, on host or device pointers (the exec says which):
+// ml_run with the outputs in the op table's order, which is also the primitive's order.
 #pragma once
 
 #include <cstdint>
@@ -9,63 +10,55 @@
 
 namespace mlext {
 
-// The core's output buffers in the C API's order (q/w/u, r/v/s, vt), null where unused.
+// The core's outputs in the op table's order (ml_output_desc), null where the op has none
+// under spec.flags (q of qr mode 'r').
 struct CorePointers {
   float *out[3] = {nullptr, nullptr, nullptr};
   int32_t *info = nullptr;
 };
 
-// Maps the primitive's outputs (see output_shapes) to the core's arguments.
-// ptr(array&) gives the buffer address (host or device).
+// Whether output `index` of spec's op exists under its flags.
+inline bool has_output(const Spec &spec, int index) {
+  int32_t ndim = 0;
+  return ml_output_desc(spec.op, spec.flags, index, nullptr, &ndim, nullptr, nullptr) == ML_OK &&
+         ndim > 0;
+}
+
+// Maps the primitive's outputs (see output_shapes: the table's outputs that exist, then info)
+// to ml_run's. ptr(array&) gives the buffer address (host or device).
 template <class Ptr>
 CorePointers output_pointers(const Spec &spec, std::vector<mx::array> &outputs, Ptr ptr) {
   CorePointers p;
-  auto f = [&](size_t i) { return static_cast<float *>(ptr(outputs[i])); };
-  switch (spec.op) {
-    case ML_OP_QR:
-      if (spec.flags == ML_QR_R) {
-        p.out[1] = f(0);
-      } else {
-        p.out[0] = f(0);
-        p.out[1] = f(1);
-      }
-      break;
-    case ML_OP_EIGH:
-      p.out[0] = f(0);
-      p.out[1] = f(1);
-      break;
-    case ML_OP_EIGVALSH:
-      p.out[0] = f(0);
-      break;
-    case ML_OP_SVD:
-      p.out[0] = f(0);
-      p.out[1] = f(1);
-      p.out[2] = f(2);
-      break;
-    case ML_OP_SVDVALS:
-      p.out[1] = f(0);
-      break;
-  }
+  size_t next = 0;
+  const int count = ml_output_count(spec.op);
+  for (int i = 0; i < count && i < 3; ++i)
+    if (has_output(spec, i)) p.out[i] = static_cast<float *>(ptr(outputs[next++]));
   if (spec.with_info) p.info = static_cast<int32_t *>(ptr(outputs.back()));
   return p;
 }
 
 inline ml_status run_core(const ml_exec *exec, const Spec &spec, const float *a, int64_t batch,
                           int64_t m, int64_t n, const CorePointers &p) {
-  switch (spec.op) {
-    case ML_OP_QR:
-      return ml_qr(exec, a, batch, m, n, spec.flags, p.out[0], p.out[1], p.info);
-    case ML_OP_EIGH:
-      return ml_eigh(exec, a, batch, n, spec.flags, p.out[0], p.out[1], p.info);
-    case ML_OP_EIGVALSH:
-      return ml_eigvalsh(exec, a, batch, n, spec.flags, p.out[0], p.info);
-    case ML_OP_SVD:
-      return ml_svd(exec, a, batch, m, n, spec.flags, p.out[0], p.out[1], p.out[2], p.info);
-    case ML_OP_SVDVALS:
-      return ml_svdvals(exec, a, batch, m, n, p.out[1], p.info);
-    default:
-      return ML_INVALID_ARGUMENT;
-  }
+  const int64_t sizes[3] = {batch, m, n};
+  return ml_run(exec, spec.op, &a, sizes, spec.flags, p.out, p.info);
+}
+
+// The core's plan for spec on device memory `memory` (device 0): whether it runs there, its
+// workspace and its launch name, from one routing decision (ml_plan).
+struct CorePlan {
+  bool on_device = false;
+  int64_t workspace_bytes = 0;
+  const char *name = "";
+};
+
+inline ml_status plan_core(const ml_exec *exec, const Spec &spec, int64_t batch, int64_t m,
+                           int64_t n, CorePlan *out) {
+  const int64_t sizes[3] = {batch, m, n};
+  int32_t memory = ML_MEMORY_HOST;
+  const ml_status st =
+      ml_plan(exec, spec.op, sizes, spec.flags, &memory, &out->workspace_bytes, &out->name);
+  out->on_device = st == ML_OK && memory == exec->memory && memory != ML_MEMORY_HOST;
+  return st;
 }
 
 }  // namespace mlext

@@ -78,6 +78,24 @@ NB_MODULE(_ext, m) {
   m.def("decompose", &decompose, nb::arg("a"), nb::arg("op"), nb::arg("flags"),
         nb::arg("with_info"), nb::arg("stream").none());
   m.def("gpu_path", [] { return std::string(mlext::gpu_path()); });
+  // The core's op names in ml_op order (its op table).
+  m.def("op_names", [] {
+    std::vector<std::string> names;
+    for (int op = 0; op < ml_op_count(); ++op) names.emplace_back(ml_op_name(op));
+    return names;
+  });
+  // Per output of op under flags (the table's order): its dimensions as "m", "n", "k"
+  // symbols ("" where the op has no such output).
+  m.def("output_symbols", [](int op, int flags) {
+    std::vector<std::string> out;
+    for (int i = 0; i < ml_output_count(op); ++i) {
+      int32_t ndim = 0;
+      char dims[2] = {0, 0};
+      check(ml_output_desc(op, flags, i, nullptr, &ndim, dims, nullptr), "output_desc");
+      out.emplace_back(dims, dims + ndim);
+    }
+    return out;
+  });
   m.def("placement", [](int op, int flags, const std::vector<int> &shape, mx::Stream s) {
     return mlext::placement(mlext::Spec{op, flags, false}, mx::Shape(shape.begin(), shape.end()),
                             s);

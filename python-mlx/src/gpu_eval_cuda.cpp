@@ -32,19 +32,21 @@ const char *gpu_path() { return "cuda"; }
 
 bool gpu_covers(const Spec &spec, int64_t batch, int64_t m, int64_t n) {
   if (!ml_backend_available("cuda")) return false;
-  const char *name = ml_backend(spec.op, ML_MEMORY_CUDA, m, n, batch);
-  return name != nullptr && std::strncmp(name, "cuda:", 5) == 0;
+  ml_exec ex;
+  std::memset(&ex, 0, sizeof ex);
+  ex.memory = ML_MEMORY_CUDA;
+  CorePlan plan;
+  return plan_core(&ex, spec, batch, m, n, &plan) == ML_OK && plan.on_device;
 }
 
 namespace {
 
 // True the first time a launch kind (op, flags and the core's launch name) is seen.
-bool first_launch_of_kind(const Spec &spec, int64_t batch, int64_t m, int64_t n) {
+bool first_launch_of_kind(const Spec &spec, const char *plan_name) {
   static std::mutex mu;
   static std::set<std::string> seen;
-  const char *name = ml_backend(spec.op, ML_MEMORY_CUDA, m, n, batch);
   std::string key = std::to_string(spec.op) + "/" + std::to_string(spec.flags) + "/" +
-                    (name != nullptr ? name : "");
+                    (plan_name != nullptr ? plan_name : "");
   std::lock_guard<std::mutex> lock(mu);
   return seen.insert(std::move(key)).second;
 }
@@ -69,9 +71,11 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
   // until the work that uses it has completed. It is registered after the launch below, so that
   // an uncaptured first launch (after enc.commit()) is covered by the next commit's completion,
   // not by the one just committed.
-  int64_t ws_bytes = 0;
-  if (ml_workspace_size(&ex, spec.op, batch, m, n, spec.flags, &ws_bytes) != ML_OK)
+  CorePlan plan;
+  if (plan_core(&ex, spec, batch, m, n, &plan) != ML_OK)
     throw std::runtime_error(error_message(spec.op, ml_last_error()));
+  const int64_t ws_bytes = plan.workspace_bytes;
+  const bool first = first_launch_of_kind(spec, plan.name);
   std::optional<mx::array> ws;
   if (ws_bytes > 0) {
     if (ws_bytes > std::numeric_limits<int32_t>::max())
@@ -87,7 +91,7 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
   const CorePointers p =
       output_pointers(spec, outputs, [](mx::array &o) { return mx::gpu_ptr<void>(o); });
   std::string error;
-  if (first_launch_of_kind(spec, batch, m, n)) {
+  if (first) {
     enc.commit();
     if (run_core(&ex, spec, mx::gpu_ptr<float>(a), batch, m, n, p) != ML_OK)
       error = error_message(spec.op, ml_last_error());

@@ -2,8 +2,8 @@
 // primitive's stream, through the C API's Metal exec mode (ML_MEMORY_METAL with an
 // ml_metal_stream whose encoder_ops forward to metal::CommandEncoder's public methods; MLX keeps
 // the raw MTL::ComputeCommandEncoder private). Outputs come from MLX's allocator; the input and
-// outputs are registered with the encoder (set_input_array / set_output_array at the kernels'
-// buffer indices) before anything is dispatched, so MLX's hazard tracking orders the dispatches
+// outputs are registered with the encoder (set_input_array / set_output_array) before
+// anything is dispatched, so MLX's hazard tracking orders the dispatches
 // with the MLX work around them. Nothing is committed or waited for here: MLX commits its
 // command buffer as for its own kernels.
 //
@@ -28,8 +28,11 @@ const char *gpu_path() { return "metal"; }
 
 bool gpu_covers(const Spec &spec, int64_t batch, int64_t m, int64_t n) {
   if (!ml_backend_available("metal")) return false;
-  const char *name = ml_backend(spec.op, ML_MEMORY_METAL, m, n, batch);
-  return name != nullptr && std::strncmp(name, "metal:", 6) == 0;
+  ml_exec ex;
+  std::memset(&ex, 0, sizeof ex);
+  ex.memory = ML_MEMORY_METAL;
+  CorePlan plan;
+  return plan_core(&ex, spec, batch, m, n, &plan) == ML_OK && plan.on_device;
 }
 
 namespace {
@@ -86,11 +89,10 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
   std::memset(&ms, 0, sizeof ms);
   ms.encoder_ops = &ops;
 
-  // Which output array fills each of the core's slots (out[0..2] as the kernels store them,
-  // info); the kernels bind a at buffer index 0, slot k at k + 1 and info at 4. The input and
-  // each output are registered with the encoder at that index before the core dispatches. The
-  // core gets each array's MTL::Buffer handle, and ms the data's byte offset (per output
-  // argument of the C function: svdvals' s is its argument 0 but the core's slot 1).
+  // Which output array is each of ml_run's outputs (the op table's order) and info. The input
+  // and each output are registered with the encoder before the core dispatches (the core binds
+  // every buffer at its kernels' own index on each dispatch). The core gets each array's
+  // MTL::Buffer handle, and ms the data's byte offset, both in the table's order.
   const CorePointers slots =
       output_pointers(spec, outputs, [](mx::array &o) { return static_cast<void *>(&o); });
   auto array_in = [](const void *slot) {
@@ -104,7 +106,7 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
     if (o == nullptr || buffer_of(*o) == nullptr) continue;
     enc.set_output_array(*o, k + 1);
     p.out[k] = static_cast<float *>(buffer_of(*o));
-    ms.out_offset[spec.op == ML_OP_SVDVALS ? 0 : k] = o->offset();
+    ms.out_offset[k] = o->offset();
   }
   if (mx::array *o = array_in(slots.info); o != nullptr && buffer_of(*o) != nullptr) {
     enc.set_output_array(*o, 4);
@@ -119,9 +121,10 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
   ex.stream = &ms;
   // The workspace of a blocked plan (large matrices): an MLX array from MLX's allocator, kept
   // alive by the encoder until the command buffer completes.
-  int64_t ws_bytes = 0;
-  if (ml_workspace_size(&ex, spec.op, batch, m, n, spec.flags, &ws_bytes) != ML_OK)
+  CorePlan plan;
+  if (plan_core(&ex, spec, batch, m, n, &plan) != ML_OK)
     throw std::runtime_error(error_message(spec.op, ml_last_error()));
+  const int64_t ws_bytes = plan.workspace_bytes;
   if (ws_bytes > 0) {
     if (ws_bytes > std::numeric_limits<int32_t>::max())
       throw std::runtime_error(error_message(spec.op, "workspace above 2 GiB"));

@@ -1,6 +1,7 @@
 #include "primitive.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -18,20 +19,8 @@
 namespace mlext {
 
 const char *op_name(int op) {
-  switch (op) {
-    case ML_OP_QR:
-      return "qr";
-    case ML_OP_EIGH:
-      return "eigh";
-    case ML_OP_EIGVALSH:
-      return "eigvalsh";
-    case ML_OP_SVD:
-      return "svd";
-    case ML_OP_SVDVALS:
-      return "svdvals";
-    default:
-      return "?";
-  }
+  const char *name = ml_op_name(op);
+  return name != nullptr ? name : "?";
 }
 
 std::string error_message(int op, const char *core_message) {
@@ -54,34 +43,19 @@ bool is_empty(const mx::Shape &in) {
 std::vector<mx::Shape> output_shapes(const Spec &spec, const mx::Shape &in) {
   const mx::Shape batch(in.begin(), in.end() - 2);
   const int m = in[in.size() - 2], n = in[in.size() - 1], k = std::min(m, n);
-  auto with = [&batch](std::initializer_list<int> tail) {
-    mx::Shape s = batch;
-    s.insert(s.end(), tail.begin(), tail.end());
-    return s;
-  };
+  // The core's op table: each dimension is 'm', 'n' or 'k' under the flags.
+  auto dim = [&](char sym) { return sym == 'm' ? m : sym == 'n' ? n : k; };
   std::vector<mx::Shape> out;
-  switch (spec.op) {
-    case ML_OP_QR: {
-      const bool complete = spec.flags == ML_QR_COMPLETE;
-      if (spec.flags != ML_QR_R) out.push_back(with({m, complete ? m : k}));
-      out.push_back(with({complete ? m : k, n}));
-      break;
-    }
-    case ML_OP_EIGH:
-      out.push_back(with({n}));
-      out.push_back(with({n, n}));
-      break;
-    case ML_OP_EIGVALSH:
-      out.push_back(with({n}));
-      break;
-    case ML_OP_SVD:
-      out.push_back(with({m, k}));
-      out.push_back(with({k}));
-      out.push_back(with({k, n}));
-      break;
-    case ML_OP_SVDVALS:
-      out.push_back(with({k}));
-      break;
+  const int count = ml_output_count(spec.op);
+  for (int i = 0; i < count; ++i) {
+    int32_t ndim = 0;
+    char dims[2] = {0, 0};
+    if (ml_output_desc(spec.op, spec.flags, i, nullptr, &ndim, dims, nullptr) != ML_OK ||
+        ndim == 0)
+      continue;
+    mx::Shape s = batch;
+    for (int d = 0; d < ndim; ++d) s.push_back(dim(dims[d]));
+    out.push_back(std::move(s));
   }
   if (spec.with_info) out.push_back(batch);
   return out;
@@ -162,20 +136,18 @@ void LinalgPrimitive::eval_gpu(const std::vector<mx::array> &inputs,
 }
 
 const char *LinalgPrimitive::name() const {
-  switch (spec_.op) {
-    case ML_OP_QR:
-      return "MetalLinalgQR";
-    case ML_OP_EIGH:
-      return "MetalLinalgEigh";
-    case ML_OP_EIGVALSH:
-      return "MetalLinalgEigvalsh";
-    case ML_OP_SVD:
-      return "MetalLinalgSVD";
-    case ML_OP_SVDVALS:
-      return "MetalLinalgSvdvals";
-    default:
-      return "MetalLinalg";
-  }
+  // "MetalLinalgEigh": each op's name from the core, capitalised, built once.
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (int op = 0; op < ml_op_count(); ++op) {
+      std::string s = std::string("MetalLinalg") + op_name(op);
+      s[11] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[11])));
+      v.push_back(std::move(s));
+    }
+    return v;
+  }();
+  return spec_.op >= 0 && spec_.op < static_cast<int>(names.size()) ? names[spec_.op].c_str()
+                                                                      : "MetalLinalg";
 }
 
 bool LinalgPrimitive::is_equivalent(const mx::Primitive &other) const {
@@ -222,9 +194,9 @@ std::vector<mx::array> build(const mx::array &a_in, Spec spec, std::optional<mx:
     return out;
   }
   // The core's own shape and size checks, raised now rather than at evaluation.
-  const char *name = ml_backend(spec.op, ML_MEMORY_HOST, d.m, d.n, d.batch);
-  if (name == nullptr || *name == '\0')
-    throw CoreError{ML_INVALID_ARGUMENT, error_message(spec.op, ml_last_error())};
+  const int64_t sizes[3] = {d.batch, d.m, d.n};
+  if (ml_status st = ml_plan(nullptr, spec.op, sizes, spec.flags, nullptr, nullptr, nullptr))
+    throw CoreError{st, error_message(spec.op, ml_last_error())};
   const mx::Stream s = placement(spec, shape, requested);
   // MLX's GPU backends have no float64: such input is cast on the CPU stream.
   const mx::Stream cast_on = a_in.dtype() == mx::float64 ? mx::default_stream(mx::Device::cpu) : s;

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .queries import OPS
+from .queries import OPS, OUTPUTS
 
 SQUARE_N = (8, 16, 32, 64, 128, 256, 512, 1024)
 TALL = ((64, 32), (256, 128), (1024, 512))
@@ -274,14 +274,15 @@ def nominal_flops(op: str, m: int, n: int) -> float:
 
 
 def output_floats(op: str, m: int, n: int) -> int:
-    k = min(m, n)
-    return {
-        "qr": m * k + k * n,
-        "eigh": n + n * n,
-        "eigvalsh": n,
-        "svd": m * k + k + k * n,
-        "svdvals": k,
-    }[op]
+    """Floats per matrix of op's outputs (the core's op table, default flags)."""
+    dims = {"m": m, "n": n, "k": min(m, n)}
+    total = 0
+    for symbols in OUTPUTS[op]:
+        size = 1
+        for d in symbols:
+            size *= dims[d]
+        total += size
+    return total
 
 
 def roofline_ms(point: Point, peaks: dict) -> float:

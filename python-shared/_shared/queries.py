@@ -21,10 +21,25 @@ import operator
 import os
 import warnings
 
-# Op names in ml_op order; also the names used in policy files and environment variables.
-OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
-OP_ID = {name: i for i, name in enumerate(OPS)}
+# Op names in ml_op order, as the core's op table has them (a frontend fills these in place
+# with bind_ops when it loads the core, so every module sees the same objects); also the names
+# used in policy files and environment variables.
+OPS: list = []
+OP_ID: dict = {}
+# Per op name: its outputs' dimensions under the default flags, each a tuple of 'm', 'n', 'k'
+# (= min(m, n)) symbols, in the table's order.
+OUTPUTS: dict = {}
 INT64_MAX = 2**63 - 1
+
+
+def bind_ops(names, outputs) -> None:
+    """The core's op names, in ml_op order, and outputs(op_id) -> the op's output symbols
+    (see OUTPUTS); the frontends call this once at import."""
+    OPS[:] = list(names)
+    OP_ID.clear()
+    OP_ID.update({name: i for i, name in enumerate(OPS)})
+    OUTPUTS.clear()
+    OUTPUTS.update({name: tuple(outputs(i)) for i, name in enumerate(OPS)})
 
 
 class CalibrationWarning(UserWarning):

@@ -8,6 +8,7 @@ torch's allocator, no info array, no synchronisation); anything else goes throug
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import torch
 from torch.autograd import forward_ad as _fwad
@@ -121,21 +122,27 @@ def to_float32(A: torch.Tensor) -> torch.Tensor:
     return A if A.dtype == torch.float32 else A.to(torch.float32)
 
 
+# Per (op, flags): a function (batch, m, n, k) -> the output shapes, generated once from the
+# core's op table (as fast as written-out shapes: this is on every call's path).
+_SHAPES = {}
+
+
+def _shape_function(op: str, flags: int):
+    items = []
+    for symbols in _lib.output_symbols(_lib.OP_ID[op], flags):
+        if symbols is not None and not set(symbols) <= {"m", "n", "k"}:
+            raise RuntimeError(f"[metal_linalg.{op}] unexpected output dimensions {symbols}")
+        items.append("(0,)" if symbols is None else "(*b, " + ", ".join(symbols) + ",)")
+    return eval("lambda b, m, n, k: [" + ", ".join(items) + "]")
+
+
 def output_shapes(op: str, batch: tuple, m, n, k, flags: int) -> list:
-    """Shapes of the op's outputs (torch.linalg's shapes, also for 0-size); k = min(m, n)."""
-    if op == "qr":
-        if flags == _lib.ML_QR_R:
-            return [(0,), (*batch, k, n)]
-        if flags == _lib.ML_QR_COMPLETE:
-            return [(*batch, m, m), (*batch, m, n)]
-        return [(*batch, m, k), (*batch, k, n)]
-    if op == "eigh":
-        return [(*batch, n), (*batch, n, n)]
-    if op == "eigvalsh":
-        return [(*batch, n)]
-    if op == "svd":
-        return [(*batch, m, k), (*batch, k), (*batch, k, n)]
-    return [(*batch, k)]  # svdvals
+    """Shapes of the op's outputs (torch.linalg's shapes, also for 0-size; an output the op
+    does not have under flags is an empty (0,) tensor, as qr mode 'r''s Q); k = min(m, n)."""
+    fn = _SHAPES.get((op, flags))
+    if fn is None:
+        fn = _SHAPES[(op, flags)] = _shape_function(op, flags)
+    return fn(batch, m, n, k)
 
 
 def _readable(A: torch.Tensor) -> torch.Tensor:
@@ -149,36 +156,27 @@ def _readable(A: torch.Tensor) -> torch.Tensor:
     return A.contiguous()
 
 
+_P1 = ctypes.c_void_p * 1
+_P3 = ctypes.c_void_p * 3
+_I3 = ctypes.c_int64 * 3
+# ml_run's argument arrays, one set per thread (filling them costs less than building them).
+_ARGS = threading.local()
+
+
 def _c_call(op, exec_ptr, a, batch, m, n, flags, outs, info) -> None:
-    p = [t.data_ptr() or None for t in outs]  # an empty Q (qr mode 'r') passes NULL
-    if op == "qr":
-        status = lib.ml_qr(exec_ptr, a, batch, m, n, flags, p[0], p[1], info)
-    elif op == "eigh":
-        status = lib.ml_eigh(exec_ptr, a, batch, n, flags, p[0], p[1], info)
-    elif op == "eigvalsh":
-        status = lib.ml_eigvalsh(exec_ptr, a, batch, n, flags, p[0], info)
-    elif op == "svd":
-        status = lib.ml_svd(exec_ptr, a, batch, m, n, flags, p[0], p[1], p[2], info)
-    else:
-        status = lib.ml_svdvals(exec_ptr, a, batch, m, n, p[0], info)
+    try:
+        ins, sizes, ptrs, addr = _ARGS.v
+    except AttributeError:
+        ins, sizes, ptrs = _P1(), _I3(), _P3()
+        addr = tuple(ctypes.addressof(x) for x in (ins, sizes, ptrs))
+        _ARGS.v = ins, sizes, ptrs, addr
+    ins[0] = a
+    sizes[:] = batch, m, n
+    # outputs in the table's order; an empty Q (qr mode 'r') passes NULL
+    ptrs[: len(outs)] = [t.data_ptr() or None for t in outs]
+    status = lib.ml_run(exec_ptr, _lib.OP_ID[op], addr[0], addr[1], flags, addr[2], info)
     if status != _lib.ML_OK:  # the core's warnings all arise at import or in settings calls
         _lib.check(status, op)
-
-
-def _cuda_kernel(op: str, m: int, n: int, batch: int) -> str | None:
-    """The core's CUDA plan name for the shape ("cuda:eigh_tridiag_ql/global"), or None when
-    the core would not run it on the GPU."""
-    if not CUDA_CORE:
-        return None
-    name = _lib.text(lib.ml_backend(_lib.OP_ID[op], _lib.ML_MEMORY_CUDA, m, n, batch))
-    return name if name.startswith("cuda:") else None
-
-
-# Device workspace bytes per (plan name, op, batch, m, n, flags): the CUDA backend's workspace
-# depends on the plan (the kernel and launch kind: only global launches need one, and the
-# policy decides whether a shape runs global) and the call's shape, so the plan name ml_backend
-# reports is part of the key and a policy change never reuses a stale size.
-_WORKSPACE = {}
 
 
 # torch's raw current-stream query (CUDA builds of torch), looked up once.
@@ -193,31 +191,43 @@ def _current_stream(index: int) -> int:
     return torch.cuda.current_stream(index).cuda_stream
 
 
-def _run_cuda(op, A, batch, m, n, flags, outs, info=None, plan: str = "") -> None:
+def _cuda_exec(A: torch.Tensor):
     device = A.device
     index = device.index if device.index is not None else torch.cuda.current_device()
     ex = _lib.MlExec()
     ex.memory = _lib.ML_MEMORY_CUDA
     ex.device = index
     ex.stream = _current_stream(index)
-    key = (plan, op, batch, m, n, flags)
-    nbytes = _WORKSPACE.get(key)
-    if nbytes is None:
-        size = ctypes.c_int64(0)
-        _lib.check(
-            lib.ml_workspace_size(
-                ctypes.byref(ex), _lib.OP_ID[op], batch, m, n, flags, ctypes.byref(size)
-            ),
-            op,
-        )
-        nbytes = size.value
-        if len(_WORKSPACE) < 4096:
-            _WORKSPACE[key] = nbytes
+    return ex
+
+
+def _cuda_plan(ex, op: str, batch: int, m: int, n: int, flags: int):
+    """The core's one routing decision for a CUDA call: its workspace bytes when it runs on
+    the GPU, or None when the core would rather have host buffers (the caller copies)."""
+    memory = ctypes.c_int32(0)
+    nbytes = ctypes.c_int64(0)
+    sizes = _I3(batch, m, n)
+    _lib.check(
+        lib.ml_plan(
+            ctypes.byref(ex),
+            _lib.OP_ID[op],
+            ctypes.addressof(sizes),
+            flags,
+            ctypes.byref(memory),
+            ctypes.byref(nbytes),
+            None,
+        ),
+        op,
+    )
+    return nbytes.value if memory.value == _lib.ML_MEMORY_CUDA else None
+
+
+def _run_cuda(op, A, ex, batch, m, n, flags, outs, info, nbytes: int) -> None:
     # Stream-ordered caching allocator: freeing the workspace after enqueueing is safe (a later
     # allocation on the same stream reuses it only after this call's kernels in stream order).
     workspace = None
     if nbytes > 0:
-        workspace = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        workspace = torch.empty(nbytes, dtype=torch.uint8, device=A.device)
         ex.workspace = workspace.data_ptr()
         ex.workspace_bytes = nbytes
     # No info array unless an *_ex function asks: a non-finite or unconverged matrix shows as
@@ -256,13 +266,15 @@ def run(op: str, A: torch.Tensor, flags: int, with_info: bool = False) -> list:
         _c_call(op, None, A.data_ptr(), batch, m, n, flags, outs, _ptr(info))
         return outs + [info] if with_info else outs
     device = A.device
-    plan = _cuda_kernel(op, m, n, batch) if A.is_cuda else None
-    if plan is not None:
-        outs = [torch.empty(s, dtype=torch.float32, device=device) for s in shapes]
-        info = torch.empty(batch_shape, dtype=torch.int32, device=device) if with_info else None
-        _run_cuda(op, A, batch, m, n, flags, outs, info, plan)
-        return outs + [info] if with_info else outs
-    # Anything else (CUDA shapes without a GPU kernel, MPS, ...) goes through host memory.
+    if A.is_cuda and CUDA_CORE:
+        ex = _cuda_exec(A)
+        nbytes = _cuda_plan(ex, op, batch, m, n, flags)
+        if nbytes is not None:
+            outs = [torch.empty(s, dtype=torch.float32, device=device) for s in shapes]
+            info = torch.empty(batch_shape, dtype=torch.int32, device=device) if with_info else None
+            _run_cuda(op, A, ex, batch, m, n, flags, outs, info, nbytes)
+            return outs + [info] if with_info else outs
+    # Anything else (CUDA calls the core routes to the host, MPS, ...) goes through host memory.
     outs = _host_empty(shapes)
     info = torch.empty(batch_shape, dtype=torch.int32) if with_info else None
     host = A.cpu()  # keep the copy alive for the whole call: data_ptr() does not
@@ -323,15 +335,6 @@ def register_vmap(op, n_outputs: int) -> None:
     torch.library.register_vmap(op, rule)
 
 
-_INFO_FLAGS = {
-    "qr": tuple(QR_MODES.values()),
-    "eigh": (_lib.ML_LOWER, _lib.ML_UPPER),
-    "eigvalsh": (_lib.ML_LOWER, _lib.ML_UPPER),
-    "svd": (0,),  # the *_ex functions compute the thin SVD
-    "svdvals": (0,),
-}
-
-
 @torch.library.custom_op(
     "metal_linalg::info", mutates_args=(), schema="(Tensor A, str op, int flags) -> Tensor"
 )
@@ -340,8 +343,12 @@ def info_op(A: torch.Tensor, op: str, flags: int) -> torch.Tensor:
     an op of its own, so compile, jit.trace and vmap see it)."""
     if op not in _lib.OP_ID:
         raise ValueError(f"[metal_linalg.info] unknown op {op!r}; ops: {', '.join(_lib.OPS)}")
-    if flags not in _INFO_FLAGS[op]:  # also keeps ctypes from truncating a huge int
+    if not -(2**31) <= flags < 2**31:  # keeps ctypes from truncating a huge int
         raise ValueError(f"[metal_linalg.info] invalid flags {flags} for {op}")
+    try:  # the core's op table checks the flags
+        output_shapes(op, (), 1, 1, 1, flags)
+    except ValueError as err:
+        raise ValueError(f"[metal_linalg.info] invalid flags {flags} for {op}: {err}") from None
     check_input(A, "info", square=op.startswith("eig"))
     return run(op, A, flags, with_info=True)[-1]
 

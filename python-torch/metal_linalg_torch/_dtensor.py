@@ -18,8 +18,6 @@ import sys
 import warnings
 
 _DTENSOR = "torch.distributed.tensor"
-# (op name, number of outputs)
-OPS = (("qr", 2), ("eigh", 2), ("eigvalsh", 1), ("svd", 3), ("svdvals", 1))
 _registered = False
 
 

@@ -12,6 +12,8 @@ import os
 import sys
 import warnings
 
+from ._shared.queries import bind_ops
+
 ML_OK = 0
 ML_INVALID_ARGUMENT = 1
 ML_RUNTIME_ERROR = 2
@@ -26,10 +28,6 @@ ML_QR_COMPLETE = 2
 
 ML_LOWER = 0
 ML_UPPER = 1
-
-# Op names in ml_op order; they are also the names used in policy files and env vars.
-OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
-OP_ID = {name: i for i, name in enumerate(OPS)}
 
 _f32p = ctypes.c_void_p  # raw addresses from tensor.data_ptr()
 _i64 = ctypes.c_int64
@@ -49,15 +47,24 @@ class MlExec(ctypes.Structure):
     ]
 
 
+_i64p = ctypes.POINTER(ctypes.c_int64)
 _SIGNATURES = {
-    "ml_qr": (_i32, [ctypes.c_void_p, _f32p, _i64, _i64, _i64, _i32, _f32p, _f32p, _f32p]),
-    "ml_eigh": (_i32, [ctypes.c_void_p, _f32p, _i64, _i64, _i32, _f32p, _f32p, _f32p]),
-    "ml_eigvalsh": (_i32, [ctypes.c_void_p, _f32p, _i64, _i64, _i32, _f32p, _f32p]),
-    "ml_svd": (_i32, [ctypes.c_void_p, _f32p, _i64, _i64, _i64, _i32, _f32p, _f32p, _f32p, _f32p]),
-    "ml_svdvals": (_i32, [ctypes.c_void_p, _f32p, _i64, _i64, _i64, _f32p, _f32p]),
+    # inputs, sizes and outputs as raw addresses of the caller's ctypes arrays (cheapest)
+    "ml_run": (_i32, [ctypes.c_void_p, _i32, _f32p, _f32p, _i32, _f32p, _f32p]),
+    "ml_plan": (
+        _i32,
+        [ctypes.c_void_p, _i32, _f32p, _i32, ctypes.POINTER(_i32), _i64p, ctypes.c_void_p],
+    ),
     "ml_workspace_size": (
         _i32,
         [ctypes.c_void_p, _i32, _i64, _i64, _i64, _i32, ctypes.POINTER(ctypes.c_int64)],
+    ),
+    "ml_op_count": (_i32, []),
+    "ml_op_name": (ctypes.c_char_p, [_i32]),
+    "ml_output_count": (_i32, [_i32]),
+    "ml_output_desc": (
+        _i32,
+        [_i32, _i32, _i32, ctypes.c_void_p, ctypes.POINTER(_i32), ctypes.c_char_p, ctypes.c_void_p],
     ),
     "ml_last_error": (ctypes.c_char_p, []),
     "ml_api_version": (_i32, []),
@@ -184,3 +191,23 @@ def text(raw: bytes | None) -> str:
 
 
 lib = _load()
+
+# Op names in ml_op order, from the core's op table; also the names of policy files and
+# environment variables.
+OPS = tuple(text(lib.ml_op_name(i)) for i in range(lib.ml_op_count()))
+OP_ID = {name: i for i, name in enumerate(OPS)}
+
+
+def output_symbols(op: int, flags: int) -> tuple:
+    """Per output of op under flags (the table's order): its dimensions as 'm', 'n', 'k'
+    (= min(m, n)) symbols, or None where the op has no such output (q of qr mode 'r')."""
+    out = []
+    for i in range(lib.ml_output_count(op)):
+        ndim = _i32(0)
+        dims = ctypes.create_string_buffer(2)
+        check(lib.ml_output_desc(op, flags, i, None, ctypes.byref(ndim), dims, None), OPS[op])
+        out.append(tuple(dims.raw[: ndim.value].decode()) if ndim.value else None)
+    return tuple(out)
+
+
+bind_ops(OPS, lambda op: [d for d in output_symbols(op, 0) if d is not None])

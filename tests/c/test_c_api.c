@@ -582,6 +582,110 @@ static void test_output_shape(void) {
   expect_invalid(ml_output_shape(ML_OP_QR, 5, 3, 0, 0, NULL, dims), "output_shape ndim NULL");
 }
 
+/* The op table through the C API, and ml_run against the per-op functions (the same call:
+ * bitwise equal results on the CPU). */
+static void test_op_table_and_run(void) {
+  const int64_t b = 3, m = 6, n = 4;
+  const int64_t sizes[3] = {b, m, n}, sq[3] = {b, n, n};
+  float *a = alloc_f((size_t)(b * m * n)), *sym = alloc_f((size_t)(b * n * n));
+  float *x[3], *y[3];
+  const float *in[1];
+  int32_t op, i, nd, dtype, memory;
+  int64_t ws;
+  char dims[2];
+  const char *name;
+  for (i = 0; i < 3; ++i) {
+    x[i] = alloc_f((size_t)(b * m * m));
+    y[i] = alloc_f((size_t)(b * m * m));
+  }
+  fill_random(a, (size_t)(b * m * n));
+  for (i = 0; i < b; ++i) fill_symmetric(sym + i * n * n, n);
+  CHECK(ml_op_count() == ML_OP_COUNT, "op count %d\n", ml_op_count());
+  for (op = 0; op < ML_OP_COUNT; ++op) {
+    CHECK(ml_op_name(op) && ml_op_by_name(ml_op_name(op)) == op, "op %d name round trip\n", op);
+    CHECK(ml_output_count(op) >= 1 && ml_output_count(op) <= 3, "op %d outputs\n", op);
+  }
+  CHECK(strcmp(ml_op_name(ML_OP_SVDVALS), "svdvals") == 0, "svdvals name\n");
+  CHECK(ml_op_name(-1) == NULL && ml_op_name(ML_OP_COUNT) == NULL, "invalid op names\n");
+  CHECK(ml_op_by_name("cholesky") == -1 && ml_op_by_name(NULL) == -1, "unknown op name\n");
+  expect_ok(ml_output_desc(ML_OP_SVDVALS, 0, 0, &name, &nd, dims, &dtype), "desc svdvals s");
+  CHECK(nd == 1 && dims[0] == 'k' && strcmp(name, "s") == 0 && dtype == ML_DTYPE_FLOAT32,
+        "svdvals output 0: %d %c %s\n", nd, dims[0], name);
+  expect_ok(ml_output_desc(ML_OP_QR, ML_QR_COMPLETE, 0, &name, &nd, dims, NULL), "desc qr q");
+  CHECK(nd == 2 && dims[0] == 'm' && dims[1] == 'm' && strcmp(name, "q") == 0, "complete q\n");
+  expect_ok(ml_output_desc(ML_OP_QR, ML_QR_REDUCED, 1, NULL, &nd, dims, NULL), "desc qr r");
+  CHECK(nd == 2 && dims[0] == 'k' && dims[1] == 'n', "reduced r %c %c\n", dims[0], dims[1]);
+  expect_ok(ml_output_desc(ML_OP_QR, ML_QR_R, 0, NULL, &nd, dims, NULL), "desc qr mode r q");
+  CHECK(nd == 0, "mode R has no q\n");
+  expect_ok(ml_output_desc(ML_OP_SVD, 0, 3, NULL, &nd, dims, NULL), "desc svd #3");
+  CHECK(nd == 0, "svd has 3 outputs\n");
+  expect_invalid(ml_output_desc(ML_OP_SVDVALS, 1, 0, NULL, &nd, dims, NULL), "desc svdvals 1");
+  expect_invalid(ml_output_desc(9, 0, 0, NULL, &nd, dims, NULL), "desc op 9");
+
+  in[0] = a;
+  expect_ok(ml_qr(NULL, a, b, m, n, ML_QR_REDUCED, x[0], x[1], NULL), "qr");
+  expect_ok(ml_run(NULL, ML_OP_QR, in, sizes, ML_QR_REDUCED, y, NULL), "run qr");
+  CHECK(memcmp(x[0], y[0], (size_t)(b * m * n) * 4) == 0 &&
+            memcmp(x[1], y[1], (size_t)(b * n * n) * 4) == 0, "run qr differs\n");
+  expect_ok(ml_svd(NULL, a, b, m, n, 0, x[0], x[1], x[2], NULL), "svd");
+  expect_ok(ml_run(NULL, ML_OP_SVD, in, sizes, 0, y, NULL), "run svd");
+  CHECK(memcmp(x[1], y[1], (size_t)(b * n) * 4) == 0 &&
+            memcmp(x[2], y[2], (size_t)(b * n * n) * 4) == 0, "run svd differs\n");
+  /* svdvals: s is the first output at the boundary. */
+  expect_ok(ml_svdvals(NULL, a, b, m, n, x[0], NULL), "svdvals");
+  {
+    float *out1[1];
+    out1[0] = y[0];
+    expect_ok(ml_run(NULL, ML_OP_SVDVALS, in, sizes, 0, out1, NULL), "run svdvals");
+  }
+  CHECK(memcmp(x[0], y[0], (size_t)(b * n) * 4) == 0, "run svdvals differs\n");
+  in[0] = sym;
+  expect_ok(ml_eigh(NULL, sym, b, n, ML_UPPER, x[0], x[1], NULL), "eigh");
+  expect_ok(ml_run(NULL, ML_OP_EIGH, in, sq, ML_UPPER, y, NULL), "run eigh");
+  CHECK(memcmp(x[0], y[0], (size_t)(b * n) * 4) == 0 &&
+            memcmp(x[1], y[1], (size_t)(b * n * n) * 4) == 0, "run eigh differs\n");
+  {
+    float *rq[2];
+    rq[0] = NULL;
+    rq[1] = y[1];
+    in[0] = a;
+    expect_ok(ml_run(NULL, ML_OP_QR, in, sizes, ML_QR_R, rq, NULL), "run qr mode R");
+    rq[0] = y[0];
+    expect_invalid(ml_run(NULL, ML_OP_QR, in, sizes, ML_QR_R, rq, NULL), "run qr R with q");
+    CHECK(strstr(ml_last_error(), "q must be NULL") != NULL, "message: %s\n", ml_last_error());
+  }
+  expect_invalid(ml_run(NULL, ML_OP_QR, NULL, sizes, 0, y, NULL), "run inputs NULL");
+  expect_invalid(ml_run(NULL, ML_OP_QR, in, NULL, 0, y, NULL), "run sizes NULL");
+  expect_invalid(ml_run(NULL, ML_OP_QR, in, sizes, 0, NULL, NULL), "run outputs NULL");
+  expect_invalid(ml_run(NULL, 11, in, sizes, 0, y, NULL), "run op 11");
+  expect_invalid(ml_run(NULL, ML_OP_EIGVALSH, in, sizes, 0, y, NULL), "run eigvalsh 6x4");
+  expect_invalid(ml_run(NULL, ML_OP_SVDVALS, in, sizes, 2, y, NULL), "run svdvals flags 2");
+
+  /* ml_plan: one query for where, the workspace and the plan name. */
+  memory = -1;
+  ws = -1;
+  name = NULL;
+  expect_ok(ml_plan(NULL, ML_OP_EIGH, sq, ML_LOWER, &memory, &ws, &name), "plan eigh");
+  CHECK(memory == ML_MEMORY_HOST && ws == 0 && name != NULL, "plan eigh: %d %ld\n", memory,
+        (long)ws);
+  {
+    char plan_name[128];
+    /* valid until the next call: copied before ml_backend */
+    snprintf(plan_name, sizeof plan_name, "%s", name ? name : "");
+    CHECK(strcmp(plan_name, ml_backend(ML_OP_EIGH, ML_MEMORY_HOST, n, n, b)) == 0,
+          "plan eigh name %s\n", plan_name);
+  }
+  expect_ok(ml_plan(NULL, ML_OP_SVD, sizes, 0, NULL, NULL, NULL), "plan all NULL");
+  expect_invalid(ml_plan(NULL, ML_OP_SVD, sizes, 1, &memory, &ws, &name), "plan full 6x4");
+  expect_invalid(ml_plan(NULL, ML_OP_SVD, NULL, 0, &memory, &ws, &name), "plan sizes NULL");
+  for (i = 0; i < 3; ++i) {
+    free(x[i]);
+    free(y[i]);
+  }
+  free(a);
+  free(sym);
+}
+
 static void test_versions_and_devices(void) {
   const char *name = ml_device_name();
   const char *lapack = ml_lapack_info();
@@ -1083,6 +1187,7 @@ int main(void) {
   test_bad_arguments();
   test_workspace_and_backend();
   test_output_shape();
+  test_op_table_and_run();
   test_policy();
   test_threads();
   test_lapack_provider();

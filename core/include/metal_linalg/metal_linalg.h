@@ -47,7 +47,8 @@ typedef enum ml_status {
   ML_OUT_OF_MEMORY = 3
 } ml_status;
 
-/* Operations (used by workspace, backend and policy queries). */
+/* Operations. The core's op table describes each one (names, flags, outputs): read it
+ * with ml_op_count, ml_op_name, ml_op_by_name, ml_output_desc and ml_output_shape. */
 typedef enum ml_op {
   ML_OP_QR = 0,
   ML_OP_EIGH = 1,
@@ -64,6 +65,9 @@ typedef enum ml_qr_mode {
 } ml_qr_mode;
 
 typedef enum ml_uplo { ML_LOWER = 0, ML_UPPER = 1 } ml_uplo;
+
+/* Element types of outputs (ml_output_desc). */
+typedef enum ml_dtype { ML_DTYPE_FLOAT32 = 0, ML_DTYPE_INT32 = 1 } ml_dtype;
 
 /* Where the buffers of a call live. */
 typedef enum ml_memory { ML_MEMORY_HOST = 0, ML_MEMORY_CUDA = 1, ML_MEMORY_METAL = 2 } ml_memory;
@@ -162,6 +166,43 @@ ML_API ml_status ml_svd(const ml_exec *exec, const float *a, int64_t batch, int6
 ML_API ml_status ml_svdvals(const ml_exec *exec, const float *a, int64_t batch, int64_t m,
                             int64_t n, float *s, int32_t *info);
 
+/* ---- the generic entry point ----
+ * ml_run(exec, op, inputs, sizes, flags, outputs, info) computes any op:
+ * inputs[0] = a (the op's input matrices, ml_output_desc's order); sizes =
+ * {batch, m, n} (eigh, eigvalsh: m = n); flags as for the op's function;
+ * outputs[i] = output i in the op's table order (ml_output_desc; svdvals: s
+ * is outputs[0]), NULL for an output the op does not have under flags (q in
+ * mode ML_QR_R). Each per-op function above is this call with its arguments
+ * in this order. */
+ML_API ml_status ml_run(const ml_exec *exec, int32_t op, const float *const *inputs,
+                        const int64_t *sizes, int32_t flags, float *const *outputs,
+                        int32_t *info);
+
+/* How a call would run, decided once: *memory receives where its buffers must
+ * live (exec->memory when the core runs it there; ML_MEMORY_HOST when a
+ * device-memory call is better served by host buffers, so the caller copies),
+ * *workspace_bytes the device workspace the call needs with exec->memory
+ * (0 for host), *name the plan name ml_backend reports (per thread, valid until
+ * the next call). sizes and flags as for ml_run; any of the outputs may be NULL. */
+ML_API ml_status ml_plan(const ml_exec *exec, int32_t op, const int64_t *sizes, int32_t flags,
+                         int32_t *memory, int64_t *workspace_bytes, const char **name);
+
+/* ---- the op table ----
+ * ml_op_count: ML_OP_COUNT of the library. ml_op_name: "qr", "eigh", "eigvalsh",
+ * "svd", "svdvals" (the names of policy files and METAL_LINALG_<OP>_* variables,
+ * in upper case there); NULL for an invalid op. ml_op_by_name: the op, or -1.
+ * ml_output_desc: output `index` of op under flags: *name ("q"), *ndim (1, 2, or
+ * 0 when the op has no such output), dims: 'm', 'n' or 'k' (= min(m, n)) for
+ * each dimension ('\0' past ndim), *dtype (ml_dtype); any may be NULL except
+ * ndim. ml_output_count: how many outputs op has (also those absent under
+ * some flags). */
+ML_API int32_t ml_op_count(void);
+ML_API const char *ml_op_name(int32_t op);
+ML_API int32_t ml_op_by_name(const char *name);
+ML_API int32_t ml_output_count(int32_t op);
+ML_API ml_status ml_output_desc(int32_t op, int32_t flags, int32_t index, const char **name,
+                                int32_t *ndim, char dims[2], int32_t *dtype);
+
 /* Bytes of workspace a call with these arguments needs (0 is possible).
  * flags: qr mode / eigh uplo / svd full_matrices, as for the call. Nonzero
  * for ML_MEMORY_CUDA calls the policy routes to a global launch (a kernel
@@ -171,8 +212,9 @@ ML_API ml_status ml_svdvals(const ml_exec *exec, const float *a, int64_t batch, 
 ML_API ml_status ml_workspace_size(const ml_exec *exec, int32_t op, int64_t batch, int64_t m,
                                    int64_t n, int32_t flags, int64_t *bytes);
 
-/* Per-matrix shape of output `index` (0-based, in the function's output
- * argument order: qr q, r; eigh w, v; eigvalsh w; svd u, s, vt; svdvals s) of
+/* Per-matrix shape of output `index` (0-based, in the table's order, which is the
+ * function's output argument order: qr q, r; eigh w, v; eigvalsh w; svd u, s, vt;
+ * svdvals s) of
  * a call of op on m x n matrices with flags (qr mode / eigh uplo / svd
  * full_matrices): *ndim is 1 (a vector of dims[0] floats), 2 (dims[0] rows x
  * dims[1] columns) or 0 (the op has no such output, e.g. q in mode ML_QR_R,

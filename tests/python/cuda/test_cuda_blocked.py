@@ -172,8 +172,9 @@ def test_torch_workspace() -> None:
     torch.cuda.synchronize()
     assert torch.cuda.max_memory_allocated() - base >= need.value
     check_outputs("qr", a, (q, r), "qr 300 blocked through the torch package")
-    key = ("cuda:blocked_qr", "qr", batch, n, n, 0)
-    assert _dispatch._WORKSPACE.get(key) == need.value
+    # The package's one routing query (ml_plan) runs it on the GPU with that workspace.
+    assert _dispatch._cuda_plan(_dispatch._cuda_exec(a), "qr", batch, n, n, 0) == need.value
+    assert mlt.qr_backend(n, n, batch, device="cuda") == "cuda:blocked_qr"
 
 
 def test_cuda_graph() -> None:

@@ -159,8 +159,9 @@ def test_torch_workspace_and_cache() -> None:
     torch.cuda.synchronize()
     assert torch.cuda.max_memory_allocated() - base >= need.value + v.numel() * 4
     check_eigh(a, w, v, "eigh 300 global through the torch package")
-    key = ("cuda:eigh_tridiag_ql/global", "eigh", batch, n, n, 0)
-    assert _dispatch._WORKSPACE.get(key) == need.value
+    # The package's one routing query (ml_plan) runs it on the GPU with that workspace.
+    assert _dispatch._cuda_plan(_dispatch._cuda_exec(a), "eigh", batch, n, n, 0) == need.value
+    assert mlt.eigh_backend(n, batch, device="cuda") == "cuda:eigh_tridiag_ql/global"
     set_global(0)
     size = ctypes.c_int64(-1)
     _lib.lib.ml_workspace_size(

@@ -21,10 +21,8 @@ if not _lib.lib.ml_backend_available(b"cuda"):
     pytest.skip("metal_linalg built without the CUDA backend", allow_module_level=True)
 
 DEV = torch.device("cuda")
-ULP = float(torch.finfo(torch.float32).eps)
-TINY = float(torch.finfo(torch.float32).tiny)
-THRESH = {"eig": 60.0, "svd": 35.0, "qr": 30.0}
-OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
+from accuracy import THRESH, TINY, ULP
+from metal_linalg_torch._lib import OPS
 
 SQUARE_N = [*range(1, 10), 15, 16, 17, 24, 31, 32, 33, 40, 47, 48, 63, 64, 65, 96, 128]
 RECT = [

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 import numpy as np
-
-ULP = float(np.finfo(np.float32).eps)
-TINY = float(np.finfo(np.float32).tiny)
-THRESH = {"eig": 60.0, "svd": 35.0, "qr": 30.0}
+from accuracy import THRESH, TINY, ULP  # noqa: F401 (re-exported to the suite)
 
 FAMILIES = (
     "zero",

@@ -71,8 +71,7 @@ def test_package_cli_and_bench_work_with_torch_not_importable(tmp_path):
         from metal_linalg import __main__, _bench, _calibrate, _frontend
         w = ml.eigvalsh(mx.array([[2.0, 1.0], [1.0, 2.0]]))
         assert [round(v, 5) for v in w.tolist()] == [1.0, 3.0]
-        impl, why = _frontend.torch_peer()
-        assert impl is None and "blocked" in why, why
+        assert not _frontend.GPU_PEERS  # the package registers no peer of another framework
         rc = __main__.main(["info"])
         rc |= __main__.main(["bench", "--device", "cpu", "--ops", "qr", "--n", "4", "--batch", "2",
                              "--quick", "--out", {str(tmp_path)!r}, "--name", "b"])
@@ -315,22 +314,40 @@ def test_calibrate_module_reports_host_phase_only_without_gpu():
 
 
 def test_gpu_bench_implementations():
-    """--device gpu: ours with stream=mx.gpu, mx.linalg (CPU stream) and NumPy as peers, and the
-    torch package as a reference exactly when torch with CUDA is importable."""
+    """--device gpu: ours with stream=mx.gpu, mx.linalg (CPU stream) and NumPy as peers; the
+    torch package only when benchmarks/mlx_torch_peer.py registers it, as a reference exactly
+    when torch with CUDA is importable."""
+    import importlib.util
+
     from metal_linalg import _frontend
 
     fe = _frontend.MlxFrontend()
-    impls = fe.implementations("gpu")
-    names = [i.name for i in impls]
-    assert names[:3] == ["metal_linalg", "mx.linalg", "numpy"]
-    peer, why = _frontend.torch_peer()
-    if peer is None:
-        assert names == ["metal_linalg", "mx.linalg", "numpy"]
-        assert fe.metadata("gpu")["unavailable_peers"] == {"metal_linalg_torch": why}
-    else:
-        assert names[3] == "metal_linalg_torch" and impls[3].reference
-    assert [i.name for i in fe.implementations("gpu", peers=["numpy"])] == ["metal_linalg", "numpy"]
-    assert "metal_linalg_torch" not in [i.name for i in fe.implementations("cpu")]
+    assert [i.name for i in fe.implementations("gpu")] == ["metal_linalg", "mx.linalg", "numpy"]
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "mlx_torch_peer.py"
+    spec = importlib.util.spec_from_file_location("mlx_torch_peer", path)
+    peer_mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(peer_mod)
+    saved = dict(_frontend.GPU_PEERS)
+    try:
+        peer_mod.register()
+        fe = _frontend.MlxFrontend()
+        impls = fe.implementations("gpu")
+        names = [i.name for i in impls]
+        assert names[:3] == ["metal_linalg", "mx.linalg", "numpy"]
+        peer, why = peer_mod.torch_peer()
+        if peer is None:
+            assert names == ["metal_linalg", "mx.linalg", "numpy"]
+            assert fe.metadata("gpu")["unavailable_peers"] == {"metal_linalg_torch": why}
+        else:
+            assert names[3] == "metal_linalg_torch" and impls[3].reference
+        assert [i.name for i in fe.implementations("gpu", peers=["numpy"])] == [
+            "metal_linalg",
+            "numpy",
+        ]
+        assert "metal_linalg_torch" not in [i.name for i in fe.implementations("cpu")]
+    finally:
+        _frontend.GPU_PEERS.clear()
+        _frontend.GPU_PEERS.update(saved)
 
 
 def test_nominal_flops():
