@@ -20,7 +20,7 @@ cuda=${ML_BUILD_CUDA:-}
 if [ -z "$cuda" ]; then
   if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
     cuda=OFF why="no nvcc"
-  elif ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  elif ! grep -q '^GPU' <<<"$(nvidia-smi -L 2>/dev/null || true)"; then
     cuda=OFF why="nvcc but no usable CUDA GPU (nvidia-smi lists none); ML_BUILD_CUDA=ON builds it anyway"
   else
     cuda=ON why="nvcc and a CUDA GPU"
