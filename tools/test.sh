@@ -63,8 +63,8 @@ phase "ASan+UBSan build (Debug build of the core)"
 # CPU only: the sanitizers cover the core, the C API and the kernels' CPU builds; the Metal-dialect
 # check needs no second run. The long kernel-logic sweeps that run in Release above (the simdgroup
 # kernels' family sweeps, the global-launch sizes past the shared window and the SVD kernel's square
-# sweep, which alone took 825 of the 1136 s of ASan tests in an earlier CI run) are left out here, to keep the whole
-# command under 25 minutes on 2 cores; every table line, the simdgroup ones included, still runs under
+# sweep, which alone took 825 of the 1136 s of ASan tests in an earlier CI run) are left out here, to
+# shorten the whole command on 2 cores; every table line, the simdgroup ones included, still runs under
 # ASan in kernels_kernel_table, and the SVD kernel in its shapes, limits and bisect suites.
 # Of the blocked algorithms' suites only QR (the shared steps, products and panels), the T factor
 # (larft) and the tridiagonal solver's short suites (tgk, limits) run here, for the same reason;
