@@ -1,14 +1,10 @@
 #!/usr/bin/env bash
 # Creates .venv with everything the packages, the benchmark and the tests need, then builds and installs both
-# packages (metal-linalg for MLX, metal-linalg-torch for PyTorch) from this checkout.
+# packages (metal-linalg for MLX, metal-linalg-torch for PyTorch) from this checkout. The core is compiled once:
+# both packages build in build/wheel (the second reuses the first's objects, and a later run reuses both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-if ! command -v clang-14 >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "== installing clang-14 (Metal dialect check)"
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-14) >/dev/null 2>&1 \
-    || echo "warning: could not install clang-14" >&2
-fi
+root=$(pwd)
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
@@ -17,9 +13,25 @@ fi
 . .venv/bin/activate
 echo "== installing dependencies into .venv"
 python -m pip install -q -r requirements-dev.txt
-# The CUDA backend is built when nvcc is found (ML_BUILD_CUDA=AUTO); CI, which has no GPU, sets
-# ML_BUILD_CUDA=OFF here to save the compile (tools/test.sh compiles the CUDA sources once for ctest).
-cuda=${ML_BUILD_CUDA:-AUTO}
-echo "== building and installing metal-linalg-torch and metal-linalg (ML_BUILD_CUDA=$cuda)"
-python -m pip install -q --no-build-isolation ./python-torch -C cmake.define.ML_BUILD_CUDA="$cuda"
-python -m pip install -q --no-build-isolation . -C cmake.define.ML_BUILD_CUDA="$cuda"
+
+# The CUDA backend only where it can run: nvcc and a CUDA GPU (nvidia-smi lists one), unless ML_BUILD_CUDA
+# says otherwise (ON: build it regardless, e.g. to compile-check on a machine without a GPU; OFF: never).
+cuda=${ML_BUILD_CUDA:-}
+if [ -z "$cuda" ]; then
+  if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+    cuda=OFF why="no nvcc"
+  elif ! grep -q '^GPU' <<<"$(nvidia-smi -L 2>/dev/null || true)"; then
+    cuda=OFF why="nvcc but no usable CUDA GPU (nvidia-smi lists none); ML_BUILD_CUDA=ON builds it anyway"
+  else
+    cuda=ON why="nvcc and a CUDA GPU"
+  fi
+else
+  why="ML_BUILD_CUDA=$cuda"
+fi
+args=(-q --no-build-isolation -C build-dir="$root/build/wheel" -C cmake.define.ML_BUILD_CUDA="$cuda")
+if command -v ccache >/dev/null 2>&1; then
+  args+=(-C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache -C cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
+echo "== building and installing metal-linalg-torch and metal-linalg (CUDA backend $cuda: $why)"
+python -m pip install "${args[@]}" ./python-torch
+python -m pip install "${args[@]}" .

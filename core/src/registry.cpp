@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "backend.h"
+#include "env_check.h"
 
 namespace ml {
 
@@ -19,6 +20,7 @@ struct Registry {
   Backend *list[3];
   int count = 0;
   Registry() {
+    check_environment();  // the first use of the core: unknown settings warn here, once
     list[count++] = &cpu_backend();
 #if defined(ML_WITH_CUDA)
     list[count++] = &cuda_backend();

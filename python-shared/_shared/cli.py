@@ -80,6 +80,15 @@ def routes_table(q, ops=OPS):
     return table
 
 
+def _policy_file_line(path: str) -> str:
+    """The policy file's path, and whether it is there (the core ignores a missing one)."""
+    if os.path.isfile(path):
+        return path
+    if os.path.exists(path):
+        return f"{path} (not a regular file: ignored)"
+    return f"{path} (does not exist: the built-in policy applies; `calibrate` writes it)"
+
+
 def cmd_info(fe, args, out=None) -> int:
     out = out or console()
     q = fe.q
@@ -97,7 +106,7 @@ def cmd_info(fe, args, out=None) -> int:
         ("CPU threads", f"{threads or 'all'} (of {os.cpu_count()})"),
         ("CPU only", "yes (set_cpu_only: every op on the CPU)" if q.cpu_only() else "no"),
         ("GPU cores", str(q.gpu_core_count() or "-")),
-        ("policy file", q.policy_file()),
+        ("policy file", _policy_file_line(q.policy_file())),
     ]
     for key, value in lines:
         out.print(f"{key + ':':20s}{value}", highlight=False)

@@ -392,3 +392,19 @@ def test_second_derivatives_match_torch_linalg(name):
     got = torch.func.hessian(lambda X: (getattr(mlt, name)(X) ** 3).sum())(A.float())
     ref = torch.func.hessian(lambda X: (getattr(torch.linalg, name)(X) ** 3).sum())(A)
     _assert_close(got, ref, tol=2e-3)
+
+
+def _double_backward(fn, loss, A):
+    """d/dA of ||d loss / dA||^2: the gradient's own gradient through torch.autograd."""
+    X = A.detach().clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(loss(fn, X), X, create_graph=True)
+    (gg,) = torch.autograd.grad((g**2).sum(), X)
+    return gg
+
+
+@pytest.mark.parametrize("name", LOSSES, ids=list(LOSSES))
+def test_double_backward_matches_torch_linalg(name):
+    A = _func_case(name)
+    got = _double_backward(getattr(mlt, name), LOSSES[name], A.float())
+    ref = _double_backward(getattr(torch.linalg, name), LOSSES[name], A)
+    _assert_close(got, ref, tol=2e-3)

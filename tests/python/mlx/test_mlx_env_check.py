@@ -1,0 +1,68 @@
+"""Settings that would fail silently: an unknown METAL_LINALG_* variable and a policy file that does
+not exist warn once (MetalLinalgWarning, as in the torch package, naming the closest valid
+setting); `info` says the file is missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+_CODE = """
+import json, warnings
+import mlx.core as mx
+with warnings.catch_warnings(record=True) as rec:
+    warnings.simplefilter("always")
+    import metal_linalg as ml
+    mx.eval(ml.eigvalsh(mx.eye(4), stream=mx.cpu))
+    mx.eval(ml.qr(mx.eye(3), stream=mx.cpu))
+    ml.reload_policy()
+    mx.eval(ml.svdvals(mx.eye(2), stream=mx.cpu))
+print(json.dumps([str(w.message) for w in rec if w.category is ml.MetalLinalgWarning]))
+"""
+
+
+def _run(args, **env):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
+    full_env.update(env)
+    return subprocess.run(
+        [sys.executable, *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=120,
+    )
+
+
+def test_unknown_setting_and_missing_policy_file_warn_once(tmp_path):
+    missing = tmp_path / "nowhere" / "machine.policy"
+    out = _run(
+        ["-c", textwrap.dedent(_CODE)],
+        METAL_LINALG_SVDVALS_GPU_MIN_BATH="4",
+        METAL_LINALG_EIGH_BACKEND="cpu",
+        METAL_LINALG_NO_CALIBRATION_NOTICE="1",
+        METAL_LINALG_POLICY_FILE=str(missing),
+    )
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    typo = [w for w in got if "METAL_LINALG_SVDVALS_GPU_MIN_BATH is not" in w]
+    assert len(typo) == 1 and "closest is METAL_LINALG_SVDVALS_GPU_MIN_BATCH" in typo[0], got
+    assert sum("does not exist" in w and str(missing) in w for w in got) == 1, got
+    assert not any("EIGH_BACKEND" in w or "NO_CALIBRATION_NOTICE is not" in w for w in got), got
+    # Python warnings, not stderr.
+    assert "is not a metal_linalg setting" not in out.stderr
+
+
+def test_info_says_the_policy_file_does_not_exist(tmp_path):
+    missing = tmp_path / "none.policy"
+    out = _run(
+        ["-W", "ignore", "-m", "metal_linalg", "info"],
+        METAL_LINALG_POLICY_FILE=str(missing),
+        COLUMNS="400",
+    )
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("policy file:"))
+    assert str(missing) in line and "does not exist" in line
