@@ -13,13 +13,7 @@ OUT=${OUT:-bench-out}
 mkdir -p "$OUT/qr"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 METAL_LINALG_NO_CALIBRATION_NOTICE=1
 exec > >(tee -a "$OUT/log") 2>&1
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
-  .whl/scipy_openblas32-*.whl || exit 1
-rm -rf /tmp/site/metal_linalg_torch && cp -r .site/metal_linalg_torch /tmp/site/
-export PYTHONPATH=/tmp/site
-python3 -c 'import sys, metal_linalg_torch as m; sys.exit(0 if m._lib.lib.ml_backend_available(b"cuda") else 1)' \
-  || { echo "the prebuilt package has no usable CUDA backend here"; exit 1; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+. benchmarks/h200_site.sh
 rc=0
 timeout "${TESTS_S:-150}" python3 -m pytest tests/python/cuda/test_cuda_gemm.py \
   tests/python/cuda/test_cuda_blocked.py -q -p no:cacheprovider --maxfail=20 -o addopts=""

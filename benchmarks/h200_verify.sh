@@ -12,13 +12,7 @@ mkdir -p "$OUT/spot"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 METAL_LINALG_NO_CALIBRATION_NOTICE=1
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 exec > >(tee -a "$OUT/log") 2>&1
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
-  .whl/scipy_openblas32-*.whl || exit 1
-rm -rf /tmp/site/metal_linalg_torch && cp -r .site/metal_linalg_torch /tmp/site/
-export PYTHONPATH=/tmp/site
-python3 -c 'import sys, metal_linalg_torch as m; sys.exit(0 if m._lib.lib.ml_backend_available(b"cuda") else 1)' \
-  || { echo "the prebuilt package has no usable CUDA backend here"; exit 1; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+. benchmarks/h200_site.sh
 rc=0
 timeout "${TESTS_S:-150}" python3 -m pytest tests/python/cuda/test_cuda_gemm.py \
   tests/python/cuda/test_cuda_blocked.py -q -p no:cacheprovider --maxfail=20 -o addopts="" | tail -15
@@ -30,7 +24,8 @@ timeout "${OPS_S:-60}" python3 -m pytest tests/python/cuda -q -p no:cacheprovide
 rc=$(( rc | PIPESTATUS[0] ))
 echo "== op tests done after ${SECONDS} s"
 timeout "${SYTRD_S:-35}" python3 benchmarks/sytrd_bench.py --label final --variants \
-  --vshapes "${SYTRD_SHAPES:-2048x1,4096x1,1024x8}" --vnames "${SYTRD_NAMES:-old,default,upd512,rows16,rows64}" \
+  --vshapes "${SYTRD_SHAPES:-2048x1,4096x1,1024x8}" \
+  --vnames "${SYTRD_NAMES:-old,default,upd512,rows16,rows64}" \
   --out "$OUT/sytrd.jsonl" | tail -30
 echo "== sytrd variants done after ${SECONDS} s"
 left=$(( ${TOTAL_S:-450} - SECONDS ))
