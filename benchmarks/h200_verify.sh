@@ -4,7 +4,8 @@
 # says), then the CUDA tests (products, blocked algorithms, the small kernels' svd/eigh/qr
 # subsets; with LARGE_ACC_S > 0 the large-size hard families too), the one-stage
 # tridiagonalisation's variants (benchmarks/sytrd_bench.py --variants), and a spot grid of large
-# points with the peers (run_gpu.py --large, SPOT_ARGS) in what is left of TOTAL_S seconds. Everything printed goes to $OUT/log; the grid to $OUT/spot.
+# points with the peers (run_gpu.py --large, SPOT_ARGS) in what is left of TOTAL_S seconds.
+# Everything printed goes to $OUT/log; the grid to $OUT/spot.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench-out}
