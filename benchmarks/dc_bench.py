@@ -37,7 +37,7 @@ def timed(fn, reps: int) -> tuple[float, object]:
 def eigh_ratios(a: torch.Tensor, w: torch.Tensor, v: torch.Tensor) -> tuple[float, float]:
     n = a.shape[-1]
     a64, w64, v64 = a.double(), w.double(), v.double()
-    res = torch.linalg.matrix_norm(a64 @ v64 - v64 * w64, 1) / (
+    res = torch.linalg.matrix_norm(a64 @ v64 - v64 * w64.unsqueeze(-2), 1) / (
         torch.linalg.matrix_norm(a64, 1) * n * EPS
     )
     orth = torch.linalg.matrix_norm(

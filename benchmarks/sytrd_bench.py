@@ -18,8 +18,8 @@ import time
 
 import metal_linalg_torch as mlt
 import torch
-
-EPS = 2.0**-24
+from dc_bench import eigh_ratios as ratios
+from dc_bench import timed
 
 # name -> METAL_LINALG_TRD_* settings; "old": the layout before the sliced update and tiled symv.
 VARIANTS = {
@@ -46,31 +46,6 @@ def set_variant(v: dict[str, str]) -> None:
         os.environ.pop(f"METAL_LINALG_TRD_{k}", None)
     for k, x in v.items():
         os.environ[f"METAL_LINALG_TRD_{k}"] = x
-
-
-def timed(fn, reps: int) -> tuple[float, object]:
-    out = fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(reps):
-        t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        t0.record()
-        out = fn()
-        t1.record()
-        torch.cuda.synchronize()
-        best = min(best, t0.elapsed_time(t1))
-    return best, out
-
-
-def ratios(a: torch.Tensor, w: torch.Tensor, v: torch.Tensor) -> tuple[float, float]:
-    n = a.shape[-1]
-    a64, w64, v64 = a.double(), w.double(), v.double()
-    res = torch.linalg.matrix_norm(a64 @ v64 - v64 * w64.unsqueeze(-2), 1) / (
-        torch.linalg.matrix_norm(a64, 1) * n * EPS
-    )
-    eye = torch.eye(n, device=a.device, dtype=torch.float64)
-    orth = torch.linalg.matrix_norm(eye - v64.mT @ v64, 1) / (n * EPS)
-    return float(res.max()), float(orth.max())
 
 
 def matrix(kind: str, n: int, batch: int, g: torch.Generator) -> torch.Tensor:
