@@ -37,8 +37,16 @@ VARIANTS = {
     "symv512per4": {"SYMV_LANES": "512", "SYMV_PER": "4"},
     "symv512tiled": {"SYMV_LANES": "512", "SYMV_PER": "0"},
     "symv128": {"SYMV_LANES": "128"},
+    # each panel in one launch (trd_panel) with this many persistent groups
+    "panel66": {"PANEL_GROUPS": "66"},
+    "panel132": {"PANEL_GROUPS": "132"},
+    "panel264": {"PANEL_GROUPS": "264"},
+    "panel528": {"PANEL_GROUPS": "528"},
+    "panel1056": {"PANEL_GROUPS": "1056"},
+    "panel264r64": {"PANEL_GROUPS": "264", "ROWS": "64"},
+    "panel132l512": {"PANEL_GROUPS": "132", "LANES": "512", "ROWS": "64"},
 }
-KEYS = ("LANES", "ROWS", "SYMV_PER", "SYMV_LANES")
+KEYS = ("LANES", "ROWS", "SYMV_PER", "SYMV_LANES", "PANEL_GROUPS")
 
 
 def set_variant(v: dict[str, str]) -> None:

@@ -120,6 +120,9 @@ ML_FN int ml_simd_seg_index(ML_CTX) { return 0; }
 ML_FN ml_u32 ml_atomic_add_u32(ML_DEVICE float *w, ml_u32 v) {
   return __atomic_fetch_add(reinterpret_cast<ml_u32 *>(w), v, __ATOMIC_RELAXED);
 }
+ML_FN ml_u32 ml_atomic_add_release_u32(ML_DEVICE float *w, ml_u32 v) {
+  return __atomic_fetch_add(reinterpret_cast<ml_u32 *>(w), v, __ATOMIC_RELEASE);
+}
 ML_FN ml_u32 ml_load_acquire_u32(ML_DEVICE float *w) {
   return __atomic_load_n(reinterpret_cast<ml_u32 *>(w), __ATOMIC_ACQUIRE);
 }

@@ -159,6 +159,17 @@ ML_FN int ml_simd_seg_index(ML_CTX ctx) {
 ML_FN ml_u32 ml_atomic_add_u32(ML_DEVICE float *w, ml_u32 v) {
   return atomicAdd(reinterpret_cast<unsigned *>(w), v);
 }
+// A fetch-add with release at device scope (cumulative, as the store below).
+ML_FN ml_u32 ml_atomic_add_release_u32(ML_DEVICE float *w, ml_u32 v) {
+  unsigned old;
+#if __CUDA_ARCH__ >= 700
+  asm volatile("atom.release.gpu.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(w), "r"(v) : "memory");
+#else
+  __threadfence();
+  old = atomicAdd(reinterpret_cast<unsigned *>(w), v);
+#endif
+  return old;
+}
 ML_FN ml_u32 ml_load_acquire_u32(ML_DEVICE float *w) {
   unsigned v;
 #if __CUDA_ARCH__ >= 700

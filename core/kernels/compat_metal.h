@@ -108,6 +108,10 @@ ML_FN ml_u32 ml_atomic_add_u32(ML_DEVICE float *w, ml_u32 v) {
   return metal::atomic_fetch_add_explicit((device metal::atomic_uint *)w, v,
                                           metal::memory_order_relaxed);
 }
+ML_FN ml_u32 ml_atomic_add_release_u32(ML_DEVICE float *w, ml_u32 v) {
+  return metal::atomic_fetch_add_explicit((device metal::atomic_uint *)w, v,
+                                          metal::memory_order_relaxed);
+}
 ML_FN ml_u32 ml_load_acquire_u32(ML_DEVICE float *w) {
   return metal::atomic_load_explicit((device metal::atomic_uint *)w, metal::memory_order_relaxed);
 }

@@ -23,6 +23,7 @@
   X(tridiag_cluster, ml_step_tridiag_cluster)   \
   X(trd_update, ml_step_trd_update)     \
   X(trd_symv, ml_step_trd_symv)   \
+  X(trd_panel, ml_step_trd_panel)       \
   X(brd_col, ml_step_brd_col)           \
   X(brd_row, ml_step_brd_row)           \
   X(brd_x, ml_step_brd_x)               \

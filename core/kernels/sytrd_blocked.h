@@ -63,19 +63,24 @@ ML_HOST_FN int ml_trd_symv_shared_floats(int r, int staged, int tiled_floats) {
 // rs + g rl + l % rl and the panel columns q = l / rl (mod gs / rl): the columns' sums over
 // slices of the panel keep many loads in flight per row. i[3]: the partial sums trd_symv left
 // for column c - 1 (its group count).
-ML_FN void ml_step_trd_update(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                              ML_DEVICE const float *a, ML_DEVICE float *o0,
-                              ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
-  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
-  if (ctx.group_id >= p.groups) return;
-  const int n = p.n, j0 = p.i[0], c = p.i[1], jb = p.i[2], nps = p.i[3];
+// Row blocks of trd_update for column c of the panel at j0 of width jb, rl rows per group.
+ML_FN int ml_trd_update_groups(int n, int j0, int c, int jb, int rl) {
+  return (n - (c == jb ? j0 : j0 + c) + rl - 1) / rl;
+}
+// Groups of trd_symv for column c (per outputs each).
+ML_FN int ml_trd_symv_groups(int n, int j0, int c, int per) {
+  return (n - 1 - (j0 + c) + 2 * c + per - 1) / per;
+}
+
+// Group g (< ml_trd_update_groups) of matrix b of trd_update for column c; nps: the groups of
+// the trd_symv before (its partial sums).
+ML_FN void ml_trd_update_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_i64 b, int g,
+                            int c, int nps) {
+  const int n = p.n, j0 = p.i[0], jb = p.i[2];
   const int lane = ctx.lane, gs = ctx.group_size;
   const int rl = p.m > 0 && p.m < gs ? p.m : gs, nq = gs / rl;
   const int rlane = lane % rl, qs = lane / rl;  // qs >= nq: idle
   const int i = j0 + c, rs = c == jb ? j0 : i;
-  const ml_i64 gpm = (n - rs + rl - 1) / rl;
-  const ml_i64 b = ctx.group_id / gpm;
-  const int g = (int)(ctx.group_id - b * gpm);
   const int r = rs + g * rl + rlane;  // this lane's row (past the matrix: idle)
   const bool live = r < n && qs < nq;
   const int ld = p.ld[0], ldp = p.ld[1];
@@ -176,6 +181,17 @@ ML_FN void ml_step_trd_update(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   }
 }
 
+ML_FN void ml_step_trd_update(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                              ML_DEVICE const float *a, ML_DEVICE float *o0,
+                              ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const int gs = ctx.group_size, rl = p.m > 0 && p.m < gs ? p.m : gs;
+  const ml_i64 gpm = ml_trd_update_groups(p.n, p.i[0], p.i[1], p.i[2], rl);
+  const ml_i64 b = ctx.group_id / gpm;
+  ml_trd_update_at(ctx, p, ws, b, (int)(ctx.group_id - b * gpm), p.i[1], p.i[3]);
+}
+
 // trd_symv: groups batch x ceil((r + 2c) / i[3]), r = n - 1 - i rows below column i = j0 + c;
 // each group takes i[3] consecutive outputs: output t < r is y[i+1+t] = A[i+1:n, i+1+t]^T v,
 // output r + q is V_q^T v (t[q]), output r + c + q is W_q^T v (t[jb + q]), q < c; its partial
@@ -183,16 +199,12 @@ ML_FN void ml_step_trd_update(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 // before (its partial sums). flags 1: v staged in shared memory; flags 2: tiled, each output
 // summed by all the group's simdgroups, each over a slice of the r rows (many simdgroups per
 // column: the loads in flight that a column's latency needs), else one simdgroup per output.
-ML_FN void ml_step_trd_symv(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                            ML_DEVICE float *o2, ML_DEVICE int *info) {
-  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
-  if (ctx.group_id >= p.groups) return;
-  const int n = p.n, j0 = p.i[0], c = p.i[1], jb = p.i[2], per = p.i[3];
+// Group g (< ml_trd_symv_groups) of matrix b of trd_symv for column c, per outputs each; nu:
+// the groups of the trd_update before (its partial sums).
+ML_FN void ml_trd_symv_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_i64 b, int g,
+                          int c, int per, int nu) {
+  const int n = p.n, j0 = p.i[0], jb = p.i[2];
   const int i = j0 + c, r = n - 1 - i, r0 = i + 1, outs = r + 2 * c;
-  const ml_i64 gpm = (outs + per - 1) / per;
-  const ml_i64 b = ctx.group_id / gpm;
-  const int g = (int)(ctx.group_id - b * gpm);
   const int ld = p.ld[0], ldp = p.ld[1], lane = ctx.lane, gs = ctx.group_size;
   const bool staged = (p.flags & 1) != 0, tiled = (p.flags & 2) != 0;
   const int sl = ml_simd_lane(ctx), sid = ml_simd_id(ctx), nsg = ml_simd_count(ctx);
@@ -208,7 +220,7 @@ ML_FN void ml_step_trd_symv(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   // The reflector, identically in every group (the same sums in the same order).
   ML_DEVICE const float *PU = vec + ML_TRD_PU(n);
   float s0 = 0.0f, s1 = 0.0f;
-  for (int k = lane; k < p.m; k += gs) {
+  for (int k = lane; k < nu; k += gs) {
     s0 += PU[2 * k];
     s1 += PU[2 * k + 1];
   }
@@ -241,7 +253,45 @@ ML_FN void ml_step_trd_symv(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   const int seg = tiled ? ((r + nsg - 1) / nsg + 31) / 32 * 32 : r;
   const int k0 = tiled ? sid * seg : 0, k1 = k0 + seg < r ? k0 + seg : r;
   float yv = 0.0f;  // y_t v_t of the outputs this lane finishes
-  for (int t = tiled ? t0 : t0 + sid; t < t1; t += tiled ? 1 : nsg) {
+  // Tiled: four outputs at a time, four rows of each per lane in flight (16 independent loads:
+  // the slices are short, so one output at a time would wait for the memory once per output).
+  for (int tb = t0; tiled && tb < t1; tb += 4) {
+    ML_DEVICE const float *cl[4];
+    for (int u = 0; u < 4; ++u) {
+      const int t = tb + u < t1 ? tb + u : tb;  // past t1: output tb again, not stored
+      cl[u] = t < r ? A + (ml_i64)(r0 + t) * ld + r0
+              : t < r + c ? V + (ml_i64)(t - r) * ldp + r0
+                          : W + (ml_i64)(t - r - c) * ldp + r0;
+    }
+    float b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+    int k = k0 + sl;
+    if (staged) {
+      for (; k + 96 < k1; k += 128)
+        for (int q = 0; q < 128; q += 32) {
+          const float vk = vs[k + q];
+          b0 = ml_fma(cl[0][k + q], vk, b0);
+          b1 = ml_fma(cl[1][k + q], vk, b1);
+          b2 = ml_fma(cl[2][k + q], vk, b2);
+          b3 = ml_fma(cl[3][k + q], vk, b3);
+        }
+    }
+    for (; k < k1; k += 32) {
+      const float vk = staged ? vs[k] : k == 0 ? 1.0f : x[k] * hs;
+      b0 = ml_fma(cl[0][k], vk, b0);
+      b1 = ml_fma(cl[1][k], vk, b1);
+      b2 = ml_fma(cl[2][k], vk, b2);
+      b3 = ml_fma(cl[3][k], vk, b3);
+    }
+    const float s0 = ml_simd_sum(ctx, b0), s1 = ml_simd_sum(ctx, b1);
+    const float s2 = ml_simd_sum(ctx, b2), s3 = ml_simd_sum(ctx, b3);
+    if (sl == 0) {
+      tp[(tb - t0) * nsg + sid] = s0;
+      if (tb + 1 < t1) tp[(tb + 1 - t0) * nsg + sid] = s1;
+      if (tb + 2 < t1) tp[(tb + 2 - t0) * nsg + sid] = s2;
+      if (tb + 3 < t1) tp[(tb + 3 - t0) * nsg + sid] = s3;
+    }
+  }
+  for (int t = t0 + sid; !tiled && t < t1; t += nsg) {
     ML_DEVICE const float *col;
     if (t < r) col = A + (ml_i64)(r0 + t) * ld + r0;
     else if (t < r + c) col = V + (ml_i64)(t - r) * ldp + r0;
@@ -261,9 +311,7 @@ ML_FN void ml_step_trd_symv(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
       for (; k < k1; k += 32) a0 = ml_fma(col[k], k == 0 ? 1.0f : x[k] * hs, a0);
     }
     const float s = ml_simd_sum(ctx, (a0 + a2) + (a1 + a3));
-    if (tiled) {
-      if (sl == 0) tp[(t - t0) * nsg + sid] = s;
-    } else if (sl == 0) {
+    if (sl == 0) {
       if (t < r) {
         vec[ML_TRD_Y(n) + r0 + t] = s;
         yv += s * (t == 0 ? 1.0f : x[t] * hs);
@@ -291,6 +339,78 @@ ML_FN void ml_step_trd_symv(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   }
   yv = ml_group_sum(ctx, yv, red);
   if (lane == 0) vec[ML_TRD_PS(n) + g] = yv;
+}
+
+ML_FN void ml_step_trd_symv(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
+                            ML_DEVICE float *o2, ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const ml_i64 gpm = ml_trd_symv_groups(p.n, p.i[0], p.i[1], p.i[3]);
+  const ml_i64 b = ctx.group_id / gpm;
+  ml_trd_symv_at(ctx, p, ws, b, (int)(ctx.group_id - b * gpm), p.i[1], p.i[3], p.m);
+}
+
+// trd_panel: a whole panel in one launch, its trd_update (c = 0 .. jb) and trd_symv (c < jb,
+// where column c has a reflector) groups run as items by persistent groups, in the order the
+// separate launches would run them. Per column c: batch x nu update items, then batch x ns
+// symv items (nu, ns: the counts of the column that needs most; items past a column's own
+// count do nothing). A group takes items by tickets from the word at off[3] and, before an
+// item, waits until the word after it (the items done) counts every item of the phases before
+// (all tickets below the phase's first), so each phase sees everything the ones before wrote,
+// as across launches. Tickets are taken in order and no group waits on an item taken after its
+// own: correct on any schedule of the groups, also one after another. p.n = n; i[0] = j0,
+// i[2] = jb; p.m: rows per update item (as trd_update); i[3]: outputs per symv item (tiled, as
+// trd_symv with flags 2); flags 1: v staged (trd_symv); i[1]: the scratch float past both
+// steps' shared floats that holds the group's ticket. flags 4: only zero the two words (one
+// group), before the panel's launch.
+ML_FN void ml_step_trd_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                             ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
+                             ML_DEVICE float *o2, ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  ML_DEVICE float *sync = ws + p.off[3];
+  if ((p.flags & 4) != 0) {
+    if (ctx.group_id == 0 && ctx.lane < 2) sync[ctx.lane] = 0.0f;
+    return;
+  }
+  const int n = p.n, j0 = p.i[0], jb = p.i[2], per = p.i[3], lane = ctx.lane;
+  const int gs = ctx.group_size, rl = p.m > 0 && p.m < gs ? p.m : gs;
+  const ml_u32 nug = (ml_u32)ml_trd_update_groups(n, j0, 0, jb, rl);
+  const ml_u32 nsg = (ml_u32)ml_trd_symv_groups(n, j0, jb - 1, per);
+  const ml_u32 batch = (ml_u32)p.batch, nu = batch * nug, col = nu + batch * nsg;
+  const ml_u32 total = (ml_u32)jb * col + nu;
+  ML_SHARED float *tick = ctx.scratch + p.i[1];
+  for (;;) {
+    if (lane == 0) tick[0] = ml_uint_as_float(ml_atomic_add_u32(sync, 1u));
+    ml_barrier(ctx);
+    const ml_u32 tk = ml_float_as_uint(tick[0]);
+    ml_barrier(ctx);  // tick is rewritten only after every lane read it
+    if (tk >= total) return;
+    const int c = (int)(tk / col);
+    ml_u32 rem = tk - (ml_u32)c * col;
+    const bool symv = rem >= nu;
+    if (lane == 0) {
+      const ml_u32 start = (ml_u32)c * col + (symv ? nu : 0u);
+      ml_u32 seen = 0;
+      while (seen < start) seen = ml_load_acquire_u32(sync + 1);
+    }
+    ml_barrier_device(ctx);
+    if (!symv) {
+      const int g = (int)(rem % nug);
+      if (g < ml_trd_update_groups(n, j0, c, jb, rl))
+        ml_trd_update_at(ctx, p, ws, (ml_i64)(rem / nug), g, c,
+                         c > 0 ? ml_trd_symv_groups(n, j0, c - 1, per) : 0);
+    } else {
+      rem -= nu;
+      const int g = (int)(rem % nsg);
+      if (n - 1 - (j0 + c) > 0 && g < ml_trd_symv_groups(n, j0, c, per))
+        ml_trd_symv_at(ctx, p, ws, (ml_i64)(rem / nsg), g, c, per,
+                       ml_trd_update_groups(n, j0, c, jb, rl));
+    }
+    ml_barrier_device(ctx);
+    if (lane == 0) ml_atomic_add_release_u32(sync + 1, 1u);
+  }
 }
 
 #endif  // ML_KERNELS_SYTRD_BLOCKED_H

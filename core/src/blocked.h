@@ -68,6 +68,11 @@ struct Options {
   int trd_lanes = 256;
   int trd_rows = 32;
   int trd_symv_per = -1;
+  // The same steps with each panel in one launch (trd_panel: persistent groups taking the
+  // steps' groups as items, core/kernels/sytrd_blocked.h): this many groups (0: a launch per
+  // step, the default; -1: parallel_groups), up to trd_panel_max_batch matrices per call.
+  int trd_panel_groups = 0;
+  int trd_panel_max_batch = 0;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.

@@ -44,6 +44,7 @@ struct TrdPlan {
   int ug, rows;  // trd_update: lanes, rows per group (a divisor of ug)
   int sg;        // trd_symv: lanes
   int per;       // trd_symv: outputs per group (tiled; 0: from the size), -1: untiled
+  int panel;     // trd_panel's groups (0: a launch per step)
 };
 
 TrdPlan trd_plan(const Options &o) {
@@ -53,7 +54,36 @@ TrdPlan trd_plan(const Options &o) {
   if (t.rows <= 0 || t.rows > t.ug || t.ug % t.rows != 0) t.rows = t.ug;
   t.sg = std::max(1, std::min(env_or("METAL_LINALG_TRD_SYMV_LANES", kSymvLanes), o.max_group));
   t.per = env_or("METAL_LINALG_TRD_SYMV_PER", o.trd_symv_per);
+  t.panel = env_or("METAL_LINALG_TRD_PANEL_GROUPS", o.trd_panel_groups);
+  if (t.panel < 0) t.panel = std::max(1, o.parallel_groups);
   return t;
+}
+
+// Outputs per item of trd_panel's symv: about one item per group per phase.
+constexpr int kPanelMaxPer = 64;
+
+// The panel at j0 (width jb) in one launch of trd_panel (after the one that zeroes its words).
+ml_status trd_panel(const Chunk &ch, const TrdPlan &tp, ml_step_params p, int n, int nb,
+                    int64_t sync) {
+  const int j0 = p.i[0], jb = p.i[2], gs = tp.ug, rows0 = n - 1 - j0;
+  const int nsg = (gs + 31) / 32;
+  const int64_t outs = int64_t{rows0} + jb;  // the most outputs of a column (c = jb - 1)
+  const int per = static_cast<int>(
+      std::clamp<int64_t>((ch.batch * outs + tp.panel - 1) / tp.panel, 1, kPanelMaxPer));
+  const int stage = rows0 <= kSymvStage ? 1 : 0;
+  const int shared = std::max(ml_trd_update_shared_floats(nb, gs, tp.rows),
+                              ml_trd_symv_shared_floats(rows0, stage, per * nsg));
+  p.off[3] = sync;
+  p.flags = 4;
+  ml_status st;
+  if ((st = ch.launch(kStep_trd_panel, 1, 32, 0, p))) return st;
+  p.m = tp.rows;
+  p.flags = stage;
+  p.i[1] = shared;
+  p.i[3] = per;
+  const int64_t items = ch.batch * std::max<int64_t>((n - j0 + tp.rows - 1) / tp.rows,
+                                                     (outs + per - 1) / per);
+  return ch.launch(kStep_trd_panel, std::min<int64_t>(tp.panel, items), gs, shared + 1, p);
 }
 
 }  // namespace
@@ -77,6 +107,7 @@ EighLayout eigh_layout(int n, bool vectors, int64_t solver_floats, const Options
   }
   L.w = s.add(nn);
   L.scratch = s.add(solver_floats);
+  L.sync = s.add(2 * np);
   L.per = s.floats;
   return L;
 }
@@ -104,7 +135,9 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
     p.ld[1] = n;
     p.off[2] = L.dv;
     int symv_groups = 0;  // per matrix, of the last trd_symv
-    for (int c = 0; c <= jb; ++c) {
+    const bool fused = tp.panel > 0 && (o.trd_panel_max_batch <= 0 || ch.batch <= o.trd_panel_max_batch);
+    if (fused && (st = trd_panel(ch, tp, p, n, nb, L.sync + 2 * (j0 / nb)))) return st;
+    for (int c = 0; c <= jb && !fused; ++c) {
       const int i = j0 + c, rows = n - 1 - i;
       // Column c - 1 of W, column i (c < jb) or the panel's reflectors into A (c = jb).
       const int upd_groups = ((c == jb ? n - j0 : n - i) + urows - 1) / urows;

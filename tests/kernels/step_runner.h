@@ -5,6 +5,7 @@
 #pragma once
 #include <cmath>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "../../core/kernels/steps.h"
@@ -20,6 +21,9 @@ class CpuStepRunner final : public ml::blocked::Runner {
   float *o0 = nullptr, *o1 = nullptr, *o2 = nullptr;
   int *info = nullptr;
   int launches = 0;
+  // Launches of this step run their groups on concurrent threads, all at once (the steps whose
+  // groups wait on each other through device words), not in turn.
+  int threaded_step = -1;
 
   ml_status launch(const ml::blocked::StepLaunch &l) override {
     if (l.step < 0 || l.step >= ml::blocked::kStepCount || l.group_size < 1 ||
@@ -28,6 +32,19 @@ class CpuStepRunner final : public ml::blocked::Runner {
       return ML_RUNTIME_ERROR;
     }
     Bound u{&l, this};
+    if (l.step == threaded_step) {
+      std::vector<Bound> one(static_cast<size_t>(l.p.groups));
+      std::vector<std::thread> threads;
+      for (int64_t g = 0; g < l.p.groups; ++g) {
+        one[g] = Bound{&l, this, g};
+        threads.emplace_back([&, g] {
+          ml::kernel_runner::run(l.group_size, 1, l.shared_floats, kEntries[l.step], &one[g]);
+        });
+      }
+      for (auto &t : threads) t.join();
+      ++launches;
+      return ML_OK;
+    }
     ml::kernel_runner::run(l.group_size, l.p.groups, l.shared_floats, kEntries[l.step], &u);
     ++launches;
     return ML_OK;
@@ -49,11 +66,14 @@ class CpuStepRunner final : public ml::blocked::Runner {
   struct Bound {
     const ml::blocked::StepLaunch *l;
     CpuStepRunner *r;
+    int64_t group = -1;  // >= 0: the runner's one group is this group of the launch
   };
 #define KT_STEP_ENTRY(name, fn)                                                        \
   static void entry_##name(const ml_ctx &ctx, void *u) {                              \
     auto &b = *static_cast<Bound *>(u);                                               \
-    fn(ctx, b.l->p, b.r->ws.data(), b.r->a, b.r->o0, b.r->o1, b.r->o2, b.r->info);    \
+    ml_ctx c = ctx;                                                                   \
+    if (b.group >= 0) c.group_id = b.group;                                           \
+    fn(c, b.l->p, b.r->ws.data(), b.r->a, b.r->o0, b.r->o1, b.r->o2, b.r->info);      \
   }
   ML_STEP_TABLE(KT_STEP_ENTRY)
 #undef KT_STEP_ENTRY

@@ -56,14 +56,16 @@ kt::Families some(const kt::Families &all) {
   return out;
 }
 
+// threaded: the one-launch panels' groups on concurrent threads.
 void sytrd_case(Report &rep, Worst &worst, int n, int uplo, const ml::blocked::Options &o,
-                std::mt19937_64 &rng, bool all = true) {
+                std::mt19937_64 &rng, bool all = true, bool threaded = false) {
   kt::Families fams = kt::symmetric_families(n, rng, true);
   if (!all) fams = some(fams);
   const kt::EigBatch eb = kt::eig_batch(fams, n, uplo, rng);
   const int batch = int(eb.items.size());
   const ml::blocked::EighLayout L = ml::blocked::eigh_layout(n, true, 0, o);
   kt::CpuStepRunner run;
+  if (threaded) run.threaded_step = ml::blocked::kStep_trd_panel;
   run.ws.assign(size_t(L.per) * batch, std::nanf(""));
   run.a = eb.a.data();
   std::optional<kt::Timer> timer(std::in_place, "sytrd + ormtr", n, n, o.max_group);
@@ -203,6 +205,22 @@ int suite_sytrd() {
   odd.trd_rows = 16;
   odd.trd_symv_per = 3;
   sytrd_case(rep, worst, 70, ML_K_UPPER, odd, rng, false);
+  // Each panel in one launch (trd_panel): few persistent groups taking every item, the rows
+  // sliced, panel boundaries inside the matrix and a last panel of one column.
+  ml::blocked::Options fused = o;
+  fused.trd_panel_groups = 3;
+  for (int n : {2, 17, 67}) sytrd_case(rep, worst, n, ML_K_LOWER, fused, rng, false);
+  fused.trd_rows = 8;
+  sytrd_case(rep, worst, 33, ML_K_UPPER, fused, rng, false);
+  ml::blocked::Options fused_big = big;
+  fused_big.trd_rows = 16;
+  fused_big.trd_panel_groups = 5;
+  sytrd_case(rep, worst, 129, ML_K_LOWER, fused_big, rng, false);
+  // The panels' groups on concurrent threads: the tickets and the items-done word under real
+  // concurrency (the runner runs groups in turn).
+  ml::blocked::Options fused_thr = o;
+  fused_thr.trd_panel_groups = 4;
+  sytrd_case(rep, worst, 41, ML_K_LOWER, fused_thr, rng, false, true);
   std::printf("sytrd: %d checks, %d failures; worst |A-QTQ^T| %.3g, |I-Q^TQ| %.3g, eig %.3g, "
               "QB %.3g (limit %g)\n",
               rep.checks, rep.failures, worst.resid, worst.orth, worst.eig, worst.apply, kLimit);
