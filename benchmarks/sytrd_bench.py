@@ -38,6 +38,7 @@ VARIANTS = {
     "symv512tiled": {"SYMV_LANES": "512", "SYMV_PER": "0"},
     "symv128": {"SYMV_LANES": "128"},
     # each panel in one launch (trd_panel) with this many persistent groups
+    "launches": {"PANEL_GROUPS": "0"},
     "panel66": {"PANEL_GROUPS": "66"},
     "panel132": {"PANEL_GROUPS": "132"},
     "panel264": {"PANEL_GROUPS": "264"},

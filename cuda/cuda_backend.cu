@@ -196,6 +196,11 @@ const blocked::Options &blocked_options() {
     x.qr_tsqr_min_ratio = 4;
     x.qr_tsqr_max_batch = 8;
     x.svd_fix_lanes = 1024;
+    // eigh's tridiagonalisation a launch per panel up to batch 64 (benchmarks/results/
+    // nvidia-h200-sytrd-panel.md: 2048 x1 45.0 -> 38.5 ms, 4096 x1 126.9 -> 120.9, 2048 x8
+    // 102.9 -> 85.8, 512 x64 23.1 -> 20.2).
+    x.trd_panel_groups = -1;
+    x.trd_panel_max_batch = 64;
     if (usable()) {  // device 0's shared memory and multiprocessors (all devices alike)
       x.shared_floats = device_info(0).budget_floats;
       x.parallel_groups = 2 * device_info(0).units;

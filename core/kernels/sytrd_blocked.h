@@ -253,45 +253,7 @@ ML_FN void ml_trd_symv_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
   const int seg = tiled ? ((r + nsg - 1) / nsg + 31) / 32 * 32 : r;
   const int k0 = tiled ? sid * seg : 0, k1 = k0 + seg < r ? k0 + seg : r;
   float yv = 0.0f;  // y_t v_t of the outputs this lane finishes
-  // Tiled: four outputs at a time, four rows of each per lane in flight (16 independent loads:
-  // the slices are short, so one output at a time would wait for the memory once per output).
-  for (int tb = t0; tiled && tb < t1; tb += 4) {
-    ML_DEVICE const float *cl[4];
-    for (int u = 0; u < 4; ++u) {
-      const int t = tb + u < t1 ? tb + u : tb;  // past t1: output tb again, not stored
-      cl[u] = t < r ? A + (ml_i64)(r0 + t) * ld + r0
-              : t < r + c ? V + (ml_i64)(t - r) * ldp + r0
-                          : W + (ml_i64)(t - r - c) * ldp + r0;
-    }
-    float b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
-    int k = k0 + sl;
-    if (staged) {
-      for (; k + 96 < k1; k += 128)
-        for (int q = 0; q < 128; q += 32) {
-          const float vk = vs[k + q];
-          b0 = ml_fma(cl[0][k + q], vk, b0);
-          b1 = ml_fma(cl[1][k + q], vk, b1);
-          b2 = ml_fma(cl[2][k + q], vk, b2);
-          b3 = ml_fma(cl[3][k + q], vk, b3);
-        }
-    }
-    for (; k < k1; k += 32) {
-      const float vk = staged ? vs[k] : k == 0 ? 1.0f : x[k] * hs;
-      b0 = ml_fma(cl[0][k], vk, b0);
-      b1 = ml_fma(cl[1][k], vk, b1);
-      b2 = ml_fma(cl[2][k], vk, b2);
-      b3 = ml_fma(cl[3][k], vk, b3);
-    }
-    const float s0 = ml_simd_sum(ctx, b0), s1 = ml_simd_sum(ctx, b1);
-    const float s2 = ml_simd_sum(ctx, b2), s3 = ml_simd_sum(ctx, b3);
-    if (sl == 0) {
-      tp[(tb - t0) * nsg + sid] = s0;
-      if (tb + 1 < t1) tp[(tb + 1 - t0) * nsg + sid] = s1;
-      if (tb + 2 < t1) tp[(tb + 2 - t0) * nsg + sid] = s2;
-      if (tb + 3 < t1) tp[(tb + 3 - t0) * nsg + sid] = s3;
-    }
-  }
-  for (int t = t0 + sid; !tiled && t < t1; t += nsg) {
+  for (int t = tiled ? t0 : t0 + sid; t < t1; t += tiled ? 1 : nsg) {
     ML_DEVICE const float *col;
     if (t < r) col = A + (ml_i64)(r0 + t) * ld + r0;
     else if (t < r + c) col = V + (ml_i64)(t - r) * ldp + r0;
@@ -311,7 +273,9 @@ ML_FN void ml_trd_symv_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
       for (; k < k1; k += 32) a0 = ml_fma(col[k], k == 0 ? 1.0f : x[k] * hs, a0);
     }
     const float s = ml_simd_sum(ctx, (a0 + a2) + (a1 + a3));
-    if (sl == 0) {
+    if (tiled) {
+      if (sl == 0) tp[(t - t0) * nsg + sid] = s;
+    } else if (sl == 0) {
       if (t < r) {
         vec[ML_TRD_Y(n) + r0 + t] = s;
         yv += s * (t == 0 ? 1.0f : x[t] * hs);

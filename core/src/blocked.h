@@ -70,7 +70,8 @@ struct Options {
   int trd_symv_per = -1;
   // The same steps with each panel in one launch (trd_panel: persistent groups taking the
   // steps' groups as items, core/kernels/sytrd_blocked.h): this many groups (0: a launch per
-  // step, the default; -1: parallel_groups), up to trd_panel_max_batch matrices per call.
+  // step, the default; -1: parallel_groups, twice that for wide columns, blocked_eigh.cpp), for
+  // chunks of up to trd_panel_max_batch matrices (0: any).
   int trd_panel_groups = 0;
   int trd_panel_max_batch = 0;
 };

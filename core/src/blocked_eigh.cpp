@@ -33,6 +33,9 @@ constexpr int kSymvGroupsPer = 4;
 constexpr int kSymvMinPer = 2;
 constexpr int kSymvMaxPer = 16;
 
+// trd_panel's default groups double from this many outputs per column over the chunk.
+constexpr int64_t kPanelWideOutputs = 4096;
+
 // METAL_LINALG_TRD_LANES / _ROWS / _SYMV_PER override the Options fields, _SYMV_LANES
 // kSymvLanes (experiments).
 int env_or(const char *name, int v) {
@@ -47,7 +50,7 @@ struct TrdPlan {
   int panel;     // trd_panel's groups (0: a launch per step)
 };
 
-TrdPlan trd_plan(const Options &o) {
+TrdPlan trd_plan(const Options &o, int64_t batch, int n) {
   TrdPlan t;
   t.ug = std::max(1, std::min(env_or("METAL_LINALG_TRD_LANES", o.trd_lanes), o.max_group));
   t.rows = env_or("METAL_LINALG_TRD_ROWS", o.trd_rows);
@@ -55,7 +58,10 @@ TrdPlan trd_plan(const Options &o) {
   t.sg = std::max(1, std::min(env_or("METAL_LINALG_TRD_SYMV_LANES", kSymvLanes), o.max_group));
   t.per = env_or("METAL_LINALG_TRD_SYMV_PER", o.trd_symv_per);
   t.panel = env_or("METAL_LINALG_TRD_PANEL_GROUPS", o.trd_panel_groups);
-  if (t.panel < 0) t.panel = std::max(1, o.parallel_groups);
+  // -1: parallel_groups, twice that from batch x n = 4096 outputs per column (measured on the
+  // H200: 264 groups fastest at 512..2048 x1, 528 at 4096 x1 and 1024 x8 .. 512 x64).
+  if (t.panel < 0)
+    t.panel = std::max(1, o.parallel_groups) * (batch * n >= kPanelWideOutputs ? 2 : 1);
   return t;
 }
 
@@ -120,7 +126,7 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
   ml_status st;
   const int tri = kf == ML_K_UPPER ? ML_STEP_TRI_UPPER : ML_STEP_TRI_LOWER;
   if ((st = load_input(ch, o, n, n, tri, L.stat, L.a))) return st;
-  const TrdPlan tp = trd_plan(o);
+  const TrdPlan tp = trd_plan(o, batch, n);
   const int sg = tp.sg, nsg = (sg + 31) / 32;  // simdgroups of trd_symv
   const int ug = tp.ug, urows = tp.rows;
   for (int j0 = 0; j0 < n; j0 += nb) {
