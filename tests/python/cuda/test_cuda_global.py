@@ -244,7 +244,8 @@ def test_chunks_reuse_the_workspace() -> None:
     )
     env = dict(os.environ, METAL_LINALG_CUDA_GLOBAL_MATRICES="2")
     here = os.path.dirname(os.path.abspath(__file__))
-    env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
+    # The suite's modules: this folder's and the shared helpers one level up (accuracy.py).
+    env["PYTHONPATH"] = os.pathsep.join([here, os.path.dirname(here), env.get("PYTHONPATH", "")])
     r = subprocess.run(
         [sys.executable, "-c", script],
         check=False,
