@@ -144,6 +144,19 @@ ml_status larft(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t t
   return ch.launch(kStep_larft_gram, ch.batch, lanes, ml_larft_step_shared_floats(nb), p);
 }
 
+ml_status larfb(const Chunk &ch, const Options &o, const BlockReflector &h, bool transpose,
+                int64_t c, int ldc, int ncols, const LarfbWork &w) {
+  if (ncols <= 0) return ML_OK;
+  ml_status st;
+  if ((st = gemm(ch, o, ML_GEMM_TRANS_A, h.count, ncols, h.rows, 1.0f, h.v, h.ldv, c, ldc, 0.0f,
+                 w.x1, w.ld, w.part, w.part_floats)) ||
+      (st = gemm(ch, o, transpose ? ML_GEMM_TRANS_A : 0, h.count, ncols, h.count, 1.0f, h.t,
+                 h.ldt, w.x1, w.ld, 0.0f, w.x2, w.ld)) ||
+      (st = gemm(ch, o, 0, h.rows, ncols, h.count, -1.0f, h.v, h.ldv, w.x2, w.ld, 1.0f, c, ldc)))
+    return st;
+  return ML_OK;
+}
+
 ml_status product(Runner &r, const Options &o, const GemmCall &g, int64_t part,
                   int64_t part_floats) {
   const Chunk ch{r, 0, g.batch, g.stride};
