@@ -344,7 +344,8 @@ class StepRunner final : public blocked::Runner {
                   st.max_threads);
     ml_step_params p = l.p;
     // The product's vector loads need a 16-byte aligned workspace (every allocator gives one).
-    if (l.step == blocked::kStep_gemm && reinterpret_cast<uintptr_t>(ws_) % 16 != 0) p.i[3] = 0;
+    if (l.step == blocked::kStep_gemm && reinterpret_cast<uintptr_t>(ws_) % 16 != 0)
+      blocked::gemm_scalar_access(p);
     const float *a = c_.a;
     float *o0 = c_.out0, *o1 = c_.out1, *o2 = c_.out2, *ws = ws_;
     int *info = c_.info;

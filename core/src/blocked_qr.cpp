@@ -166,16 +166,16 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
       ml_step_params p = step_params();
       p.m = m;
       p.n = n;
-      p.i[0] = j;
-      p.i[1] = jb;
-      p.i[2] = nb;
-      p.i[3] = two ? static_cast<int>(L.tau) : 0;
-      p.off[0] = L.w;
-      p.ld[0] = m;
-      p.off[1] = L.v;
-      p.ld[1] = m;
-      p.off[2] = two ? L.tin : tp;
-      p.off[3] = L.stat;
+      ML_QRP_COL(p) = j;
+      ML_QRP_WIDTH(p) = jb;
+      ML_QRP_LDT(p) = nb;
+      ML_QRP_TAU_AT(p) = two ? static_cast<int>(L.tau) : 0;
+      p.off[ML_QRP_W] = L.w;
+      p.ld[ML_QRP_W] = m;
+      p.off[ML_QRP_V] = L.v;
+      p.ld[ML_QRP_V] = m;
+      p.off[ML_QRP_T] = two ? L.tin : tp;
+      p.off[ML_QRP_STAT] = L.stat;
       p.flags = qr_flags(o);
       const Tsqr ts = L.tsqr ? tsqr_plan(r, nb, o) : Tsqr{};
       if (ts.nl > 0) {
