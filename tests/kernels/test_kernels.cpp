@@ -18,7 +18,9 @@ using kt::Report;
 
 namespace {
 
-constexpr double kQrLimit = 30, kEigLimit = 60;  // docs/design.md section 7
+using kt::kEigLimit;
+using kt::kQrLimit;
+using kt::kSvdLimit;
 
 std::string where(const char *op, int m, int n, int gs, const std::string &fam, int idx) {
   char b[160];
@@ -146,22 +148,14 @@ void check_qr(Report &rep, int m, int n, int mode, int gs, std::mt19937_64 &rng,
     if (fam == "identity") rep.expect(info[b] == 0, at + " info full rank");
     Mat A = kt::from_float(a.data() + size_t(b) * m * n, m, n);
     Mat R = kt::from_float(rb, rrows, n);
-    const double an = kt::norm1(A);
-    if (mode == ML_K_QR_R) {
-      // R^T R = A^T A  (Q-less check): ||A^T A - R^T R|| / (m ||A||^2 ulp)
-      Mat d = kt::matmul(kt::transpose(A), A), rr = kt::matmul(kt::transpose(R), R);
-      for (size_t i = 0; i < d.v.size(); ++i) d.v[i] -= rr.v[i];
-      const double den = an > 0 ? an * an : 1.0;
-      rep.ratio(kt::norm1(d) / (m * den * kt::kUlp), kQrLimit, at + " |AtA-RtR|");
+    if (mode == ML_K_QR_R) {  // R^T R = A^T A (Q-less check), scaled by m
+      rep.ratio(kt::rtr_ratio(A, R, m), kQrLimit, at + " |AtA-RtR|");
       continue;
     }
     rep.expect(kt::all_finite(qb, size_t(m) * qcols), at + " Q finite");
-    Mat Q = kt::from_float(qb, m, qcols);
-    Mat qr = kt::matmul(Q, R);
-    for (size_t i = 0; i < qr.v.size(); ++i) qr.v[i] -= A.v[i];
-    rep.ratio(an > 0 ? kt::norm1(qr) / (m * an * kt::kUlp) : kt::norm1(qr), kQrLimit,
-              at + " |A-QR|");
-    rep.ratio(kt::orth_defect(Q) / (m * kt::kUlp), kQrLimit, at + " |I-QtQ|");
+    const kt::QrRatios x = kt::qr_ratios(A, kt::from_float(qb, m, qcols), R, m);
+    rep.ratio(x.resid, kQrLimit, at + " |A-QR|");
+    rep.ratio(x.orth, kQrLimit, at + " |I-QtQ|");
   }
 }
 
@@ -520,13 +514,13 @@ void check_svd_serial(Report &rep, int m, int n, std::mt19937_64 &rng) {
     Mat R = kt::matmul(U, Vt);
     for (size_t i = 0; i < R.v.size(); ++i) R.v[i] -= A.v[i];
     const double an = kt::norm1(A), den = an > 0 ? an * std::max(m, n) * kt::kUlp : 1.0;
-    rep.ratio(kt::norm1(R) / den, 35, at + " |A-USVt|");
-    rep.ratio(kt::orth_defect(kt::from_float(u.data(), m, k)) / (m * kt::kUlp), 35, at + " |I-UtU|");
-    rep.ratio(kt::orth_defect(kt::transpose(Vt)) / (n * kt::kUlp), 35, at + " |I-VVt|");
+    rep.ratio(kt::norm1(R) / den, kSvdLimit, at + " |A-USVt|");
+    rep.ratio(kt::orth_defect(kt::from_float(u.data(), m, k)) / (m * kt::kUlp), kSvdLimit, at + " |I-UtU|");
+    rep.ratio(kt::orth_defect(kt::transpose(Vt)) / (n * kt::kUlp), kSvdLimit, at + " |I-VVt|");
     auto lam = kt::jacobi_eigenvalues(m >= n ? kt::matmul(kt::transpose(A), A) : kt::matmul(A, kt::transpose(A)));
     double err = 0;
     for (int i = 0; i < k; ++i) err = std::max(err, std::fabs(sv[i] - std::sqrt(std::max(0.0, lam[k - 1 - i]))));
-    rep.ratio(err / den, 35, at + " |s-s_ref|");
+    rep.ratio(err / den, kSvdLimit, at + " |s-s_ref|");
     rep.expect(std::memcmp(sv.data(), s2.data(), sizeof(float) * k) == 0, at + " svdvals == svd values");
   }
 }
