@@ -593,7 +593,6 @@ class CudaBackend final : public Backend {
     if (device < 0 || device >= device_count() || !device_info(device).ok) return 0;
     return device_info(device).budget_floats;
   }
-  int64_t kernel_max_n(int32_t) const override { return 0; }
   bool plan(const Call &c, const policy::Resolved &pol, int32_t device, Plan *out) const override {
     const int64_t budget = scratch_budget(device);
     return budget > 0 && gpu_plan(c, pol, budget, has_kernel, out, has_global, true);
