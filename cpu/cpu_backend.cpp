@@ -255,7 +255,8 @@ void trim_scratch() {
 struct Job {
   const Call *c;
   Sizes sz;
-  bool kernel;
+  bool kernel;  // the portable kernels, not LAPACK
+  bool small;   // among them the register kernel
   const lapack::Provider *lp;
   Lwork lw;
   std::atomic<int> failed{0};  // ml_status of the first failure
@@ -273,18 +274,18 @@ void symmetrize_scaled(const float *a, float *dst, int64_t n, bool lower, const 
     }
 }
 
-int32_t run_kernel(const Call &c, const float *a, const Scale &sc, float *o0, float *o1,
-                   float *o2) {
+int32_t run_kernel(const Call &c, bool small, const float *a, const Scale &sc, float *o0,
+                   float *o1, float *o2) {
   const int64_t m = c.m, n = c.n, k = std::min(m, n);
   Scratch &s = scratch();
   const int64_t in = m * n;
-  float *as = s.floats(in + cpu_kernels::scratch_floats(c.op, m, n));
+  float *as = s.floats(in + (small ? 0 : cpu_kernels::scratch_floats(c.op, m, n)));
   float *work = as + in;
   if (c.op == ML_OP_EIGH || c.op == ML_OP_EIGVALSH)
     symmetrize_scaled(a, as, n, c.flags == ML_LOWER, sc);
   else
     for (int64_t i = 0; i < in; ++i) as[i] = sc.apply(a[i]);
-  const int32_t info = cpu_kernels::run(c.op, m, n, c.flags, as, o0, o1, o2, work,
+  const int32_t info = cpu_kernels::run(c.op, m, n, c.flags, as, o0, o1, o2, work, small,
                                          policy::iteration_cap());
   switch (c.op) {
     case ML_OP_QR: scale_values(o1, (c.flags == ML_QR_COMPLETE ? m : k) * n, sc.down); break;
@@ -443,7 +444,7 @@ void one_matrix(Job &job, int64_t i) {
     const Scale sc(maxabs);
     try {
       if (job.kernel) {
-        info = run_kernel(c, a, sc, o0, o1, o2);
+        info = run_kernel(c, job.small, a, sc, o0, o1, o2);
       } else {
         switch (c.op) {
           case ML_OP_QR: info = run_qr(job, a, sc, o0, o1); break;
@@ -591,19 +592,22 @@ void ensure_fork_handlers(const lapack::Provider *lp) {
   if (now) pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
 }
 
-}  // namespace
-
-int64_t kernel_max_n(int32_t op, const policy::Resolved &pol) {
-  const int64_t k = cpu_kernels::max_n(op);
-  const int64_t p = pol.value[policy::kCpuKernelMaxN];
-  return std::min(k, p);
+// The policy's routing of an m x n call: the portable kernels (else LAPACK), and among them the
+// register kernel where it fits.
+bool kernel_route(int32_t op, int64_t m, int64_t n, const policy::Resolved &pol) {
+  return std::max(m, n) <= policy::cpu_kernel_max_n(op, pol);
+}
+bool small_route(int32_t op, int64_t m, int64_t n, const policy::Resolved &pol) {
+  return std::max(m, n) <= pol.value[policy::kCpuSmallMaxN] && cpu_kernels::small_fits(op, m, n);
 }
 
+}  // namespace
+
 const char *backend_name(int32_t op, int64_t m, int64_t n, const policy::Resolved &pol) {
-  if (std::max(m, n) > kernel_max_n(op, pol)) return "cpu:lapack";
+  if (!kernel_route(op, m, n, pol)) return "cpu:lapack";
   // Named after the core/kernels header each op's portable kernel comes from.
   static thread_local std::string out;
-  out = std::string("cpu:kernel:") + cpu_kernels::name(op, m, n);
+  out = std::string("cpu:kernel:") + cpu_kernels::name(op, small_route(op, m, n, pol));
   return out.c_str();
 }
 
@@ -611,7 +615,8 @@ ml_status run(const Call &c, const policy::Resolved &pol, const char *where) {
   Job job;
   job.c = &c;
   job.sz = sizes_of(c);
-  job.kernel = std::max(c.m, c.n) <= kernel_max_n(c.op, pol);
+  job.kernel = kernel_route(c.op, c.m, c.n, pol);
+  job.small = job.kernel && small_route(c.op, c.m, c.n, pol);
   job.lp = nullptr;
   if (!job.kernel) {
     job.lp = lapack::get(where);

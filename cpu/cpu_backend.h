@@ -7,9 +7,7 @@
 
 namespace ml::cpu {
 
-// Largest max(m, n) the portable CPU kernel handles under this policy (0 = none).
-int64_t kernel_max_n(int32_t op, const policy::Resolved &pol);
-// "cpu:lapack" or "cpu:kernel:<op>".
+// "cpu:lapack" or "cpu:kernel:<kernel header>", as the policy routes the call.
 const char *backend_name(int32_t op, int64_t m, int64_t n, const policy::Resolved &pol);
 // Host buffers, validated arguments, batch > 0.
 ml_status run(const Call &c, const policy::Resolved &pol, const char *where);

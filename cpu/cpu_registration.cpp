@@ -2,7 +2,6 @@
 // buffers, LAPACK or the portable kernels per the policy (cpu_backend.cpp does the work).
 #include "backend.h"
 #include "cpu_backend.h"
-#include "cpu_kernels.h"
 #include "errors.h"
 #include "lapack.h"
 #include "thread_pool.h"
@@ -18,7 +17,6 @@ class CpuBackend final : public Backend {
   // The core names the CPU model itself (device.cpp): it is the fallback of every device.
   const char *device_name() const override { return ""; }
   int64_t scratch_budget(int32_t) const override { return 0; }
-  int64_t kernel_max_n(int32_t op) const override { return cpu_kernels::max_n(op); }
   bool plan(const Call &, const policy::Resolved &, int32_t, Plan *out) const override {
     *out = Plan{};
     return true;

@@ -349,7 +349,8 @@ class StepRunner final : public blocked::Runner {
                   st.max_threads);
     ml_step_params p = l.p;
     // The product's vector loads need a 16-byte aligned workspace (every allocator gives one).
-    if (l.step == blocked::kStep_gemm && reinterpret_cast<uintptr_t>(ws_) % 16 != 0) p.i[3] = 0;
+    if (l.step == blocked::kStep_gemm && reinterpret_cast<uintptr_t>(ws_) % 16 != 0)
+      blocked::gemm_scalar_access(p);
     const float *a = c_.a;
     float *o0 = c_.out0, *o1 = c_.out1, *o2 = c_.out2, *ws = ws_;
     int *info = c_.info;
@@ -597,7 +598,6 @@ class CudaBackend final : public Backend {
     if (device < 0 || device >= device_count() || !device_info(device).ok) return 0;
     return device_info(device).budget_floats;
   }
-  int64_t kernel_max_n(int32_t) const override { return 0; }
   bool plan(const Call &c, const policy::Resolved &pol, int32_t device, Plan *out) const override {
     const int64_t budget = scratch_budget(device);
     return budget > 0 && gpu_plan(c, pol, budget, has_kernel, out, has_global, true);

@@ -130,7 +130,6 @@ class MetalBackend final : public Backend {
   bool available() const override { return state().ok; }
   const char *device_name() const override { return state().ok ? state().name.c_str() : ""; }
   int64_t scratch_budget(int32_t) const override { return state().ok ? kScratchFloats : 0; }
-  int64_t kernel_max_n(int32_t) const override { return 0; }
   bool plan(const Call &c, const policy::Resolved &pol, int32_t, Plan *out) const override {
     return state().ok && gpu_plan(c, pol, kScratchFloats, nullptr, out, nullptr, true);
   }

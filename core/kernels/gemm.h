@@ -1,19 +1,21 @@
 // Batched matrix product of the blocked algorithms, in the portable dialect:
 //   C = alpha op(A) op(B) + beta C      (column-major, every operand in the workspace)
-// op(A) is m x k, op(B) k x n, C m x n. Register-blocked: a group of L x L lanes (L = p.i[0]:
-// 4, 8 or 16) computes a T x T tile of C (T = R L), each lane an R x R block of it in
-// registers (R = p.i[2]: 4, or 8 with L = 16). The operands pass through shared memory in
-// k-slices of BK = 64 / R, double-buffered: the next slice's global loads are in flight (in
-// registers) while the lanes multiply the current one, then land in the other buffer, one
-// barrier per slice. fp32 FMA only (no reduced-precision units): accuracy first.
+// op(A) is m x k, op(B) k x n, C m x n. Register-blocked: a group of L x L lanes
+// (L = ML_GEMM_LANES(p): 4, 8 or 16) computes a T x T tile of C (T = R L), each lane an R x R
+// block of it in registers (R = ML_GEMM_REGS(p): 4, or 8 with L = 16). The operands pass
+// through shared memory in k-slices of BK = 64 / R, double-buffered: the next slice's global
+// loads are in flight (in registers) while the lanes multiply the current one, then land in
+// the other buffer, one barrier per slice. fp32 FMA only (no reduced-precision units):
+// accuracy first.
 // Groups: batch x S x ceil(m / T) x ceil(n / T), tile-fastest (the tiles of one matrix
 // together). Fields: m, n, k; flags ML_GEMM_TRANS_A / ML_GEMM_TRANS_B; alpha, beta (beta == 0
-// never reads C, so C may hold anything, NaN included); operand 0 A, 1 B, 2 C (off, stride,
-// ld); i[3]: ML_GEMM_VEC_* bits, the operands whose 4-float runs are 16-byte aligned (vector
-// loads and stores; the host sets them from offsets, strides and leading dimensions, the
-// workspace base being 16-byte aligned). Split k (i[1] = S > 1, for products with few tiles
-// and a long k): slice s of the k range goes to group column s, which writes its raw partial
-// product to operand 3 (S consecutive m x n column-major blocks per matrix, ld m);
+// never reads C, so C may hold anything, NaN included); operands ML_GEMM_A, _B, _C (off,
+// stride, ld); ML_GEMM_VEC(p): ML_GEMM_VEC_* bits, the operands whose 4-float runs are
+// 16-byte aligned (vector loads and stores; the host sets them from offsets, strides and
+// leading dimensions, the workspace base being 16-byte aligned). Split k
+// (ML_GEMM_SPLIT(p) = S > 1, for products with few tiles and a long k): slice s of the k range
+// goes to group column s, which writes its raw partial product to operand ML_GEMM_PART
+// (S consecutive m x n column-major blocks per matrix, ld m);
 // ml_step_gemm_sum then forms C = alpha sum_s P_s + beta C.
 // Lane (tx, ty) = (lane % L, lane / L) owns rows 4 tx + q + 4 L g and columns
 // 4 ty + q + 4 L g (q < 4, g < R / 4): each of its shared-memory reads is 4 consecutive floats
@@ -30,6 +32,16 @@
 #define ML_GEMM_VEC_B 2
 #define ML_GEMM_VEC_C 4
 #define ML_GEMM_VEC_PART 8
+// The step's arguments by name (slots of ml_step_params, set by the host, read here): the
+// integers, and the operand numbers of off / stride / ld.
+#define ML_GEMM_LANES(p) ((p).i[0])  // L
+#define ML_GEMM_SPLIT(p) ((p).i[1])  // S, the k slices (<= 1: none)
+#define ML_GEMM_REGS(p) ((p).i[2])   // R
+#define ML_GEMM_VEC(p) ((p).i[3])    // ML_GEMM_VEC_* bits
+#define ML_GEMM_A 0
+#define ML_GEMM_B 1
+#define ML_GEMM_C 2
+#define ML_GEMM_PART 3
 
 // Tile side of a group of l x l lanes with r x r outputs each.
 ML_HOST_FN int ml_gemm_tile(int l, int r) { return r * l; }
@@ -165,7 +177,7 @@ template <int R, int L>
 ML_FN void ml_gemm_tiles(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws) {
   const int T = R * L, BK = 64 / R, P = T + 4, G = R / 4, NL = 16 / L;
   const int lane = ctx.lane, gs = L * L;
-  const int m = p.m, n = p.n, S = p.i[1] > 1 ? p.i[1] : 1;
+  const int m = p.m, n = p.n, S = ML_GEMM_SPLIT(p) > 1 ? ML_GEMM_SPLIT(p) : 1;
   const int tm = (m + T - 1) / T, tn = (n + T - 1) / T;
   const ml_i64 tiles = (ml_i64)tm * tn;
   const ml_i64 bs = ctx.group_id / tiles;  // matrix * S + slice
@@ -176,13 +188,14 @@ ML_FN void ml_gemm_tiles(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws) {
   const int kbeg = sl * klen;
   const int k = S > 1 ? ml_imin(p.k, kbeg + klen) : p.k;
   const int i0 = (t % tm) * T, j0 = (t / tm) * T;
-  ML_DEVICE const float *A = ws + p.off[0] + b * p.stride[0];
-  ML_DEVICE const float *B = ws + p.off[1] + b * p.stride[1];
-  const int lda = p.ld[0], ldb = p.ld[1];
+  ML_DEVICE const float *A = ws + p.off[ML_GEMM_A] + b * p.stride[ML_GEMM_A];
+  ML_DEVICE const float *B = ws + p.off[ML_GEMM_B] + b * p.stride[ML_GEMM_B];
+  const int lda = p.ld[ML_GEMM_A], ldb = p.ld[ML_GEMM_B];
   // op(A) is tile-contiguous (rows) unless transposed; op(B) is tile-contiguous (columns)
   // only when transposed.
   const bool a_t = (p.flags & ML_GEMM_TRANS_A) == 0, b_t = (p.flags & ML_GEMM_TRANS_B) != 0;
-  const bool va = (p.i[3] & ML_GEMM_VEC_A) != 0, vb = (p.i[3] & ML_GEMM_VEC_B) != 0;
+  const int vec = ML_GEMM_VEC(p);
+  const bool va = (vec & ML_GEMM_VEC_A) != 0, vb = (vec & ML_GEMM_VEC_B) != 0;
   ML_SHARED float *As = ctx.scratch;  // [2][BK][P]: As[l P + i] = op(A)(i0 + i, l0 + l)
   ML_SHARED float *Bs = As + 2 * BK * P;  // [2][BK][P]: Bs[l P + j] = op(B)(l0 + l, j0 + j)
   const int tx = lane % L, ty = lane / L;
@@ -239,10 +252,11 @@ ML_FN void ml_gemm_tiles(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws) {
   if (!active) return;
   // A split slice writes its raw partial product (alpha, beta applied by gemm_sum), else C.
   const bool part = S > 1;
-  ML_DEVICE float *D = part ? ws + p.off[3] + b * p.stride[3] + (ml_i64)sl * m * n
-                            : ws + p.off[2] + b * p.stride[2];
-  const int ldd = part ? m : p.ld[2];
-  const bool vd = (p.i[3] & (part ? ML_GEMM_VEC_PART : ML_GEMM_VEC_C)) != 0;
+  ML_DEVICE float *D =
+      part ? ws + p.off[ML_GEMM_PART] + b * p.stride[ML_GEMM_PART] + (ml_i64)sl * m * n
+           : ws + p.off[ML_GEMM_C] + b * p.stride[ML_GEMM_C];
+  const int ldd = part ? m : p.ld[ML_GEMM_C];
+  const bool vd = (vec & (part ? ML_GEMM_VEC_PART : ML_GEMM_VEC_C)) != 0;
   const float alpha = part ? 1.0f : p.alpha, beta = part ? 0.0f : p.beta;
   ML_UNROLL
   for (int s = 0; s < R; ++s) {
@@ -280,32 +294,33 @@ ML_FN void ml_step_gemm(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   if (ctx.group_id >= p.groups) return;
   // Group-uniform: every lane takes the same variant. 8 x 8 blocks only in 16 x 16 groups: a
   // variant with more registers would raise the count of the whole kernel.
-  const int L = p.i[0];
-  if (p.i[2] == 8) ml_gemm_tiles<8, 16>(ctx, p, ws);
+  const int L = ML_GEMM_LANES(p);
+  if (ML_GEMM_REGS(p) == 8) ml_gemm_tiles<8, 16>(ctx, p, ws);
   else if (L == 16) ml_gemm_tiles<4, 16>(ctx, p, ws);
   else if (L == 8) ml_gemm_tiles<4, 8>(ctx, p, ws);
   else ml_gemm_tiles<4, 4>(ctx, p, ws);
 }
 
 // gemm_sum: C = alpha (P_0 + ... + P_{S-1}) + beta C for the partial products of a split
-// ml_step_gemm (same fields; S = i[1]). Groups: batch x ceil(m n / group size), an element
-// of C per lane.
+// ml_step_gemm (same fields; S = ML_GEMM_SPLIT(p)). Groups: batch x ceil(m n / group size),
+// an element of C per lane.
 ML_FN void ml_step_gemm_sum(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                             ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
                             ML_DEVICE float *o2, ML_DEVICE int *info) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
-  const int m = p.m, n = p.n, S = p.i[1];
+  const int m = p.m, n = p.n, S = ML_GEMM_SPLIT(p);
   const ml_i64 mn = (ml_i64)m * n;
   const ml_i64 per = (mn + ctx.group_size - 1) / ctx.group_size;
   const ml_i64 b = ctx.group_id / per;
   const ml_i64 e = (ctx.group_id - b * per) * ctx.group_size + ctx.lane;
   if (e >= mn) return;
   const int i = (int)(e % m), j = (int)(e / m);
-  ML_DEVICE const float *P = ws + p.off[3] + b * p.stride[3] + e;
+  ML_DEVICE const float *P = ws + p.off[ML_GEMM_PART] + b * p.stride[ML_GEMM_PART] + e;
   float s = 0.0f;
   for (int q = 0; q < S; ++q) s += P[(ml_i64)q * mn];
-  ML_DEVICE float *c = ws + p.off[2] + b * p.stride[2] + (ml_i64)j * p.ld[2] + i;
+  ML_DEVICE float *c =
+      ws + p.off[ML_GEMM_C] + b * p.stride[ML_GEMM_C] + (ml_i64)j * p.ld[ML_GEMM_C] + i;
   *c = p.beta == 0.0f ? p.alpha * s : ml_fma(p.alpha, s, p.beta * *c);
 }
 

@@ -12,6 +12,16 @@
 
 #include "group.h"
 
+// The arguments of the larft and larft_gram steps by name (slots of ml_step_params, set by
+// the host, read here; p.m: the rows of V): the integers, and the operand numbers of off /
+// stride / ld.
+#define ML_LARFT_COUNT(p) ((p).i[1])  // jb, the reflectors
+#define ML_LARFT_LDT(p) ((p).i[2])    // nb (<= 64), T's order and leading dimension
+#define ML_LARFT_HAS_G(p) ((p).i[3])  // larft_gram: 1 when G holds the product
+#define ML_LARFT_V 0
+#define ML_LARFT_TAU 1
+#define ML_LARFT_T 2
+
 // Shared floats of the recurrence: G and T (nb x nb each, nb <= 64).
 ML_HOST_FN int ml_larft_shared_floats(int nb) { return 2 * nb * nb; }
 // Shared floats of ml_step_larft: the recurrence's and tau.
@@ -41,18 +51,19 @@ ML_FN void ml_larft_from_gram(ML_CTX ctx, ML_SHARED const float *G, ML_SHARED co
   ml_barrier_device(ctx);
 }
 
-// larft: one group per matrix. p.m = r (rows of V), i[1] = jb, i[2] = nb (<= 64). Operands:
-// 0 V (column-major, ld[0]; explicit, unit lower trapezoidal), 1 tau (jb floats), 2 T (nb x
-// nb, column-major, ld nb). Shared: ml_larft_step_shared_floats(nb).
+// larft: one group per matrix. p.m = r (rows of V), ML_LARFT_COUNT = jb, ML_LARFT_LDT = nb.
+// Operands: ML_LARFT_V (column-major, its ld; explicit, unit lower trapezoidal), ML_LARFT_TAU
+// (jb floats), ML_LARFT_T (nb x nb, column-major, ld nb). Shared:
+// ml_larft_step_shared_floats(nb).
 ML_FN void ml_step_larft(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                          ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
                          ML_DEVICE float *o2, ML_DEVICE int *info) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id;
-  const int r = p.m, jb = p.i[1], nb = p.i[2], ldv = p.ld[0];
-  ML_DEVICE const float *V = ws + p.off[0] + b * p.stride[0];
-  ML_DEVICE const float *tau = ws + p.off[1] + b * p.stride[1];
+  const int r = p.m, jb = ML_LARFT_COUNT(p), nb = ML_LARFT_LDT(p), ldv = p.ld[ML_LARFT_V];
+  ML_DEVICE const float *V = ws + p.off[ML_LARFT_V] + b * p.stride[ML_LARFT_V];
+  ML_DEVICE const float *tau = ws + p.off[ML_LARFT_TAU] + b * p.stride[ML_LARFT_TAU];
   ML_SHARED float *G = ctx.scratch;
   ML_SHARED float *Ts = G + nb * nb;
   ML_SHARED float *ts = Ts + nb * nb;
@@ -71,27 +82,27 @@ ML_FN void ml_step_larft(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     if (sl == 0) G[q * nb + c] = vq[c] + s;
   }
   ml_barrier(ctx);
-  ml_larft_from_gram(ctx, G, ts, jb, nb, Ts, ws + p.off[2] + b * p.stride[2]);
+  ml_larft_from_gram(ctx, G, ts, jb, nb, Ts, ws + p.off[ML_LARFT_T] + b * p.stride[ML_LARFT_T]);
 }
 
 // larft from a Gram matrix formed by a matrix product: G = V[top:r]^T V[top:r] over the rows
 // below the jb x jb top block (top = jb), then here the top block's unit lower part (its
 // diagonal taken as 1, nothing above it read) and the recurrence. One group per matrix.
-// p.m = r (rows of V), i[1] = jb, i[2] = nb (<= 64), i[3] = 1 when G holds the product (0:
-// no rows below the top block, G taken as 0). Operands: 0 V (column-major, ld[0]), 1 tau (jb
-// floats), 2 G in, T out (nb x nb, column-major, ld nb: the same slot, G read before T is
-// written). Shared: ml_larft_step_shared_floats(nb).
+// Arguments as ml_step_larft's, and ML_LARFT_HAS_G = 1 when G holds the product (0: no rows
+// below the top block, G taken as 0); operand ML_LARFT_T: G in, T out (nb x nb, column-major,
+// ld nb: the same slot, G read before T is written). Shared: ml_larft_step_shared_floats(nb).
 ML_FN void ml_step_larft_gram(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
                               ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
                               ML_DEVICE float *o2, ML_DEVICE int *info) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id;
-  const int r = p.m, jb = p.i[1], nb = p.i[2], ldv = p.ld[0], has_g = p.i[3];
+  const int r = p.m, jb = ML_LARFT_COUNT(p), nb = ML_LARFT_LDT(p), ldv = p.ld[ML_LARFT_V];
+  const int has_g = ML_LARFT_HAS_G(p);
   const int top = jb < r ? jb : r;
-  ML_DEVICE const float *V = ws + p.off[0] + b * p.stride[0];
-  ML_DEVICE const float *tau = ws + p.off[1] + b * p.stride[1];
-  ML_DEVICE float *GT = ws + p.off[2] + b * p.stride[2];
+  ML_DEVICE const float *V = ws + p.off[ML_LARFT_V] + b * p.stride[ML_LARFT_V];
+  ML_DEVICE const float *tau = ws + p.off[ML_LARFT_TAU] + b * p.stride[ML_LARFT_TAU];
+  ML_DEVICE float *GT = ws + p.off[ML_LARFT_T] + b * p.stride[ML_LARFT_T];
   ML_SHARED float *G = ctx.scratch;
   ML_SHARED float *Ts = G + nb * nb;
   ML_SHARED float *ts = Ts + nb * nb;

@@ -108,12 +108,23 @@ ML_FN bool ml_qr_factor_shared(ML_CTX ctx, ML_SHARED float *S, int lds, int r, i
   return zero_diag;
 }
 
-// qr_panel: one group per matrix. m rows; i[0] = j (first row and column of the panel),
-// i[1] = jb (its width), i[2] = nb (T's leading dimension). Operands: 0 W (m x n, ld[0]),
-// 1 V (m x k, ld[1]: column j + c of V is reflector c of this panel), 2 T of this panel
-// (nb x nb, column-major, ld nb; zeros below the diagonal), 3 stat (rank deficiency: an
-// exactly zero diagonal entry of R sets ML_INFO_RANK_DEFICIENT); i[3] > 0: also the panel's
-// tau into the workspace at i[3] + j (same matrix stride as operand 3). The panel is factored in
+// The qr_panel step's arguments by name (slots of ml_step_params, set by the host, read here):
+// the integers, and the operand numbers of off / stride / ld.
+#define ML_QRP_COL(p) ((p).i[0])     // j, the panel's first row and column
+#define ML_QRP_WIDTH(p) ((p).i[1])   // jb, its columns
+#define ML_QRP_LDT(p) ((p).i[2])     // nb, T's leading dimension
+#define ML_QRP_TAU_AT(p) ((p).i[3])  // > 0: where the panel's tau also goes (see below)
+#define ML_QRP_W 0
+#define ML_QRP_V 1
+#define ML_QRP_T 2
+#define ML_QRP_STAT 3
+
+// qr_panel: one group per matrix. m rows; ML_QRP_COL = j, ML_QRP_WIDTH = jb, ML_QRP_LDT = nb.
+// Operands: ML_QRP_W (m x n), ML_QRP_V (m x k: column j + c of V is reflector c of this
+// panel), ML_QRP_T, T of this panel (nb x nb, column-major, ld nb; zeros below the diagonal),
+// ML_QRP_STAT (rank deficiency: an exactly zero diagonal entry of R sets
+// ML_INFO_RANK_DEFICIENT); ML_QRP_TAU_AT > 0: also the panel's tau into the workspace at
+// ML_QRP_TAU_AT + j (same matrix stride as ML_QRP_STAT). The panel is factored in
 // shared memory (ml_qr_panel_shared_floats(m - j, nb, group size)): every reduction and
 // update reads shared memory, the workspace is read and written once.
 ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
@@ -122,13 +133,13 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id;
-  const int j = p.i[0], jb = p.i[1], nb = p.i[2];
+  const int j = ML_QRP_COL(p), jb = ML_QRP_WIDTH(p), nb = ML_QRP_LDT(p);
   const int r = p.m - j;  // rows of the panel
   const int lane = ctx.lane, gs = ctx.group_size, nw = ml_simd_count(ctx);
-  const int ld = p.ld[0], ldv = p.ld[1], lds = r | 1;
-  ML_DEVICE float *P = ws + p.off[0] + b * p.stride[0] + (ml_i64)j * ld + j;
-  ML_DEVICE float *V = ws + p.off[1] + b * p.stride[1] + (ml_i64)j * ldv + j;
-  ML_DEVICE float *st = ws + p.off[3] + b * p.stride[3];
+  const int ld = p.ld[ML_QRP_W], ldv = p.ld[ML_QRP_V], lds = r | 1;
+  ML_DEVICE float *P = ws + p.off[ML_QRP_W] + b * p.stride[ML_QRP_W] + (ml_i64)j * ld + j;
+  ML_DEVICE float *V = ws + p.off[ML_QRP_V] + b * p.stride[ML_QRP_V] + (ml_i64)j * ldv + j;
+  ML_DEVICE float *st = ws + p.off[ML_QRP_STAT] + b * p.stride[ML_QRP_STAT];
   ML_SHARED float *S = ctx.scratch;  // S[c * lds + i] = panel(i, c)
   ML_SHARED float *tau = S + nb * lds;
   ML_SHARED float *G = tau + nb;
@@ -141,8 +152,9 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   const bool zero_diag =
       ml_qr_factor_shared(ctx, S, lds, r, jb, tau, red, (p.flags & ML_QR_SPLIT_ROWS) != 0);
   if (lane == 0 && zero_diag) st[2] = (float)((int)st[2] | ML_INFO_RANK_DEFICIENT);
-  if (p.i[3] > 0)
-    for (int c = lane; c < jb; c += gs) ws[p.i[3] + b * p.stride[3] + j + c] = tau[c];
+  if (ML_QRP_TAU_AT(p) > 0)
+    for (int c = lane; c < jb; c += gs)
+      ws[ML_QRP_TAU_AT(p) + b * p.stride[ML_QRP_STAT] + j + c] = tau[c];
 
   // Back to the workspace: R's rows and the reflectors in W, V explicitly; then G = V^T V
   // (one dot product per lane and pair, rows c.. of column q) and T (larft.h).
@@ -168,7 +180,7 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     s = ml_simd_sum(ctx, s);
     if (sl == 0) G[q * nb + c] = vq[c] + s;
   }
-  ml_larft_from_gram(ctx, G, tau, jb, nb, Ts, ws + p.off[2] + b * p.stride[2]);
+  ml_larft_from_gram(ctx, G, tau, jb, nb, Ts, ws + p.off[ML_QRP_T] + b * p.stride[ML_QRP_T]);
 }
 
 #endif  // ML_KERNELS_QR_BLOCKED_H

@@ -60,8 +60,6 @@ class Backend {
   virtual int32_t core_count() const { return 0; }
   // Scratch floats one group may use on `device` (GPU backends; 0 for the CPU).
   virtual int64_t scratch_budget(int32_t device) const = 0;
-  // Largest max(m, n) of the backend's own small-matrix path for op (CPU kernels), 0: none.
-  virtual int64_t kernel_max_n(int32_t op) const = 0;
   // Which kernel covers c on `device` under pol, false when none (GPU backends call
   // routing::gpu_plan; the CPU covers every call).
   virtual bool plan(const Call &c, const policy::Resolved &pol, int32_t device,

@@ -101,20 +101,20 @@ ml_status gemm(const Chunk &ch, const Options &o, int flags, int m, int n, int k
   p.flags = flags;
   p.alpha = alpha;
   p.beta = beta;
-  p.i[0] = tile.lanes;
-  p.i[1] = split;
-  p.i[2] = tile.regs;
-  p.i[3] = (runs_aligned(a, lda, ch.stride) ? ML_GEMM_VEC_A : 0) |
-           (runs_aligned(b, ldb, ch.stride) ? ML_GEMM_VEC_B : 0) |
-           (runs_aligned(c, ldc, ch.stride) ? ML_GEMM_VEC_C : 0) |
-           (runs_aligned(part, m, ch.stride) ? ML_GEMM_VEC_PART : 0);
-  p.off[0] = a;
-  p.off[1] = b;
-  p.off[2] = c;
-  p.off[3] = part;
-  p.ld[0] = lda;
-  p.ld[1] = ldb;
-  p.ld[2] = ldc;
+  ML_GEMM_LANES(p) = tile.lanes;
+  ML_GEMM_SPLIT(p) = split;
+  ML_GEMM_REGS(p) = tile.regs;
+  ML_GEMM_VEC(p) = (runs_aligned(a, lda, ch.stride) ? ML_GEMM_VEC_A : 0) |
+                   (runs_aligned(b, ldb, ch.stride) ? ML_GEMM_VEC_B : 0) |
+                   (runs_aligned(c, ldc, ch.stride) ? ML_GEMM_VEC_C : 0) |
+                   (runs_aligned(part, m, ch.stride) ? ML_GEMM_VEC_PART : 0);
+  p.off[ML_GEMM_A] = a;
+  p.ld[ML_GEMM_A] = lda;
+  p.off[ML_GEMM_B] = b;
+  p.ld[ML_GEMM_B] = ldb;
+  p.off[ML_GEMM_C] = c;
+  p.ld[ML_GEMM_C] = ldc;
+  p.off[ML_GEMM_PART] = part;
   if (ml_status st = ch.launch(kStep_gemm, groups * split, tile.lanes * tile.lanes,
                                ml_gemm_shared_floats(tile.lanes, tile.regs), p))
     return st;
@@ -123,6 +123,8 @@ ml_status gemm(const Chunk &ch, const Options &o, int flags, int m, int n, int k
   const int64_t per = (int64_t{m} * n + gs - 1) / gs;
   return ch.launch(kStep_gemm_sum, ch.batch * per, gs, 0, p);
 }
+
+void gemm_scalar_access(ml_step_params &p) { ML_GEMM_VEC(p) = 0; }
 
 ml_status larft(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t tau, int r, int jb,
                 int nb, int64_t t, int lanes, int64_t part, int64_t part_floats) {
@@ -134,14 +136,27 @@ ml_status larft(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t t
   }
   ml_step_params p = step_params();
   p.m = r;
-  p.i[1] = jb;
-  p.i[2] = nb;
-  p.i[3] = below > 0 ? 1 : 0;
-  p.off[0] = v;
-  p.ld[0] = ldv;
-  p.off[1] = tau;
-  p.off[2] = t;
+  ML_LARFT_COUNT(p) = jb;
+  ML_LARFT_LDT(p) = nb;
+  ML_LARFT_HAS_G(p) = below > 0 ? 1 : 0;
+  p.off[ML_LARFT_V] = v;
+  p.ld[ML_LARFT_V] = ldv;
+  p.off[ML_LARFT_TAU] = tau;
+  p.off[ML_LARFT_T] = t;
   return ch.launch(kStep_larft_gram, ch.batch, lanes, ml_larft_step_shared_floats(nb), p);
+}
+
+ml_status larfb(const Chunk &ch, const Options &o, const BlockReflector &h, bool transpose,
+                int64_t c, int ldc, int ncols, const LarfbWork &w) {
+  if (ncols <= 0) return ML_OK;
+  ml_status st;
+  if ((st = gemm(ch, o, ML_GEMM_TRANS_A, h.count, ncols, h.rows, 1.0f, h.v, h.ldv, c, ldc, 0.0f,
+                 w.x1, w.ld, w.part, w.part_floats)) ||
+      (st = gemm(ch, o, transpose ? ML_GEMM_TRANS_A : 0, h.count, ncols, h.count, 1.0f, h.t,
+                 h.ldt, w.x1, w.ld, 0.0f, w.x2, w.ld)) ||
+      (st = gemm(ch, o, 0, h.rows, ncols, h.count, -1.0f, h.v, h.ldv, w.x2, w.ld, 1.0f, c, ldc)))
+    return st;
+  return ML_OK;
 }
 
 ml_status product(Runner &r, const Options &o, const GemmCall &g, int64_t part,

@@ -103,6 +103,10 @@ class Runner {
   }
 };
 
+// Clears the vector-access bits of a gemm step's parameters (ML_GEMM_VEC of
+// core/kernels/gemm.h): its vector loads need a 16-byte aligned workspace base.
+void gemm_scalar_access(ml_step_params &p);
+
 // Whether op has a blocked algorithm.
 bool supported(int32_t op);
 // Workspace bytes of c (kernel flags kf, see routing.h gpu_kernel_flags); 0 when c has none.

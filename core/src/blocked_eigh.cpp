@@ -198,17 +198,12 @@ ml_status ormtr(Runner &r, int64_t first, int64_t batch, const Options &o, const
                 int64_t z, int ldz, int ncols) {
   const Chunk ch{r, first, batch, L.per};
   const int n = L.n, nb = L.nb, kr = n - 1;
-  ml_status st;
   // Z = P_0 (P_1 (... (P_last Z))), P = I - V T V^T of a panel acting on rows j + 1 .. n - 1.
   for (int j = (kr - 1) / nb * nb; j >= 0 && kr > 0; j -= nb) {
-    const int jb = std::min(nb, kr - j), rows = n - 1 - j;
-    const int64_t tp = L.t + static_cast<int64_t>(j / nb) * nb * nb;
-    const int64_t vj = L.a + static_cast<int64_t>(j) * n + j + 1;
-    const int64_t z2 = z + j + 1;
-    if ((st = gemm(ch, o, ML_GEMM_TRANS_A, jb, ncols, rows, 1.0f, vj, n, z2, ldz, 0.0f, L.x1,
-                   nb)) ||
-        (st = gemm(ch, o, 0, jb, ncols, jb, 1.0f, tp, nb, L.x1, nb, 0.0f, L.x2, nb)) ||
-        (st = gemm(ch, o, 0, rows, ncols, jb, -1.0f, vj, n, L.x2, nb, 1.0f, z2, ldz)))
+    const BlockReflector h{L.a + static_cast<int64_t>(j) * n + j + 1, n,
+                           L.t + static_cast<int64_t>(j / nb) * nb * nb, nb, n - 1 - j,
+                           std::min(nb, kr - j)};
+    if (ml_status st = larfb(ch, o, h, false, z + j + 1, ldz, ncols, LarfbWork{L.x1, L.x2, nb}))
       return st;
   }
   return ML_OK;

@@ -84,20 +84,12 @@ ml_status sy2sb(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
     const int pg = panel_lanes(m, o);
     const int nbq = ml_qr_panel_width(m, bw, pg, o.shared_floats);
     const bool two = nbq < kb;
-    // Columns [c0, bw) of W', rows j..: W2 -= V (T^T (V^T W2)), jb reflectors from column j of
+    // Columns [c0, bw) of W', rows j..: W2 := H^T W2, H of the jb reflectors from column j of
     // V with their T (ld ldt).
     const auto update = [&](int j, int jb, int64_t tp, int ldt, int c0) -> ml_status {
-      const int nt = bw - c0, rows = m - j;
-      if (nt <= 0) return ML_OK;
-      const int64_t vj = L.v + static_cast<int64_t>(j) * n + j;
-      const int64_t w2 = wp + static_cast<int64_t>(c0) * n + j;
-      ml_status s;
-      if ((s = gemm(ch, o, ML_GEMM_TRANS_A, jb, nt, rows, 1.0f, vj, n, w2, n, 0.0f, L.sx1, bw)) ||
-          (s = gemm(ch, o, ML_GEMM_TRANS_A, jb, nt, jb, 1.0f, tp, ldt, L.sx1, bw, 0.0f, L.sx2,
-                    bw)) ||
-          (s = gemm(ch, o, 0, rows, nt, jb, -1.0f, vj, n, L.sx2, bw, 1.0f, w2, n)))
-        return s;
-      return ML_OK;
+      const BlockReflector h{L.v + static_cast<int64_t>(j) * n + j, n, tp, ldt, m - j, jb};
+      return larfb(ch, o, h, true, wp + static_cast<int64_t>(c0) * n + j, n, bw - c0,
+                   LarfbWork{L.sx1, L.sx2, bw});
     };
     const int step = two ? nbq : kb;
     for (int j = 0; j < kb; j += step) {
@@ -105,17 +97,17 @@ ml_status sy2sb(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
       ml_step_params p = step_params();
       p.m = m;
       p.n = bw;
-      p.i[0] = j;
-      p.i[1] = jb;
-      p.i[2] = two ? nbq : bw;
-      p.i[3] = two ? static_cast<int>(L.tau) : 0;
-      p.off[0] = wp;
-      p.ld[0] = n;
-      p.off[1] = L.v;
-      p.ld[1] = n;
-      p.off[2] = two ? L.tin : L.t;
-      p.off[3] = L.qstat;  // rank deficiency of a panel means nothing for eigvalsh
-      const int sh = ml_qr_panel_shared_floats(m - j, p.i[2], pg);
+      ML_QRP_COL(p) = j;
+      ML_QRP_WIDTH(p) = jb;
+      ML_QRP_LDT(p) = two ? nbq : bw;
+      ML_QRP_TAU_AT(p) = two ? static_cast<int>(L.tau) : 0;
+      p.off[ML_QRP_W] = wp;
+      p.ld[ML_QRP_W] = n;
+      p.off[ML_QRP_V] = L.v;
+      p.ld[ML_QRP_V] = n;
+      p.off[ML_QRP_T] = two ? L.tin : L.t;
+      p.off[ML_QRP_STAT] = L.qstat;  // rank deficiency of a panel means nothing for eigvalsh
+      const int sh = ml_qr_panel_shared_floats(m - j, ML_QRP_LDT(p), pg);
       if ((st = ch.launch(kStep_qr_panel, ch.batch, pg, sh, p))) return st;
       if ((st = update(j, jb, two ? L.tin : L.t, two ? nbq : bw, j + jb))) return st;
     }

@@ -61,6 +61,28 @@ ml_status gemm(const Chunk &ch, const Options &o, int flags, int m, int n, int k
 // part / part_floats as for gemm().
 ml_status larft(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t tau, int r, int jb,
                 int nb, int64_t t, int lanes, int64_t part = 0, int64_t part_floats = 0);
+// A block reflector H = I - V T V^T of `count` reflectors over `rows` rows (compact WY): V
+// (rows x count at v, ld ldv, read in full: its unit diagonal and the zeros above it stored)
+// and T (count x count, upper triangular, at t, ld ldt), as larft() leaves it.
+struct BlockReflector {
+  int64_t v = 0;
+  int ldv = 1;
+  int64_t t = 0;
+  int ldt = 1;
+  int rows = 0, count = 0;
+};
+// Where larfb()'s products pass: two count x ncols buffers of the slice (ld ld), and split-k
+// scratch for the first product (k = rows) as for gemm().
+struct LarfbWork {
+  int64_t x1 = 0, x2 = 0;
+  int ld = 1;
+  int64_t part = 0, part_floats = 0;
+};
+// C (h.rows x ncols at c, ld ldc) := H C, or H^T C when transpose (Q^T of a factorisation
+// applied from the left), as three products: X1 = V^T C, X2 = op(T) X1, C -= V X2. Nothing for
+// ncols <= 0.
+ml_status larfb(const Chunk &ch, const Options &o, const BlockReflector &h, bool transpose,
+                int64_t c, int ldc, int ncols, const LarfbWork &w);
 // Split-k slices worth reserving partial products for, per matrix, for a batch of `batch`
 // (1: none).
 int split_slices(int64_t batch, const Options &o);

@@ -146,20 +146,16 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
   const int nb = L.nb, NB = L.NB;
   const bool two = NB > nb;
   ml_status st;
-  // Columns [c0, c0 + nt) of W, rows j..: W2 -= V (T^T (V^T W2)) with the jb reflectors from
-  // column j and their T (ld ldt).
+  // The products' buffers (NB x width each) and the split-k scratch of V^T X.
+  const LarfbWork work{L.x1, L.x2, NB, L.part, L.part_floats};
+  // The jb reflectors from column j (rows j..) with their T (at tp, ld ldt).
+  auto refl = [&](int j, int jb, int64_t tp, int ldt) {
+    return BlockReflector{L.v + static_cast<int64_t>(j) * m + j, m, tp, ldt, m - j, jb};
+  };
+  // Columns [c0, c0 + nt) of W, rows j..: W2 := H^T W2.
   auto update = [&](int j, int jb, int64_t tp, int ldt, int c0, int nt) -> ml_status {
-    if (nt <= 0) return ML_OK;
-    const int r = m - j;
-    const int64_t vj = L.v + static_cast<int64_t>(j) * m + j;
-    const int64_t w2 = L.w + static_cast<int64_t>(c0) * m + j;
-    ml_status s;
-    if ((s = gemm(ch, o, ML_GEMM_TRANS_A, jb, nt, r, 1.0f, vj, m, w2, m, 0.0f, L.x1, NB, L.part,
-                  L.part_floats)) ||
-        (s = gemm(ch, o, ML_GEMM_TRANS_A, jb, nt, jb, 1.0f, tp, ldt, L.x1, NB, 0.0f, L.x2, NB)) ||
-        (s = gemm(ch, o, 0, r, nt, jb, -1.0f, vj, m, L.x2, NB, 1.0f, w2, m)))
-      return s;
-    return ML_OK;
+    return larfb(ch, o, refl(j, jb, tp, ldt), true, L.w + static_cast<int64_t>(c0) * m + j, m, nt,
+                 work);
   };
   if ((st = load_input(ch, o, m, n, ML_STEP_TRI_FULL, L.stat, L.w))) return st;
   for (int J = 0; J < k; J += NB) {
@@ -170,16 +166,16 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
       ml_step_params p = step_params();
       p.m = m;
       p.n = n;
-      p.i[0] = j;
-      p.i[1] = jb;
-      p.i[2] = nb;
-      p.i[3] = two ? static_cast<int>(L.tau) : 0;
-      p.off[0] = L.w;
-      p.ld[0] = m;
-      p.off[1] = L.v;
-      p.ld[1] = m;
-      p.off[2] = two ? L.tin : tp;
-      p.off[3] = L.stat;
+      ML_QRP_COL(p) = j;
+      ML_QRP_WIDTH(p) = jb;
+      ML_QRP_LDT(p) = nb;
+      ML_QRP_TAU_AT(p) = two ? static_cast<int>(L.tau) : 0;
+      p.off[ML_QRP_W] = L.w;
+      p.ld[ML_QRP_W] = m;
+      p.off[ML_QRP_V] = L.v;
+      p.ld[ML_QRP_V] = m;
+      p.off[ML_QRP_T] = two ? L.tin : tp;
+      p.off[ML_QRP_STAT] = L.stat;
       p.flags = qr_flags(o);
       const Tsqr ts = L.tsqr ? tsqr_plan(r, nb, o) : Tsqr{};
       if (ts.nl > 0) {
@@ -208,17 +204,13 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
     p.off[0] = L.q;
     p.ld[0] = m;
     if ((st = ch.launch(kStep_eye, ch.batch * kq, plain_lanes(o), 0, p))) return st;
-    // Q = H_0 ... H_{k-1} I, panel by panel from the last: Q2 -= V (T (V^T Q2)), Q2 the rows
-    // and columns j.. of Q (its columns before j are still those of I there).
+    // Q = H_0 ... H_{k-1} I, panel by panel from the last: Q2 := H Q2, Q2 the rows and
+    // columns j.. of Q (its columns before j are still those of I there).
     for (int j = (k - 1) / NB * NB; j >= 0; j -= NB) {
-      const int jb = std::min(NB, k - j), r = m - j, nq = kq - j;
+      const int jb = std::min(NB, k - j);
       const int64_t tp = L.t + static_cast<int64_t>(j / NB) * NB * NB;
-      const int64_t vj = L.v + static_cast<int64_t>(j) * m + j;
-      const int64_t q2 = L.q + static_cast<int64_t>(j) * m + j;
-      if ((st = gemm(ch, o, ML_GEMM_TRANS_A, jb, nq, r, 1.0f, vj, m, q2, m, 0.0f, L.x1, NB, L.part,
-                     L.part_floats)) ||
-          (st = gemm(ch, o, 0, jb, nq, jb, 1.0f, tp, NB, L.x1, NB, 0.0f, L.x2, NB)) ||
-          (st = gemm(ch, o, 0, r, nq, jb, -1.0f, vj, m, L.x2, NB, 1.0f, q2, m)))
+      if ((st = larfb(ch, o, refl(j, jb, tp, NB), false, L.q + static_cast<int64_t>(j) * m + j, m,
+                      kq - j, work)))
         return st;
     }
     if ((st = store_output(ch, o, 0, m, kq, 0, L.q, m, L.stat))) return st;

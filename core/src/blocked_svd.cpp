@@ -126,17 +126,13 @@ ml_status brd_bidiagonalize(const Chunk &ch, const Options &o, const BrdLayout &
 namespace {
 
 // X2 := (I - R T R^T) X2 for the reflectors R (r x jb at offset rf, ld ldr, taus at tau) and
-// X2 (r x ncols at x2, ld ldx): T by larft(), then three products.
+// X2 (r x ncols at x2, ld ldx): T by larft(), then larfb().
 ml_status apply_block(const Chunk &ch, const Options &o, const BrdLayout &L, int64_t rf, int ldr,
                       int64_t tau, int r, int jb, int64_t x2, int ldx, int ncols) {
   const int nb = L.nb;
-  ml_status st;
-  if ((st = larft(ch, o, rf, ldr, tau, r, jb, nb, L.t, panel_lanes(r, o)))) return st;
-  if ((st = gemm(ch, o, ML_GEMM_TRANS_A, jb, ncols, r, 1.0f, rf, ldr, x2, ldx, 0.0f, L.x1, nb)) ||
-      (st = gemm(ch, o, 0, jb, ncols, jb, 1.0f, L.t, nb, L.x1, nb, 0.0f, L.x2, nb)) ||
-      (st = gemm(ch, o, 0, r, ncols, jb, -1.0f, rf, ldr, L.x2, nb, 1.0f, x2, ldx)))
-    return st;
-  return ML_OK;
+  if (ml_status st = larft(ch, o, rf, ldr, tau, r, jb, nb, L.t, panel_lanes(r, o))) return st;
+  return larfb(ch, o, BlockReflector{rf, ldr, L.t, nb, r, jb}, false, x2, ldx, ncols,
+               LarfbWork{L.x1, L.x2, nb});
 }
 
 }  // namespace

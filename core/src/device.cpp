@@ -46,6 +46,8 @@ std::string cpu_model() {
 
 }  // namespace
 
+bool gpu_usable() { return host_gpu_backend() != nullptr; }
+
 const char *device_name() {
   static const std::string name = [] {
     if (const Backend *gpu = host_gpu_backend()) {

@@ -1,5 +1,6 @@
 #include "policy.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include <fcntl.h>
@@ -16,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "backend.h"
 #include "device.h"
 #include "errors.h"
 #include "ops.h"
@@ -30,7 +30,40 @@ const char *const kFieldNames[kFieldCount] = {"cpu_kernel_max_n",  "gpu_min_batc
                                               "gpu_lane_max_n",    "gpu_lane_min_batch",
                                               "gpu_small_max_n",   "gpu_simd_max_n",
                                               "gpu_global_max_n",  "gpu_global_min_batch",
-                                              "gpu_blocked_min_n", "gpu_simd_min_n"};
+                                              "gpu_blocked_min_n", "gpu_simd_min_n",
+                                              "cpu_small_max_n"};
+
+// Largest max(m, n) at which the CPU backend's portable kernels (cpu/cpu_kernels.cpp, group
+// size 1) ever beat one LAPACK call per matrix, per op (a 2-core x86-64 machine, thread CPU
+// time, n in 2..128; svd as core/kernels/README.md says). The kernels are correct for any n:
+// this bounds cpu_kernel_max_n, whatever sets it.
+int64_t cpu_kernel_cap(int32_t op) {
+  switch (op) {
+    case ML_OP_QR: return 16;
+    case ML_OP_EIGH: return 24;
+    case ML_OP_EIGVALSH: return 16;
+    case ML_OP_SVD: return 24;
+    case ML_OP_SVDVALS: return 16;
+    default: return 0;
+  }
+}
+
+// Where the register kernels (core/kernels/*_small.h) beat the group kernels at group size 1
+// on one core of the same machine (g++ -O2, 4096 matrices, us per matrix): qr 8x8 0.88 vs
+// 2.46; eigh 5x5 1.55 vs 1.63, 6x6 2.82 vs 1.96; eigvalsh 5x5 1.15 vs 1.30, 6x6 1.54 vs 1.44;
+// svd 5x5 1.76 vs 2.92, 6x6 3.00 vs 3.29, 7x7 5.30 vs 4.43; svdvals 4x4 0.77 vs 1.88, 5x5 1.75
+// vs 1.48. Jacobi does more arithmetic than tridiagonal/bidiagonal QR, which the CPU pays for
+// beyond n ~ 5 (a GPU thread hides it: there they cover n <= 8).
+int64_t cpu_small_default(int32_t op) {
+  switch (op) {
+    case ML_OP_QR: return 8;
+    case ML_OP_EIGH:
+    case ML_OP_EIGVALSH:
+    case ML_OP_SVD: return 5;
+    case ML_OP_SVDVALS: return 4;
+    default: return 0;
+  }
+}
 
 // Without measurements: the CPU kernels only where they are known to beat
 // LAPACK's call overhead, device tensors stay on the GPU whenever a kernel
@@ -38,10 +71,8 @@ const char *const kFieldNames[kFieldCount] = {"cpu_kernel_max_n",  "gpu_min_batc
 // buffers never pay for a round trip to the GPU.
 int64_t default_value(int32_t op, int field) {
   switch (field) {
-    case kCpuKernelMaxN: {
-      const int64_t k = cpu_backend().kernel_max_n(op);
-      return k < 16 ? k : 16;
-    }
+    case kCpuKernelMaxN: return std::min<int64_t>(cpu_kernel_cap(op), 16);
+    case kCpuSmallMaxN: return cpu_small_default(op);
     case kGpuMinBatch: return 1;
     case kGpuMaxN: return 16384;  // kBlockedMaxDim (routing.h)
     // Lane-per-matrix GPU kernels: off until measured (a tuned table or calibration sets them).
@@ -273,7 +304,7 @@ std::string load(State &s) {
         s.force[op] = Force::kCpu;
       } else if (std::strcmp(b, "gpu") == 0) {
         s.force[op] = Force::kGpu;
-        if (!host_gpu_backend())
+        if (!gpu_usable())
           warn("%s=gpu but no GPU backend is usable (none built, or no device): %s runs on "
                "the CPU",
                var.c_str(), op_name(op));
@@ -307,6 +338,10 @@ Resolved resolve(int32_t op) {
   for (int f = 0; f < kFieldCount; ++f) r.value[f] = value_of(s, op, f);
   r.force = cpu_only() ? Force::kCpu : s.force[op];
   return r;
+}
+
+int64_t cpu_kernel_max_n(int32_t op, const Resolved &pol) {
+  return std::min(cpu_kernel_cap(op), pol.value[kCpuKernelMaxN]);
 }
 
 ml_status get(int32_t op, char *buf, size_t buf_len, size_t *needed) {
@@ -343,7 +378,7 @@ ml_status set(int32_t op, const char *field, int64_t value) {
                 "unknown policy field '%s' for %s (fields: cpu_kernel_max_n, gpu_min_batch, "
                 "gpu_max_n, host_gpu_min_work, gpu_lane_max_n, gpu_lane_min_batch, "
                 "gpu_small_max_n, gpu_simd_max_n, gpu_global_max_n, gpu_global_min_batch, "
-                "gpu_blocked_min_n, gpu_simd_min_n)",
+                "gpu_blocked_min_n, gpu_simd_min_n, cpu_small_max_n)",
                 field, op_name(op));
   if (value < 0)
     return fail(ML_INVALID_ARGUMENT, "policy_set", "%s must be >= 0, got %lld", field,

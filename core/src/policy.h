@@ -26,7 +26,9 @@ enum Field : int {
                            // max(m,n) >= this and beyond the shared window (0 = never)
   kGpuSimdMinN = 11,       // GPU simdgroup kernels only from max(m,n) >= this (with kGpuSimdMaxN:
                            // the window where they win)
-  kFieldCount = 12
+  kCpuSmallMaxN = 12,      // CPU portable kernels: the register kernels (core/kernels/*_small.h)
+                           // instead of the group kernels when max(m,n) <= this (where they fit)
+  kFieldCount = 13
 };
 
 // Forced backend from METAL_LINALG_<OP>_BACKEND.
@@ -39,6 +41,11 @@ struct Resolved {
 
 // The policy a call of `op` uses now (op must be valid).
 Resolved resolve(int32_t op);
+
+// The CPU backend's choice under pol (the backend keeps no thresholds of its own): its portable
+// kernels instead of LAPACK when max(m, n) <= this, the field cpu_kernel_max_n within the sizes
+// where the kernels were measured to win at all.
+int64_t cpu_kernel_max_n(int32_t op, const Resolved &pol);
 
 ml_status get(int32_t op, char *buf, size_t buf_len, size_t *needed);
 ml_status set(int32_t op, const char *field, int64_t value);

@@ -45,7 +45,6 @@ class FakeBackend final : public Backend {
   bool available() const override { return usable; }
   const char *device_name() const override { return "fake"; }
   int64_t scratch_budget(int32_t) const override { return budget_; }
-  int64_t kernel_max_n(int32_t) const override { return 0; }
   bool plan(const Call &c, const policy::Resolved &pol, int32_t, Plan *out) const override {
     if (memory_ == ML_MEMORY_HOST) {
       *out = Plan{};

@@ -584,6 +584,12 @@ static void test_output_shape(void) {
 
 /* The op table through the C API, and ml_run against the per-op functions (the same call:
  * bitwise equal results on the CPU). */
+/* ml_backend of a qr call of 8 m x n host matrices is want. */
+static void expect_cpu_route(int64_t m, int64_t n, const char *want, const char *what) {
+  const char *got = ml_backend(ML_OP_QR, ML_MEMORY_HOST, m, n, 8);
+  CHECK(strcmp(got, want) == 0, "%s: '%s', want '%s'\n", what, got, want);
+}
+
 static void test_op_table_and_run(void) {
   const int64_t b = 3, m = 6, n = 4;
   const int64_t sizes[3] = {b, m, n}, sq[3] = {b, n, n};
@@ -789,6 +795,23 @@ static void test_policy(void) {
         ml_policy_source(ML_OP_EIGH));
   expect_ok(ml_policy_get(ML_OP_EIGH, buf, sizeof buf, NULL), "policy get after reset");
   CHECK(strstr(buf, "gpu_min_batch=123456") == NULL, "reset kept the value: '%s'\n", buf);
+
+  /* The CPU backend's kernel choice follows the policy alone: the register kernel up to
+     cpu_small_max_n where it fits (max(m, n) <= 8), the group kernel beyond, LAPACK past
+     cpu_kernel_max_n, which core/src/policy.cpp bounds per op (qr: 16). */
+  expect_ok(ml_policy_set(ML_OP_QR, "host_gpu_min_work", 0), "qr host data on the CPU");
+  expect_ok(ml_policy_set(ML_OP_QR, "cpu_kernel_max_n", 16), "qr kernels to 16");
+  expect_cpu_route(6, 6, "cpu:kernel:qr_householder_small", "qr 6x6 by default");
+  expect_ok(ml_policy_set(ML_OP_QR, "cpu_small_max_n", 0), "qr register kernels off");
+  expect_cpu_route(6, 6, "cpu:kernel:qr_householder", "qr 6x6, cpu_small_max_n 0");
+  expect_ok(ml_policy_set(ML_OP_QR, "cpu_small_max_n", 100), "qr register kernels to 100");
+  expect_cpu_route(8, 3, "cpu:kernel:qr_householder_small", "qr 8x3, cpu_small_max_n 100");
+  expect_cpu_route(12, 12, "cpu:kernel:qr_householder", "qr 12x12, past the register kernel");
+  expect_ok(ml_policy_set(ML_OP_QR, "cpu_kernel_max_n", 1000), "qr kernels to 1000");
+  expect_cpu_route(20, 20, "cpu:lapack", "qr 20x20, past the kernels' bound");
+  expect_ok(ml_policy_get(ML_OP_QR, buf, sizeof buf, NULL), "policy get cpu_small_max_n");
+  CHECK(strstr(buf, "cpu_small_max_n=100") != NULL, "cpu_small_max_n missing: '%s'\n", buf);
+  expect_ok(ml_policy_reset(ML_OP_QR), "qr policy reset");
 
   /* The global launch's fields: a device query of a shape beyond every shared-memory window
      names the CPU with gpu_global_max_n 0 and the global plan with it on (CUDA builds), and a

@@ -16,10 +16,9 @@
 #include <vector>
 
 #include "../../core/kernels/params.h"  // ml_params, ML_INFO_*
+#include "accuracy.h"  // kUlp and the thresholds
 
 namespace kt {
-
-constexpr double kUlp = 1.1920928955078125e-07;  // float32 eps (docs/design.md section 7)
 
 // Kernel arguments the tests pass through the runner's void *user (outputs a launch does not
 // produce are null).
@@ -579,6 +578,29 @@ inline Mat read_symmetric(const float *a, int n, bool lower) {
     }
   return A;
 }
+// Of a QR factorisation A = Q R (A m x n, Q m x q, R q x n): resid = |A - Q R|_1 / (dim |A|_1
+// ulp) (|A - Q R|_1 when A = 0), orth = |I - Q^T Q|_1 / (m ulp). dim: the residual's size
+// factor (max(m, n), or m as docs/design.md states it).
+struct QrRatios {
+  double resid, orth;
+};
+inline QrRatios qr_ratios(const Mat &A, const Mat &Q, const Mat &R, int dim) {
+  const double an = norm1(A);
+  Mat qr = matmul(Q, R);
+  for (size_t i = 0; i < qr.v.size(); ++i) qr.v[i] -= A.v[i];
+  QrRatios o;
+  o.resid = an > 0 ? norm1(qr) / (dim * an * kUlp) : norm1(qr);
+  o.orth = orth_defect(Q) / (A.r * kUlp);
+  return o;
+}
+// The Q-less check of R: |A^T A - R^T R|_1 / (dim |A|_1^2 ulp) (|A|_1 taken as 1 when A = 0).
+inline double rtr_ratio(const Mat &A, const Mat &R, int dim) {
+  const double an = norm1(A);
+  Mat d = matmul(transpose(A), A), rr = matmul(transpose(R), R);
+  for (size_t i = 0; i < d.v.size(); ++i) d.v[i] -= rr.v[i];
+  return norm1(d) / (dim * (an > 0 ? an * an : 1.0) * kUlp);
+}
+
 // Of an eigendecomposition (w n, v n x n, eigenvector j in column j) of A: scale = |A|_1 n ulp
 // (1 when A = 0), resid = |A - V W Vt|_1 / scale, orth = |I - Vt V|_1 / (n ulp).
 struct EigRatios {

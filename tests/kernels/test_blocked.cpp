@@ -17,8 +17,8 @@ using kt::Report;
 
 namespace {
 
-constexpr double kQrLimit = 30;     // docs/design.md section 7
-constexpr double kGemmLimit = 4;    // |C - C_ref| / (k ulp (|alpha| |A| |B| + |beta C|)), entrywise
+using kt::kGemmLimit;
+using kt::kQrLimit;
 constexpr double kAgreeLimit = 60;  // blocked vs unblocked QR, as test_qr_small scales it
 
 std::string where(const char *op, int m, int n, const std::string &fam, int idx) {
@@ -66,26 +66,26 @@ void gemm_case(Report &rep, std::mt19937_64 &rng, int m, int n, int k, int flags
   l.p.flags = flags;
   l.p.alpha = alpha;
   l.p.beta = beta;
-  l.p.i[0] = lanes;
-  l.p.i[2] = regs;
-  l.p.i[3] = (aligned(oa, lda, sa) ? ML_GEMM_VEC_A : 0) |
-             (aligned(ob, ldb, sb) ? ML_GEMM_VEC_B : 0) |
-             (aligned(oc, ldc, sc) ? ML_GEMM_VEC_C : 0) |
-             (aligned(op, m, sp) ? ML_GEMM_VEC_PART : 0);
+  ML_GEMM_LANES(l.p) = lanes;
+  ML_GEMM_REGS(l.p) = regs;
+  ML_GEMM_VEC(l.p) = (aligned(oa, lda, sa) ? ML_GEMM_VEC_A : 0) |
+                     (aligned(ob, ldb, sb) ? ML_GEMM_VEC_B : 0) |
+                     (aligned(oc, ldc, sc) ? ML_GEMM_VEC_C : 0) |
+                     (aligned(op, m, sp) ? ML_GEMM_VEC_PART : 0);
   l.p.batch = batch;
   l.p.groups = ml_gemm_groups(m, n, lanes, regs, batch) * split;
-  l.p.i[1] = split;
-  l.p.off[3] = op;
-  l.p.stride[3] = sp;
-  l.p.off[0] = oa;
-  l.p.off[1] = ob;
-  l.p.off[2] = oc;
-  l.p.stride[0] = sa;
-  l.p.stride[1] = sb;
-  l.p.stride[2] = sc;
-  l.p.ld[0] = lda;
-  l.p.ld[1] = ldb;
-  l.p.ld[2] = ldc;
+  ML_GEMM_SPLIT(l.p) = split;
+  l.p.off[ML_GEMM_PART] = op;
+  l.p.stride[ML_GEMM_PART] = sp;
+  l.p.off[ML_GEMM_A] = oa;
+  l.p.off[ML_GEMM_B] = ob;
+  l.p.off[ML_GEMM_C] = oc;
+  l.p.stride[ML_GEMM_A] = sa;
+  l.p.stride[ML_GEMM_B] = sb;
+  l.p.stride[ML_GEMM_C] = sc;
+  l.p.ld[ML_GEMM_A] = lda;
+  l.p.ld[ML_GEMM_B] = ldb;
+  l.p.ld[ML_GEMM_C] = ldc;
   r.launch(l);
   if (split > 1) {  // the sum of the slices' partial products into C
     l.step = ml::blocked::kStep_gemm_sum;
@@ -96,7 +96,7 @@ void gemm_case(Report &rep, std::mt19937_64 &rng, int m, int n, int k, int flags
   }
   char at[200];
   std::snprintf(at, sizeof at, "gemm m%d n%d k%d flags%d L%d R%d alpha%g beta%g split%d vec%d", m,
-                n, k, flags, lanes, regs, alpha, beta, split, l.p.i[3]);
+                n, k, flags, lanes, regs, alpha, beta, split, ML_GEMM_VEC(l.p));
   double worst = 0;
   bool padding_kept = true;
   for (int b = 0; b < batch; ++b) {
@@ -334,15 +334,11 @@ void qr_case(Report &rep, Worst &worst, int m, int n, int mode, const ml::blocke
     }
     if (!want_q) continue;
     rep.expect(kt::all_finite(qb, size_t(m) * qcols), at + " Q finite");
-    Mat Q = kt::from_float(qb, m, qcols);
-    const double orth = kt::orth_defect(Q) / (m * kt::kUlp);
-    rep.ratio(orth, kQrLimit, at + " |I - Q^T Q|");
-    worst.orth = std::max(worst.orth, orth);
-    Mat QR = kt::matmul(Q, R);
-    for (size_t i = 0; i < QR.v.size(); ++i) QR.v[i] -= A.v[i];
-    const double res = an > 0 ? kt::norm1(QR) / (an * mx * kt::kUlp) : kt::norm1(QR);
-    rep.ratio(res, kQrLimit, at + " |A - QR|");
-    worst.resid = std::max(worst.resid, res);
+    const kt::QrRatios x = kt::qr_ratios(A, kt::from_float(qb, m, qcols), R, mx);
+    rep.ratio(x.orth, kQrLimit, at + " |I - Q^T Q|");
+    worst.orth = std::max(worst.orth, x.orth);
+    rep.ratio(x.resid, kQrLimit, at + " |A - QR|");
+    worst.resid = std::max(worst.resid, x.resid);
   }
 }
 
@@ -435,12 +431,12 @@ void larft_case(Report &rep, std::mt19937_64 &rng, int r, int jb, int nb, int ld
   l.p.batch = batch;
   l.p.groups = batch;
   l.p.m = r;
-  l.p.i[1] = jb;
-  l.p.i[2] = nb;
-  l.p.off[0] = ov;
-  l.p.ld[0] = ldv;
-  l.p.off[1] = otau;
-  l.p.off[2] = told;
+  ML_LARFT_COUNT(l.p) = jb;
+  ML_LARFT_LDT(l.p) = nb;
+  l.p.off[ML_LARFT_V] = ov;
+  l.p.ld[ML_LARFT_V] = ldv;
+  l.p.off[ML_LARFT_TAU] = otau;
+  l.p.off[ML_LARFT_T] = told;
   for (int i = 0; i < 4; ++i) l.p.stride[i] = stride;
   run.launch(l);
   ml::blocked::Options o;

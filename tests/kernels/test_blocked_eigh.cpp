@@ -31,7 +31,8 @@ using kt::Report;
 
 namespace {
 
-constexpr double kLimit = 30;  // docs/design.md section 7
+// Tighter than eigh's kt::kEigLimit: the blocked path is held to QR's threshold.
+constexpr double kLimit = kt::kQrLimit;
 
 std::string where(const char *what, int n, int uplo, const std::string &fam, int idx,
                   const ml::blocked::Options &o) {

@@ -17,7 +17,7 @@ using kt::Report;
 
 namespace {
 
-constexpr double kQrLimit = 30;     // docs/design.md section 7
+using kt::kQrLimit;
 constexpr double kAgreeLimit = 60;  // R vs the unblocked kernel, as test_blocked scales it
 
 // Counts the spread-panel launches of a run on the CPU step runner.
@@ -146,15 +146,11 @@ void qr_case(Report &rep, Worst &worst, int m, int n, int mode, const ml::blocke
     }
     if (!want_q) continue;
     rep.expect(kt::all_finite(qb, size_t(m) * qcols), at + " Q finite");
-    Mat Q = kt::from_float(qb, m, qcols);
-    const double orth = kt::orth_defect(Q) / (m * kt::kUlp);
-    rep.ratio(orth, kQrLimit, at + " |I - Q^T Q|");
-    worst.orth = std::max(worst.orth, orth);
-    Mat QR = kt::matmul(Q, R);
-    for (size_t i = 0; i < QR.v.size(); ++i) QR.v[i] -= A.v[i];
-    const double res = an > 0 ? kt::norm1(QR) / (an * mx * kt::kUlp) : kt::norm1(QR);
-    rep.ratio(res, kQrLimit, at + " |A - QR|");
-    worst.resid = std::max(worst.resid, res);
+    const kt::QrRatios x = kt::qr_ratios(A, kt::from_float(qb, m, qcols), R, mx);
+    rep.ratio(x.orth, kQrLimit, at + " |I - Q^T Q|");
+    worst.orth = std::max(worst.orth, x.orth);
+    rep.ratio(x.resid, kQrLimit, at + " |A - QR|");
+    worst.resid = std::max(worst.resid, x.resid);
   }
 }
 

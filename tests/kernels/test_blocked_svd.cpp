@@ -21,7 +21,8 @@ using kt::Report;
 
 namespace {
 
-constexpr double kLimit = 30;  // docs/design.md section 7
+// Tighter than kt::kSvdLimit: the blocked SVD is held to QR's threshold.
+constexpr double kLimit = kt::kQrLimit;
 
 std::string where(const char *op, int m, int n, const std::string &fam, int idx) {
   char b[160];

@@ -13,7 +13,7 @@ using kt::Report;
 
 namespace {
 
-constexpr double kEigLimit = 60;  // docs/design.md section 7, as test_kernels
+using kt::kEigLimit;
 
 void eigh_entry(const ml_ctx &ctx, void *u) {
   auto &x = *static_cast<EigArgs *>(u);

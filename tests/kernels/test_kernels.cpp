@@ -18,7 +18,13 @@ using kt::Report;
 
 namespace {
 
-constexpr double kQrLimit = 30, kEigLimit = 60;  // docs/design.md section 7
+using kt::kEigLimit;
+using kt::kQrLimit;
+using kt::kSvdLimit;
+
+// check_qr / check_eig with gs = 0 run the CPU backend's group kernels at group size 1, with
+// gs = kRegister its register kernels.
+constexpr int kRegister = -1;
 
 std::string where(const char *op, int m, int n, int gs, const std::string &fam, int idx) {
   char b[160];
@@ -115,12 +121,13 @@ void check_qr(Report &rep, int m, int n, int mode, int gs, std::mt19937_64 &rng,
   std::vector<float> q(size_t(batch) * m * qcols, -7.f), r(size_t(batch) * rrows * n, -7.f);
   std::vector<int> info(batch, -1);
   QrArgs args{{m, n, mode, 0, batch, 0}, a.data(), q.data(), r.data(), info.data()};
-  if (gs == 0) {  // the group-size-1 build of the CPU backend, one matrix per call
+  if (gs <= 0) {  // the group-size-1 build of the CPU backend, one matrix per call
     std::vector<float> work(size_t(ml::cpu_kernels::scratch_floats(ML_OP_QR, m, n)));
     for (int b = 0; b < batch; ++b)
       info[b] = ml::cpu_kernels::run(ML_OP_QR, m, n, mode, a.data() + size_t(b) * m * n,
                                      mode == ML_K_QR_R ? nullptr : q.data() + size_t(b) * m * qcols,
-                                     r.data() + size_t(b) * rrows * n, nullptr, work.data());
+                                     r.data() + size_t(b) * rrows * n, nullptr, work.data(),
+                                     gs == kRegister);
   } else {
     ml::kernel_runner::run(gs, batch, ml_qr_householder_scratch_floats(m, n), qr_entry, &args);
   }
@@ -146,22 +153,14 @@ void check_qr(Report &rep, int m, int n, int mode, int gs, std::mt19937_64 &rng,
     if (fam == "identity") rep.expect(info[b] == 0, at + " info full rank");
     Mat A = kt::from_float(a.data() + size_t(b) * m * n, m, n);
     Mat R = kt::from_float(rb, rrows, n);
-    const double an = kt::norm1(A);
-    if (mode == ML_K_QR_R) {
-      // R^T R = A^T A  (Q-less check): ||A^T A - R^T R|| / (m ||A||^2 ulp)
-      Mat d = kt::matmul(kt::transpose(A), A), rr = kt::matmul(kt::transpose(R), R);
-      for (size_t i = 0; i < d.v.size(); ++i) d.v[i] -= rr.v[i];
-      const double den = an > 0 ? an * an : 1.0;
-      rep.ratio(kt::norm1(d) / (m * den * kt::kUlp), kQrLimit, at + " |AtA-RtR|");
+    if (mode == ML_K_QR_R) {  // R^T R = A^T A (Q-less check), scaled by m
+      rep.ratio(kt::rtr_ratio(A, R, m), kQrLimit, at + " |AtA-RtR|");
       continue;
     }
     rep.expect(kt::all_finite(qb, size_t(m) * qcols), at + " Q finite");
-    Mat Q = kt::from_float(qb, m, qcols);
-    Mat qr = kt::matmul(Q, R);
-    for (size_t i = 0; i < qr.v.size(); ++i) qr.v[i] -= A.v[i];
-    rep.ratio(an > 0 ? kt::norm1(qr) / (m * an * kt::kUlp) : kt::norm1(qr), kQrLimit,
-              at + " |A-QR|");
-    rep.ratio(kt::orth_defect(Q) / (m * kt::kUlp), kQrLimit, at + " |I-QtQ|");
+    const kt::QrRatios x = kt::qr_ratios(A, kt::from_float(qb, m, qcols), R, m);
+    rep.ratio(x.resid, kQrLimit, at + " |A-QR|");
+    rep.ratio(x.orth, kQrLimit, at + " |I-QtQ|");
   }
 }
 
@@ -245,14 +244,15 @@ void check_eig(Report &rep, int n, int uplo, int gs, std::mt19937_64 &rng, int f
   std::vector<int> info(batch, -1), info2(batch, -1);
   EigArgs args{{n, n, uplo, 0, batch, 0}, a.data(), w.data(), v.data(), info.data()};
   EigArgs args2{{n, n, uplo, 0, batch, 0}, a.data(), w2.data(), nullptr, info2.data()};
-  if (gs == 0) {  // the group-size-1 build of the CPU backend, one matrix per call
+  if (gs <= 0) {  // the group-size-1 build of the CPU backend, one matrix per call
     std::vector<float> work(size_t(ml::cpu_kernels::scratch_floats(ML_OP_EIGH, n, n)));
     for (int b = 0; b < batch; ++b) {
       const float *ab = a.data() + size_t(b) * n * n;
       info[b] = ml::cpu_kernels::run(ML_OP_EIGH, n, n, uplo, ab, w.data() + size_t(b) * n,
-                                     v.data() + size_t(b) * n * n, nullptr, work.data());
+                                     v.data() + size_t(b) * n * n, nullptr, work.data(),
+                                     gs == kRegister);
       info2[b] = ml::cpu_kernels::run(ML_OP_EIGVALSH, n, n, uplo, ab, w2.data() + size_t(b) * n,
-                                      nullptr, nullptr, work.data());
+                                      nullptr, nullptr, work.data(), gs == kRegister);
     }
   } else {
     ml::kernel_runner::run(gs, batch, ml_eigh_tridiag_ql_scratch_floats(n, n), eigh_entry, &args);
@@ -492,7 +492,7 @@ void test_eigh(Report &rep) {
 
 // svd / svdvals of the group-size-1 build (the kernel itself is tested through the runner by
 // test_svd.cpp): LAPACK's ratios, values against double eigenvalues of A^T A, NaN isolation.
-void check_svd_serial(Report &rep, int m, int n, std::mt19937_64 &rng) {
+void check_svd_serial(Report &rep, int m, int n, std::mt19937_64 &rng, bool small) {
   auto fams = kt::general_families(m, n, rng);
   const int k = std::min(m, n);
   std::vector<float> work(size_t(ml::cpu_kernels::scratch_floats(ML_OP_SVD, m, n)));
@@ -502,8 +502,10 @@ void check_svd_serial(Report &rep, int m, int n, std::mt19937_64 &rng) {
     std::vector<float> a = kt::to_float(bad ? kt::gaussian(rng, m, n) : fams[b].second);
     if (bad) a[size_t(rng() % a.size())] = std::numeric_limits<float>::quiet_NaN();
     std::vector<float> u(size_t(m) * k), sv(k), vt(size_t(k) * n), s2(k);
-    const int info = ml::cpu_kernels::run(ML_OP_SVD, m, n, 0, a.data(), u.data(), sv.data(), vt.data(), work.data());
-    const int info2 = ml::cpu_kernels::run(ML_OP_SVDVALS, m, n, 0, a.data(), nullptr, s2.data(), nullptr, work2.data());
+    const int info = ml::cpu_kernels::run(ML_OP_SVD, m, n, 0, a.data(), u.data(), sv.data(),
+                                          vt.data(), work.data(), small);
+    const int info2 = ml::cpu_kernels::run(ML_OP_SVDVALS, m, n, 0, a.data(), nullptr, s2.data(),
+                                           nullptr, work2.data(), small);
     const std::string at = where("svd-serial", m, n, 0, bad ? "nonfinite" : fams[b].first, int(b));
     if (bad) {
       rep.expect(kt::all_nan(u.data(), u.size()) && kt::all_nan(sv.data(), k) &&
@@ -520,45 +522,55 @@ void check_svd_serial(Report &rep, int m, int n, std::mt19937_64 &rng) {
     Mat R = kt::matmul(U, Vt);
     for (size_t i = 0; i < R.v.size(); ++i) R.v[i] -= A.v[i];
     const double an = kt::norm1(A), den = an > 0 ? an * std::max(m, n) * kt::kUlp : 1.0;
-    rep.ratio(kt::norm1(R) / den, 35, at + " |A-USVt|");
-    rep.ratio(kt::orth_defect(kt::from_float(u.data(), m, k)) / (m * kt::kUlp), 35, at + " |I-UtU|");
-    rep.ratio(kt::orth_defect(kt::transpose(Vt)) / (n * kt::kUlp), 35, at + " |I-VVt|");
+    rep.ratio(kt::norm1(R) / den, kSvdLimit, at + " |A-USVt|");
+    rep.ratio(kt::orth_defect(kt::from_float(u.data(), m, k)) / (m * kt::kUlp), kSvdLimit, at + " |I-UtU|");
+    rep.ratio(kt::orth_defect(kt::transpose(Vt)) / (n * kt::kUlp), kSvdLimit, at + " |I-VVt|");
     auto lam = kt::jacobi_eigenvalues(m >= n ? kt::matmul(kt::transpose(A), A) : kt::matmul(A, kt::transpose(A)));
     double err = 0;
     for (int i = 0; i < k; ++i) err = std::max(err, std::fabs(sv[i] - std::sqrt(std::max(0.0, lam[k - 1 - i]))));
-    rep.ratio(err / den, 35, at + " |s-s_ref|");
+    rep.ratio(err / den, kSvdLimit, at + " |s-s_ref|");
     rep.expect(std::memcmp(sv.data(), s2.data(), sizeof(float) * k) == 0, at + " svdvals == svd values");
   }
 }
 
-// The CPU backend's build (cpu/cpu_kernels.cpp, group size 1, ML_CPU_SERIAL), up to
-// its max_n, which must stay a sane cap; beyond it scratch_floats is 0 (never called there).
+// The CPU backend's build (cpu/cpu_kernels.cpp, group size 1, ML_CPU_SERIAL): the group
+// kernels up to kSerialMaxN (the policy's bound on cpu_kernel_max_n, core/src/policy.cpp, is 16
+// to 24) and the register kernels wherever they fit (the policy picks between them).
+constexpr int kSerialMaxN = 16;
 void test_serial(Report &rep) {
   std::mt19937_64 rng(7);
   for (int op : {ML_OP_QR, ML_OP_EIGH, ML_OP_EIGVALSH, ML_OP_SVD, ML_OP_SVDVALS}) {
-    const int64_t lim = ml::cpu_kernels::max_n(op);
-    rep.expect(lim >= 8 && lim <= 256, "serial max_n in [8, 256]");
-    rep.expect(ml::cpu_kernels::scratch_floats(op, lim, lim) > 0, "serial scratch at max_n");
-    rep.expect(ml::cpu_kernels::scratch_floats(op, lim + 1, lim + 1) == 0, "serial scratch past max_n");
+    rep.expect(ml::cpu_kernels::small_fits(op, 1, 1) && ml::cpu_kernels::small_fits(op, 8, 8) &&
+                   !ml::cpu_kernels::small_fits(op, 9, 9) && !ml::cpu_kernels::small_fits(op, 0, 3),
+               "serial register kernels fit 1..8");
+    rep.expect(ml::cpu_kernels::scratch_floats(op, kSerialMaxN, kSerialMaxN) > 0,
+               "serial scratch at kSerialMaxN");
   }
-  const int qlim = int(ml::cpu_kernels::max_n(ML_OP_QR));
-  const int elim = int(std::min(ml::cpu_kernels::max_n(ML_OP_EIGH), ml::cpu_kernels::max_n(ML_OP_EIGVALSH)));
-  for (int n : {1, 2, 3, 5, 8, 16, 17, 24, 31, 32}) {
-    if (n <= qlim) check_qr(rep, n, n, ML_K_QR_REDUCED, 0, rng, kAll);
-    if (n <= elim) check_eig(rep, n, n & 1 ? ML_K_UPPER : ML_K_LOWER, 0, rng, kAll);
+  rep.expect(ml::cpu_kernels::small_fits(ML_OP_QR, 8, 3) &&
+                 !ml::cpu_kernels::small_fits(ML_OP_EIGH, 8, 3),
+             "serial register kernels: qr rectangular, eigh square");
+  for (int n : {1, 2, 3, 5, 8, 16}) {
+    for (int gs : {0, kRegister}) {
+      if (gs == kRegister && !ml::cpu_kernels::small_fits(ML_OP_QR, n, n)) continue;
+      check_qr(rep, n, n, ML_K_QR_REDUCED, gs, rng, kAll);
+      check_eig(rep, n, n & 1 ? ML_K_UPPER : ML_K_LOWER, gs, rng, kAll);
+    }
   }
-  const int shapes[][2] = {{1, 5}, {5, 1}, {17, 3}, {3, 17}, {24, 12}, {12, 24}};
+  const int shapes[][2] = {{1, 5}, {5, 1}, {8, 3}, {16, 12}, {12, 16}};
   for (auto &s : shapes)
-    if (std::max(s[0], s[1]) <= qlim)
-      for (int mode : {ML_K_QR_REDUCED, ML_K_QR_R, ML_K_QR_COMPLETE}) check_qr(rep, s[0], s[1], mode, 0, rng, kAll);
-  check_qr(rep, qlim, qlim, ML_K_QR_REDUCED, 0, rng, kAll);
-  check_qr(rep, qlim, qlim / 2, ML_K_QR_COMPLETE, 0, rng, kAll);
-  check_eig(rep, elim, ML_K_LOWER, 0, rng, kAll);
-  const int slim = int(std::min(ml::cpu_kernels::max_n(ML_OP_SVD), ml::cpu_kernels::max_n(ML_OP_SVDVALS)));
-  const int svd_shapes[][2] = {{1, 1}, {1, 4}, {4, 1}, {3, 3}, {8, 8}, {16, 16}, {16, 5}, {5, 16}, {2, 9}};
-  for (auto &s : svd_shapes)
-    if (std::max(s[0], s[1]) <= slim) check_svd_serial(rep, s[0], s[1], rng);
-  check_svd_serial(rep, slim, slim, rng);
+    for (int gs : {0, kRegister}) {
+      if (gs == kRegister && !ml::cpu_kernels::small_fits(ML_OP_QR, s[0], s[1])) continue;
+      for (int mode : {ML_K_QR_REDUCED, ML_K_QR_R, ML_K_QR_COMPLETE})
+        check_qr(rep, s[0], s[1], mode, gs, rng, kAll);
+    }
+  check_qr(rep, kSerialMaxN, kSerialMaxN / 2, ML_K_QR_COMPLETE, 0, rng, kAll);
+  const int svd_shapes[][2] = {{1, 1}, {1, 4}, {4, 1}, {3, 3}, {8, 8},
+                               {16, 16}, {16, 5}, {5, 16}, {2, 9}};
+  for (auto &s : svd_shapes) {
+    check_svd_serial(rep, s[0], s[1], rng, false);
+    if (ml::cpu_kernels::small_fits(ML_OP_SVD, s[0], s[1]))
+      check_svd_serial(rep, s[0], s[1], rng, true);
+  }
 }
 
 // A small cross-section for race detection under ThreadSanitizer (tsan is slow with many

@@ -37,7 +37,7 @@ using kt::Report;
 
 namespace {
 
-constexpr double kQrLimit = 30;     // docs/design.md section 7
+using kt::kQrLimit;
 constexpr double kAgreeLimit = 30;  // |X_simd - X_group| / (max(m,n) cond ulp), as below
 
 void simd32_entry(const ml_ctx &ctx, void *u) {
@@ -330,26 +330,18 @@ std::vector<float> check(Report &rep, Worst &worst, const Run &k, Exec exec, int
         worst.agree = std::max(worst.agree, dq);
       }
     }
-    if (!want_q) {
-      // R^T R = A^T A (Q-less check): ||A^T A - R^T R|| / (max(m,n) ||A||^2 ulp)
-      Mat d = kt::matmul(kt::transpose(A), A), rr = kt::matmul(kt::transpose(R), R);
-      for (size_t i = 0; i < d.v.size(); ++i) d.v[i] -= rr.v[i];
-      const double den = an > 0 ? an * an : 1.0;
-      const double x = kt::norm1(d) / (mx * den * kt::kUlp);
+    if (!want_q) {  // R^T R = A^T A (Q-less check), scaled by max(m, n)
+      const double x = kt::rtr_ratio(A, R, mx);
       rep.ratio(x, kQrLimit, at + " |AtA-RtR|");
       worst.rtr = std::max(worst.rtr, x);
       continue;
     }
     rep.expect(kt::all_finite(qb, size_t(m) * qcols), at + " Q finite");
-    Mat Q = kt::from_float(qb, m, qcols);
-    Mat qr = kt::matmul(Q, R);
-    for (size_t i = 0; i < qr.v.size(); ++i) qr.v[i] -= A.v[i];
-    const double res = an > 0 ? kt::norm1(qr) / (mx * an * kt::kUlp) : kt::norm1(qr);
-    const double orth = kt::orth_defect(Q) / (m * kt::kUlp);
-    rep.ratio(res, kQrLimit, at + " |A-QR|");
-    rep.ratio(orth, kQrLimit, at + " |I-QtQ|");
-    worst.resid = std::max(worst.resid, res);
-    worst.orth = std::max(worst.orth, orth);
+    const kt::QrRatios x = kt::qr_ratios(A, kt::from_float(qb, m, qcols), R, mx);
+    rep.ratio(x.resid, kQrLimit, at + " |A-QR|");
+    rep.ratio(x.orth, kQrLimit, at + " |I-QtQ|");
+    worst.resid = std::max(worst.resid, x.resid);
+    worst.orth = std::max(worst.orth, x.orth);
   }
   std::vector<float> out(r);
   out.insert(out.end(), q.begin(), q.end());

@@ -16,7 +16,7 @@ using kt::SvdArgs;
 
 namespace {
 
-constexpr double kSvdLimit = 35;  // docs/design.md section 7
+using kt::kSvdLimit;
 
 void svd_entry(const ml_ctx &ctx, void *user) {
   auto &x = *static_cast<SvdArgs *>(user);

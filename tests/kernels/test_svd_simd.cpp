@@ -24,7 +24,7 @@ using kt::SvdArgs;
 
 namespace {
 
-constexpr double kSvdLimit = 35;  // docs/design.md section 7, as test_svd.cpp
+using kt::kSvdLimit;
 
 void svd_entry(const ml_ctx &ctx, void *user) {
   auto &x = *static_cast<SvdArgs *>(user);

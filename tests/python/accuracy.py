@@ -1,4 +1,5 @@
-"""The accuracy thresholds of docs/design.md section 7, shared by every Python test suite.
+"""The accuracy thresholds of docs/design.md section 7, shared by every Python test suite (the
+kernel tests' are tests/kernels/accuracy.h; tools/check_accuracy.py keeps the three agreeing).
 
 Ratios are LAPACK's (float64, 1-norms, ulp = float32 epsilon); a ratio above its op family's
 threshold fails: 60 for the eigensolvers, 35 for the SVD, 30 for QR.
@@ -7,3 +8,6 @@ threshold fails: 60 for the eigensolvers, 35 for the SVD, 30 for QR.
 ULP = 2.0**-23  # float32 epsilon
 TINY = 2.0**-126  # smallest normal float32
 THRESH = {"eig": 60.0, "svd": 35.0, "qr": 30.0}
+# The blocked products: |C - C_ref| / (k ulp (|alpha| |A| |B| + |beta C|)), entrywise (the
+# kernel tests' kGemmLimit, tests/kernels/accuracy.h).
+GEMM_LIMIT = 4.0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 
 import pytest
+from accuracy import GEMM_LIMIT, ULP
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
@@ -22,8 +23,6 @@ if not _lib.lib.ml_backend_available(b"cuda") or not hasattr(_lib.lib, "ml_cuda_
     pytest.skip("metal_linalg built without the CUDA backend", allow_module_level=True)
 
 DEV = torch.device("cuda")
-ULP = 2.0**-23
-LIMIT = 4  # |C - C_ref| / (k ulp (|alpha| |A| |B| + |beta C|)), entrywise (as the CPU suite)
 TRANS_A, TRANS_B = 1, 2
 DIALECT, CUBLAS = 1, 2
 
@@ -101,7 +100,7 @@ def run_case(impl, m, n, k, flags, alpha, beta, *, batch=3, aligned=False, tile=
     got = C.double()
     assert torch.isfinite(got).all(), "non-finite result (C read although beta == 0?)"
     ratio = ((got - ref).abs() / (max(k, 1) * ULP * scale.clamp_min(1e-300))).max().item()
-    assert ratio <= LIMIT, f"ratio {ratio:.3g}"
+    assert ratio <= GEMM_LIMIT, f"ratio {ratio:.3g}"
     # Outside C (and the split-k scratch) nothing changed: the padding rows, A, B, the guard.
     mask = torch.ones_like(ws, dtype=torch.bool)
     view(mask, oc, m, n, ldc, batch, stride).fill_(False)
