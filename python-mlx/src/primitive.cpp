@@ -169,6 +169,43 @@ std::pair<std::vector<mx::array>, std::vector<int>> LinalgPrimitive::vmap(
   return {out, out_axes};
 }
 
+namespace {
+
+// Work (batch * max(m, n)^3) up to which a call on an evaluated CPU input runs at once.
+constexpr int64_t kEagerMaxWork = int64_t{32} * 32 * 32;
+
+// A call computed now instead of as a graph node: the CPU stream, an evaluated row-contiguous
+// float32 input that no transformation traces (mx.compile, mx.vmap, mx.grad and the like see
+// tracers), and little work. MLX would otherwise hand the node and its contiguous copy to the
+// CPU stream's thread and wait for it, which costs more than the kernel on small matrices;
+// the results are the same (the core's host path either way), already evaluated.
+bool runs_now(const mx::array &a, const mx::Stream &s, const Dims &d) {
+  if (s.device != mx::Device::cpu || a.dtype() != mx::float32) return false;
+  const int64_t big = std::max(d.m, d.n);
+  if (d.batch > kEagerMaxWork || big > 32 || d.batch * big * big * big > kEagerMaxWork)
+    return false;
+  return !a.is_tracer() && a.is_available() && a.flags().row_contiguous;
+}
+
+std::vector<mx::array> run_now(const mx::array &a, const Spec &spec,
+                               std::vector<mx::Shape> shapes, const std::vector<mx::Dtype> &dtypes,
+                               const Dims &d) {
+  std::vector<mx::array> out;
+  out.reserve(shapes.size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    size_t count = 1;
+    for (auto e : shapes[i]) count *= static_cast<size_t>(e);
+    out.emplace_back(mx::allocator::malloc(count * mx::size_of(dtypes[i])), std::move(shapes[i]),
+                     dtypes[i]);
+  }
+  CorePointers p = output_pointers(spec, out, [](mx::array &o) { return o.data<void>(); });
+  const ml_status st = run_core(nullptr, spec, a.data<float>(), d.batch, d.m, d.n, p);
+  if (st != ML_OK) throw std::runtime_error(error_message(spec.op, ml_last_error()));
+  return out;
+}
+
+}  // namespace
+
 mx::Stream placement(const Spec &spec, const mx::Shape &in, mx::Stream requested) {
   if (requested.device == mx::Device::cpu) return requested;
   const Dims d = dims_of(in);
@@ -198,6 +235,7 @@ std::vector<mx::array> build(const mx::array &a_in, Spec spec, std::optional<mx:
   if (ml_status st = ml_plan(nullptr, spec.op, sizes, spec.flags, nullptr, nullptr, nullptr))
     throw CoreError{st, error_message(spec.op, ml_last_error())};
   const mx::Stream s = placement(spec, shape, requested);
+  if (runs_now(a_in, s, d)) return run_now(a_in, spec, std::move(shapes), dtypes, d);
   // MLX's GPU backends have no float64: such input is cast on the CPU stream.
   const mx::Stream cast_on = a_in.dtype() == mx::float64 ? mx::default_stream(mx::Device::cpu) : s;
   mx::array a = mx::contiguous(mx::astype(a_in, mx::float32, cast_on), false, s);
