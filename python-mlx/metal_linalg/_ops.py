@@ -4,6 +4,10 @@ Signatures follow mx.linalg's (svd's second positional argument is compute_uv). 
 returns unevaluated mx.array outputs of one graph node; `mx.eval` (or any use that needs the
 values) runs it on the stream given by the keyword-only `stream` (None: the default stream of
 MLX's default device; an mx.Stream; or an mx.Device / mx.cpu / mx.gpu for its default stream).
+A small call on a CPU stream (at most 32x32 matrices, batch x N^3 <= 32^3) whose input is
+already evaluated runs at once instead and returns evaluated outputs (the same values: a
+graph node would cost more than the kernel there); inside mx.compile, mx.vmap and the
+gradient transforms the inputs are traced, so the calls stay graph nodes.
 The `*_ex` variants add the per-matrix info word (int32 [...]; 0 = converged and finite; bits
 ML_INFO_* of the C API: 1 not converged, 2 non-finite input, 4 rank deficient; bits 16..31 the
 sweep count) as their last output.

@@ -174,13 +174,14 @@ namespace {
 // Work (batch * max(m, n)^3) up to which a call on an evaluated CPU input runs at once.
 constexpr int64_t kEagerMaxWork = int64_t{32} * 32 * 32;
 
-// A call computed now instead of as a graph node: the CPU stream, an evaluated row-contiguous
-// float32 input that no transformation traces (mx.compile, mx.vmap, mx.grad and the like see
-// tracers), and little work. MLX would otherwise hand the node and its contiguous copy to the
-// CPU stream's thread and wait for it, which costs more than the kernel on small matrices;
-// the results are the same (the core's host path either way), already evaluated.
-bool runs_now(const mx::array &a, const mx::Stream &s, const Dims &d) {
-  if (s.device != mx::Device::cpu || a.dtype() != mx::float32) return false;
+// A call computed now instead of as a graph node: asked for on a CPU stream (a GPU stream
+// whose call the core routes to the CPU stays a node), an evaluated row-contiguous float32
+// input that no transformation traces (mx.compile, mx.vmap, mx.grad and the like see tracers),
+// and little work. MLX would otherwise hand the node and its contiguous copy to the CPU
+// stream's thread and wait for it, which costs more than the kernel on small matrices; the
+// results are the same (the core's host path either way), already evaluated.
+bool runs_now(const mx::array &a, const mx::Stream &requested, const Dims &d) {
+  if (requested.device != mx::Device::cpu || a.dtype() != mx::float32) return false;
   const int64_t big = std::max(d.m, d.n);
   if (d.batch > kEagerMaxWork || big > 32 || d.batch * big * big * big > kEagerMaxWork)
     return false;
@@ -234,8 +235,8 @@ std::vector<mx::array> build(const mx::array &a_in, Spec spec, std::optional<mx:
   const int64_t sizes[3] = {d.batch, d.m, d.n};
   if (ml_status st = ml_plan(nullptr, spec.op, sizes, spec.flags, nullptr, nullptr, nullptr))
     throw CoreError{st, error_message(spec.op, ml_last_error())};
+  if (runs_now(a_in, requested, d)) return run_now(a_in, spec, std::move(shapes), dtypes, d);
   const mx::Stream s = placement(spec, shape, requested);
-  if (runs_now(a_in, s, d)) return run_now(a_in, spec, std::move(shapes), dtypes, d);
   // MLX's GPU backends have no float64: such input is cast on the CPU stream.
   const mx::Stream cast_on = a_in.dtype() == mx::float64 ? mx::default_stream(mx::Device::cpu) : s;
   mx::array a = mx::contiguous(mx::astype(a_in, mx::float32, cast_on), false, s);

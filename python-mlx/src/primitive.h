@@ -75,7 +75,9 @@ std::vector<mx::Dtype> output_dtypes(const Spec &spec);
 // astype(float32) and contiguous() on the chosen stream, then the primitive. stream: the
 // caller's stream, or the default stream of the default device. A GPU stream whose MLX flavour
 // has no GPU path here, or for whose shape and batch the core names a CPU kernel, runs the
-// primitive on the CPU stream instead (MLX orders the streams).
+// primitive on the CPU stream instead (MLX orders the streams). A small call on a CPU stream
+// whose input is evaluated, row-contiguous float32 and not traced runs at once and returns
+// evaluated arrays (the same results; see runs_now in primitive.cpp).
 std::vector<mx::array> build(const mx::array &a, Spec spec, std::optional<mx::Stream> stream);
 
 // Empty results (a zero-size batch or matrix dimension): zeros of the output shapes.

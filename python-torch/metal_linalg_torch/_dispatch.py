@@ -237,10 +237,12 @@ def _run_cuda(op, A, ex, batch, m, n, flags, outs, info, nbytes: int) -> None:
 
 
 def _host_empty(shapes: list) -> list:
-    # torch.empty without dtype= parses its arguments about twice as fast (small-matrix hot path).
+    # torch.empty(*sizes) without dtype= parses its arguments fastest: about half the time of
+    # torch.empty(shape, dtype=...) (small-matrix hot path; every shape has at least one dim).
+    empty = torch.empty
     if torch.get_default_dtype() == torch.float32:
-        return [torch.empty(s) for s in shapes]
-    return [torch.empty(s, dtype=torch.float32) for s in shapes]
+        return [empty(*s) for s in shapes]
+    return [empty(*s, dtype=torch.float32) for s in shapes]
 
 
 def run(op: str, A: torch.Tensor, flags: int, with_info: bool = False) -> list:
