@@ -14,9 +14,12 @@ MLX package's NumPy.
   allocation (shapes, torch.empty), the ctypes call of ml_run with preallocated outputs (ctypes,
   core checks, routing, the kernel); and, for the core alone, ml_plan through ctypes (ctypes,
   checks, policy, routing; no kernel) and a ctypes call that does nothing (ml_api_version).
-  mlx: the Python argument checks (stream, array, shape), the graph build (ext.decompose:
-  nanobind, the core's checks, the cast/copy ops and the primitive's node), and MLX's own floor:
-  build and evaluate one trivial CPU op (mx.abs). "eval" is the full call less checks and build.
+  mlx: the Python argument checks (stream, array, shape), ext.decompose (nanobind, the core's
+  checks, then either the graph node with its cast/copy ops, or, for a small call on an
+  evaluated CPU input, the kernel itself), and MLX's own floor: build and evaluate one trivial
+  CPU op (mx.abs). "eval" is the full call less checks and ext.decompose.
+  Both: the core alone from C (call_overhead_core.cpp, built here with $CXX or c++): ml_run
+  (checks, routing, the kernel) and ml_plan (checks, routing).
 
 Every variant is timed in turn within one round, `repeats` rounds of `calls` calls each; the best
 round counts (the least disturbed by other load). Both wall-clock and this process's CPU time
@@ -29,6 +32,10 @@ import argparse
 import json
 import os
 import platform
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 
 OPS = ("eigh", "eigvalsh", "qr", "svd", "svdvals")
@@ -167,9 +174,38 @@ def mlx_variants(op: str, batch: int, n: int, breakdown: bool) -> dict:
 
     s = mx.default_stream(cpu)
     v["checks"] = checks
-    v["graph build"] = lambda: _ops.ext.decompose(a, op_id, 0, False, s)
+    v["ext.decompose"] = lambda: _ops.ext.decompose(a, op_id, 0, False, s)
     v["mlx floor (abs+eval)"] = lambda: mx.eval(mx.abs(a, stream=cpu))
     return v
+
+
+def core_times(sizes: list, calls: int, repeats: int) -> dict:
+    """{(op, "BxNxN"): (ml_run us, ml_plan us, backend)} from call_overhead_core.cpp, built
+    against the torch package's core library; {} (with a note) where that is not possible."""
+    try:
+        from metal_linalg_torch import _lib
+    except ImportError as e:
+        print(f"core timing skipped: the torch package is not installed ({e})")
+        return {}
+    cxx = shutil.which(os.environ.get("CXX", "c++"))
+    if cxx is None:
+        print("core timing skipped: no C++ compiler (set CXX)")
+        return {}
+    here = os.path.dirname(os.path.abspath(__file__))
+    library = _lib._library_path()
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, "core_bench")
+        build = [cxx, "-O2", "-std=c++17", "-I" + os.path.join(here, "..", "core", "include")]
+        build += [os.path.join(here, "call_overhead_core.cpp"), library, "-o", exe]
+        build += ["-Wl,-rpath," + os.path.dirname(library)]
+        subprocess.run(build, check=True)
+        args = [exe, str(calls), str(repeats)] + [f"{b}x{n}x{n}" for b, n in sizes]
+        text = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    out = {}
+    for line in text.splitlines():
+        op, shape, run, plan, backend = line.split()
+        out[(op, shape)] = (float(run), float(plan), backend)
+    return out
 
 
 PACKAGES = {
@@ -186,7 +222,9 @@ def _sizes(text: str) -> list:
             raise SystemExit(f"--sizes: expected BATCHxNxN items such as 1x8x8, got {item!r}")
         b, m, n = (int(p) for p in parts)
         if b < 1 or m < 1 or m != n:
-            raise SystemExit(f"--sizes: expected a positive batch and square matrices, got {item!r}")
+            raise SystemExit(
+                f"--sizes: expected a positive batch and square matrices, got {item!r}"
+            )
         out.append((b, n))
     return out
 
@@ -207,26 +245,71 @@ def markdown(result: dict) -> str:
     lines = [
         "# Per-call cost on the CPU (tiny inputs)",
         "",
-        f"`python benchmarks/call_overhead.py {meta['argv']}` on {meta['machine']} "
-        f"({meta['cpu_count']} logical CPUs, load average {meta['load_before']} before the run). "
-        "Microseconds of this process's CPU time per call, best of "
-        f"{meta['repeats']} interleaved rounds of {meta['calls']} calls. Ratio: ours / the "
-        "target peer (torch.linalg for the torch package, NumPy for the MLX package).",
+        (
+            f"`python benchmarks/call_overhead.py {meta['argv']}` on {meta['machine']} "
+            f"({meta['cpu_count']} logical CPUs, load average {meta['load_before']} before and "
+            f"{meta['load_after']} after the run). Microseconds of this process's CPU time per "
+            f"call, best of {meta['repeats']} interleaved rounds of {meta['calls']} calls. "
+            "Ratio: ours / the target peer (torch.linalg for the torch package, NumPy for the "
+            "MLX package). Breakdown columns are timed on their own (see the script's doc); "
+            "core columns are CPU microseconds of the C calls without Python "
+            "(call_overhead_core.cpp): ml_run = checks, routing and the kernel; ml_plan = "
+            "checks and routing."
+        ),
         "",
     ]
     for package, rows in result["packages"].items():
         if not rows:
             continue
         names = list(rows[0]["cpu_us"])
+        core = "core_us" in rows[0]
+        head = names + (["core ml_run (C)", "core ml_plan (C)"] if core else [])
         lines.append(f"## {package}")
         lines.append("")
-        lines.append("| op | shape | " + " | ".join(names) + " | ratio |")
-        lines.append("|---|---|" + "---|" * (len(names) + 1))
+        lines.append("| op | shape | " + " | ".join(head) + " | ratio |")
+        lines.append("|---|---|" + "---|" * (len(head) + 1))
         for r in rows:
-            cells = " | ".join(f"{r['cpu_us'][k]:.1f}" for k in names)
-            lines.append(f"| {r['op']} | {r['shape']} | {cells} | {r['ratio']:.2f} |")
+            cells = [f"{r['cpu_us'][k]:.1f}" for k in names]
+            if core:
+                cells += [f"{r['core_us']['ml_run']:.2f}", f"{r['core_us']['ml_plan']:.2f}"]
+            lines.append(f"| {r['op']} | {r['shape']} | {' | '.join(cells)} | {r['ratio']:.2f} |")
         lines.append("")
+    if "before" in result:
+        lines += compare(result["before"], result)
     return "\n".join(lines)
+
+
+def compare(before: dict, after: dict) -> list:
+    """Markdown lines: ours and the target peer per op and shape, in both runs."""
+    lines = [
+        "## Before and after",
+        "",
+        (
+            f"Before: `python benchmarks/call_overhead.py {before['meta']['argv']}` (load "
+            f"average {before['meta']['load_before']}), on the code before the change; after: "
+            "this run. CPU microseconds per call; peer: torch.linalg (torch), NumPy (mlx)."
+        ),
+        "",
+        (
+            "| package | op | shape | ours before | ours after | peer before | peer after "
+            "| ratio before | ratio after |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for package, rows in after["packages"].items():
+        target = PACKAGES[package][1]
+        old = {(r["op"], r["shape"]): r for r in before["packages"].get(package, [])}
+        for r in rows:
+            b = old.get((r["op"], r["shape"]))
+            if b is None:
+                continue
+            lines.append(
+                f"| {package} | {r['op']} | {r['shape']} | {b['cpu_us']['ours']:.1f} | "
+                f"{r['cpu_us']['ours']:.1f} | {b['cpu_us'][target]:.1f} | "
+                f"{r['cpu_us'][target]:.1f} | {b['ratio']:.2f} | {r['ratio']:.2f} |"
+            )
+    lines.append("")
+    return lines
 
 
 def main() -> None:
@@ -239,6 +322,9 @@ def main() -> None:
     ap.add_argument("--breakdown", action="store_true")
     ap.add_argument("--json", help="write the results as JSON here")
     ap.add_argument("--md", help="write the results as a Markdown table here")
+    ap.add_argument(
+        "--before", help="JSON of an earlier run (e.g. before a change): compared in the Markdown"
+    )
     args = ap.parse_args()
     if args.calls < 1 or args.repeats < 1:
         raise SystemExit("--calls and --repeats must be positive")
@@ -247,13 +333,17 @@ def main() -> None:
     for op in ops:
         if op not in OPS:
             raise SystemExit(f"--ops: unknown op {op!r}; ops: {', '.join(OPS)}")
+    before = None
+    if args.before:
+        with open(args.before) as f:
+            before = json.load(f)
     for path in (args.json, args.md):  # fail before measuring, not after
         if path:
             with open(path, "a"):
                 pass
     result = {
         "meta": {
-            "argv": " ".join(os.sys.argv[1:]),
+            "argv": " ".join(sys.argv[1:]),
             "machine": platform.machine() + " " + platform.processor(),
             "cpu_count": os.cpu_count(),
             "load_before": round(os.getloadavg()[0], 1),
@@ -264,7 +354,10 @@ def main() -> None:
         },
         "packages": {},
     }
+    core = core_times(sizes, args.calls * 5, args.repeats) if args.breakdown else {}
     for package in args.packages.split(","):
+        if package not in PACKAGES:
+            raise SystemExit(f"--packages: unknown package {package!r}; packages: torch, mlx")
         make, target = PACKAGES[package]
         rows = []
         for op in ops:
@@ -284,8 +377,11 @@ def main() -> None:
                 if args.breakdown and package == "mlx":
                     c = row["cpu_us"]
                     row["cpu_us"]["eval (derived)"] = round(
-                        c["ours"] - c["checks"] - c["graph build"], 2
+                        c["ours"] - c["checks"] - c["ext.decompose"], 2
                     )
+                if (op, row["shape"]) in core:
+                    run, plan, backend = core[(op, row["shape"])]
+                    row["core_us"] = {"ml_run": run, "ml_plan": plan, "backend": backend}
                 row["ratio"] = round(row["cpu_us"]["ours"] / row["cpu_us"][target], 3)
                 rows.append(row)
                 print(
@@ -299,6 +395,8 @@ def main() -> None:
             break
         result["packages"][package] = rows
     result["meta"]["load_after"] = round(os.getloadavg()[0], 1)
+    if before is not None:
+        result["before"] = before
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
