@@ -65,9 +65,12 @@ def _checked(out, check_errors: bool, name: str) -> tuple:
 def _as_array(a, op: str) -> mx.array:
     """a as an mx.array of a real dtype (the cast to float32 is an MLX op in the graph)."""
     if isinstance(a, mx.array):
-        if mx.issubdtype(a.dtype, mx.complexfloating):
+        dtype = a.dtype
+        if dtype == mx.float32:  # the common case, without the two subtype queries
+            return a
+        if mx.issubdtype(dtype, mx.complexfloating):
             raise TypeError(f"[metal_linalg.{op}] complex input is not supported (got {a.dtype})")
-        if not (mx.issubdtype(a.dtype, mx.floating) or mx.issubdtype(a.dtype, mx.integer)):
+        if not (mx.issubdtype(dtype, mx.floating) or mx.issubdtype(dtype, mx.integer)):
             raise TypeError(f"[metal_linalg.{op}] expected a real numeric array, got {a.dtype}")
         return a
     arr = np.asarray(a)

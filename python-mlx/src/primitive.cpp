@@ -61,9 +61,8 @@ std::vector<mx::Shape> output_shapes(const Spec &spec, const mx::Shape &in) {
   return out;
 }
 
-std::vector<mx::Dtype> output_dtypes(const Spec &spec) {
-  const size_t n = output_shapes(spec, {1, 1}).size();
-  std::vector<mx::Dtype> d(n, mx::float32);
+std::vector<mx::Dtype> output_dtypes(const Spec &spec, size_t count) {
+  std::vector<mx::Dtype> d(count, mx::float32);
   if (spec.with_info) d.back() = mx::int32;
   return d;
 }
@@ -223,7 +222,7 @@ std::vector<mx::array> build(const mx::array &a_in, Spec spec, std::optional<mx:
   const mx::Shape &shape = a_in.shape();
   const Dims d = dims_of(shape);
   std::vector<mx::Shape> shapes = mlext::output_shapes(spec, shape);
-  std::vector<mx::Dtype> dtypes = output_dtypes(spec);
+  std::vector<mx::Dtype> dtypes = output_dtypes(spec, shapes.size());
   const mx::Stream requested = stream ? *stream : mx::default_stream(mx::default_device());
   if (is_empty(shape)) {
     std::vector<mx::array> out;

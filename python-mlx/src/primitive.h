@@ -67,9 +67,10 @@ class LinalgPrimitive : public mx::Primitive {
   Spec spec_;
 };
 
-// Output shapes and dtypes of spec for an input of this shape (float32 results, int32 info).
+// Output shapes of spec for an input of this shape, and the dtypes of its `count` outputs
+// (float32 results, int32 info).
 std::vector<mx::Shape> output_shapes(const Spec &spec, const mx::Shape &in);
-std::vector<mx::Dtype> output_dtypes(const Spec &spec);
+std::vector<mx::Dtype> output_dtypes(const Spec &spec, size_t count);
 
 // The lazy call: checks shapes and sizes (the core's own checks, raised now), then
 // astype(float32) and contiguous() on the chosen stream, then the primitive. stream: the
