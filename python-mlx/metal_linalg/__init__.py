@@ -10,7 +10,8 @@ Functions mirror mx.linalg's names and return float32 mx.array:
 
 Each call is a lazy MLX primitive: it returns unevaluated arrays that compose with other MLX
 ops in one graph (mx.eval / mx.async_eval run it), with gradients (mx.grad, mx.vjp, mx.jvp),
-mx.vmap over any axis and mx.compile. The keyword-only `stream` (None, an mx.Stream or an
+mx.vmap over any axis and mx.compile; small calls on an evaluated input on the CPU stream
+(up to 32x32) run at once, which costs less than a graph node. The keyword-only `stream` (None, an mx.Stream or an
 mx.Device) picks where it runs; None means MLX's default device. On MLX's CPU stream the core's
 host path (LAPACK spread over the cores, or its own small-matrix kernels) runs as an MLX task;
 on the GPU stream of a CUDA MLX (mlx[cuda13]) the core's CUDA kernels run on MLX's CUDA stream,

@@ -4,6 +4,10 @@ Signatures follow mx.linalg's (svd's second positional argument is compute_uv). 
 returns unevaluated mx.array outputs of one graph node; `mx.eval` (or any use that needs the
 values) runs it on the stream given by the keyword-only `stream` (None: the default stream of
 MLX's default device; an mx.Stream; or an mx.Device / mx.cpu / mx.gpu for its default stream).
+A small call on a CPU stream (at most 32x32 matrices, batch x N^3 <= 32^3) whose input is
+already evaluated runs at once instead and returns evaluated outputs (the same values: a
+graph node would cost more than the kernel there); inside mx.compile, mx.vmap and the
+gradient transforms the inputs are traced, so the calls stay graph nodes.
 The `*_ex` variants add the per-matrix info word (int32 [...]; 0 = converged and finite; bits
 ML_INFO_* of the C API: 1 not converged, 2 non-finite input, 4 rank deficient; bits 16..31 the
 sweep count) as their last output.
@@ -61,9 +65,12 @@ def _checked(out, check_errors: bool, name: str) -> tuple:
 def _as_array(a, op: str) -> mx.array:
     """a as an mx.array of a real dtype (the cast to float32 is an MLX op in the graph)."""
     if isinstance(a, mx.array):
-        if mx.issubdtype(a.dtype, mx.complexfloating):
+        dtype = a.dtype
+        if dtype == mx.float32:  # the common case, without the two subtype queries
+            return a
+        if mx.issubdtype(dtype, mx.complexfloating):
             raise TypeError(f"[metal_linalg.{op}] complex input is not supported (got {a.dtype})")
-        if not (mx.issubdtype(a.dtype, mx.floating) or mx.issubdtype(a.dtype, mx.integer)):
+        if not (mx.issubdtype(dtype, mx.floating) or mx.issubdtype(dtype, mx.integer)):
             raise TypeError(f"[metal_linalg.{op}] expected a real numeric array, got {a.dtype}")
         return a
     arr = np.asarray(a)

@@ -61,9 +61,8 @@ std::vector<mx::Shape> output_shapes(const Spec &spec, const mx::Shape &in) {
   return out;
 }
 
-std::vector<mx::Dtype> output_dtypes(const Spec &spec) {
-  const size_t n = output_shapes(spec, {1, 1}).size();
-  std::vector<mx::Dtype> d(n, mx::float32);
+std::vector<mx::Dtype> output_dtypes(const Spec &spec, size_t count) {
+  std::vector<mx::Dtype> d(count, mx::float32);
   if (spec.with_info) d.back() = mx::int32;
   return d;
 }
@@ -169,6 +168,44 @@ std::pair<std::vector<mx::array>, std::vector<int>> LinalgPrimitive::vmap(
   return {out, out_axes};
 }
 
+namespace {
+
+// Work (batch * max(m, n)^3) up to which a call on an evaluated CPU input runs at once.
+constexpr int64_t kEagerMaxWork = int64_t{32} * 32 * 32;
+
+// A call computed now instead of as a graph node: asked for on a CPU stream (a GPU stream
+// whose call the core routes to the CPU stays a node), an evaluated row-contiguous float32
+// input that no transformation traces (mx.compile, mx.vmap, mx.grad and the like see tracers),
+// and little work. MLX would otherwise hand the node and its contiguous copy to the CPU
+// stream's thread and wait for it, which costs more than the kernel on small matrices; the
+// results are the same (the core's host path either way), already evaluated.
+bool runs_now(const mx::array &a, const mx::Stream &requested, const Dims &d) {
+  if (requested.device != mx::Device::cpu || a.dtype() != mx::float32) return false;
+  const int64_t big = std::max(d.m, d.n);
+  if (d.batch > kEagerMaxWork || big > 32 || d.batch * big * big * big > kEagerMaxWork)
+    return false;
+  return !a.is_tracer() && a.is_available() && a.flags().row_contiguous;
+}
+
+std::vector<mx::array> run_now(const mx::array &a, const Spec &spec,
+                               std::vector<mx::Shape> shapes, const std::vector<mx::Dtype> &dtypes,
+                               const Dims &d) {
+  std::vector<mx::array> out;
+  out.reserve(shapes.size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    size_t count = 1;
+    for (auto e : shapes[i]) count *= static_cast<size_t>(e);
+    out.emplace_back(mx::allocator::malloc(count * mx::size_of(dtypes[i])), std::move(shapes[i]),
+                     dtypes[i]);
+  }
+  CorePointers p = output_pointers(spec, out, [](mx::array &o) { return o.data<void>(); });
+  const ml_status st = run_core(nullptr, spec, a.data<float>(), d.batch, d.m, d.n, p);
+  if (st != ML_OK) throw std::runtime_error(error_message(spec.op, ml_last_error()));
+  return out;
+}
+
+}  // namespace
+
 mx::Stream placement(const Spec &spec, const mx::Shape &in, mx::Stream requested) {
   if (requested.device == mx::Device::cpu) return requested;
   const Dims d = dims_of(in);
@@ -185,7 +222,7 @@ std::vector<mx::array> build(const mx::array &a_in, Spec spec, std::optional<mx:
   const mx::Shape &shape = a_in.shape();
   const Dims d = dims_of(shape);
   std::vector<mx::Shape> shapes = mlext::output_shapes(spec, shape);
-  std::vector<mx::Dtype> dtypes = output_dtypes(spec);
+  std::vector<mx::Dtype> dtypes = output_dtypes(spec, shapes.size());
   const mx::Stream requested = stream ? *stream : mx::default_stream(mx::default_device());
   if (is_empty(shape)) {
     std::vector<mx::array> out;
@@ -197,6 +234,7 @@ std::vector<mx::array> build(const mx::array &a_in, Spec spec, std::optional<mx:
   const int64_t sizes[3] = {d.batch, d.m, d.n};
   if (ml_status st = ml_plan(nullptr, spec.op, sizes, spec.flags, nullptr, nullptr, nullptr))
     throw CoreError{st, error_message(spec.op, ml_last_error())};
+  if (runs_now(a_in, requested, d)) return run_now(a_in, spec, std::move(shapes), dtypes, d);
   const mx::Stream s = placement(spec, shape, requested);
   // MLX's GPU backends have no float64: such input is cast on the CPU stream.
   const mx::Stream cast_on = a_in.dtype() == mx::float64 ? mx::default_stream(mx::Device::cpu) : s;

@@ -67,15 +67,18 @@ class LinalgPrimitive : public mx::Primitive {
   Spec spec_;
 };
 
-// Output shapes and dtypes of spec for an input of this shape (float32 results, int32 info).
+// Output shapes of spec for an input of this shape, and the dtypes of its `count` outputs
+// (float32 results, int32 info).
 std::vector<mx::Shape> output_shapes(const Spec &spec, const mx::Shape &in);
-std::vector<mx::Dtype> output_dtypes(const Spec &spec);
+std::vector<mx::Dtype> output_dtypes(const Spec &spec, size_t count);
 
 // The lazy call: checks shapes and sizes (the core's own checks, raised now), then
 // astype(float32) and contiguous() on the chosen stream, then the primitive. stream: the
 // caller's stream, or the default stream of the default device. A GPU stream whose MLX flavour
 // has no GPU path here, or for whose shape and batch the core names a CPU kernel, runs the
-// primitive on the CPU stream instead (MLX orders the streams).
+// primitive on the CPU stream instead (MLX orders the streams). A small call on a CPU stream
+// whose input is evaluated, row-contiguous float32 and not traced runs at once and returns
+// evaluated arrays (the same results; see runs_now in primitive.cpp).
 std::vector<mx::array> build(const mx::array &a, Spec spec, std::optional<mx::Stream> stream);
 
 // Empty results (a zero-size batch or matrix dimension): zeros of the output shapes.

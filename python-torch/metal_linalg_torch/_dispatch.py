@@ -127,13 +127,39 @@ def to_float32(A: torch.Tensor) -> torch.Tensor:
 _SHAPES = {}
 
 
-def _shape_function(op: str, flags: int):
+def _shape_items(op: str, flags: int) -> list:
+    """Per output: its sizes as Python source ("*b, m, n"; "0" for an absent output)."""
     items = []
     for symbols in _lib.output_symbols(_lib.OP_ID[op], flags):
         if symbols is not None and not set(symbols) <= {"m", "n", "k"}:
             raise RuntimeError(f"[metal_linalg.{op}] unexpected output dimensions {symbols}")
-        items.append("(0,)" if symbols is None else "(*b, " + ", ".join(symbols) + ",)")
+        items.append("0" if symbols is None else "*b, " + ", ".join(symbols))
+    return items
+
+
+def _shape_function(op: str, flags: int):
+    items = ("(" + item + ",)" for item in _shape_items(op, flags))
     return eval("lambda b, m, n, k: [" + ", ".join(items) + "]")
+
+
+# Per (op, flags): a function (batch, m, n, k) -> new float32 host tensors of the output
+# shapes (torch.empty(*sizes) without dtype=: the fastest form, with float32 the default dtype).
+_HOST = {}
+
+
+def _host_function(op: str, flags: int):
+    items = ("empty(" + item + ")" for item in _shape_items(op, flags))
+    return eval("lambda b, m, n, k: [" + ", ".join(items) + "]", {"empty": torch.empty})
+
+
+def host_outputs(op: str, batch: tuple, m: int, n: int, flags: int) -> list:
+    """New float32 host tensors of the op's output shapes (see output_shapes)."""
+    if torch.get_default_dtype() != torch.float32:
+        return _host_empty(output_shapes(op, batch, m, n, min(m, n), flags))
+    fn = _HOST.get((op, flags))
+    if fn is None:
+        fn = _HOST[(op, flags)] = _host_function(op, flags)
+    return fn(batch, m, n, min(m, n))
 
 
 def output_shapes(op: str, batch: tuple, m, n, k, flags: int) -> list:
@@ -237,10 +263,12 @@ def _run_cuda(op, A, ex, batch, m, n, flags, outs, info, nbytes: int) -> None:
 
 
 def _host_empty(shapes: list) -> list:
-    # torch.empty without dtype= parses its arguments about twice as fast (small-matrix hot path).
+    # torch.empty(*sizes) without dtype= parses its arguments fastest: about half the time of
+    # torch.empty(shape, dtype=...) (small-matrix hot path; every shape has at least one dim).
+    empty = torch.empty
     if torch.get_default_dtype() == torch.float32:
-        return [torch.empty(s) for s in shapes]
-    return [torch.empty(s, dtype=torch.float32) for s in shapes]
+        return [empty(*s) for s in shapes]
+    return [empty(*s, dtype=torch.float32) for s in shapes]
 
 
 def run(op: str, A: torch.Tensor, flags: int, with_info: bool = False) -> list:
@@ -249,22 +277,23 @@ def run(op: str, A: torch.Tensor, flags: int, with_info: bool = False) -> list:
     shape = A.shape
     m, n = shape[-2], shape[-1]
     batch_shape = shape[:-2]
-    shapes = output_shapes(op, batch_shape, m, n, min(m, n), flags)
     batch = 1
     for dim in batch_shape:
         batch *= dim
     if batch == 0 or m == 0 or n == 0:
         # Non-square complete/full modes are rejected earlier, so every output is empty.
+        shapes = output_shapes(op, batch_shape, m, n, min(m, n), flags)
         outs = [torch.empty(s, dtype=torch.float32, device=A.device) for s in shapes]
         if with_info:
             outs.append(torch.zeros(batch_shape, dtype=torch.int32, device=A.device))
         return outs
     A = _readable(A)
     if A.is_cpu:
-        outs = _host_empty(shapes)
+        outs = host_outputs(op, batch_shape, m, n, flags)
         info = torch.empty(batch_shape, dtype=torch.int32) if with_info else None
         _c_call(op, None, A.data_ptr(), batch, m, n, flags, outs, _ptr(info))
         return outs + [info] if with_info else outs
+    shapes = output_shapes(op, batch_shape, m, n, min(m, n), flags)
     device = A.device
     if A.is_cuda and CUDA_CORE:
         ex = _cuda_exec(A)

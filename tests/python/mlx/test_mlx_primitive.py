@@ -124,6 +124,34 @@ def test_ex_variants_return_info():
     assert e[2].shape == (0,) and e[2].dtype == mx.int32
 
 
+def test_small_calls_on_evaluated_input_match_the_graph_path():
+    # An evaluated, row-contiguous input of a small call runs at once; an unevaluated one
+    # (a * 1.0), a transposed view (symmetric, so the same values) and a call beyond the size
+    # limit (a block of a larger batch) go through the graph node: the same kernel, so the
+    # same bits, info words included.
+    a = sym_batch((2, 6, 6), 11)
+    big = mx.array(np.concatenate([np.array(a)] * 100))  # 200 x 6^3: beyond the limit
+    mx.eval(a, big)
+    calls = (
+        lambda x: ml.qr_ex(x),
+        lambda x: ml.qr_ex(x, mode="r"),
+        lambda x: ml.eigh_ex(x, UPLO="U"),
+        lambda x: ml.eigvalsh_ex(x),
+        lambda x: ml.svd_ex(x),
+        lambda x: ml.svdvals_ex(x),
+    )
+    for call in calls:
+        now = [np.array(x) for x in call(a)]
+        for other in (call(a * 1.0), call(mx.swapaxes(a, -1, -2))):
+            for x, y in zip(now, other, strict=True):
+                assert np.array_equal(x, np.array(y))
+        for x, y in zip(now, call(big), strict=True):
+            assert np.array_equal(x, np.array(y)[:2])
+    # An evaluated array captured by a compiled function is a constant of its graph.
+    f = mx.compile(lambda x: x + ml.eigvalsh(a))
+    assert np.array_equal(np.array(f(mx.zeros((2, 6)))), np.array(ml.eigvalsh(a)))
+
+
 def test_error_messages_have_one_prefix():
     with pytest.raises(ValueError) as err:
         ml.qr(mx.zeros((100000, 30000)))

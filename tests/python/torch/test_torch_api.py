@@ -124,6 +124,34 @@ def test_other_real_dtypes_convert_to_float32(dtype):
             assert g.dtype == torch.float32 and torch.equal(g, r)
 
 
+def test_outputs_stay_float32_when_the_default_dtype_changes_between_calls():
+    # The host outputs are allocated without dtype= while float32 is the default dtype; the
+    # default is read on every call.
+    a, s = _gen(2, 5, 4, seed=8), _sym(2, 4, 4, seed=9)
+    calls = (
+        lambda: mlt.qr(a),
+        lambda: mlt.qr(a, mode="r"),
+        lambda: mlt.svd(a),
+        lambda: mlt.eigh(s),
+        lambda: (mlt.eigvalsh(s),),
+        lambda: (mlt.svdvals(a),),
+        lambda: mlt.eigh_ex(s),
+    )
+    ref = [call() for call in calls]
+    previous = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float64)
+        got = [call() for call in calls]
+    finally:
+        torch.set_default_dtype(previous)
+    again = [call() for call in calls]
+    for outs in (got, again):
+        for out, want in zip(outs, ref, strict=True):
+            for g, r in zip(out, want, strict=True):
+                assert g.dtype == r.dtype and g.shape == r.shape and torch.equal(g, r)
+    assert all(t.dtype == torch.float32 for out in got for t in out[:2])
+
+
 def test_input_is_not_modified():
     a = _gen(3, 6, 6, seed=8)
     s = (a + a.mT) / 2
