@@ -27,6 +27,7 @@ if not _lib.lib.ml_backend_available(b"cuda"):
 
 from test_cuda_ops import (
     OPS,
+    c_ml_eigh,
     call_op,
     check_eigh,
     check_outputs,
@@ -186,7 +187,7 @@ def test_c_api_rejects_a_short_workspace() -> None:
     short = torch.empty(need.value - 4, dtype=torch.uint8, device=DEV)
     ex.workspace = short.data_ptr()
     ex.workspace_bytes = short.numel()
-    status = _lib.lib.ml_eigh(
+    status = c_ml_eigh()(
         ctypes.byref(ex), a.data_ptr(), batch, n, 0, w.data_ptr(), v.data_ptr(), None
     )
     assert status != _lib.ML_OK

@@ -502,6 +502,16 @@ def _exec(stream: torch.cuda.Stream, workspace: torch.Tensor | None) -> _lib.MlE
     return ex
 
 
+def c_ml_eigh():
+    """The C API's ml_eigh with its signature: the package calls ml_run and declares no per-op
+    entry point, and undeclared, ctypes would pass the addresses and 64-bit sizes as C ints."""
+    fn = _lib.lib.ml_eigh
+    fn.restype = ctypes.c_int32
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32]
+    fn.argtypes += [ctypes.c_void_p] * 3
+    return fn
+
+
 def _c_eigh(
     a: torch.Tensor,
     w: torch.Tensor,
@@ -522,7 +532,7 @@ def _c_eigh(
     ws = torch.empty(need.value, dtype=torch.uint8, device=DEV)
     ex = _exec(stream, ws)
     _lib.check(
-        _lib.lib.ml_eigh(
+        c_ml_eigh()(
             ctypes.byref(ex),
             a.data_ptr(),
             batch,
