@@ -216,7 +216,7 @@ int suite_sytrd() {
   ml::blocked::Options fused_big = big;
   fused_big.trd_rows = 16;
   fused_big.trd_panel_groups = 5;
-  sytrd_case(rep, worst, 129, ML_K_LOWER, fused_big, rng, false);
+  sytrd_case(rep, worst, 97, ML_K_LOWER, fused_big, rng, false);
   // The panels' groups on concurrent threads: the tickets and the items-done word under real
   // concurrency (the runner runs groups in turn).
   ml::blocked::Options fused_thr = o;
