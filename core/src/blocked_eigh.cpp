@@ -7,7 +7,8 @@
 // n - 1 (trd_symv) + np - 1 (trailing updates) + the solver's + 1 (eigenvalues) + 1 (info
 // words, when asked): 2 n + 2 np + the load's + the solver's for eigvalsh; eigh adds np (T;
 // np - 1 when n = 1 mod nb) + 3 ceil((n - 1) / nb) (back-transformation) + 1 (eigenvectors).
-// n = 4096, nb = 32: 8448 and 8961, plus the load's and the solver's.
+// n = 4096, nb = 32: 8448 and 8961, plus the load's and the solver's. With each panel in one
+// launch (trd_panel, Options::trd_panel_groups) the n + np + n - 1 per-column launches become 2 np.
 #include "blocked_eigh.h"
 
 #include <cstdlib>
@@ -113,7 +114,7 @@ EighLayout eigh_layout(int n, bool vectors, int64_t solver_floats, const Options
   }
   L.w = s.add(nn);
   L.scratch = s.add(solver_floats);
-  L.sync = s.add(2 * np);
+  L.sync = s.add(2);
   L.per = s.floats;
   return L;
 }
@@ -129,6 +130,8 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
   const TrdPlan tp = trd_plan(o, batch, n);
   const int sg = tp.sg, nsg = (sg + 31) / 32;  // simdgroups of trd_symv
   const int ug = tp.ug, urows = tp.rows;
+  const bool fused =
+      tp.panel > 0 && (o.trd_panel_max_batch <= 0 || ch.batch <= o.trd_panel_max_batch);
   for (int j0 = 0; j0 < n; j0 += nb) {
     const int jb = std::min(nb, n - j0);
     ml_step_params p = step_params();
@@ -141,8 +144,7 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
     p.ld[1] = n;
     p.off[2] = L.dv;
     int symv_groups = 0;  // per matrix, of the last trd_symv
-    const bool fused = tp.panel > 0 && (o.trd_panel_max_batch <= 0 || ch.batch <= o.trd_panel_max_batch);
-    if (fused && (st = trd_panel(ch, tp, p, n, nb, L.sync + 2 * (j0 / nb)))) return st;
+    if (fused && (st = trd_panel(ch, tp, p, n, nb, L.sync))) return st;
     for (int c = 0; c <= jb && !fused; ++c) {
       const int i = j0 + c, rows = n - 1 - i;
       // Column c - 1 of W, column i (c < jb) or the panel's reflectors into A (c = jb).

@@ -22,7 +22,7 @@ struct EighLayout {
   int64_t x1 = 0, x2 = 0;  // nb x n products of the back-transformation, vectors only
   int64_t w = 0;           // eigenvalues (n)
   int64_t scratch = 0;     // the tridiagonal eigensolver's scratch
-  int64_t sync = 0;        // trd_panel's two words per panel (ticket, items done)
+  int64_t sync = 0;        // trd_panel's two words (ticket, items done), zeroed before each panel
   int64_t per = 0;         // floats of the slice
   int64_t d() const { return dv; }
   int64_t e() const { return dv + n; }
