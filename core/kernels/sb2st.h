@@ -9,6 +9,13 @@
 //   sb_sweeps   the whole chase in one launch, groups taking sweeps by tickets and waiting on
 //               the sweep before through progress words in device memory;
 //   sb_extract  d and e of the tridiagonal.
+// When operand 3 is given (p.off[3] > 0), each task also stores its reflector for the
+// back-transformation of eigenvectors: task t of sweep s at slot q = s T0 + t (T0 =
+// ml_sb_tasks(n, bw, 0)), floats [q (bw + 1), q (bw + 1) + m) hold v (v[0] = 1, m <= bw rows
+// from r0 = s + 1 + t bw) and float q (bw + 1) + bw its tau (0: H = I). The chase applies
+// each H = I - tau v v^T as A := H A H, so with H_1 .. H_N in the order the chase applied them
+// (sweeps in order, a sweep's tasks in order) the tridiagonal is T = Q2^T B Q2, Q2 = H_1 .. H_N,
+// and the band B's eigenvectors are Q2 times T's (H_N applied first).
 // Sweep s (0 <= s <= n - 3) annihilates column s below its subdiagonal; its task t reflects rows
 // J = [r0, r1), r0 = s + 1 + t bw, r1 = min(r0 + bw, n) (at least two rows), with the reflector
 // of column c0 (s for t = 0, else r0 - bw: the first column of the bulge task t - 1 made) over
@@ -59,11 +66,23 @@ ML_FN void ml_step_sb_band(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   }
 }
 
+// Slot of task t of sweep s in the reflector store (operand 3), in floats.
+ML_FN ml_i64 ml_sb_v2_slot(int n, int bw, int s, int t) {
+  return ((ml_i64)s * ((n - 2 + bw - 1) / bw) + t) * (bw + 1);
+}
+
+// Floats of the reflector store of one n x n matrix at half-width bw.
+ML_HOST_FN ml_i64 ml_sb_v2_floats(int n, int bw) {
+  return n < 3 ? 0 : (ml_i64)(n - 2) * ((n - 2 + bw - 1) / bw) * (bw + 1);
+}
+
 // Task t of sweep s on A (ld), the group's shared strip S (ld 3 bw + 1, bw columns), v (bw)
-// and red: the cross loaded, reflected from both sides, written back. Group-uniform; ends with
-// a device-memory barrier (the group's writes to A done).
+// and red: the cross loaded, reflected from both sides, written back; when store, its
+// reflector to V2 (v, then tau at V2[bw]). Group-uniform; ends with a device-memory barrier
+// (the group's writes to A done).
 ML_FN void ml_sb_task(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int s, int t,
-                      ML_SHARED float *S, ML_SHARED float *v, ML_SHARED float *red) {
+                      ML_SHARED float *S, ML_SHARED float *v, ML_SHARED float *red,
+                      ML_DEVICE float *V2, int store) {
   const int lane = ctx.lane, gs = ctx.group_size;
   const int lds = 3 * bw + 1;  // S[j * lds + i] = A[c0 + i, r0 + j]
   const int r0 = s + 1 + t * bw;
@@ -78,6 +97,10 @@ ML_FN void ml_sb_task(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int
   ml_house_t h;
   ml_house(ctx, S[0], S + lds, lds, m - 1, red, &h);
   for (int j = lane; j < m; j += gs) v[j] = j == 0 ? 1.0f : S[j * lds] * h.scale;
+  if (store) {
+    for (int j = lane; j < m; j += gs) V2[j] = j == 0 ? 1.0f : S[j * lds] * h.scale;
+    if (lane == 0) V2[bw] = h.tau;
+  }
   ml_barrier(ctx);
   if (h.tau != 0.0f) {
     const float tau = h.tau;
@@ -137,7 +160,10 @@ ML_FN void ml_step_sb_chase(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   ML_SHARED float *v = S + (3 * bw + 1) * bw;
   ML_SHARED float *red = v + bw;
   const int end = ml_imin(c * K + K, ml_sb_tasks(n, bw, s));
-  for (int t = c * K; t < end; ++t) ml_sb_task(ctx, A, ld, n, bw, s, t, S, v, red);
+  const int store = p.off[3] > 0;
+  ML_DEVICE float *V2 = ws + p.off[3] + b * p.stride[3];
+  for (int t = c * K; t < end; ++t)
+    ml_sb_task(ctx, A, ld, n, bw, s, t, S, v, red, V2 + ml_sb_v2_slot(n, bw, s, t), store);
 }
 
 // sb_sweeps: the whole chase in one launch. p.groups groups (any number: correct on any
@@ -178,7 +204,8 @@ ML_FN void ml_step_sb_sweeps(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
         while (seen < need) seen = ml_load_acquire_u32(prog - 1);
       }
       ml_barrier_device(ctx);
-      ml_sb_task(ctx, A, ld, n, bw, s, t, S, v, red);
+      ml_sb_task(ctx, A, ld, n, bw, s, t, S, v, red,
+                 ws + p.off[3] + b * p.stride[3] + ml_sb_v2_slot(n, bw, s, t), p.off[3] > 0);
       if (ctx.lane == 0) ml_store_release_u32(prog, (ml_u32)(t + 1));
     }
   }
