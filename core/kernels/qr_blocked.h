@@ -13,11 +13,12 @@
 #include "householder.h"
 #include "larft.h"
 
-// Shared floats of a panel of r rows and jb <= nb columns: the panel (odd leading dimension),
-// tau, G and T of larft.h, two reduction buffers.
+// Shared floats of a panel of r rows and jb <= nb columns with gs lanes: the panel (odd
+// leading dimension), tau, G and T of larft.h, two reduction buffers, and the fused
+// factorisation's partial sums (a row of nb per simdgroup) and row of the pivot.
 ML_HOST_FN int ml_qr_panel_shared_floats(int r, int nb, int gs) {
-  (void)gs;
-  return nb * (r | 1) + nb + ml_larft_shared_floats(nb) + ML_RED_FLOATS;
+  return nb * (r | 1) + nb + ml_larft_shared_floats(nb) + ML_RED_FLOATS +
+         ((gs + 31) / 32 + 1) * nb;
 }
 
 // Widest panel (<= nb_max, >= 1) whose rows r fit a shared budget with gs lanes.
@@ -30,6 +31,9 @@ ML_HOST_FN int ml_qr_panel_width(int r, int nb_max, int gs, int budget_floats) {
 // Flag of the panel steps (p.flags of qr_panel, tsqr_leaf, tsqr_tree): while the panel has
 // fewer columns left than warps, split each column's rows over several warps.
 #define ML_QR_SPLIT_ROWS 1
+// Flag of qr_panel: the fused factorisation (ml_qr_factor_fused) where the group is whole
+// simdgroups of 32 lanes.
+#define ML_QR_FUSED 2
 
 // Householder QR in place of the r x jb block in shared memory (column c at S + c * lds): R on
 // and above the diagonal, reflector c below it (unit diagonal implied), tau[c]. red:
@@ -108,6 +112,155 @@ ML_FN bool ml_qr_factor_shared(ML_CTX ctx, ML_SHARED float *S, int lds, int r, i
   return zero_diag;
 }
 
+// Below this sum of squares of a column's tail the fused factorisation takes the reflector's
+// scaled column for its products (a second reduction): products of an unscaled tiny column
+// with tiny trailing entries could lose digits to underflow. 2^-60.
+#define ML_QR_FUSED_MIN 8.6736174e-19f
+
+// Householder QR in place of the r x jb panel in shared memory, as ml_qr_factor_shared leaves
+// it (jb <= nb <= 64), and T of its reflectors (Ts: nb x nb, column-major, zeroed by the
+// caller), with one reduction per column. Simdgroup w owns the rows i = w (mod nw), its lane
+// l the columns l and l + 32. Column c's pass sums, per column l, the products of the
+// unscaled tail u = S[c+1:r, c] with column l: l = c gives sigma = u^T u; l > c the trailing
+// products, w_l = tau (x_l[c] + s u^T x_l) with s the reflector's scale; l < c the Gram
+// entries v_l^T v_c = v_l[c] + s v_l^T u, from which T's column c follows (LAPACK's larft
+// recurrence, a simdgroup per row of T). Every simdgroup adds the partial sums in the same
+// order, so every lane holds the same totals and the same reflector. Column c is scaled by
+// its lanes during the next column's pass (this pass's updates read it unscaled). Two
+// barriers per column; a sigma below ML_QR_FUSED_MIN scales the column first and sums again.
+// gs a multiple of 32; part: nw x nb, rowc: nb, red: ML_RED_FLOATS shared floats; tau: jb.
+// Enter after a barrier (S and Ts complete); leaves after one. Returns whether a diagonal
+// entry of R is exactly zero.
+ML_FN bool ml_qr_factor_fused(ML_CTX ctx, ML_SHARED float *S, int lds, int r, int jb, int nb,
+                              ML_SHARED float *tau, ML_SHARED float *Ts, ML_SHARED float *red,
+                              ML_SHARED float *part, ML_SHARED float *rowc) {
+  const int lane = ctx.lane, gs = ctx.group_size, nw = ml_simd_count(ctx);
+  const int w = ml_simd_id(ctx), sl = ml_simd_lane(ctx);
+  const int l0 = sl, l1 = sl + 32;  // this lane's columns
+  const bool has0 = l0 < jb, has1 = l1 < jb;
+  ML_SHARED float *x0 = S + l0 * lds;
+  ML_SHARED float *x1 = S + (has1 ? l1 : l0) * lds;
+  bool zero_diag = false;
+  float pend = 1.0f;  // the scale column c - 1 still needs
+  for (int c = 0; c <= jb; ++c) {
+    ML_SHARED float *u = S + c * lds;
+    const int i0 = c + 1 + ((w - (c + 1)) % nw + nw) % nw;  // first own row after c
+    const bool own_c = c % nw == w;
+    // Column c - 1's scale, by its lane, on its rows c.. of this simdgroup.
+    if (c > 0 && ((c - 1) & 31) == sl && pend != 1.0f) {
+      ML_SHARED float *y = S + (c - 1) * lds;
+      if (own_c && c < r) y[c] *= pend;
+      for (int i = i0; i < r; i += nw) y[i] *= pend;
+    }
+    if (c == jb) break;
+    float z0 = 0.0f, z1 = 0.0f;
+    if (has0) {
+      float a0 = 0.0f, a1 = 0.0f;
+      int i = i0;
+      for (; i + nw < r; i += 2 * nw) {
+        a0 += u[i] * x0[i];
+        a1 += u[i + nw] * x0[i + nw];
+      }
+      if (i < r) a0 += u[i] * x0[i];
+      z0 = a0 + a1;
+    }
+    if (has1) {
+      float a0 = 0.0f, a1 = 0.0f;
+      int i = i0;
+      for (; i + nw < r; i += 2 * nw) {
+        a0 += u[i] * x1[i];
+        a1 += u[i + nw] * x1[i + nw];
+      }
+      if (i < r) a0 += u[i] * x1[i];
+      z1 = a0 + a1;
+    }
+    if (has0) part[w * nb + l0] = z0;
+    if (has1) part[w * nb + l1] = z1;
+    if (own_c) {
+      if (has0) rowc[l0] = x0[c];
+      if (has1) rowc[l1] = x1[c];
+    }
+    ml_barrier(ctx);
+    float t0 = 0.0f, t1 = 0.0f;
+    for (int q = 0; q < nw; ++q) {
+      if (has0) t0 += part[q * nb + l0];
+      if (has1) t1 += part[q * nb + l1];
+    }
+    const float sigma = ml_simd_shuffle(ctx, c < 32 ? t0 : t1, c & 31);
+    const float alpha = rowc[c];
+    const float r0 = has0 ? rowc[l0] : 0.0f, r1 = has1 ? rowc[l1] : 0.0f;
+    ml_house_t h;
+    float vs;  // factor of S[c+1:r, c] in the updates
+    if (sigma >= ML_QR_FUSED_MIN) {
+      ml_house_finish(alpha, sigma, 1.0f, &h);
+      t0 = r0 + h.scale * t0;
+      t1 = r1 + h.scale * t1;
+      vs = h.scale;
+      pend = h.scale;
+    } else {  // group-uniform: every lane holds the same sigma
+      float sg = sigma, up = 1.0f;
+      if (!(sigma >= ML_HOUSE_TINY)) {
+        float s = 0.0f;
+        for (int i = c + 1 + lane; i < r; i += gs) {
+          const float x = u[i] * ML_HOUSE_UP;
+          s += x * x;
+        }
+        sg = ml_group_sum(ctx, s, red);
+        up = ML_HOUSE_UP;
+      }
+      ml_house_finish(alpha, sg, up, &h);
+      for (int i = c + 1 + lane; i < r; i += gs) u[i] *= h.scale;
+      ml_barrier(ctx);  // the scaled column visible; every lane done with part
+      z0 = 0.0f;
+      z1 = 0.0f;
+      for (int i = i0; i < r; i += nw) {
+        if (has0) z0 += u[i] * x0[i];
+        if (has1) z1 += u[i] * x1[i];
+      }
+      if (has0) part[w * nb + l0] = z0;
+      if (has1) part[w * nb + l1] = z1;
+      ml_barrier(ctx);
+      t0 = 0.0f;
+      t1 = 0.0f;
+      for (int q = 0; q < nw; ++q) {
+        if (has0) t0 += part[q * nb + l0];
+        if (has1) t1 += part[q * nb + l1];
+      }
+      t0 += r0;
+      t1 += r1;
+      vs = 1.0f;
+      pend = 1.0f;
+    }
+    zero_diag = zero_diag || h.beta == 0.0f;
+    if (lane == 0) tau[c] = h.tau;
+    // T[q, c] = -tau_c sum_{q <= l < c} T[q, l] (v_l^T v_c), a simdgroup per row q: T's rows
+    // are read and written by the same simdgroup only.
+    for (int q = w; q < c; q += nw) {
+      float s = 0.0f;
+      if (has0 && l0 >= q && l0 < c) s += Ts[l0 * nb + q] * t0;
+      if (has1 && l1 >= q && l1 < c) s += Ts[l1 * nb + q] * t1;
+      s = ml_simd_sum(ctx, s);
+      if (sl == 0) Ts[c * nb + q] = -h.tau * s;
+    }
+    if (own_c && sl == 0) Ts[c * nb + c] = h.tau;
+    // The trailing columns: x_l -= v_c w_l (v_c = [1; vs u]).
+    if (has0 && l0 > c) {
+      const float wl = h.tau * t0, f = wl * vs;
+      for (int i = i0; i < r; i += nw) x0[i] -= u[i] * f;
+      if (own_c) x0[c] -= wl;
+    }
+    if (has1 && l1 > c) {
+      const float wl = h.tau * t1, f = wl * vs;
+      for (int i = i0; i < r; i += nw) x1[i] -= u[i] * f;
+      if (own_c) x1[c] -= wl;
+    }
+    if (own_c && (c & 31) == sl) u[c] = h.beta;
+    ml_barrier(ctx);
+  }
+  ml_barrier(ctx);
+  return zero_diag;
+}
+
 // The qr_panel step's arguments by name (slots of ml_step_params, set by the host, read here):
 // the integers, and the operand numbers of off / stride / ld.
 #define ML_QRP_COL(p) ((p).i[0])     // j, the panel's first row and column
@@ -146,11 +299,17 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   ML_SHARED float *Ts = G + nb * nb;
   ML_SHARED float *red = Ts + nb * nb;
   const int warp = ml_simd_id(ctx), sl = ml_simd_lane(ctx);
+  const bool fused = (p.flags & ML_QR_FUSED) != 0 && gs % 32 == 0 && nb <= 64;
   for (int c = 0; c < jb; ++c)
     for (int i = lane; i < r; i += gs) S[c * lds + i] = P[(ml_i64)c * ld + i];
+  if (fused)
+    for (int e = lane; e < nb * nb; e += gs) Ts[e] = 0.0f;
   ml_barrier(ctx);
   const bool zero_diag =
-      ml_qr_factor_shared(ctx, S, lds, r, jb, tau, red, (p.flags & ML_QR_SPLIT_ROWS) != 0);
+      fused ? ml_qr_factor_fused(ctx, S, lds, r, jb, nb, tau, Ts, red, red + ML_RED_FLOATS,
+                                 red + ML_RED_FLOATS + nw * nb)
+            : ml_qr_factor_shared(ctx, S, lds, r, jb, tau, red,
+                                  (p.flags & ML_QR_SPLIT_ROWS) != 0);
   if (lane == 0 && zero_diag) st[2] = (float)((int)st[2] | ML_INFO_RANK_DEFICIENT);
   if (ML_QRP_TAU_AT(p) > 0)
     for (int c = lane; c < jb; c += gs)
@@ -169,6 +328,11 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
       pc[i] = x;
       vc[i] = i < c ? 0.0f : (i == c ? 1.0f : x);
     }
+  }
+  if (fused) {  // T is complete in Ts
+    ML_DEVICE float *T = ws + p.off[ML_QRP_T] + b * p.stride[ML_QRP_T];
+    for (int e = lane; e < nb * nb; e += gs) T[e] = Ts[e];
+    return;
   }
   for (int e = warp; e < jb * jb; e += nw) {  // a warp per pair q < c (warp-uniform)
     const int c = e / jb, q = e - c * jb;

@@ -74,6 +74,11 @@ struct Options {
   // chunks of up to trd_panel_max_batch matrices (0: any).
   int trd_panel_groups = 0;
   int trd_panel_max_batch = 0;
+  // QR: the one-group panels by the fused factorisation (one reduction per column, T built
+  // alongside, core/kernels/qr_blocked.h ml_qr_factor_fused; 0: a simdgroup per column), with
+  // this many lanes (0: 32 per simdgroup, about sqrt(rows) simdgroups, at most 32).
+  int qr_panel_fused = 1;
+  int qr_fused_lanes = 0;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.

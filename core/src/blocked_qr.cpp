@@ -22,6 +22,21 @@ int qr_lanes(int r, const Options &o) {
 }
 int qr_flags(const Options &o) { return o.qr_panel_split ? ML_QR_SPLIT_ROWS : 0; }
 
+// Whether the qr_panel steps take the fused factorisation (whole simdgroups of 32 lanes).
+bool fused(const Options &o) { return o.qr_panel_fused != 0 && o.max_group >= 32; }
+
+// Lanes of a qr_panel step over r rows: the fused one's simdgroups each own r / nw rows and
+// add nw partial sums per column, so about sqrt(r) of them.
+int panel_gs(int r, const Options &o) {
+  if (!fused(o)) return qr_lanes(r, o);
+  const int most = std::min(o.max_group, 1024) / 32 * 32;
+  if (o.qr_fused_lanes > 0) return std::max(32, std::min(o.qr_fused_lanes / 32 * 32, most));
+  int nw = 1;
+  while (nw < 32 && nw * nw < r) nw *= 2;
+  return std::max(32, std::min(32 * nw, most));
+}
+int panel_flags(const Options &o) { return qr_flags(o) | (fused(o) ? ML_QR_FUSED : 0); }
+
 // A panel's row blocks when spread over groups (nl = 0: one group per panel).
 struct Tsqr {
   int nl = 0, hb = 0;
@@ -75,11 +90,11 @@ QrLayout layout(const Call &c, int32_t kf, const Options &o) {
     const int r = m - static_cast<int>(j);
     const Tsqr t = tsqr_plan(r, o.nb, o);
     L.max_nl = std::max(L.max_nl, t.nl);
-    if (t.nl == 0 && ml_qr_panel_shared_floats(r, o.nb, qr_lanes(r, o)) > o.shared_floats)
+    if (t.nl == 0 && ml_qr_panel_shared_floats(r, o.nb, panel_gs(r, o)) > o.shared_floats)
       L.tsqr = false;
   }
   L.tsqr = L.tsqr && L.max_nl > 0;
-  L.nb = L.tsqr ? o.nb : ml_qr_panel_width(m, o.nb, qr_lanes(m, o), o.shared_floats);
+  L.nb = L.tsqr ? o.nb : ml_qr_panel_width(m, o.nb, panel_gs(m, o), o.shared_floats);
   // Two levels where the panels had to be narrowed (tall matrices) or the batch makes the
   // trailing products dominate (H200, outer panels of 64: qr 4096 x1 158 -> 96 ms, 2048 x8
   // 86 -> 49; but 1024 x1 8.4 -> 11.3, 2048 x1 25 -> 30: the extra steps cost one matrix more
@@ -176,12 +191,12 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
       p.ld[ML_QRP_V] = m;
       p.off[ML_QRP_T] = two ? L.tin : tp;
       p.off[ML_QRP_STAT] = L.stat;
-      p.flags = qr_flags(o);
+      p.flags = panel_flags(o);
       const Tsqr ts = L.tsqr ? tsqr_plan(r, nb, o) : Tsqr{};
       if (ts.nl > 0) {
         if ((st = tsqr_panel(ch, o, L, j, jb, ts, tp))) return st;
       } else {
-        const int pg = qr_lanes(r, o);
+        const int pg = panel_gs(r, o);
         if ((st = ch.launch(kStep_qr_panel, ch.batch, pg, ml_qr_panel_shared_floats(r, nb, pg), p)))
           return st;
       }

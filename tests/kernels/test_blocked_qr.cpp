@@ -5,7 +5,7 @@
 // caps the number of blocks. LAPACK-style ratios (docs/design.md section 7) on the hard
 // families plus zero and graded columns, NaN/Inf isolation in a batch, info bits, R against
 // the unblocked group kernel up to the signs of its rows.
-// Usage: test_blocked_qr tsqr|split
+// Usage: test_blocked_qr tsqr|split|fused
 #include "kernel_runner.h"  // first: the dialect of the kernel headers below
 
 #include "../../core/kernels/qr_householder.h"
@@ -24,9 +24,10 @@ constexpr double kAgreeLimit = 60;  // R vs the unblocked kernel, as test_blocke
 class CountingRunner final : public ml::blocked::Runner {
  public:
   kt::CpuStepRunner inner;
-  int leaves = 0;
+  int leaves = 0, fused = 0, unfused = 0;
   ml_status launch(const ml::blocked::StepLaunch &l) override {
     if (l.step == ml::blocked::kStep_tsqr_leaf) ++leaves;
+    if (l.step == ml::blocked::kStep_qr_panel) ++((l.p.flags & ML_QR_FUSED) ? fused : unfused);
     return inner.launch(l);
   }
   ml_status run(const ml::Call &c, int32_t kf, const ml::blocked::Options &o) {
@@ -105,6 +106,10 @@ void qr_case(Report &rep, Worst &worst, int m, int n, int mode, const ml::blocke
   const char *op = mode == ML_K_QR_R ? "qr-r" : mode == ML_K_QR_COMPLETE ? "qr-complete" : "qr";
   rep.expect(st == ML_OK, where(op, m, n, "run", mode));
   rep.expect((run.leaves > 0) == spread, where(op, m, n, spread ? "spread" : "not spread", 0));
+  // The one-group panels take the fused factorisation exactly when o asks for it.
+  const bool want_fused = o.qr_panel_fused != 0 && o.max_group >= 32;
+  rep.expect(want_fused ? run.unfused == 0 : run.fused == 0,
+             where(op, m, n, want_fused ? "fused panels" : "unfused panels", 0));
   std::vector<float> q0(size_t(batch) * m * qcols), r0(size_t(batch) * rrows * n);
   std::vector<int> info0(batch, -1);
   kt::QrArgs ref{{m, n, mode, 0, batch, 0}, a.data(), q0.data(), r0.data(), info0.data()};
@@ -222,6 +227,7 @@ int suite_split() {
   o.gemm_lanes = 4;
   o.max_group = 128;
   o.qr_panel_split = 1;
+  o.qr_panel_fused = 0;  // the split applies to the unfused factorisation
   const int shapes[][3] = {{70, 23, ML_K_QR_REDUCED}, {40, 57, ML_K_QR_COMPLETE}};
   for (auto &s : shapes) {
     kt::Timer t("qr split", s[0], s[1], o.max_group);
@@ -250,12 +256,59 @@ int suite_split() {
   return rep.failures ? 1 : 0;
 }
 
+// The fused panel factorisation (core/kernels/qr_blocked.h ml_qr_factor_fused) with 1..4
+// simdgroups (rows dealt round-robin, so owned rows start anywhere), panels of 8, 16 and 40
+// columns (a lane owning two columns), one-group and narrowed panels, against the same
+// families with the fused factorisation off; graded and zero columns take its second
+// reduction.
+int suite_fused() {
+  Report rep;
+  Worst worst;
+  std::mt19937_64 rng(37);
+  struct Case {
+    int m, n, mode, nb, lanes;
+  };
+  const Case cases[] = {{70, 23, ML_K_QR_REDUCED, 8, 32},   {40, 57, ML_K_QR_COMPLETE, 16, 64},
+                        {97, 45, ML_K_QR_REDUCED, 40, 96},  {130, 70, ML_K_QR_REDUCED, 16, 128},
+                        {64, 64, ML_K_QR_R, 40, 64},        {33, 90, ML_K_QR_REDUCED, 8, 128}};
+  for (const Case &x : cases) {
+    ml::blocked::Options o;
+    o.nb = x.nb;
+    o.gemm_lanes = 4;
+    o.max_group = 128;
+    o.qr_fused_lanes = x.lanes;
+    kt::Timer t("qr fused", x.m, x.n, x.lanes);
+    qr_case(rep, worst, x.m, x.n, x.mode, o, false, rng);
+  }
+  // Lanes from the rows (sqrt(r) simdgroups), and a shared budget that narrows the panels
+  // (two levels).
+  ml::blocked::Options a;
+  a.nb = 16;
+  a.gemm_lanes = 4;
+  a.max_group = 256;
+  qr_case(rep, worst, 120, 50, ML_K_QR_REDUCED, a, false, rng);
+  ml::blocked::Options narrow = a;
+  narrow.max_group = 64;
+  narrow.shared_floats = ml_qr_panel_shared_floats(100, 6, 64);
+  qr_case(rep, worst, 100, 40, ML_K_QR_COMPLETE, narrow, false, rng);
+  ml::blocked::Options off = a;
+  off.max_group = 64;
+  off.qr_panel_fused = 0;
+  qr_case(rep, worst, 70, 23, ML_K_QR_REDUCED, off, false, rng);
+  std::printf(
+      "fused: %d checks, %d failures; worst |A-QR| %.3g, |I-Q^TQ| %.3g, R vs unblocked "
+      "%.3g (limits %g, %g)\n",
+      rep.checks, rep.failures, worst.resid, worst.orth, worst.agree, kQrLimit, kAgreeLimit);
+  return rep.failures ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
   const std::string s = argc > 1 ? argv[1] : "";
   if (s == "tsqr") return suite_tsqr();
   if (s == "split") return suite_split();
-  std::fprintf(stderr, "usage: test_blocked_qr tsqr|split\n");
+  if (s == "fused") return suite_fused();
+  std::fprintf(stderr, "usage: test_blocked_qr tsqr|split|fused\n");
   return 2;
 }
