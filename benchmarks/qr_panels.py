@@ -30,8 +30,20 @@ _S = "METAL_LINALG_BLOCKED_QR_PANEL_SPLIT"
 _L = "METAL_LINALG_BLOCKED_QR_PANEL_LANES"
 _F = "METAL_LINALG_BLOCKED_SVD_FIX_LANES"
 _M = "METAL_LINALG_BLOCKED_QR_TSQR_MIN_ROWS"
+_U = "METAL_LINALG_BLOCKED_QR_PANEL_FUSED"
+_UL = "METAL_LINALG_BLOCKED_QR_FUSED_LANES"
+_O = "METAL_LINALG_BLOCKED_QR_OUTER_MIN_BATCH"
 # name: (op, environment); a variant sets every option it names, the rest as built.
 VARIANTS = {
+    # The one-group panels by the fused factorisation (as built) or a warp per column (unfused),
+    # the rest of the options as built; then the fused panels without spread panels, with two
+    # levels at every batch, with 512 lanes.
+    "fused": ("qr", {}),
+    "unfused": ("qr", {_U: "0"}),
+    "fused_notsqr": ("qr", {_T: "0"}),
+    "fused_outer1": ("qr", {_O: "1"}),
+    "fused_outer1_notsqr": ("qr", {_O: "1", _T: "0"}),
+    "fused_l512": ("qr", {_UL: "512"}),
     "old": ("qr", {_T: "0", _S: "0", _L: "0"}),
     "split": ("qr", {_T: "0", _S: "1", _L: "0"}),
     "split1024": ("qr", {_T: "0", _S: "1", _L: "1024"}),
@@ -81,6 +93,8 @@ def worker(variant: str) -> None:
     op = VARIANTS[variant][0]
     out = []
     for m, n, b in QR_POINTS if op == "qr" else SVD_POINTS:
+        if variant == "torch" and b >= 64 and m * n >= 1 << 20:
+            continue  # a loop over the batch: seconds
         g = torch.Generator(device="cuda").manual_seed(m * 7 + n + b)
         a = torch.randn(b, m, n, device="cuda", generator=g)
         if variant == "torch":
@@ -152,15 +166,19 @@ def main() -> None:
     ap.add_argument("--slug", default="nvidia-h200-qr")
     ap.add_argument("--worker")
     ap.add_argument("--only", help="comma-separated variants")
+    ap.add_argument("--points", help="QR points instead of the default, e.g. 1024x1024x1,512x512x64")
     args = ap.parse_args()
+    if args.points:
+        QR_POINTS[:] = [tuple(int(v) for v in p.split("x")) for p in args.points.split(",")]
     if args.worker:
         worker(args.worker)
         return
     names_run = args.only.split(",") if args.only else list(VARIANTS)
     rows = []
     for v in names_run:
+        extra = ["--points", args.points] if args.points else []
         p = subprocess.run(
-            [sys.executable, __file__, "--out", args.out, "--worker", v],
+            [sys.executable, __file__, "--out", args.out, "--worker", v, *extra],
             check=False,
             env={**os.environ, **VARIANTS[v][1]},
             stdout=subprocess.PIPE,
@@ -211,7 +229,9 @@ def main() -> None:
                 by[(op, m, n, b, v)] for v in names if v not in peers and (op, m, n, b, v) in by
             ]
             peer = [by[(op, m, n, b, v)]["best_ms"] for v in peers if (op, m, n, b, v) in by]
-            old = by.get((op, m, n, b, "old" if op == "qr" else "svd_old"))
+            old = by.get((op, m, n, b, "unfused")) or by.get(
+                (op, m, n, b, "old" if op == "qr" else "svd_old")
+            )
             best = min(ours, key=lambda r: r["best_ms"]) if ours else None
             bo = f"{best['variant']}" if best else "-"
             vo = f"{old['best_ms'] / best['best_ms']:.2f}x" if best and old else "-"

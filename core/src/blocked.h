@@ -79,6 +79,9 @@ struct Options {
   // this many lanes (0: 32 per simdgroup, about sqrt(rows) simdgroups, at most 32).
   int qr_panel_fused = 1;
   int qr_fused_lanes = 0;
+  // QR: two levels (outer panels of nb_outer columns) from this batch even where the panels
+  // need no narrowing.
+  int qr_outer_min_batch = 8;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.

@@ -99,7 +99,7 @@ QrLayout layout(const Call &c, int32_t kf, const Options &o) {
   // trailing products dominate (H200, outer panels of 64: qr 4096 x1 158 -> 96 ms, 2048 x8
   // 86 -> 49; but 1024 x1 8.4 -> 11.3, 2048 x1 25 -> 30: the extra steps cost one matrix more
   // than the halved passes save).
-  const bool outer = !L.tsqr && (L.nb < o.nb || c.batch >= 8);
+  const bool outer = !L.tsqr && (L.nb < o.nb || c.batch >= o.qr_outer_min_batch);
   L.NB = outer && L.nb < o.nb_outer && L.k > L.nb ? std::min(o.nb_outer, 64) : L.nb;
   L.np = (L.k + L.NB - 1) / L.NB;
   Slice s;
