@@ -225,6 +225,8 @@ const blocked::Options &blocked_options() {
       x.qr_panel_fused = std::atoi(v) != 0;
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_FUSED_LANES"))
       x.qr_fused_lanes = std::max(0, std::atoi(v));
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_ROW_LARFT"))
+      x.qr_row_larft = std::atoi(v) != 0;
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_OUTER_MIN_BATCH"))
       x.qr_outer_min_batch = std::max(1, std::atoi(v));
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_SVD_FIX_LANES"))

@@ -347,4 +347,66 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   ml_larft_from_gram(ctx, G, tau, jb, nb, Ts, ws + p.off[ML_QRP_T] + b * p.stride[ML_QRP_T]);
 }
 
+// Shared floats of qr_larft: G (nb x nb, ld nb + 1), the top block's strictly lower part
+// (nb x nb), tau.
+ML_HOST_FN int ml_qr_larft_shared_floats(int nb) { return nb * (nb + 1) + nb * nb + nb; }
+
+// qr_larft: T of jb <= nb <= 64 reflectors from G = V^T V formed by a product in T's slot, as
+// larft_gram (larft.h: the same arguments and operands, the top block's part of G added
+// here), with the recurrence by rows: T[q, c] = -tau_c sum_{q <= l < c} T[q, l] G[l, c]
+// involves row q of T only, so a simdgroup takes row q in its lanes' registers (lane l:
+// columns l and l + 32) and walks c with one simdgroup sum per entry and no group barrier
+// (larft_gram's recurrence takes a barrier per column and a lane per row walking its row
+// serially). Group size a multiple of 32; shared ml_qr_larft_shared_floats(nb).
+ML_FN void ml_step_qr_larft(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
+                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
+                            ML_DEVICE float *o2, ML_DEVICE int *info) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const ml_i64 b = ctx.group_id;
+  const int r = p.m, jb = ML_LARFT_COUNT(p), nb = ML_LARFT_LDT(p), ldv = p.ld[ML_LARFT_V];
+  const int has_g = ML_LARFT_HAS_G(p);
+  const int top = jb < r ? jb : r;
+  ML_DEVICE const float *V = ws + p.off[ML_LARFT_V] + b * p.stride[ML_LARFT_V];
+  ML_DEVICE const float *tau = ws + p.off[ML_LARFT_TAU] + b * p.stride[ML_LARFT_TAU];
+  ML_DEVICE float *GT = ws + p.off[ML_LARFT_T] + b * p.stride[ML_LARFT_T];
+  const int ldg = nb + 1;
+  ML_SHARED float *G = ctx.scratch;  // G[l * ldg + c] = V[:, l]^T V[:, c], l < c
+  ML_SHARED float *Lt = G + nb * ldg;
+  ML_SHARED float *ts = Lt + nb * nb;
+  const int lane = ctx.lane, gs = ctx.group_size;
+  for (int c = lane; c < jb; c += gs) ts[c] = tau[c];
+  for (int e = lane; e < jb * jb; e += gs) {
+    const int c = e / jb, i = e - c * jb;
+    Lt[c * nb + i] = (i > c && i < top) ? V[(ml_i64)c * ldv + i] : 0.0f;
+    G[c * ldg + i] = has_g ? GT[c * nb + i] : 0.0f;
+  }
+  ml_barrier(ctx);
+  // G[q, c] += V[c, q] + sum over rows c+1 .. top-1 of V[i, q] V[i, c] (V[c, c] = 1).
+  for (int e = lane; e < jb * jb; e += gs) {
+    const int c = e / jb, q = e - c * jb;
+    if (q >= c || c >= top) continue;
+    float s = Lt[q * nb + c];
+    for (int i = c + 1; i < top; ++i) s += Lt[q * nb + i] * Lt[c * nb + i];
+    G[q * ldg + c] += s;
+  }
+  ml_barrier(ctx);  // G complete; GT read in full
+  const int w = ml_simd_id(ctx), nw = ml_simd_count(ctx), sl = ml_simd_lane(ctx);
+  for (int q = w; q < nb; q += nw) {  // simdgroup-uniform
+    float t0 = sl == q && q < jb ? ts[q] : 0.0f;
+    float t1 = sl + 32 == q && q < jb ? ts[q] : 0.0f;
+    for (int c = q + 1; c < jb; ++c) {
+      float s = 0.0f;
+      if (sl >= q && sl < c) s += t0 * G[sl * ldg + c];
+      if (sl + 32 >= q && sl + 32 < c) s += t1 * G[(sl + 32) * ldg + c];
+      s = ml_simd_sum(ctx, s);
+      const float v = -ts[c] * s;
+      if (c < 32 && sl == c) t0 = v;
+      if (c >= 32 && sl + 32 == c) t1 = v;
+    }
+    if (sl < nb) GT[sl * nb + q] = t0;
+    if (sl + 32 < nb) GT[(sl + 32) * nb + q] = t1;
+  }
+}
+
 #endif  // ML_KERNELS_QR_BLOCKED_H

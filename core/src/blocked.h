@@ -82,6 +82,9 @@ struct Options {
   // QR: two levels (outer panels of nb_outer columns) from this batch even where the panels
   // need no narrowing.
   int qr_outer_min_batch = 8;
+  // QR: T of an outer panel by the qr_larft step (T's rows a simdgroup each, no barrier per
+  // column; 0: larft_gram, larft.h).
+  int qr_row_larft = 1;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.

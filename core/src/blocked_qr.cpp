@@ -62,6 +62,33 @@ Tsqr tsqr_plan(int r, int nb, const Options &o) {
   return t;
 }
 
+// T (nb x nb at t, ld nb) of an outer panel's jb reflectors (r rows at v, ld ldv; taus at
+// tau): G by the product below the top block, as larft() forms it, then qr_larft (T's rows a
+// simdgroup each, core/kernels/qr_blocked.h) or larft()'s own step.
+ml_status outer_t(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t tau, int r,
+                  int jb, int nb, int64_t t, int64_t part, int64_t part_floats) {
+  const int most = std::min(o.max_group, 1024) / 32 * 32;
+  if (!o.qr_row_larft || most < 32 || nb > 64)
+    return larft(ch, o, v, ldv, tau, r, jb, nb, t, panel_lanes(r, o), part, part_floats);
+  const int below = r - jb;
+  if (below > 0) {
+    if (ml_status st = gemm(ch, o, ML_GEMM_TRANS_A, jb, jb, below, 1.0f, v + jb, ldv, v + jb, ldv,
+                            0.0f, t, nb, part, part_floats))
+      return st;
+  }
+  ml_step_params p = step_params();
+  p.m = r;
+  ML_LARFT_COUNT(p) = jb;
+  ML_LARFT_LDT(p) = nb;
+  ML_LARFT_HAS_G(p) = below > 0 ? 1 : 0;
+  p.off[ML_LARFT_V] = v;
+  p.ld[ML_LARFT_V] = ldv;
+  p.off[ML_LARFT_TAU] = tau;
+  p.off[ML_LARFT_T] = t;
+  const int lanes = std::min(most, 32 * nb);
+  return ch.launch(kStep_qr_larft, ch.batch, lanes, ml_qr_larft_shared_floats(nb), p);
+}
+
 struct QrLayout {
   int64_t m, n, k, kq, rrows, np;
   int nb;  // panel width: o.nb, or narrower so that the first (tallest) panel fits shared memory
@@ -206,8 +233,8 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
     }
     if (!two) continue;
     // T of the outer panel's JB reflectors, then the trailing columns at k = JB.
-    if ((st = larft(ch, o, L.v + static_cast<int64_t>(J) * m + J, m, L.tau + J, m - J, JB, NB, tp,
-                    panel_lanes(m - J, o), L.part, L.part_floats)))
+    if ((st = outer_t(ch, o, L.v + static_cast<int64_t>(J) * m + J, m, L.tau + J, m - J, JB, NB,
+                      tp, L.part, L.part_floats)))
       return st;
     if ((st = update(J, JB, tp, NB, J + JB, n - J - JB))) return st;
   }

@@ -295,6 +295,16 @@ int suite_fused() {
   off.max_group = 64;
   off.qr_panel_fused = 0;
   qr_case(rep, worst, 70, 23, ML_K_QR_REDUCED, off, false, rng);
+  // The outer panels' T by larft_gram instead of qr_larft, and outer panels of 40 (T's rows
+  // across both register slots of qr_larft at 64) with 96 lanes (3 rows per simdgroup).
+  off = a;
+  off.qr_row_larft = 0;
+  qr_case(rep, worst, 90, 70, ML_K_QR_REDUCED, off, false, rng);
+  ml::blocked::Options outer = a;
+  outer.nb = 8;
+  outer.nb_outer = 40;
+  outer.max_group = 96;
+  qr_case(rep, worst, 90, 70, ML_K_QR_COMPLETE, outer, false, rng);
   std::printf(
       "fused: %d checks, %d failures; worst |A-QR| %.3g, |I-Q^TQ| %.3g, R vs unblocked "
       "%.3g (limits %g, %g)\n",
