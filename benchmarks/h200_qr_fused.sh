@@ -8,7 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench-out}
 BUDGET=${BUDGET:-190}
-VARIANTS=${VARIANTS:-fused,torch,unfused,fused_outer1,fused_outer1_notsqr,fused_notsqr,fused_l512}
+VARIANTS=${VARIANTS:-fused,torch,baseline,fused_outer1,fused_outer1_notsqr,fused_notsqr,fused_gramlarft,fused_l512}
 POINTS=${POINTS:-1024x1024x1,2048x2048x1,4096x4096x1,4096x1024x1,3000x500x1,512x1024x1,1024x1024x8,512x512x64,256x256x1,512x512x1,1024x512x1}
 PROFILE=${PROFILE:-qr:1024x1024x1 qr:4096x4096x1}
 mkdir -p "$OUT"

@@ -44,6 +44,8 @@ VARIANTS = {
     "fused_outer1": ("qr", {_O: "1"}),
     "fused_outer1_notsqr": ("qr", {_O: "1", _T: "0"}),
     "fused_l512": ("qr", {_UL: "512"}),
+    "fused_gramlarft": ("qr", {"METAL_LINALG_BLOCKED_QR_ROW_LARFT": "0"}),
+    "baseline": ("qr", {_U: "0", "METAL_LINALG_BLOCKED_QR_ROW_LARFT": "0"}),
     "old": ("qr", {_T: "0", _S: "0", _L: "0"}),
     "split": ("qr", {_T: "0", _S: "1", _L: "0"}),
     "split1024": ("qr", {_T: "0", _S: "1", _L: "1024"}),
@@ -229,7 +231,7 @@ def main() -> None:
                 by[(op, m, n, b, v)] for v in names if v not in peers and (op, m, n, b, v) in by
             ]
             peer = [by[(op, m, n, b, v)]["best_ms"] for v in peers if (op, m, n, b, v) in by]
-            old = by.get((op, m, n, b, "unfused")) or by.get(
+            old = by.get((op, m, n, b, "baseline")) or by.get(
                 (op, m, n, b, "old" if op == "qr" else "svd_old")
             )
             best = min(ours, key=lambda r: r["best_ms"]) if ours else None
