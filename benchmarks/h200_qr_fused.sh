@@ -19,12 +19,20 @@ mkdir -p "$site"
 for w in ../../.whl/*.whl .whl/*.whl; do
   [ -f "$w" ] && python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$w"
 done
-echo "== building the torch package"
 b0=$SECONDS
-CMAKE_BUILD_PARALLEL_LEVEL=16 python3 -m pip install -q --no-build-isolation --no-deps \
-  --target "$site" ./python-torch -C cmake.define.ML_BUILD_CUDA=ON \
-  -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90-real -C build-dir=/tmp/b 2>&1 | tail -20
-echo "== build took $((SECONDS - b0)) s"
+if [ -f .devlib/libmetal_linalg.so ]; then  # a core library prebuilt for sm_90
+  echo "== prebuilt core library"
+  cp -r python-torch/metal_linalg_torch "$site/"
+  cp -r python-shared/_shared "$site/metal_linalg_torch/_shared"
+  cp .devlib/libmetal_linalg.so "$site/metal_linalg_torch/"
+else
+  echo "== building the torch package"
+  CMAKE_BUILD_PARALLEL_LEVEL=16 python3 -m pip install -q --no-build-isolation --no-deps \
+    --target "$site" ./python-torch -C cmake.define.ML_BUILD_CUDA=ON \
+    -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90-real -C build-dir=/tmp/b \
+    -C build.tool-args=-j16 2>&1 | tail -20
+fi
+echo "== ready after $((SECONDS - b0)) s"
 export PYTHONPATH=$site
 python3 -c 'import sys, metal_linalg_torch as m; sys.exit(0 if m._lib.lib.ml_backend_available(b"cuda") else 1)' ||
   { echo "CUDA backend unusable"; exit 1; }
