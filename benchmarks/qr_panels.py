@@ -1,5 +1,7 @@
 """Blocked QR and SVD on one CUDA device, variants of the panels against torch.linalg (and CuPy for
-QR) in one run. QR: one group per panel (old), its columns' rows split over several warps (split,
+QR) in one run. QR with the fused one-group panels (fused, as built; baseline: unfused panels and
+larft_gram; unfused; _notsqr: no spread panels; _outer1: two levels at every batch; _l512: 512
+lanes; _gramlarft: outer T by larft_gram), --points to pick the QR points. QR: one group per panel (old), its columns' rows split over several warps (split,
 1024 lanes for panels of >= 1024 rows: split1024), panels spread over many groups (tsqr,
 core/kernels/qr_tsqr.h, row blocks of 256 or 512 rows), both. SVD: brd_tgk_fix's projections a
 lane per column (old) or a warp per column with 1024 lanes (fix). The blocked options are read
