@@ -57,12 +57,14 @@ struct BandLayout {
   int64_t tau = 0, qstat = 0;  // inner panels' tau; the panels' (ignored) rank bits
   int64_t part = 0, part_floats = 0;  // split-k partials
   int64_t w = 0, scratch = 0, per = 0;  // eigenvalues, the solver's scratch, floats of the slice
-  // eigh (vectors): stage 1's panels kept, V of panel p (n x bw, ld n) at vq + p n bw and its
-  // T (bw x bw, ld bw) at tq + p bw bw; the chase's reflectors (sb2st.h's store) at v2, the T
-  // of their blocks of k2 sweeps (sb2st_back.h) at t2; the eigenvectors Z (n x n) at z.
+  // eigh (vectors): stage 1's reflectors kept, reflector c (of A's rows c + bw ..) in column c
+  // of vq (n x n, ld n, unit lower trapezoidal: row i for A's row i + bw), taus at tauq; the T
+  // of blocks of q1w of them (q1w x q1w each) at tq and the products' q1w x n buffers xq1, xq2
+  // of their application; the chase's reflectors (sb2st.h's store) at v2, the T of their
+  // blocks of k2 sweeps (sb2st_back.h) at t2; the eigenvectors Z (n x n) at z.
   bool vectors = false;
-  int k2 = 0, panels = 0;
-  int64_t vq = 0, tq = 0, v2 = 0, t2 = 0, z = 0;
+  int k2 = 0, panels = 0, q1w = 0;
+  int64_t vq = 0, tauq = 0, tq = 0, xq1 = 0, xq2 = 0, v2 = 0, t2 = 0, z = 0;
 };
 
 // Whether c runs by two stages under o (eigvalsh from o.eigh_two_stage_min_n, eigh from
@@ -82,7 +84,7 @@ ml_status sb2st(Runner &r, int64_t first, int64_t batch, const Options &o, const
 // With L.vectors (stage 1's panels and the chase's reflectors kept), Z (n x ncols, ld ldz, at
 // workspace offset z of each slice): sb2st_back Z := Q2 Z (sb2st_back.h: T of the reflector
 // blocks, then a launch per wavefront of blocks), sy2sb_back Z := Q1 Z (the panels' block
-// reflectors, the last first, by larfb(); L.x1, L.x as its bw x ncols buffers, ncols <= n).
+// reflectors in blocks of L.q1w, T by larft(), the last block first, by larfb(); ncols <= n).
 ml_status sb2st_back(Runner &r, int64_t first, int64_t batch, const Options &o,
                      const BandLayout &L, int64_t z, int ldz, int ncols);
 ml_status sy2sb_back(Runner &r, int64_t first, int64_t batch, const Options &o,

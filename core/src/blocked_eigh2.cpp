@@ -101,8 +101,14 @@ BandLayout band_layout(int n, int64_t batch, int64_t solver_floats, const Option
     L.vectors = true;
     L.panels = n - bw >= 2 ? (n - bw - 2) / L.bw + 1 : 0;
     L.k2 = std::max(1, back_sweeps(L.bw, o));
-    L.vq = s.add(nn * bw * L.panels);
-    L.tq = s.add(bw * bw * L.panels);
+    const int q1 = o.eigh_back_q1 > 0 ? std::min(o.eigh_back_q1, 64) : 64;
+    L.q1w = std::max(L.bw, q1 / L.bw * L.bw);
+    const int64_t q1w = L.q1w;
+    L.vq = s.add(nn * nn);
+    L.tauq = s.add(nn);
+    L.tq = s.add((nn + q1w - 1) / q1w * q1w * q1w);
+    L.xq1 = s.add(q1w * nn);
+    L.xq2 = s.add(q1w * nn);
     L.v2 = s.add(ml_sb_v2_floats(n, L.bw));
     L.t2 = s.add(ml_sbb_t_floats(n, L.bw, L.k2));
     L.z = s.add(nn * nn);
@@ -118,13 +124,25 @@ ml_status sy2sb(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
   ml_status st;
   const int tri = kf == ML_K_UPPER ? ML_STEP_TRI_UPPER : ML_STEP_TRI_LOWER;
   if ((st = load_input(ch, o, n, n, tri, L.stat, L.a))) return st;
+  if (L.vectors) {
+    // The panels' reflectors kept for eigh: all of them one unit lower trapezoidal n x n
+    // matrix (L.vq, reflector c at column c from row c, row i standing for row i + bw of A),
+    // the identity first so that the zeros above each panel are there; their taus at L.tauq.
+    ml_step_params p = step_params();
+    p.m = n;
+    p.n = n;
+    p.off[0] = L.vq;
+    p.ld[0] = n;
+    if ((st = ch.launch(kStep_eye, ch.batch * n, plain_lanes(o), 0, p))) return st;
+  }
   // Panel W' = A[j0 + bw:n, j0:j0 + bw] (m rows, ld n); its kb = min(bw, m - 1) reflectors in V
   // (m x kb, ld n), T (ld bw). Panel columns after kb (the last panel) only get H^T from the left.
   for (int j0 = 0; n - j0 - bw >= 2; j0 += bw) {
     const int m = n - j0 - bw, kb = std::min(bw, m - 1);
-    // The panel's V and T: kept per panel for eigh's back-transformation, else one buffer.
-    const int64_t pv = L.vectors ? L.vq + static_cast<int64_t>(j0 / bw) * n * bw : L.v;
-    const int64_t pt = L.vectors ? L.tq + static_cast<int64_t>(j0 / bw) * bw * bw : L.t;
+    // The panel's V: in L.vq for eigh's back-transformation, else one buffer; its taus.
+    const int64_t pv = L.vectors ? L.vq + static_cast<int64_t>(j0) * n + j0 : L.v;
+    const int64_t pt = L.t;
+    const int64_t ptau = L.vectors ? L.tauq + j0 : L.tau;
     const int64_t wp = L.a + static_cast<int64_t>(j0) * n + j0 + bw;
     const int pg = panel_lanes(m, o);
     const int nbq = ml_qr_panel_width(m, bw, pg, o.shared_floats);
@@ -145,7 +163,7 @@ ml_status sy2sb(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
       ML_QRP_COL(p) = j;
       ML_QRP_WIDTH(p) = jb;
       ML_QRP_LDT(p) = two ? nbq : bw;
-      ML_QRP_TAU_AT(p) = two ? static_cast<int>(L.tau) : 0;
+      ML_QRP_TAU_AT(p) = two || L.vectors ? static_cast<int>(ptau) : 0;
       p.off[ML_QRP_W] = wp;
       p.ld[ML_QRP_W] = n;
       p.off[ML_QRP_V] = pv;
@@ -157,7 +175,7 @@ ml_status sy2sb(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
       if ((st = update(j, jb, two ? L.tin : pt, two ? nbq : bw, j + jb))) return st;
     }
     if (two) {
-      if ((st = larft(ch, o, pv, n, L.tau, m, kb, bw, pt, pg, L.part, L.part_floats))) return st;
+      if ((st = larft(ch, o, pv, n, ptau, m, kb, bw, pt, pg, L.part, L.part_floats))) return st;
     }
     // The trailing matrix A22 (m x m, ld n) from both sides.
     const int64_t a22 = wp + static_cast<int64_t>(bw) * n;
@@ -286,13 +304,22 @@ ml_status sy2sb_back(Runner &r, int64_t first, int64_t batch, const Options &o,
   const int n = L.n, bw = L.bw;
   if (!L.vectors) return fail(ML_RUNTIME_ERROR, "two-stage eigh", "no panels kept");
   if (ncols > n) return fail(ML_INVALID_ARGUMENT, "two-stage eigh", "%d columns", ncols);
-  // Z = P_0 (P_1 (.. (P_last Z))), panel p's block reflector on rows p bw + bw .. n - 1.
-  for (int pi = L.panels - 1; pi >= 0; --pi) {
-    const int j0 = pi * bw, m = n - j0 - bw, kb = std::min(bw, m - 1);
-    const BlockReflector h{L.vq + static_cast<int64_t>(pi) * n * bw, n,
-                           L.tq + static_cast<int64_t>(pi) * bw * bw, bw, m, kb};
-    if (ml_status st = larfb(ch, o, h, false, z + j0 + bw, ldz, ncols,
-                             LarfbWork{L.x1, L.x, bw, L.part, L.part_floats}))
+  // Reflector c (0 <= c < nr) acts on rows c + bw .. n - 1; Q1 = H_0 .. H_{nr - 1}, applied
+  // to Z in blocks of q1w reflectors (several panels: T by larft over the block), the last
+  // block first: Z = B_0 (B_1 (.. (B_last Z))).
+  const int last = L.panels - 1;
+  const int nr = last < 0 ? 0 : last * bw + std::min(bw, n - last * bw - bw - 1);
+  const int q = L.q1w;
+  ml_status st;
+  for (int c0 = (nr - 1) / q * q; c0 >= 0 && nr > 0; c0 -= q) {
+    const int count = std::min(q, nr - c0), m = n - c0 - bw;
+    const int64_t v = L.vq + static_cast<int64_t>(c0) * n + c0;
+    const int64_t t = L.tq + static_cast<int64_t>(c0 / q) * q * q;
+    const BlockReflector h{v, n, t, q, m, count};
+    if ((st = larft(ch, o, v, n, L.tauq + c0, m, count, q, t, panel_lanes(m, o), L.part,
+                    L.part_floats)) ||
+        (st = larfb(ch, o, h, false, z + c0 + bw, ldz, ncols,
+                    LarfbWork{L.xq1, L.xq2, q, L.part, L.part_floats})))
       return st;
   }
   return ML_OK;

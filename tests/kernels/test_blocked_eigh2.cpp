@@ -210,8 +210,8 @@ void eigh2_case(Report &rep, double &worst, int n, int uplo, const ml::blocked::
   std::vector<float> w(size_t(batch) * n, -7.f), v(size_t(batch) * n * n, -7.f);
   std::vector<int> info(batch, -1);
   char buf[160];
-  std::snprintf(buf, sizeof buf, "eigh2 n%d %s bw%d k%d chase%d", n,
-                uplo == ML_K_LOWER ? "L" : "U", o.eigh_band, o.eigh_back_sweeps,
+  std::snprintf(buf, sizeof buf, "eigh2 n%d %s bw%d k%d q1 %d chase%d", n,
+                uplo == ML_K_LOWER ? "L" : "U", o.eigh_band, o.eigh_back_sweeps, o.eigh_back_q1,
                 o.eigh_chase_tasks);
   const std::string at0 = buf;
   kt::Timer timer("eigh2", n, n, o.max_group);
@@ -261,7 +261,13 @@ int suite_eigh2() {
   // budget (two-level QR panels), one matrix per chunk.
   eigh2_case(rep, worst, 2, ML_K_LOWER, small_two_stage(4, 0, 0), rng, true);
   eigh2_case(rep, worst, 13, ML_K_UPPER, small_two_stage(4, 0, 0), rng, true);
-  eigh2_case(rep, worst, 40, ML_K_LOWER, small_two_stage(4, 3, 5), rng, false);
+  // Stage 1's reflectors in blocks of one and of two panels.
+  ml::blocked::Options q1 = small_two_stage(4, 3, 5);
+  q1.eigh_back_q1 = 9;
+  eigh2_case(rep, worst, 40, ML_K_LOWER, q1, rng, false);
+  q1.eigh_back_q1 = 4;
+  q1.eigh_back_sweeps = 0;
+  eigh2_case(rep, worst, 23, ML_K_UPPER, q1, rng, false);
   ml::blocked::Options wave = small_two_stage(8, 0, 16);
   wave.eigh_chase_tasks = 2;
   eigh2_case(rep, worst, 53, ML_K_UPPER, wave, rng, false);
