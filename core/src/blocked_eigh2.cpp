@@ -9,6 +9,12 @@
 // ceil((n - 2) / bw) panels: about 9 np (12 np for rows past shared memory) + 1 for stage 1;
 // for stage 2, 2 when the chase runs in one launch (sb_sweeps, o.eigh_chase_tasks = 0), else
 // about q n + n / (K bw) + 2 (q = 3 for K = 1 task per launch, q = 2 for K = 2).
+// eigh (with eigenvectors) runs the same stages keeping both stages' reflectors (stage 1's as one
+// unit lower trapezoidal matrix with their taus, the chase's in its store), the tridiagonal
+// eigensolver with vectors, then Z := Q2 Z (sb2st_back.h: a launch for the T of the chase's
+// reflector blocks, then one per wavefront of blocks, G + T0 - 1 for G = ceil((n - 2) / k) groups
+// of k sweeps and T0 = ceil((n - 2) / bw) tasks) and Z := Q1 Z (blocks of up to 64 of stage 1's
+// reflectors: larft, then larfb's three products, the last block first).
 #include "blocked_eigh.h"
 #include "blocked_impl.h"
 #include "blocked_tridiag.h"
