@@ -40,23 +40,24 @@ int chase_lanes(int bw, const Options &o) {
 namespace {
 
 // Sweeps per block of the chase's back-transformation: o.eigh_back_sweeps (0: bw), fewer
-// until sb_back_t and sb_back (one column) fit shared memory; 0 when none does.
+// until sb_back_t and sb_back (4 columns) fit shared memory; 0 when none does.
 int back_sweeps(int bw, const Options &o) {
+  const auto fits = [&](int k) {
+    return ml_sbb_t_shared_floats(bw, k) <= o.shared_floats &&
+           ml_sbb_shared_floats(bw, k, ML_SBB_TILE) <= o.shared_floats;
+  };
   int k = o.eigh_back_sweeps > 0 ? std::min(o.eigh_back_sweeps, 64) : bw;
-  while (k > 1 && (ml_sbb_t_shared_floats(bw, k) > o.shared_floats ||
-                   ml_sbb_shared_floats(bw, k, 1) > o.shared_floats))
-    --k;
-  return ml_sbb_t_shared_floats(bw, k) <= o.shared_floats &&
-                 ml_sbb_shared_floats(bw, k, 1) <= o.shared_floats
-             ? k
-             : 0;
+  while (k > 1 && !fits(k)) --k;
+  return fits(k) ? k : 0;
 }
 
-// Columns of Z per group of sb_back: o.eigh_back_cols (0: 32), halved while short of shared
-// memory.
+// Columns of Z per group of sb_back: o.eigh_back_cols (0: 64) rounded down to a multiple of
+// the tile (4), halved while short of shared memory.
 int back_cols(int bw, int k, const Options &o) {
-  int nc = o.eigh_back_cols > 0 ? o.eigh_back_cols : 32;
-  while (nc > 1 && ml_sbb_shared_floats(bw, k, nc) > o.shared_floats) nc /= 2;
+  const int t = ML_SBB_TILE;
+  int nc = std::max(t, (o.eigh_back_cols > 0 ? std::min(o.eigh_back_cols, 256) : 64) / t * t);
+  while (nc > t && ml_sbb_shared_floats(bw, k, nc) > o.shared_floats)
+    nc = std::max(t, nc / 2 / t * t);
   return nc;
 }
 
@@ -282,7 +283,9 @@ ml_status sb2st_back(Runner &r, int64_t first, int64_t batch, const Options &o,
                       ml_sbb_t_shared_floats(bw, k), p)))
     return st;
   const int nc = back_cols(bw, k, o), slices = (ncols + nc - 1) / nc;
-  const int lanes = std::min(o.max_group, 256);
+  // A lane per 4 x 4 tile of the largest product (Z_R's rows x nc), at most 256.
+  const int tiles = ml_sbb_pad(bw + k - 1) / ML_SBB_TILE * (nc / ML_SBB_TILE);
+  const int lanes = std::max(1, std::min({o.max_group, 256, (tiles + 31) / 32 * 32}));
   p.k = nc;
   p.flags = ncols;
   p.off[2] = z;
