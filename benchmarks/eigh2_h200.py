@@ -29,7 +29,9 @@ CONFIGS = {
     "one": {"METAL_LINALG_EIGH_VEC_TWO_STAGE_MIN_N": "0"},
     "two": dict(TWO),
     "two-k32": {**TWO, "METAL_LINALG_EIGH_BACK_SWEEPS": "32"},
+    "two-c32": {**TWO, "METAL_LINALG_EIGH_BACK_COLS": "32"},
     "two-c64": {**TWO, "METAL_LINALG_EIGH_BACK_COLS": "64"},
+    "two-c128": {**TWO, "METAL_LINALG_EIGH_BACK_COLS": "128"},
     "two-b8": {**TWO, "METAL_LINALG_EIGH_BAND": "8"},
     "torch": {},
 }
