@@ -251,6 +251,17 @@ const blocked::Options &blocked_options() {
       x.eigh_chase_tasks = std::clamp(std::atoi(tasks), 0, 2);
     const int chase_lanes = env_int("METAL_LINALG_EIGH_CHASE_LANES");
     if (chase_lanes >= 1 && chase_lanes <= 1024) x.eigh_chase_lanes = chase_lanes;
+    // eigh by two stages (off until measured faster): METAL_LINALG_EIGH_VEC_TWO_STAGE_MIN_N
+    // (0: never), _MAX_N, _MIN_BATCH as eigvalsh's; the chase's back-transformation's blocks
+    // of METAL_LINALG_EIGH_BACK_SWEEPS sweeps on METAL_LINALG_EIGH_BACK_COLS columns.
+    if (const char *ts = std::getenv("METAL_LINALG_EIGH_VEC_TWO_STAGE_MIN_N")) {
+      x.eigh_vec_two_stage_min_n = std::max(0, std::atoi(ts));
+      x.eigh_vec_two_stage_max_n = std::max(0, env_int("METAL_LINALG_EIGH_VEC_TWO_STAGE_MAX_N"));
+      x.eigh_vec_two_stage_min_batch =
+          std::max(1, env_int("METAL_LINALG_EIGH_VEC_TWO_STAGE_MIN_BATCH"));
+    }
+    x.eigh_back_sweeps = std::clamp(env_int("METAL_LINALG_EIGH_BACK_SWEEPS"), 0, 64);
+    x.eigh_back_cols = std::clamp(env_int("METAL_LINALG_EIGH_BACK_COLS"), 0, 256);
     return x;
   }();
   return o;

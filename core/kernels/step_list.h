@@ -45,7 +45,9 @@
   X(dc_vec, ml_step_dc_vec)             \
   X(dc_out, ml_step_dc_out)             \
   X(larft_gram, ml_step_larft_gram)     \
-  X(qr_larft, ml_step_qr_larft)
+  X(qr_larft, ml_step_qr_larft)         \
+  X(sb_back_t, ml_step_sb_back_t)       \
+  X(sb_back, ml_step_sb_back)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

@@ -85,6 +85,18 @@ struct Options {
   // QR: T of an outer panel by the qr_larft step (T's rows a simdgroup each, no barrier per
   // column; 0: larft_gram, larft.h).
   int qr_row_larft = 1;
+  // eigh (with eigenvectors) by two stages (blocked_eigh2.cpp) for eigh_vec_two_stage_min_n <=
+  // n <= eigh_vec_two_stage_max_n (0: any) from batch eigh_vec_two_stage_min_batch (min_n 0:
+  // never); the band as eigvalsh's (eigh_band). The chase's back-transformation in blocks of
+  // eigh_back_sweeps sweeps (0: the band's half-width) on eigh_back_cols columns of Z per
+  // group (0: 64, a multiple of 4, fewer where shared memory is short); stage 1's reflectors applied in blocks
+  // of eigh_back_q1 (rounded down to whole panels; 0: 64).
+  int eigh_vec_two_stage_min_n = 0;
+  int eigh_vec_two_stage_max_n = 0;
+  int eigh_vec_two_stage_min_batch = 1;
+  int eigh_back_sweeps = 0;
+  int eigh_back_cols = 0;
+  int eigh_back_q1 = 0;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.

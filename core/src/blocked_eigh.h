@@ -57,12 +57,23 @@ struct BandLayout {
   int64_t tau = 0, qstat = 0;  // inner panels' tau; the panels' (ignored) rank bits
   int64_t part = 0, part_floats = 0;  // split-k partials
   int64_t w = 0, scratch = 0, per = 0;  // eigenvalues, the solver's scratch, floats of the slice
+  // eigh (vectors): stage 1's reflectors kept, reflector c (of A's rows c + bw ..) in column c
+  // of vq (n x n, ld n, unit lower trapezoidal: row i for A's row i + bw), taus at tauq; the T
+  // of blocks of q1w of them (q1w x q1w each) at tq and the products' q1w x n buffers xq1, xq2
+  // of their application; the chase's reflectors (sb2st.h's store) at v2, the T of their
+  // blocks of k2 sweeps (sb2st_back.h) at t2; the eigenvectors Z (n x n) at z.
+  bool vectors = false;
+  int k2 = 0, panels = 0, q1w = 0;
+  int64_t vq = 0, tauq = 0, tq = 0, xq1 = 0, xq2 = 0, v2 = 0, t2 = 0, z = 0;
 };
 
-// Whether c runs by two stages under o (eigvalsh from o.eigh_two_stage_min_n).
+// Whether c runs by two stages under o (eigvalsh from o.eigh_two_stage_min_n, eigh from
+// o.eigh_vec_two_stage_min_n).
 bool eigh_two_stage(const Call &c, const Options &o);
-// The slice of an n x n problem in a call of `batch` matrices (the split-k partials).
-BandLayout band_layout(int n, int64_t batch, int64_t solver_floats, const Options &o);
+// The slice of an n x n problem in a call of `batch` matrices (the split-k partials); with
+// vectors the regions of eigh's back-transformations too.
+BandLayout band_layout(int n, int64_t batch, int64_t solver_floats, const Options &o,
+                       bool vectors = false);
 // Stage 1: the load of the call's input (kf: the triangle read) into L.a scaled by 2^-e, then
 // Q1^T A Q1 = B, B symmetric with half-width L.bw, both triangles of L.a (the entries up to
 // 3 L.bw below the diagonal exact: zero outside the band).
@@ -70,7 +81,15 @@ ml_status sy2sb(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
                 const BandLayout &L);
 // Stage 2: Q2^T B Q2 = tridiag(d, e) into L.d, L.e (L.a overwritten).
 ml_status sb2st(Runner &r, int64_t first, int64_t batch, const Options &o, const BandLayout &L);
-// The Algo entries of the two-stage eigvalsh.
+// With L.vectors (stage 1's panels and the chase's reflectors kept), Z (n x ncols, ld ldz, at
+// workspace offset z of each slice): sb2st_back Z := Q2 Z (sb2st_back.h: T of the reflector
+// blocks, then a launch per wavefront of blocks), sy2sb_back Z := Q1 Z (the panels' block
+// reflectors in blocks of L.q1w, T by larft(), the last block first, by larfb(); ncols <= n).
+ml_status sb2st_back(Runner &r, int64_t first, int64_t batch, const Options &o,
+                     const BandLayout &L, int64_t z, int ldz, int ncols);
+ml_status sy2sb_back(Runner &r, int64_t first, int64_t batch, const Options &o,
+                     const BandLayout &L, int64_t z, int ldz, int ncols);
+// The Algo entries of the two-stage eigvalsh and eigh.
 int64_t eigh2_per_matrix(const Call &c, int32_t kf, const Options &o);
 ml_status eigh2_run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch);
 

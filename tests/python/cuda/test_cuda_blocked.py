@@ -135,6 +135,23 @@ def test_eigvalsh_hard_large(family: str, nb: tuple[int, int]) -> None:
     check_outputs("eigvalsh", a, call_op("eigvalsh", a), f"eigvalsh {family} {n}x{batch} blocked")
 
 
+# eigh on the same hard families over many panels and sweeps: by two stages when
+# METAL_LINALG_EIGH_VEC_TWO_STAGE_MIN_N is at most n (the run that tests that path sets it), by
+# one stage otherwise.
+@pytest.mark.parametrize("family", EIG_HARD)
+def test_eigh_hard_large(family: str) -> None:
+    n, batch = 1001, 2
+    if family == "ata":
+        g = torch.randn(
+            batch, n, n, dtype=torch.float64, generator=torch.Generator().manual_seed(n)
+        )
+        a = (g.mT @ g).float()
+    else:
+        a = sym_family(family, n, batch, seed=n)
+    a = a.to(DEV)
+    check_outputs("eigh", a, call_op("eigh", a), f"eigh {family} {n}x{batch} blocked")
+
+
 @pytest.mark.parametrize("op", BLOCKED)
 def test_nonfinite_isolated(op: str) -> None:
     a = _input(op, 260, 260, 3, seed=3)
