@@ -76,6 +76,147 @@ ML_HOST_FN ml_i64 ml_sb_v2_floats(int n, int bw) {
   return n < 3 ? 0 : (ml_i64)(n - 2) * ((n - 2 + bw - 1) / bw) * (bw + 1);
 }
 
+// Tasks of sweep s of an n x n band of half-width bw.
+ML_HOST_FN int ml_sb_tasks(int n, int bw, int s) { return (n - 2 - s + bw - 1) / bw; }
+
+// The task in registers, for a group of one simdgroup (32 lanes) and bw <= BWM <= 32: lane l
+// holds row l of each of the cross's three blocks,
+//   R.l  column c0 + l over the rows J (l < jo = r0 - c0; lane 0's is the column the reflector
+//        annihilates), R.l[j] = A[r0 + j, c0 + l];
+//   R.d  row l of J x J, R.d[j] = A[r0 + l, r0 + j] (l < m);
+//   R.b  row r1 + l below J, R.b[j] = A[r1 + l, r0 + j] (l < nb = hi - r1);
+// entries past m are 0. Only the lower triangle of A is read and written (an upper entry is read
+// from its mirror), so each entry the task changes is loaded and stored once. Every sum is a
+// plain loop in one lane (the same bits in every lane, and in the wavefront launches and the
+// one-launch chase); the lanes share x and D v through 2 BWM floats of shared memory.
+template <int BWM>
+struct ml_sb_rows {
+  float l[BWM], d[BWM], b[BWM];
+};
+
+// R from A for task (r0, m, c0, jo, r1, nb); parts: 1 R.l, 2 R.d, 4 R.b (the others untouched).
+template <int BWM>
+ML_FN void ml_sb_load_w(ML_CTX ctx, ML_DEVICE const float *A, int ld, int r0, int m, int c0,
+                        int jo, int r1, int nb, int parts, ML_THREAD ml_sb_rows<BWM> *R) {
+  const int l = ctx.lane;
+  const ml_i64 cl = (ml_i64)(c0 + l) * ld + r0, rl = (ml_i64)(r0 + l) * ld + r0;
+  ML_UNROLL
+  for (int j = 0; j < BWM; ++j) {
+    const ml_i64 cj = (ml_i64)(r0 + j) * ld;
+    if (parts & 1) R->l[j] = l < jo && j < m ? A[cl + j] : 0.0f;
+    if (parts & 2) R->d[j] = l < m && j < m ? (j <= l ? A[cj + r0 + l] : A[rl + j]) : 0.0f;
+    if (parts & 4) R->b[j] = l < nb && j < m ? A[cj + r1 + l] : 0.0f;
+  }
+}
+
+// Task t of sweep s on R (loaded), then R's lower entries back to A; sh: 2 BWM shared floats;
+// V2 as ml_sb_task. Group-uniform; the caller orders the stores before what reads them.
+template <int BWM>
+ML_FN void ml_sb_task_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int s, int t,
+                        ML_SHARED float *sh, ML_DEVICE float *V2, int store,
+                        ML_THREAD ml_sb_rows<BWM> *R) {
+  const int l = ctx.lane;
+  const int r0 = s + 1 + t * bw;
+  const int r1 = ml_imin(r0 + bw, n), m = r1 - r0;
+  const int c0 = t == 0 ? s : r0 - bw, hi = ml_imin(n, r1 + bw);
+  const int jo = r0 - c0, nb = hi - r1;
+  // x = lane 0's R.l to every lane, the reflector in each.
+  if (l == 0) {
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) sh[j] = R->l[j];
+  }
+  ml_barrier(ctx);
+  float x[BWM];
+  ML_UNROLL
+  for (int j = 0; j < BWM; ++j) x[j] = sh[j];
+  float sigma = 0.0f;
+  ML_UNROLL
+  for (int j = 1; j < BWM; ++j) sigma = ml_fma(x[j], x[j], sigma);
+  float up = 1.0f;
+  if (sigma < ML_HOUSE_TINY) {
+    sigma = 0.0f;
+    ML_UNROLL
+    for (int j = 1; j < BWM; ++j) {
+      const float y = x[j] * ML_HOUSE_UP;
+      sigma = ml_fma(y, y, sigma);
+    }
+    up = ML_HOUSE_UP;
+  }
+  ml_house_t h;
+  ml_house_finish(x[0], sigma, up, &h);
+  const float tau = h.tau;
+  float v[BWM];
+  v[0] = 1.0f;
+  ML_UNROLL
+  for (int j = 1; j < BWM; ++j) v[j] = x[j] * h.scale;  // 0 past m
+  const float vl = l == 0 ? 1.0f : (l < BWM ? sh[l] * h.scale : 0.0f);  // v[l]
+  if (store && l < m) V2[l] = vl;
+  if (store && l == 0) V2[bw] = tau;
+  if (tau != 0.0f) {
+    // Rows of the column strip times H: w = tau (row . v), row -= w v^T.
+    float wl = 0.0f, wb = 0.0f, pd = 0.0f;
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) {
+      wl = ml_fma(R->l[j], v[j], wl);
+      pd = ml_fma(R->d[j], v[j], pd);
+      wb = ml_fma(R->b[j], v[j], wb);
+    }
+    wl *= tau;
+    wb *= tau;
+    pd *= tau;
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) {
+      R->l[j] = ml_fma(-wl, v[j], R->l[j]);
+      R->b[j] = ml_fma(-wb, v[j], R->b[j]);
+    }
+    // J x J from both sides: p = tau D v, w = p - (tau / 2)(p . v) v, D -= v w^T + w v^T.
+    if (l < BWM) sh[BWM + l] = l < m ? pd : 0.0f;
+    ml_barrier(ctx);
+    float p[BWM];
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) p[j] = sh[BWM + j];
+    float pv = 0.0f;
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) pv = ml_fma(p[j], v[j], pv);
+    const float k = 0.5f * tau * pv;
+    const float wdl = ml_fma(-k, vl, pd);
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) {
+      const float wj = ml_fma(-k, v[j], p[j]);
+      R->d[j] -= ml_fma(vl, wj, wdl * v[j]);
+    }
+  }
+  if (l == 0) {
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) R->l[j] = j == 0 ? h.beta : 0.0f;
+  }
+  // The lower entries back.
+  const ml_i64 cl = (ml_i64)(c0 + l) * ld + r0;
+  ML_UNROLL
+  for (int j = 0; j < BWM; ++j) {
+    const ml_i64 cj = (ml_i64)(r0 + j) * ld;
+    if (l < jo && j < m) A[cl + j] = R->l[j];
+    if (l < m && j <= l) A[cj + r0 + l] = R->d[j];
+    if (l < nb && j < m) A[cj + r1 + l] = R->b[j];
+  }
+}
+
+// The task by ml_sb_task_w when the group is one simdgroup and bw <= BWM: loaded, run, stored.
+template <int BWM>
+ML_FN void ml_sb_task_w_all(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int s, int t,
+                            ML_SHARED float *sh, ML_DEVICE float *V2, int store) {
+  const int r0 = s + 1 + t * bw;
+  const int r1 = ml_imin(r0 + bw, n);
+  const int c0 = t == 0 ? s : r0 - bw, hi = ml_imin(n, r1 + bw);
+  ml_sb_rows<BWM> R;
+  ml_sb_load_w<BWM>(ctx, A, ld, r0, r1 - r0, c0, r0 - c0, r1, hi - r1, 7, &R);
+  ml_sb_task_w<BWM>(ctx, A, ld, n, bw, s, t, sh, V2, store, &R);
+  ml_barrier_device(ctx);
+}
+
+// Whether the chase runs its tasks in registers (ml_sb_task_w): one simdgroup, bw <= 32.
+ML_HOST_FN int ml_sb_fast(int group_size, int bw) { return group_size == 32 && bw <= 32; }
+
 // Task t of sweep s on A (ld), the group's shared strip S (ld 3 bw + 1, bw columns), v (bw)
 // and red: the cross loaded, reflected from both sides, written back; when store, its
 // reflector to V2 (v, then tau at V2[bw]). Group-uniform; ends with a device-memory barrier
@@ -83,6 +224,15 @@ ML_HOST_FN ml_i64 ml_sb_v2_floats(int n, int bw) {
 ML_FN void ml_sb_task(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int s, int t,
                       ML_SHARED float *S, ML_SHARED float *v, ML_SHARED float *red,
                       ML_DEVICE float *V2, int store) {
+  if (ml_sb_fast(ctx.group_size, bw)) {
+    if (bw <= 8)
+      ml_sb_task_w_all<8>(ctx, A, ld, n, bw, s, t, S, V2, store);
+    else if (bw <= 16)
+      ml_sb_task_w_all<16>(ctx, A, ld, n, bw, s, t, S, V2, store);
+    else
+      ml_sb_task_w_all<32>(ctx, A, ld, n, bw, s, t, S, V2, store);
+    return;
+  }
   const int lane = ctx.lane, gs = ctx.group_size;
   const int lds = 3 * bw + 1;  // S[j * lds + i] = A[c0 + i, r0 + j]
   const int r0 = s + 1 + t * bw;
@@ -138,8 +288,6 @@ ML_FN void ml_sb_task(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int
   ml_barrier_device(ctx);  // the next task reads what this one wrote
 }
 
-// Tasks of sweep s of an n x n band of half-width bw.
-ML_HOST_FN int ml_sb_tasks(int n, int bw, int s) { return (n - 2 - s + bw - 1) / bw; }
 
 // sb_chase: groups batch x p.m, group g running sweep s = i[2] - g (the latest first: on a
 // runner that runs groups in order, a wrong spacing shows as a wrong result), its tasks
