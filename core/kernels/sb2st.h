@@ -36,8 +36,13 @@
 
 // Shared floats of sb_chase for half-width bw: the cross's column strip (3 bw rows, ld 3 bw + 1)
 // over bw columns, the reflector, reduction buffers.
+// Up to bw 32 also those of the tasks in registers (ml_sb_task_w, ml_sb_sweep_w: 2 BWM floats,
+// then the BWM x (BWM + 1) transpose of the rows a sweep carries from task to task).
 ML_HOST_FN int ml_sb_chase_shared_floats(int bw) {
-  return (3 * bw + 1) * bw + bw + ML_RED_FLOATS;
+  const int strip = (3 * bw + 1) * bw + bw + ML_RED_FLOATS;
+  const int bwm = bw <= 8 ? 8 : bw <= 16 ? 16 : 32;
+  const int regs = bw <= 32 ? 2 * bwm + bwm * (bwm + 1) : 0;
+  return strip > regs ? strip : regs;
 }
 
 // sb_band: groups batch x n, column j each. p.n = n, i[0] = bw. Operand 0: A (ld[0]); 1: the
@@ -153,24 +158,20 @@ ML_FN void ml_sb_task_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, i
   if (store && l < m) V2[l] = vl;
   if (store && l == 0) V2[bw] = tau;
   if (tau != 0.0f) {
-    // Rows of the column strip times H: w = tau (row . v), row -= w v^T.
-    float wl = 0.0f, wb = 0.0f, pd = 0.0f;
+    // Rows of the column strip times H: w = tau (row . v), row -= w v^T; J x J from both sides:
+    // p = tau D v, w = p - (tau / 2)(p . v) v, D -= v w^T + w v^T. The rows below J last (the
+    // entry a sweep's task reloads lies there: its load overlaps the rest).
+    float wl = 0.0f, pd = 0.0f;
     ML_UNROLL
     for (int j = 0; j < BWM; ++j) {
       wl = ml_fma(R->l[j], v[j], wl);
       pd = ml_fma(R->d[j], v[j], pd);
-      wb = ml_fma(R->b[j], v[j], wb);
     }
     wl *= tau;
-    wb *= tau;
     pd *= tau;
-    ML_UNROLL
-    for (int j = 0; j < BWM; ++j) {
-      R->l[j] = ml_fma(-wl, v[j], R->l[j]);
-      R->b[j] = ml_fma(-wb, v[j], R->b[j]);
-    }
-    // J x J from both sides: p = tau D v, w = p - (tau / 2)(p . v) v, D -= v w^T + w v^T.
     if (l < BWM) sh[BWM + l] = l < m ? pd : 0.0f;
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) R->l[j] = ml_fma(-wl, v[j], R->l[j]);
     ml_barrier(ctx);
     float p[BWM];
     ML_UNROLL
@@ -185,6 +186,12 @@ ML_FN void ml_sb_task_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, i
       const float wj = ml_fma(-k, v[j], p[j]);
       R->d[j] -= ml_fma(vl, wj, wdl * v[j]);
     }
+    float wb = 0.0f;
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) wb = ml_fma(R->b[j], v[j], wb);
+    wb *= tau;
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) R->b[j] = ml_fma(-wb, v[j], R->b[j]);
   }
   if (l == 0) {
     ML_UNROLL
@@ -216,6 +223,75 @@ ML_FN void ml_sb_task_w_all(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int b
 
 // Whether the chase runs its tasks in registers (ml_sb_task_w): one simdgroup, bw <= 32.
 ML_HOST_FN int ml_sb_fast(int group_size, int bw) { return group_size == 32 && bw <= 32; }
+
+// Rows J x J and those below J of a task (as ml_sb_load_w's parts 2 and 4) into d and b.
+template <int BWM>
+ML_FN void ml_sb_load_db(ML_CTX ctx, ML_DEVICE const float *A, int ld, int r0, int m, int r1,
+                         int nb, ML_THREAD float *d, ML_THREAD float *b) {
+  const int l = ctx.lane;
+  const ml_i64 rl = (ml_i64)(r0 + l) * ld + r0;
+  ML_UNROLL
+  for (int j = 0; j < BWM; ++j) {
+    const ml_i64 cj = (ml_i64)(r0 + j) * ld;
+    d[j] = l < m && j < m ? (j <= l ? A[cj + r0 + l] : A[rl + j]) : 0.0f;
+    b[j] = l < nb && j < m ? A[cj + r1 + l] : 0.0f;
+  }
+}
+
+// Sweep s of one matrix by ml_sb_task_w (the one-launch chase, as ml_step_sb_sweeps' plain
+// loop: the same tasks, waits and releases, to the bit the same results), with what task t + 1
+// needs mostly in hand when it starts: its rows J x J and below J loaded at the start of task t
+// (the sweep before has finished its task t + 2 then, the last to change them but for one
+// entry, X = A[r1 + bw - 1, r0 + bw - 1] of task t + 1, the first entry of the column its task
+// t + 3 annihilates: reloaded after the wait), its columns left of J (task t's rows below J)
+// carried through shared memory. prog: this sweep's progress word (the one before at prog - 1).
+template <int BWM>
+ML_FN void ml_sb_sweep_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int s,
+                         ML_DEVICE float *prog, ML_SHARED float *sh, ML_DEVICE float *V2,
+                         int store) {
+  const int l = ctx.lane;
+  const int nt = ml_sb_tasks(n, bw, s), np = s > 0 ? ml_sb_tasks(n, bw, s - 1) : 0;
+  ML_SHARED float *T = sh + 2 * BWM;  // T[j (BWM + 1) + i]: row j below J, column i of J
+  ml_sb_rows<BWM> R;
+  float nd[BWM], nbr[BWM];  // the next task's rows J x J and below J
+  ml_u32 seen = 0;           // lane 0: the sweep before's progress last read
+  for (int t = 0; t < nt; ++t) {
+    if (l == 0 && s > 0) {
+      const ml_u32 need = (ml_u32)ml_imin(t + 3, np);
+      while (seen < need) seen = ml_load_acquire_u32(prog - 1);
+    }
+    ml_barrier_device(ctx);
+    const int r0 = s + 1 + t * bw;
+    const int r1 = ml_imin(r0 + bw, n), m = r1 - r0;
+    const int c0 = t == 0 ? s : r0 - bw, hi = ml_imin(n, r1 + bw), nb = hi - r1;
+    if (t == 0) {
+      ml_sb_load_w<BWM>(ctx, A, ld, r0, m, c0, r0 - c0, r1, nb, 7, &R);
+    } else {
+      ML_UNROLL
+      for (int j = 0; j < BWM; ++j) {
+        R.l[j] = l < bw && j < m ? T[j * (BWM + 1) + l] : 0.0f;
+        R.d[j] = nd[j];
+        R.b[j] = nbr[j];
+      }
+      if (l == bw - 1 && l < nb) {
+        ML_UNROLL
+        for (int j = 0; j < BWM; ++j)
+          if (j == bw - 1 && j < m) R.b[j] = A[(ml_i64)(r0 + j) * ld + r1 + l];
+      }
+    }
+    if (t + 1 < nt) {
+      const int q0 = r1, q1 = ml_imin(q0 + bw, n);
+      ml_sb_load_db<BWM>(ctx, A, ld, q0, q1 - q0, q1, ml_imin(n, q1 + bw) - q1, nd, nbr);
+    }
+    ml_sb_task_w<BWM>(ctx, A, ld, n, bw, s, t, sh, V2 + ml_sb_v2_slot(n, bw, s, t), store, &R);
+    if (t + 1 < nt && l < BWM) {
+      ML_UNROLL
+      for (int j = 0; j < BWM; ++j) T[l * (BWM + 1) + j] = R.b[j];
+    }
+    ml_barrier_device(ctx);
+    if (l == 0) ml_store_release_u32(prog, (ml_u32)(t + 1));
+  }
+}
 
 // Task t of sweep s on A (ld), the group's shared strip S (ld 3 bw + 1, bw columns), v (bw)
 // and red: the cross loaded, reflected from both sides, written back; when store, its
@@ -332,7 +408,7 @@ ML_FN void ml_step_sb_sweeps(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   ML_SHARED float *S = ctx.scratch;
   ML_SHARED float *v = S + (3 * bw + 1) * bw;
   ML_SHARED float *red = v + bw;
-  ML_SHARED float *tick = red + ML_RED_FLOATS;
+  ML_SHARED float *tick = S + ml_sb_chase_shared_floats(bw);
   ML_DEVICE float *ticket = ws + p.off[2];
   for (;;) {
     if (ctx.lane == 0) tick[0] = ml_uint_as_float(ml_atomic_add_u32(ticket, 1u));
@@ -344,6 +420,16 @@ ML_FN void ml_step_sb_sweeps(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     const int s = (int)(tk / batch);
     ML_DEVICE float *A = ws + p.off[0] + b * p.stride[0];
     ML_DEVICE float *prog = ws + p.off[1] + b * p.stride[1] + s;
+    ML_DEVICE float *V2 = ws + p.off[3] + b * p.stride[3];
+    if (ml_sb_fast(ctx.group_size, bw)) {
+      if (bw <= 8)
+        ml_sb_sweep_w<8>(ctx, A, ld, n, bw, s, prog, S, V2, p.off[3] > 0);
+      else if (bw <= 16)
+        ml_sb_sweep_w<16>(ctx, A, ld, n, bw, s, prog, S, V2, p.off[3] > 0);
+      else
+        ml_sb_sweep_w<32>(ctx, A, ld, n, bw, s, prog, S, V2, p.off[3] > 0);
+      continue;
+    }
     const int nt = ml_sb_tasks(n, bw, s), np = s > 0 ? ml_sb_tasks(n, bw, s - 1) : 0;
     ml_u32 seen = 0;  // lane 0: the sweep before's progress last read (it only grows)
     for (int t = 0; t < nt; ++t) {

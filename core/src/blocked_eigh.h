@@ -57,6 +57,7 @@ struct BandLayout {
   int64_t tau = 0, qstat = 0;  // inner panels' tau; the panels' (ignored) rank bits
   int64_t part = 0, part_floats = 0;  // split-k partials
   int64_t w = 0, scratch = 0, per = 0;  // eigenvalues, the solver's scratch, floats of the slice
+  int64_t v2 = 0;  // where sb2st stores the chase's reflectors (ml_sb_v2_floats; 0: not stored)
 };
 
 // Whether c runs by two stages under o (eigvalsh from o.eigh_two_stage_min_n).
@@ -68,7 +69,8 @@ BandLayout band_layout(int n, int64_t batch, int64_t solver_floats, const Option
 // 3 L.bw below the diagonal exact: zero outside the band).
 ml_status sy2sb(Runner &r, int64_t first, int64_t batch, int32_t kf, const Options &o,
                 const BandLayout &L);
-// Stage 2: Q2^T B Q2 = tridiag(d, e) into L.d, L.e (L.a overwritten).
+// Stage 2: Q2^T B Q2 = tridiag(d, e) into L.d, L.e (L.a overwritten); Q2's reflectors at L.v2
+// when it is set (core/kernels/sb2st.h, ml_sb_v2_slot).
 ml_status sb2st(Runner &r, int64_t first, int64_t batch, const Options &o, const BandLayout &L);
 // The Algo entries of the two-stage eigvalsh.
 int64_t eigh2_per_matrix(const Call &c, int32_t kf, const Options &o);

@@ -155,6 +155,7 @@ ml_status sb2st(Runner &r, int64_t first, int64_t batch, const Options &o, const
     p.ld[0] = n;
     p.off[1] = L.tau;
     p.off[2] = L.qstat;
+    p.off[3] = L.v2;
     if ((st = ch.launch(kStep_sb_sweeps, groups, chase_lanes(bw, o),
                         ml_sb_chase_shared_floats(bw) + 1, p)))
       return st;
@@ -180,6 +181,7 @@ ml_status sb2st(Runner &r, int64_t first, int64_t batch, const Options &o, const
     p.i[3] = K;
     p.off[0] = L.a;
     p.ld[0] = n;
+    p.off[3] = L.v2;
     if ((st = ch.launch(kStep_sb_chase, ch.batch * p.m, lanes, ml_sb_chase_shared_floats(bw), p)))
       return st;
   }
