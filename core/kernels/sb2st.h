@@ -131,29 +131,26 @@ ML_FN void ml_sb_task_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, i
     for (int j = 0; j < BWM; ++j) sh[j] = R->l[j];
   }
   ml_barrier(ctx);
-  float x[BWM];
-  ML_UNROLL
-  for (int j = 0; j < BWM; ++j) x[j] = sh[j];
   float sigma = 0.0f;
   ML_UNROLL
-  for (int j = 1; j < BWM; ++j) sigma = ml_fma(x[j], x[j], sigma);
+  for (int j = 1; j < BWM; ++j) sigma = ml_fma(sh[j], sh[j], sigma);
   float up = 1.0f;
   if (sigma < ML_HOUSE_TINY) {
     sigma = 0.0f;
     ML_UNROLL
     for (int j = 1; j < BWM; ++j) {
-      const float y = x[j] * ML_HOUSE_UP;
+      const float y = sh[j] * ML_HOUSE_UP;
       sigma = ml_fma(y, y, sigma);
     }
     up = ML_HOUSE_UP;
   }
   ml_house_t h;
-  ml_house_finish(x[0], sigma, up, &h);
+  ml_house_finish(sh[0], sigma, up, &h);
   const float tau = h.tau;
   float v[BWM];
   v[0] = 1.0f;
   ML_UNROLL
-  for (int j = 1; j < BWM; ++j) v[j] = x[j] * h.scale;  // 0 past m
+  for (int j = 1; j < BWM; ++j) v[j] = sh[j] * h.scale;  // 0 past m
   const float vl = l == 0 ? 1.0f : (l < BWM ? sh[l] * h.scale : 0.0f);  // v[l]
   if (store && l < m) V2[l] = vl;
   if (store && l == 0) V2[bw] = tau;
@@ -173,17 +170,14 @@ ML_FN void ml_sb_task_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, i
     ML_UNROLL
     for (int j = 0; j < BWM; ++j) R->l[j] = ml_fma(-wl, v[j], R->l[j]);
     ml_barrier(ctx);
-    float p[BWM];
-    ML_UNROLL
-    for (int j = 0; j < BWM; ++j) p[j] = sh[BWM + j];
     float pv = 0.0f;
     ML_UNROLL
-    for (int j = 0; j < BWM; ++j) pv = ml_fma(p[j], v[j], pv);
+    for (int j = 0; j < BWM; ++j) pv = ml_fma(sh[BWM + j], v[j], pv);
     const float k = 0.5f * tau * pv;
     const float wdl = ml_fma(-k, vl, pd);
     ML_UNROLL
     for (int j = 0; j < BWM; ++j) {
-      const float wj = ml_fma(-k, v[j], p[j]);
+      const float wj = ml_fma(-k, v[j], sh[BWM + j]);
       R->d[j] -= ml_fma(vl, wj, wdl * v[j]);
     }
     float wb = 0.0f;
