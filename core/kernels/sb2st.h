@@ -37,11 +37,11 @@
 // Shared floats of sb_chase for half-width bw: the cross's column strip (3 bw rows, ld 3 bw + 1)
 // over bw columns, the reflector, reduction buffers.
 // Up to bw 32 also those of the tasks in registers (ml_sb_task_w, ml_sb_sweep_w: 2 BWM floats,
-// then the BWM x (BWM + 1) transpose of the rows a sweep carries from task to task).
+// then two BWM x (BWM + 1) transposes: the rows a sweep carries from task to task, a task's).
 ML_HOST_FN int ml_sb_chase_shared_floats(int bw) {
   const int strip = (3 * bw + 1) * bw + bw + ML_RED_FLOATS;
   const int bwm = bw <= 8 ? 8 : bw <= 16 ? 16 : 32;
-  const int regs = bw <= 32 ? 2 * bwm + bwm * (bwm + 1) : 0;
+  const int regs = bw <= 32 ? 2 * bwm + 2 * bwm * (bwm + 1) : 0;
   return strip > regs ? strip : regs;
 }
 
@@ -104,33 +104,47 @@ template <int BWM>
 ML_FN void ml_sb_load_w(ML_CTX ctx, ML_DEVICE const float *A, int ld, int r0, int m, int c0,
                         int jo, int r1, int nb, int parts, ML_THREAD ml_sb_rows<BWM> *R) {
   const int l = ctx.lane;
-  const ml_i64 cl = (ml_i64)(c0 + l) * ld + r0, rl = (ml_i64)(r0 + l) * ld + r0;
+  const ml_i64 cl = (ml_i64)(c0 + l) * ld + r0;
   ML_UNROLL
   for (int j = 0; j < BWM; ++j) {
     const ml_i64 cj = (ml_i64)(r0 + j) * ld;
     if (parts & 1) R->l[j] = l < jo && j < m ? A[cl + j] : 0.0f;
-    if (parts & 2) R->d[j] = l < m && j < m ? (j <= l ? A[cj + r0 + l] : A[rl + j]) : 0.0f;
+    if (parts & 2) R->d[j] = l < m && j <= l ? A[cj + r0 + l] : 0.0f;
     if (parts & 4) R->b[j] = l < nb && j < m ? A[cj + r1 + l] : 0.0f;
   }
 }
 
-// Task t of sweep s on R (loaded), then R's lower entries back to A; sh: 2 BWM shared floats;
-// V2 as ml_sb_task. Group-uniform; the caller orders the stores before what reads them.
+// Task t of sweep s on R (loaded; R.d its lower entries, j <= l), then R's lower entries back
+// to A (R.b only when store_b: a sweep carries them to its next task, which stores them as its
+// R.l); sh: ml_sb_chase_shared_floats, its second transpose U used here (R.d's upper entries,
+// R.l's coalesced stores). V2 as ml_sb_task. Group-uniform; the caller orders the stores
+// before what reads them.
 template <int BWM>
 ML_FN void ml_sb_task_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int s, int t,
-                        ML_SHARED float *sh, ML_DEVICE float *V2, int store,
+                        ML_SHARED float *sh, ML_DEVICE float *V2, int store, int store_b,
                         ML_THREAD ml_sb_rows<BWM> *R) {
   const int l = ctx.lane;
   const int r0 = s + 1 + t * bw;
   const int r1 = ml_imin(r0 + bw, n), m = r1 - r0;
   const int c0 = t == 0 ? s : r0 - bw, hi = ml_imin(n, r1 + bw);
   const int jo = r0 - c0, nb = hi - r1;
-  // x = lane 0's R.l to every lane, the reflector in each.
+  ML_SHARED float *U = sh + 2 * BWM + BWM * (BWM + 1);  // U[i (BWM + 1) + j]: lane i's [j]
+  // x = lane 0's R.l to every lane, the reflector in each; R.d's upper entries from the lanes
+  // that hold them (D[l, j] = D[j, l]).
   if (l == 0) {
     ML_UNROLL
     for (int j = 0; j < BWM; ++j) sh[j] = R->l[j];
   }
+  if (l < BWM) {
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) U[l * (BWM + 1) + j] = R->d[j];
+  }
   ml_barrier(ctx);
+  if (l < m) {
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j)
+      if (j > l && j < m) R->d[j] = U[j * (BWM + 1) + l];
+  }
   float sigma = 0.0f;
   ML_UNROLL
   for (int j = 1; j < BWM; ++j) sigma = ml_fma(sh[j], sh[j], sigma);
@@ -191,14 +205,19 @@ ML_FN void ml_sb_task_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, i
     ML_UNROLL
     for (int j = 0; j < BWM; ++j) R->l[j] = j == 0 ? h.beta : 0.0f;
   }
-  // The lower entries back.
-  const ml_i64 cl = (ml_i64)(c0 + l) * ld + r0;
+  // The lower entries back, a column's rows from consecutive lanes (R.l through U).
+  ml_barrier(ctx);  // U's reads above done
+  if (l < BWM) {
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) U[l * (BWM + 1) + j] = R->l[j];
+  }
+  ml_barrier(ctx);
   ML_UNROLL
   for (int j = 0; j < BWM; ++j) {
     const ml_i64 cj = (ml_i64)(r0 + j) * ld;
-    if (l < jo && j < m) A[cl + j] = R->l[j];
+    if (l < m && j < jo) A[(ml_i64)(c0 + j) * ld + r0 + l] = U[j * (BWM + 1) + l];
     if (l < m && j <= l) A[cj + r0 + l] = R->d[j];
-    if (l < nb && j < m) A[cj + r1 + l] = R->b[j];
+    if (store_b && l < nb && j < m) A[cj + r1 + l] = R->b[j];
   }
 }
 
@@ -211,7 +230,7 @@ ML_FN void ml_sb_task_w_all(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int b
   const int c0 = t == 0 ? s : r0 - bw, hi = ml_imin(n, r1 + bw);
   ml_sb_rows<BWM> R;
   ml_sb_load_w<BWM>(ctx, A, ld, r0, r1 - r0, c0, r0 - c0, r1, hi - r1, 7, &R);
-  ml_sb_task_w<BWM>(ctx, A, ld, n, bw, s, t, sh, V2, store, &R);
+  ml_sb_task_w<BWM>(ctx, A, ld, n, bw, s, t, sh, V2, store, 1, &R);
   ml_barrier_device(ctx);
 }
 
@@ -223,11 +242,10 @@ template <int BWM>
 ML_FN void ml_sb_load_db(ML_CTX ctx, ML_DEVICE const float *A, int ld, int r0, int m, int r1,
                          int nb, ML_THREAD float *d, ML_THREAD float *b) {
   const int l = ctx.lane;
-  const ml_i64 rl = (ml_i64)(r0 + l) * ld + r0;
   ML_UNROLL
   for (int j = 0; j < BWM; ++j) {
     const ml_i64 cj = (ml_i64)(r0 + j) * ld;
-    d[j] = l < m && j < m ? (j <= l ? A[cj + r0 + l] : A[rl + j]) : 0.0f;
+    d[j] = l < m && j <= l ? A[cj + r0 + l] : 0.0f;
     b[j] = l < nb && j < m ? A[cj + r1 + l] : 0.0f;
   }
 }
@@ -277,7 +295,8 @@ ML_FN void ml_sb_sweep_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, 
       const int q0 = r1, q1 = ml_imin(q0 + bw, n);
       ml_sb_load_db<BWM>(ctx, A, ld, q0, q1 - q0, q1, ml_imin(n, q1 + bw) - q1, nd, nbr);
     }
-    ml_sb_task_w<BWM>(ctx, A, ld, n, bw, s, t, sh, V2 + ml_sb_v2_slot(n, bw, s, t), store, &R);
+    ml_sb_task_w<BWM>(ctx, A, ld, n, bw, s, t, sh, V2 + ml_sb_v2_slot(n, bw, s, t), store,
+                      t + 1 >= nt, &R);
     if (t + 1 < nt && l < BWM) {
       ML_UNROLL
       for (int j = 0; j < BWM; ++j) T[l * (BWM + 1) + j] = R.b[j];
