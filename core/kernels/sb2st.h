@@ -28,6 +28,15 @@
 // after the tasks of the sweep before that it depends on, and the launch's groups (one sweep
 // each) on disjoint data. No group waits for another: correct on any schedule of the groups.
 // sb_sweeps runs the same tasks in one launch, each waiting for the ones it depends on.
+// Two implementations of a task, the same mathematics: in groups of one simdgroup (32 lanes)
+// up to bw 32, in registers (ml_sb_task_w: a lane per row of each of the cross's blocks, only
+// the lower triangle read and written, every sum a loop in one lane); otherwise the cross's
+// column strip in shared memory (ml_sb_task, both triangles kept). A launch's groups all take
+// the same one, so the one-launch chase and the wavefronts agree to the bit at any group size.
+// In (s, t)'s cross the only entry the sweep before changes after its task t + 1 is
+// X = A[r0 + 2 bw - 1, r0 + bw - 1] (its task t + 2's pivot): the register sweep
+// (ml_sb_sweep_w) loads task t + 1's rows at the start of task t and reloads X alone after
+// the wait.
 #ifndef ML_KERNELS_SB2ST_H
 #define ML_KERNELS_SB2ST_H
 
