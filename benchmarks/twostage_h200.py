@@ -48,7 +48,7 @@ PEERS = ("torch", "cupy", "jax")
 
 def routed_config(n: int, batch: int) -> str:
     """The configuration the CUDA backend's default routing takes (cuda/cuda_backend.cu)."""
-    return "b16" if 512 <= n <= 2048 and batch >= 64 else "one-stage"
+    return "b8" if 512 <= n <= 2048 and batch >= 64 else "one-stage"
 
 
 def _time(fn, sync, limit_s: float = 1.0) -> tuple[float, float]:
