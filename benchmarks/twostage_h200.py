@@ -24,8 +24,9 @@ import time
 # The grid: n 256..4096, batch 1, 8, 64 with batch n^3 <= 2^36.
 POINTS = [(n, b) for n in (256, 512, 1024, 2048, 4096) for b in (1, 8, 64) if b * n**3 <= 2**36]
 TWO = {"METAL_LINALG_EIGH_TWO_STAGE_MIN_N": "1"}
-# name: environment of the process. bN: band N, the chase in one launch (b16l64: groups of 64
-# lanes, not 32); waveN: band N, two tasks per wavefront launch (the earlier chase).
+# name: environment of the process. bN: band N, the chase in one launch (groups of 32 lanes up
+# to band 32: the tasks in registers; b16l64: groups of 64 lanes, the cross in shared memory);
+# waveN: band N, two tasks per wavefront launch (the earlier chase).
 CONFIGS = {
     "one-stage": {"METAL_LINALG_EIGH_TWO_STAGE_MIN_N": "0"},
     "b16": {**TWO, "METAL_LINALG_EIGH_BAND": "16", "METAL_LINALG_EIGH_CHASE_TASKS": "0"},
@@ -47,7 +48,7 @@ PEERS = ("torch", "cupy", "jax")
 
 def routed_config(n: int, batch: int) -> str:
     """The configuration the CUDA backend's default routing takes (cuda/cuda_backend.cu)."""
-    return "b16" if 512 <= n <= 2048 and batch >= 64 else "one-stage"
+    return "b8" if 512 <= n <= 2048 and batch >= 64 else "one-stage"
 
 
 def _time(fn, sync, limit_s: float = 1.0) -> tuple[float, float]:

@@ -240,6 +240,9 @@ const blocked::Options &blocked_options() {
     x.eigh_two_stage_min_n = 512;
     x.eigh_two_stage_max_n = 2048;
     x.eigh_two_stage_min_batch = 64;
+    // Band 8: the chase's tasks are latency-bound and about half as long as at 16; faster in all
+    // (benchmarks/results/nvidia-h200-chase.md: 512 x64 14.9 vs 16.4 ms, 4096 x1 127 vs 140).
+    x.eigh_band = 8;
     if (const char *ts = std::getenv("METAL_LINALG_EIGH_TWO_STAGE_MIN_N")) {
       x.eigh_two_stage_min_n = std::max(0, std::atoi(ts));
       x.eigh_two_stage_max_n = std::max(0, env_int("METAL_LINALG_EIGH_TWO_STAGE_MAX_N"));

@@ -19,6 +19,17 @@ template <>
 struct ml_cuda_step_bounds<ml_cuda_step_id_gemm> {
   static constexpr int lanes = 256, groups = 2;
 };
+// The chase's tasks in registers (core/kernels/sb2st.h, ml_sb_task_w) need more than the 64
+// registers a thread gets under a bound of 1024 lanes; its groups have at most 256
+// (blocked_eigh2.cpp, chase_lanes).
+template <>
+struct ml_cuda_step_bounds<ml_cuda_step_id_sb_chase> {
+  static constexpr int lanes = 256, groups = 1;
+};
+template <>
+struct ml_cuda_step_bounds<ml_cuda_step_id_sb_sweeps> {
+  static constexpr int lanes = 256, groups = 1;
+};
 
 #define ML_CUDA_STEP_ENTRY(name, fn)                                                       \
   __global__ void __launch_bounds__(ml_cuda_step_bounds<ml_cuda_step_id_##name>::lanes,    \

@@ -28,6 +28,15 @@
 // after the tasks of the sweep before that it depends on, and the launch's groups (one sweep
 // each) on disjoint data. No group waits for another: correct on any schedule of the groups.
 // sb_sweeps runs the same tasks in one launch, each waiting for the ones it depends on.
+// Two implementations of a task, the same mathematics: in groups of one simdgroup (32 lanes)
+// up to bw 32, in registers (ml_sb_task_w: a lane per row of each of the cross's blocks, only
+// the lower triangle read and written, every sum a loop in one lane); otherwise the cross's
+// column strip in shared memory (ml_sb_task, both triangles kept). A launch's groups all take
+// the same one, so the one-launch chase and the wavefronts agree to the bit at any group size.
+// In (s, t)'s cross the only entry the sweep before changes after its task t + 1 is
+// X = A[r0 + 2 bw - 1, r0 + bw - 1] (its task t + 2's pivot): the register sweep
+// (ml_sb_sweep_w) loads task t + 1's rows at the start of task t and reloads X alone after
+// the wait.
 #ifndef ML_KERNELS_SB2ST_H
 #define ML_KERNELS_SB2ST_H
 
@@ -36,8 +45,13 @@
 
 // Shared floats of sb_chase for half-width bw: the cross's column strip (3 bw rows, ld 3 bw + 1)
 // over bw columns, the reflector, reduction buffers.
+// Up to bw 32 also those of the tasks in registers (ml_sb_task_w, ml_sb_sweep_w: 2 BWM floats,
+// then two BWM x (BWM + 1) transposes: the rows a sweep carries from task to task, a task's).
 ML_HOST_FN int ml_sb_chase_shared_floats(int bw) {
-  return (3 * bw + 1) * bw + bw + ML_RED_FLOATS;
+  const int strip = (3 * bw + 1) * bw + bw + ML_RED_FLOATS;
+  const int bwm = bw <= 8 ? 8 : bw <= 16 ? 16 : 32;
+  const int regs = bw <= 32 ? 2 * bwm + 2 * bwm * (bwm + 1) : 0;
+  return strip > regs ? strip : regs;
 }
 
 // sb_band: groups batch x n, column j each. p.n = n, i[0] = bw. Operand 0: A (ld[0]); 1: the
@@ -76,6 +90,231 @@ ML_HOST_FN ml_i64 ml_sb_v2_floats(int n, int bw) {
   return n < 3 ? 0 : (ml_i64)(n - 2) * ((n - 2 + bw - 1) / bw) * (bw + 1);
 }
 
+// Tasks of sweep s of an n x n band of half-width bw.
+ML_HOST_FN int ml_sb_tasks(int n, int bw, int s) { return (n - 2 - s + bw - 1) / bw; }
+
+// The task in registers, for a group of one simdgroup (32 lanes) and bw <= BWM <= 32: lane l
+// holds row l of each of the cross's three blocks,
+//   R.l  column c0 + l over the rows J (l < jo = r0 - c0; lane 0's is the column the reflector
+//        annihilates), R.l[j] = A[r0 + j, c0 + l];
+//   R.d  row l of J x J, R.d[j] = A[r0 + l, r0 + j] (l < m);
+//   R.b  row r1 + l below J, R.b[j] = A[r1 + l, r0 + j] (l < nb = hi - r1);
+// entries past m are 0. Only the lower triangle of A is read and written (an upper entry is read
+// from its mirror), so each entry the task changes is loaded and stored once. Every sum is a
+// plain loop in one lane (the same bits in every lane, and in the wavefront launches and the
+// one-launch chase); the lanes share x and D v through 2 BWM floats of shared memory.
+template <int BWM>
+struct ml_sb_rows {
+  float l[BWM], d[BWM], b[BWM];
+};
+
+// R from A for task (r0, m, c0, jo, r1, nb); parts: 1 R.l, 2 R.d, 4 R.b (the others untouched).
+template <int BWM>
+ML_FN void ml_sb_load_w(ML_CTX ctx, ML_DEVICE const float *A, int ld, int r0, int m, int c0,
+                        int jo, int r1, int nb, int parts, ML_THREAD ml_sb_rows<BWM> *R) {
+  const int l = ctx.lane;
+  const ml_i64 cl = (ml_i64)(c0 + l) * ld + r0;
+  ML_UNROLL
+  for (int j = 0; j < BWM; ++j) {
+    const ml_i64 cj = (ml_i64)(r0 + j) * ld;
+    if (parts & 1) R->l[j] = l < jo && j < m ? A[cl + j] : 0.0f;
+    if (parts & 2) R->d[j] = l < m && j <= l ? A[cj + r0 + l] : 0.0f;
+    if (parts & 4) R->b[j] = l < nb && j < m ? A[cj + r1 + l] : 0.0f;
+  }
+}
+
+// Task t of sweep s on R (loaded; R.d its lower entries, j <= l), then R's lower entries back
+// to A (R.b only when store_b: a sweep carries them to its next task, which stores them as its
+// R.l); sh: ml_sb_chase_shared_floats, its second transpose U used here (R.d's upper entries,
+// R.l's coalesced stores). V2 as ml_sb_task. Group-uniform; the caller orders the stores
+// before what reads them.
+template <int BWM>
+ML_FN void ml_sb_task_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int s, int t,
+                        ML_SHARED float *sh, ML_DEVICE float *V2, int store, int store_b,
+                        ML_THREAD ml_sb_rows<BWM> *R) {
+  const int l = ctx.lane;
+  const int r0 = s + 1 + t * bw;
+  const int r1 = ml_imin(r0 + bw, n), m = r1 - r0;
+  const int c0 = t == 0 ? s : r0 - bw, hi = ml_imin(n, r1 + bw);
+  const int jo = r0 - c0, nb = hi - r1;
+  ML_SHARED float *U = sh + 2 * BWM + BWM * (BWM + 1);  // U[i (BWM + 1) + j]: lane i's [j]
+  // x = lane 0's R.l to every lane, the reflector in each; R.d's upper entries from the lanes
+  // that hold them (D[l, j] = D[j, l]).
+  if (l == 0) {
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) sh[j] = R->l[j];
+  }
+  if (l < BWM) {
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) U[l * (BWM + 1) + j] = R->d[j];
+  }
+  ml_barrier(ctx);
+  if (l < m) {
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j)
+      if (j > l && j < m) R->d[j] = U[j * (BWM + 1) + l];
+  }
+  float sigma = 0.0f;
+  ML_UNROLL
+  for (int j = 1; j < BWM; ++j) sigma = ml_fma(sh[j], sh[j], sigma);
+  float up = 1.0f;
+  if (sigma < ML_HOUSE_TINY) {
+    sigma = 0.0f;
+    ML_UNROLL
+    for (int j = 1; j < BWM; ++j) {
+      const float y = sh[j] * ML_HOUSE_UP;
+      sigma = ml_fma(y, y, sigma);
+    }
+    up = ML_HOUSE_UP;
+  }
+  ml_house_t h;
+  ml_house_finish(sh[0], sigma, up, &h);
+  const float tau = h.tau;
+  float v[BWM];
+  v[0] = 1.0f;
+  ML_UNROLL
+  for (int j = 1; j < BWM; ++j) v[j] = sh[j] * h.scale;  // 0 past m
+  const float vl = l == 0 ? 1.0f : (l < BWM ? sh[l] * h.scale : 0.0f);  // v[l]
+  if (store && l < m) V2[l] = vl;
+  if (store && l == 0) V2[bw] = tau;
+  if (tau != 0.0f) {
+    // Rows of the column strip times H: w = tau (row . v), row -= w v^T; J x J from both sides:
+    // p = tau D v, w = p - (tau / 2)(p . v) v, D -= v w^T + w v^T. The rows below J last (the
+    // entry a sweep's task reloads lies there: its load overlaps the rest).
+    float wl = 0.0f, pd = 0.0f;
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) {
+      wl = ml_fma(R->l[j], v[j], wl);
+      pd = ml_fma(R->d[j], v[j], pd);
+    }
+    wl *= tau;
+    pd *= tau;
+    if (l < BWM) sh[BWM + l] = l < m ? pd : 0.0f;
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) R->l[j] = ml_fma(-wl, v[j], R->l[j]);
+    ml_barrier(ctx);
+    float pv = 0.0f;
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) pv = ml_fma(sh[BWM + j], v[j], pv);
+    const float k = 0.5f * tau * pv;
+    const float wdl = ml_fma(-k, vl, pd);
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) {
+      const float wj = ml_fma(-k, v[j], sh[BWM + j]);
+      R->d[j] -= ml_fma(vl, wj, wdl * v[j]);
+    }
+    float wb = 0.0f;
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) wb = ml_fma(R->b[j], v[j], wb);
+    wb *= tau;
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) R->b[j] = ml_fma(-wb, v[j], R->b[j]);
+  }
+  if (l == 0) {
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) R->l[j] = j == 0 ? h.beta : 0.0f;
+  }
+  // The lower entries back, a column's rows from consecutive lanes (R.l through U).
+  ml_barrier(ctx);  // U's reads above done
+  if (l < BWM) {
+    ML_UNROLL
+    for (int j = 0; j < BWM; ++j) U[l * (BWM + 1) + j] = R->l[j];
+  }
+  ml_barrier(ctx);
+  ML_UNROLL
+  for (int j = 0; j < BWM; ++j) {
+    const ml_i64 cj = (ml_i64)(r0 + j) * ld;
+    if (l < m && j < jo) A[(ml_i64)(c0 + j) * ld + r0 + l] = U[j * (BWM + 1) + l];
+    if (l < m && j <= l) A[cj + r0 + l] = R->d[j];
+    if (store_b && l < nb && j < m) A[cj + r1 + l] = R->b[j];
+  }
+}
+
+// The task by ml_sb_task_w when the group is one simdgroup and bw <= BWM: loaded, run, stored.
+template <int BWM>
+ML_FN void ml_sb_task_w_all(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int s, int t,
+                            ML_SHARED float *sh, ML_DEVICE float *V2, int store) {
+  const int r0 = s + 1 + t * bw;
+  const int r1 = ml_imin(r0 + bw, n);
+  const int c0 = t == 0 ? s : r0 - bw, hi = ml_imin(n, r1 + bw);
+  ml_sb_rows<BWM> R;
+  ml_sb_load_w<BWM>(ctx, A, ld, r0, r1 - r0, c0, r0 - c0, r1, hi - r1, 7, &R);
+  ml_sb_task_w<BWM>(ctx, A, ld, n, bw, s, t, sh, V2, store, 1, &R);
+  ml_barrier_device(ctx);
+}
+
+// Whether the chase runs its tasks in registers (ml_sb_task_w): one simdgroup, bw <= 32.
+ML_HOST_FN int ml_sb_fast(int group_size, int bw) { return group_size == 32 && bw <= 32; }
+
+// Rows J x J and those below J of a task (as ml_sb_load_w's parts 2 and 4) into d and b.
+template <int BWM>
+ML_FN void ml_sb_load_db(ML_CTX ctx, ML_DEVICE const float *A, int ld, int r0, int m, int r1,
+                         int nb, ML_THREAD float *d, ML_THREAD float *b) {
+  const int l = ctx.lane;
+  ML_UNROLL
+  for (int j = 0; j < BWM; ++j) {
+    const ml_i64 cj = (ml_i64)(r0 + j) * ld;
+    d[j] = l < m && j <= l ? A[cj + r0 + l] : 0.0f;
+    b[j] = l < nb && j < m ? A[cj + r1 + l] : 0.0f;
+  }
+}
+
+// Sweep s of one matrix by ml_sb_task_w (the one-launch chase, as ml_step_sb_sweeps' plain
+// loop: the same tasks, waits and releases, to the bit the same results), with what task t + 1
+// needs mostly in hand when it starts: its rows J x J and below J loaded at the start of task t
+// (the sweep before has finished its task t + 2 then, the last to change them but for one
+// entry, X = A[r1 + bw - 1, r0 + bw - 1] of task t + 1, the first entry of the column its task
+// t + 3 annihilates: reloaded after the wait), its columns left of J (task t's rows below J)
+// carried through shared memory. prog: this sweep's progress word (the one before at prog - 1).
+template <int BWM>
+ML_FN void ml_sb_sweep_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int s,
+                         ML_DEVICE float *prog, ML_SHARED float *sh, ML_DEVICE float *V2,
+                         int store) {
+  const int l = ctx.lane;
+  const int nt = ml_sb_tasks(n, bw, s), np = s > 0 ? ml_sb_tasks(n, bw, s - 1) : 0;
+  ML_SHARED float *T = sh + 2 * BWM;  // T[j (BWM + 1) + i]: row j below J, column i of J
+  ml_sb_rows<BWM> R;
+  float nd[BWM], nbr[BWM];  // the next task's rows J x J and below J
+  ml_u32 seen = 0;           // lane 0: the sweep before's progress last read
+  for (int t = 0; t < nt; ++t) {
+    if (l == 0 && s > 0) {
+      const ml_u32 need = (ml_u32)ml_imin(t + 3, np);
+      while (seen < need) seen = ml_load_acquire_u32(prog - 1);
+    }
+    ml_barrier_device(ctx);
+    const int r0 = s + 1 + t * bw;
+    const int r1 = ml_imin(r0 + bw, n), m = r1 - r0;
+    const int c0 = t == 0 ? s : r0 - bw, hi = ml_imin(n, r1 + bw), nb = hi - r1;
+    if (t == 0) {
+      ml_sb_load_w<BWM>(ctx, A, ld, r0, m, c0, r0 - c0, r1, nb, 7, &R);
+    } else {
+      ML_UNROLL
+      for (int j = 0; j < BWM; ++j) {
+        R.l[j] = l < bw && j < m ? T[j * (BWM + 1) + l] : 0.0f;
+        R.d[j] = nd[j];
+        R.b[j] = nbr[j];
+      }
+      if (l == bw - 1 && l < nb) {
+        ML_UNROLL
+        for (int j = 0; j < BWM; ++j)
+          if (j == bw - 1 && j < m) R.b[j] = A[(ml_i64)(r0 + j) * ld + r1 + l];
+      }
+    }
+    if (t + 1 < nt) {
+      const int q0 = r1, q1 = ml_imin(q0 + bw, n);
+      ml_sb_load_db<BWM>(ctx, A, ld, q0, q1 - q0, q1, ml_imin(n, q1 + bw) - q1, nd, nbr);
+    }
+    ml_sb_task_w<BWM>(ctx, A, ld, n, bw, s, t, sh, V2 + ml_sb_v2_slot(n, bw, s, t), store,
+                      t + 1 >= nt, &R);
+    if (t + 1 < nt && l < BWM) {
+      ML_UNROLL
+      for (int j = 0; j < BWM; ++j) T[l * (BWM + 1) + j] = R.b[j];
+    }
+    ml_barrier_device(ctx);
+    if (l == 0) ml_store_release_u32(prog, (ml_u32)(t + 1));
+  }
+}
+
 // Task t of sweep s on A (ld), the group's shared strip S (ld 3 bw + 1, bw columns), v (bw)
 // and red: the cross loaded, reflected from both sides, written back; when store, its
 // reflector to V2 (v, then tau at V2[bw]). Group-uniform; ends with a device-memory barrier
@@ -83,6 +322,15 @@ ML_HOST_FN ml_i64 ml_sb_v2_floats(int n, int bw) {
 ML_FN void ml_sb_task(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int s, int t,
                       ML_SHARED float *S, ML_SHARED float *v, ML_SHARED float *red,
                       ML_DEVICE float *V2, int store) {
+  if (ml_sb_fast(ctx.group_size, bw)) {
+    if (bw <= 8)
+      ml_sb_task_w_all<8>(ctx, A, ld, n, bw, s, t, S, V2, store);
+    else if (bw <= 16)
+      ml_sb_task_w_all<16>(ctx, A, ld, n, bw, s, t, S, V2, store);
+    else
+      ml_sb_task_w_all<32>(ctx, A, ld, n, bw, s, t, S, V2, store);
+    return;
+  }
   const int lane = ctx.lane, gs = ctx.group_size;
   const int lds = 3 * bw + 1;  // S[j * lds + i] = A[c0 + i, r0 + j]
   const int r0 = s + 1 + t * bw;
@@ -138,8 +386,6 @@ ML_FN void ml_sb_task(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int
   ml_barrier_device(ctx);  // the next task reads what this one wrote
 }
 
-// Tasks of sweep s of an n x n band of half-width bw.
-ML_HOST_FN int ml_sb_tasks(int n, int bw, int s) { return (n - 2 - s + bw - 1) / bw; }
 
 // sb_chase: groups batch x p.m, group g running sweep s = i[2] - g (the latest first: on a
 // runner that runs groups in order, a wrong spacing shows as a wrong result), its tasks
@@ -184,7 +430,7 @@ ML_FN void ml_step_sb_sweeps(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   ML_SHARED float *S = ctx.scratch;
   ML_SHARED float *v = S + (3 * bw + 1) * bw;
   ML_SHARED float *red = v + bw;
-  ML_SHARED float *tick = red + ML_RED_FLOATS;
+  ML_SHARED float *tick = S + ml_sb_chase_shared_floats(bw);
   ML_DEVICE float *ticket = ws + p.off[2];
   for (;;) {
     if (ctx.lane == 0) tick[0] = ml_uint_as_float(ml_atomic_add_u32(ticket, 1u));
@@ -196,6 +442,16 @@ ML_FN void ml_step_sb_sweeps(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     const int s = (int)(tk / batch);
     ML_DEVICE float *A = ws + p.off[0] + b * p.stride[0];
     ML_DEVICE float *prog = ws + p.off[1] + b * p.stride[1] + s;
+    ML_DEVICE float *V2 = ws + p.off[3] + b * p.stride[3];
+    if (ml_sb_fast(ctx.group_size, bw)) {
+      if (bw <= 8)
+        ml_sb_sweep_w<8>(ctx, A, ld, n, bw, s, prog, S, V2, p.off[3] > 0);
+      else if (bw <= 16)
+        ml_sb_sweep_w<16>(ctx, A, ld, n, bw, s, prog, S, V2, p.off[3] > 0);
+      else
+        ml_sb_sweep_w<32>(ctx, A, ld, n, bw, s, prog, S, V2, p.off[3] > 0);
+      continue;
+    }
     const int nt = ml_sb_tasks(n, bw, s), np = s > 0 ? ml_sb_tasks(n, bw, s - 1) : 0;
     ml_u32 seen = 0;  // lane 0: the sweep before's progress last read (it only grows)
     for (int t = 0; t < nt; ++t) {

@@ -26,13 +26,14 @@ namespace {
 
 int band_of(const Options &o) { return std::clamp(o.eigh_band, 2, 64); }
 
-// Lanes of the chase: o.eigh_chase_lanes, else one simdgroup up to bw 16 (its barriers and
-// reductions the cheap ones: the chase is latency-bound), else a row of the cross's strip (3 bw
-// rows) each.
+// Lanes of the chase: o.eigh_chase_lanes, else one simdgroup up to bw 32 (the tasks in
+// registers, ml_sb_task_w: the chase is latency-bound), else a row of the cross's strip (3 bw
+// rows) each; at most 256 (the CUDA entries' launch bound: the tasks in registers need more
+// than a 1024-lane group's 64 registers per lane).
 int chase_lanes(int bw, const Options &o) {
-  const int auto_lanes = bw <= 16 ? 32 : (3 * bw + 31) / 32 * 32;
+  const int auto_lanes = bw <= 32 ? 32 : (3 * bw + 31) / 32 * 32;
   const int lanes = o.eigh_chase_lanes > 0 ? o.eigh_chase_lanes : auto_lanes;
-  return std::max(1, std::min(o.max_group, lanes));
+  return std::max(1, std::min({o.max_group, 256, lanes}));
 }
 
 }  // namespace

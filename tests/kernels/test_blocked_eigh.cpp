@@ -13,8 +13,10 @@
 //          zero outside), its eigenvalues and those of the tridiagonal vs those of A in double,
 //          with the chase's 1 and 2 tasks per launch and panels past the shared budget;
 //   eigvalsh2  eigvalsh end to end by two stages (eigh alongside, still one stage);
-//   chase  the chase in one launch (sb_sweeps) against the wavefront launches to the bit, also
-//          with its groups on concurrent threads, and its tridiagonal's eigenvalues.
+//   chase  the chase in one launch (sb_sweeps) against the wavefront launches to the bit (the
+//          tridiagonal and the stored reflectors), also with its groups on concurrent threads,
+//          its tridiagonal's eigenvalues, and the reflectors applied to the band in double;
+//          groups of 32 lanes (the tasks in registers) at bands 8, 16, 32 and below.
 // Usage: test_blocked_eigh <suite>
 #include <cstring>
 #include <optional>
@@ -512,6 +514,7 @@ void sweeps_threaded(std::vector<float> &ws, const ml::blocked::BandLayout &L, i
   p.ld[0] = L.n;
   p.off[1] = L.tau;
   p.off[2] = L.qstat;
+  p.off[3] = L.v2;
   for (int i = 0; i < 4; ++i) p.stride[i] = L.per;
   p.batch = batch;
   p.groups = groups;
@@ -539,6 +542,38 @@ bool same_bits(const std::vector<float> &x, const std::vector<float> &y) {
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
+// The reflector store (L.v2) of matrix b.
+std::vector<float> reflectors_of(const std::vector<float> &ws, const ml::blocked::BandLayout &L,
+                                 int b) {
+  const float *v = ws.data() + size_t(b) * L.per + L.v2;
+  return std::vector<float>(v, v + ml_sb_v2_floats(L.n, L.bw));
+}
+
+// max |H_N .. H_1 B H_1 .. H_N - T| in double, the stored reflectors applied as the chase did
+// (sweeps in order, a sweep's tasks in order, each to the rows r0 + [0, m) it names).
+double reflectors_residual(const Mat &B, const Mat &T, const std::vector<float> &v2, int bw) {
+  const int n = B.r;
+  Mat A = B;
+  for (int s = 0; s + 3 <= n; ++s)
+    for (int t = 0; t < ml_sb_tasks(n, bw, s); ++t) {
+      const int r0 = s + 1 + t * bw, m = std::min(bw, n - r0);
+      const float *q = v2.data() + ml_sb_v2_slot(n, bw, s, t);
+      const double tau = q[bw];
+      if (tau == 0.0) continue;
+      for (int side = 0; side < 2; ++side)
+        for (int k = 0; k < n; ++k) {  // rows (side 0) then columns (side 1) of A
+          double w = 0;
+          for (int j = 0; j < m; ++j) w += q[j] * (side ? A(k, r0 + j) : A(r0 + j, k));
+          w *= tau;
+          for (int j = 0; j < m; ++j) (side ? A(k, r0 + j) : A(r0 + j, k)) -= w * q[j];
+        }
+    }
+  double err = 0;
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < n; ++i) err = std::max(err, std::fabs(A(i, j) - T(i, j)));
+  return err;
+}
+
 // One batch of bands: the one-launch chase (the runner: groups in turn, `lanes` lanes) against
 // the wavefront launches (K = 1) to the bit, the same with one-lane groups on concurrent
 // threads, and the tridiagonal's eigenvalues against the band's in double.
@@ -547,17 +582,24 @@ void chase_case(Report &rep, Worst &worst, int n, int bw, int batch, int lanes, 
   ml::blocked::Options o = small_two_stage(bw, 0);
   o.max_group = lanes;
   o.eigh_chase_lanes = lanes;
-  const ml::blocked::BandLayout L = ml::blocked::band_layout(n, batch, 0, o);
+  ml::blocked::BandLayout L = ml::blocked::band_layout(n, batch, 0, o);
+  L.v2 = L.per;  // the reflectors after the slice
+  L.per += std::max<int64_t>(1, ml_sb_v2_floats(n, bw));
   char buf[120];
-  std::snprintf(buf, sizeof buf, "chase n%d bw%d batch%d lanes%d", n, bw, batch, lanes);
+  std::snprintf(buf, sizeof buf, "chase n%d bw%d batch%d lanes%d%s", n, bw, batch, lanes,
+                ml_sb_fast(lanes, bw) ? " (registers)" : "");
   const std::string at = buf;
   const std::vector<float> ws0 = band_ws(L, batch, nan, rng);
-  kt::CpuStepRunner one, wave, wave1;
+  kt::CpuStepRunner one, wave, wave1, thr_g;
   one.ws = ws0;
   wave.ws = ws0;
   wave1.ws = ws0;
+  thr_g.ws = ws0;
   rep.expect(ml::blocked::sb2st(one, 0, batch, o, L) == ML_OK, at + " run");
   rep.expect(one.launches == (n >= 3 ? 2 : 1), at + " one chase launch");
+  // The one-launch chase's groups of `lanes` lanes, all at once on threads of their own.
+  thr_g.threaded_step = ml::blocked::kStep_sb_sweeps;
+  rep.expect(ml::blocked::sb2st(thr_g, 0, batch, o, L) == ML_OK, at + " threaded groups run");
   ml::blocked::Options ow = o;
   ow.eigh_chase_tasks = 1;
   rep.expect(ml::blocked::sb2st(wave, 0, batch, ow, L) == ML_OK, at + " wavefronts run");
@@ -569,7 +611,13 @@ void chase_case(Report &rep, Worst &worst, int n, int bw, int batch, int lanes, 
     const std::string ab = at + " #" + std::to_string(b);
     const std::vector<float> t = tridiag_of(one.ws, L, b);
     rep.expect(same_bits(t, tridiag_of(wave.ws, L, b)), ab + " = wavefronts, to the bit");
-    rep.expect(same_bits(tridiag_of(thr, L, b), tridiag_of(wave1.ws, L, b)),
+    rep.expect(same_bits(reflectors_of(one.ws, L, b), reflectors_of(wave.ws, L, b)),
+               ab + " reflectors = wavefronts', to the bit");
+    rep.expect(same_bits(t, tridiag_of(thr_g.ws, L, b)) &&
+                   same_bits(reflectors_of(thr_g.ws, L, b), reflectors_of(wave.ws, L, b)),
+               ab + " threaded groups = wavefronts, to the bit (reflectors too)");
+    rep.expect(same_bits(tridiag_of(thr, L, b), tridiag_of(wave1.ws, L, b)) &&
+                   same_bits(reflectors_of(thr, L, b), reflectors_of(wave1.ws, L, b)),
                ab + " threaded one-lane groups = one-lane wavefronts, to the bit");
     if (b == nan) {
       rep.expect(!kt::all_finite(t.data(), t.size()), ab + " non-finite stays non-finite");
@@ -590,6 +638,10 @@ void chase_case(Report &rep, Worst &worst, int n, int bw, int batch, int lanes, 
     for (int i = 0; i < n; ++i) err = std::max(err, std::fabs(wb[i] - wt[i]));
     rep.ratio(err / scale, kLimit, ab + " eigenvalues of T vs the band");
     worst.eig = std::max(worst.eig, err / scale);
+    // The stored reflectors take the band to T: the contract of the back-transformation.
+    const double res = reflectors_residual(B, T, reflectors_of(one.ws, L, b), bw) / scale;
+    rep.ratio(res, kLimit, ab + " H_N .. H_1 B H_1 .. H_N = T");
+    worst.resid = std::max(worst.resid, res);
   }
 }
 
@@ -607,8 +659,15 @@ int suite_chase() {
   chase_case(rep, worst, 40, 16, 2, 64, 0, rng);
   chase_case(rep, worst, 45, 8, 3, 32, -1, rng);
   chase_case(rep, worst, 64, 16, 1, 64, -1, rng);
-  std::printf("chase: %d checks, %d failures; worst eigenvalues %.3g (limit %g)\n", rep.checks,
-              rep.failures, worst.eig, kLimit);
+  // The tasks in registers (one simdgroup) at the bands a GPU runs, 8, 16 and 32, and below
+  // them; a non-finite matrix in a batch; n past several sweeps' tasks and not a multiple of bw.
+  chase_case(rep, worst, 53, 8, 3, 32, 1, rng);
+  chase_case(rep, worst, 70, 16, 2, 32, 0, rng);
+  chase_case(rep, worst, 101, 32, 2, 32, 1, rng);
+  chase_case(rep, worst, 34, 32, 1, 32, -1, rng);
+  chase_case(rep, worst, 31, 13, 1, 32, -1, rng);
+  std::printf("chase: %d checks, %d failures; worst eigenvalues %.3g, reflectors' residual %.3g "
+              "(limit %g)\n", rep.checks, rep.failures, worst.eig, worst.resid, kLimit);
   return rep.failures ? 1 : 0;
 }
 
