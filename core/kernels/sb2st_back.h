@@ -16,7 +16,8 @@
 // every block runs after all the blocks it depends on (the wavefronts before).
 //   sb_back_t  T of every block (one group each), into a T store (k x k per block);
 //   sb_back    one wavefront: every block of it on a slice of Z's columns per group:
-//              Z_R -= V (T (V^T Z_R)) from shared memory.
+//              Z_R -= V (T (V^T Z_R)), the block's V, T and Z rows in shared memory, the three
+//              products in 4 x 4 register tiles.
 // About 2 n^3 flops in all (4 m flops per reflector and column).
 #ifndef ML_KERNELS_SB2ST_BACK_H
 #define ML_KERNELS_SB2ST_BACK_H

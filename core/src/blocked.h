@@ -89,8 +89,8 @@ struct Options {
   // n <= eigh_vec_two_stage_max_n (0: any) from batch eigh_vec_two_stage_min_batch (min_n 0:
   // never); the band as eigvalsh's (eigh_band). The chase's back-transformation in blocks of
   // eigh_back_sweeps sweeps (0: the band's half-width) on eigh_back_cols columns of Z per
-  // group (0: 64, a multiple of 4, fewer where shared memory is short); stage 1's reflectors applied in blocks
-  // of eigh_back_q1 (rounded down to whole panels; 0: 64).
+  // group (0: 64, a multiple of 4, fewer where shared memory is short); stage 1's reflectors
+  // applied in blocks of eigh_back_q1 (rounded down to whole panels; 0: 64).
   int eigh_vec_two_stage_min_n = 0;
   int eigh_vec_two_stage_max_n = 0;
   int eigh_vec_two_stage_min_batch = 1;
