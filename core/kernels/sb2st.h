@@ -97,12 +97,14 @@ ML_HOST_FN int ml_sb_tasks(int n, int bw, int s) { return (n - 2 - s + bw - 1) /
 // holds row l of each of the cross's three blocks,
 //   R.l  column c0 + l over the rows J (l < jo = r0 - c0; lane 0's is the column the reflector
 //        annihilates), R.l[j] = A[r0 + j, c0 + l];
-//   R.d  row l of J x J, R.d[j] = A[r0 + l, r0 + j] (l < m);
+//   R.d  row l of J x J, R.d[j] = A[r0 + l, r0 + j] (l < m; loaded for j <= l, the task takes
+//        the rest from the lanes holding their mirrors);
 //   R.b  row r1 + l below J, R.b[j] = A[r1 + l, r0 + j] (l < nb = hi - r1);
-// entries past m are 0. Only the lower triangle of A is read and written (an upper entry is read
-// from its mirror), so each entry the task changes is loaded and stored once. Every sum is a
-// plain loop in one lane (the same bits in every lane, and in the wavefront launches and the
-// one-launch chase); the lanes share x and D v through 2 BWM floats of shared memory.
+// entries past m are 0. Only the lower triangle of A is read and written, each entry the task
+// changes loaded and stored once, and every load and store coalesced (a column's rows from
+// consecutive lanes). Every sum is a plain loop in one lane (the same bits in every lane, and in
+// the wavefront launches and the one-launch chase); the lanes share x and D v through 2 BWM
+// floats of shared memory, and rows through transposes.
 template <int BWM>
 struct ml_sb_rows {
   float l[BWM], d[BWM], b[BWM];
@@ -385,7 +387,6 @@ ML_FN void ml_sb_task(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int
   }
   ml_barrier_device(ctx);  // the next task reads what this one wrote
 }
-
 
 // sb_chase: groups batch x p.m, group g running sweep s = i[2] - g (the latest first: on a
 // runner that runs groups in order, a wrong spacing shows as a wrong result), its tasks
