@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# One GPU-machine call over the blocked (large-matrix) paths (device tool, carry [".site", ".whl"]:
+# the torch package prebuilt for sm_90 into .site as benchmarks/h200_large.sh says, and the
+# scipy_openblas32 wheel): the blocked CUDA tests and the large hard-family accuracy tests, then
+#   - QR: the fused panels (as built) against the unfused ones (baseline) and torch.linalg.qr
+#     (benchmarks/qr_panels.py); when the baseline is faster in geometric mean at batch 1 the grid
+#     below runs with METAL_LINALG_BLOCKED_QR_PANEL_FUSED=0 / _ROW_LARFT=0 (written to qr_choice.txt);
+#   - eigh by one and two stages against torch.linalg.eigh (benchmarks/eigh2_h200.py, with the split
+#     of the two-stage time);
+#   - eigvalsh's chase variants (benchmarks/chase_block_bench.py, where present);
+#   - the large-matrix grid with peers (run_gpu.py --large) in what is left of TOTAL_S seconds.
+# Everything it prints goes to $OUT/log; every result file, in one archive, to $OUT/results.tgz
+# (written on exit, also when a timeout ends the call).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+FINAL=${OUT:-bench-out}
+OUT=$(mktemp -d)
+mkdir -p "$FINAL" "$OUT/grid"
+trap 'cp "$OUT/log" "$FINAL/log"; tar czf "$FINAL/results.tgz" -C "$OUT" .' EXIT
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 METAL_LINALG_NO_CALIBRATION_NOTICE=1
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+exec > >(tee -a "$OUT/log") 2>&1
+# shellcheck disable=SC1091
+. benchmarks/h200_site.sh
+rc=0
+timeout "${TESTS_S:-130}" python3 -m pytest tests/python/cuda/test_cuda_blocked.py \
+  tests/python/cuda/test_cuda_large_accuracy.py -q -p no:cacheprovider --maxfail=20 -o addopts="" \
+  2>&1 | tail -12
+rc=$(( rc | PIPESTATUS[0] ))
+echo "== tests done after ${SECONDS} s"
+timeout "${QR_S:-70}" python3 benchmarks/qr_panels.py --out "$OUT" --slug qr-fused \
+  --only fused,baseline,torch \
+  --points 1024x1024x1,2048x2048x1,4096x4096x1,4096x1024x1,3000x500x1,512x1024x1,1024x1024x8,512x512x64 \
+  | tail -14
+python3 - "$OUT/qr-fused.json" > "$OUT/qr_choice.txt" <<'PY'
+import json, math, sys
+rows = json.load(open(sys.argv[1]))
+by = {(r["m"], r["n"], r["batch"], r["variant"]): r["best_ms"] for r in rows if r["op"] == "qr"}
+logs = [math.log(by[(m, n, b, "baseline")] / by[(m, n, b, "fused")])
+        for (m, n, b, v) in by if v == "fused" and b == 1 and (m, n, b, "baseline") in by]
+g = math.exp(sum(logs) / len(logs)) if logs else 0.0
+print("fused" if g >= 1.0 else "baseline", f"{g:.3f}", len(logs))
+PY
+echo "== QR choice: $(cat "$OUT/qr_choice.txt") (baseline / fused, geometric mean at batch 1, points)"
+if [ "$(cut -d' ' -f1 "$OUT/qr_choice.txt")" = baseline ]; then
+  export METAL_LINALG_BLOCKED_QR_PANEL_FUSED=0 METAL_LINALG_BLOCKED_QR_ROW_LARFT=0
+fi
+timeout "${EIGH2_S:-60}" python3 benchmarks/eigh2_h200.py --out "$OUT" --points 1024x1,2048x1,1024x8 \
+  --configs one,two,torch | tail -8
+timeout 30 python3 benchmarks/eigh2_h200.py --out "$OUT" --split 2048x1 | tail -6
+if [ -f benchmarks/chase_block_bench.py ]; then
+  timeout "${CHASE_S:-80}" python3 benchmarks/chase_block_bench.py --out "$OUT" | tail -14
+fi
+echo "== variants done after ${SECONDS} s"
+left=$(( ${TOTAL_S:-560} - SECONDS ))
+timeout "$left" python3 benchmarks/run_gpu.py --out "$OUT/grid" --large --point-ms 200 --reps 5 \
+  --cap-ms 300 --budget-s "$(( left - 40 ))" --ours-extra-s 30 ${GRID_ARGS:-} | tail -100
+rc=$(( rc | PIPESTATUS[0] ))
+rm -f "$OUT/grid/inflight.json"
+echo "== done after ${SECONDS} s (rc $rc)"
+exit "$rc"
