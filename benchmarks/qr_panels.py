@@ -170,7 +170,9 @@ def main() -> None:
     ap.add_argument("--slug", default="nvidia-h200-qr")
     ap.add_argument("--worker")
     ap.add_argument("--only", help="comma-separated variants")
-    ap.add_argument("--points", help="QR points instead of the default, e.g. 1024x1024x1,512x512x64")
+    ap.add_argument(
+        "--points", help="QR points instead of the default, e.g. 1024x1024x1,512x512x64"
+    )
     args = ap.parse_args()
     if args.points:
         QR_POINTS[:] = [tuple(int(v) for v in p.split("x")) for p in args.points.split(",")]
