@@ -246,6 +246,9 @@ const blocked::Options &blocked_options() {
       x.eigh_chase_tasks = std::clamp(std::atoi(tasks), 0, 2);
     const int chase_lanes = env_int("METAL_LINALG_EIGH_CHASE_LANES");
     if (chase_lanes >= 1 && chase_lanes <= 1024) x.eigh_chase_lanes = chase_lanes;
+    // The chase of each matrix in one block of this many lanes (0: off; sb2st_block.h).
+    const int chase_block = env_int("METAL_LINALG_EIGH_CHASE_BLOCK");
+    if (chase_block >= 0 && chase_block <= 1024) x.eigh_chase_block = chase_block;
     return x;
   }();
   return o;

@@ -44,7 +44,9 @@
   X(dc_zhat, ml_step_dc_zhat)           \
   X(dc_vec, ml_step_dc_vec)             \
   X(dc_out, ml_step_dc_out)             \
-  X(larft_gram, ml_step_larft_gram)
+  X(larft_gram, ml_step_larft_gram)     \
+  X(sb_block, ml_step_sb_block)         \
+  X(sb_block_wide, ml_step_sb_block)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

@@ -19,6 +19,7 @@
 #include "qr_blocked.h"
 #include "qr_tsqr.h"
 #include "sb2st.h"
+#include "sb2st_block.h"
 #include "tridiag_steps.h"
 #include "tridiag_dc.h"
 #include "sytrd_blocked.h"
