@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -142,10 +143,10 @@ def table(recs: list[dict], configs: list[str]) -> str:
     for (n, b), byc in sorted(rows.items()):
         errs = [r["err_ratio"] for c, r in byc.items() if c != "torch" and "err_ratio" in r]
         err = f"{max(errs):.3g}" if errs else "-"
-        out.append(
-            f"| {n} x{b} | " + " | ".join(cell(byc.get(c)) for c in configs) + f" | {err} |"
-        )
-    notes = sorted({f"{r['config']} {r['n']}x{r['batch']}: {r['error']}" for r in recs if "error" in r})
+        out.append(f"| {n} x{b} | " + " | ".join(cell(byc.get(c)) for c in configs) + f" | {err} |")
+    notes = sorted(
+        {f"{r['config']} {r['n']}x{r['batch']}: {r['error']}" for r in recs if "error" in r}
+    )
     if notes:
         out += ["", "Errors:", ""] + [f"- {x}" for x in notes]
     return "\n".join(out) + "\n"
@@ -154,7 +155,10 @@ def table(recs: list[dict], configs: list[str]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="chase_block_out")
-    ap.add_argument("--points", help="e.g. 1024x1,512x64 (default: " + ",".join(f"{n}x{b}" for n, b in POINTS) + ")")
+    ap.add_argument(
+        "--points",
+        help="e.g. 1024x1,512x64 (default: " + ",".join(f"{n}x{b}" for n, b in POINTS) + ")",
+    )
     ap.add_argument("--configs", help="comma-separated names of CONFIGS (default: all)")
     ap.add_argument("--budget-s", type=float, default=90)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -175,7 +179,10 @@ def main() -> None:
         except ImportError:
             ok = False
         if not ok:
-            msg = "chase_block_bench: skipped, torch with CUDA is not available (--device cpu runs the script's own checks)"
+            msg = (
+                "chase_block_bench: skipped, torch with CUDA is not available"
+                " (--device cpu runs the script's own checks)"
+            )
             print(msg, flush=True)
             with open(path, "w") as f:
                 json.dump({"skipped": msg, "records": []}, f, indent=1)
@@ -195,11 +202,27 @@ def main() -> None:
             print(f"== {config}: skipped (budget of {args.budget_s:.0f} s spent)", flush=True)
             continue
         print(f"== {config}", flush=True)
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", config, "--device",
-               args.device, "--cache", cache, "--points", ",".join(f"{n}x{b}" for n, b in points)]
+        cmd = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--worker",
+            config,
+            "--device",
+            args.device,
+            "--cache",
+            cache,
+            "--points",
+            ",".join(f"{n}x{b}" for n, b in points),
+        ]
         try:
-            p = subprocess.run(cmd, env={**base, **CONFIGS[config]}, capture_output=True,
-                               check=False, text=True, timeout=left)
+            p = subprocess.run(
+                cmd,
+                env={**base, **CONFIGS[config]},
+                capture_output=True,
+                check=False,
+                text=True,
+                timeout=left,
+            )
             lines, err, rc = p.stdout, p.stderr, p.returncode
         except subprocess.TimeoutExpired as e:
             lines = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -210,10 +233,20 @@ def main() -> None:
                 print("  " + line, flush=True)
         if rc != 0:
             print(f"  {config}: exit {rc}: {err.strip()[-600:]}", flush=True)
+    shutil.rmtree(cache, ignore_errors=True)
     md = table(recs, configs)
     with open(path, "w") as f:
-        json.dump({"device": args.device, "points": points, "configs": {c: CONFIGS[c] for c in configs},
-                   "seconds": time.perf_counter() - t0, "records": recs}, f, indent=1)
+        json.dump(
+            {
+                "device": args.device,
+                "points": points,
+                "configs": {c: CONFIGS[c] for c in configs},
+                "seconds": time.perf_counter() - t0,
+                "records": recs,
+            },
+            f,
+            indent=1,
+        )
     with open(os.path.join(args.out, "chase_block.md"), "w") as f:
         f.write(md)
     print(md, flush=True)

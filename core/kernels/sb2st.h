@@ -273,8 +273,12 @@ ML_HOST_FN int ml_sb_fast(int group_size, int bw) { return group_size == 32 && b
 struct ml_sb_prog_device {
   ML_DEVICE float *w;
 };
-ML_FN ml_u32 ml_sb_prog_prev(ml_sb_prog_device p) { return ml_load_acquire_u32(p.w - 1); }
-ML_FN void ml_sb_prog_set(ml_sb_prog_device p, ml_u32 k) { ml_store_release_u32(p.w, k); }
+ML_FN ml_u32 ml_sb_prog_prev(ML_THREAD const ml_sb_prog_device *p) {
+  return ml_load_acquire_u32(p->w - 1);
+}
+ML_FN void ml_sb_prog_set(ML_THREAD const ml_sb_prog_device *p, ml_u32 k) {
+  ml_store_release_u32(p->w, k);
+}
 // sb_block (sb2st_block.h): a ring of words in shared memory, at group scope. Sweep s's word
 // (own) holds (s + 1) T0 + its finished tasks (T0 > every sweep's tasks), so a word only grows
 // and a value left by an earlier sweep of the same slot reads as 0 finished (prev: sweep
@@ -284,12 +288,12 @@ struct ml_sb_prog_block {
   ML_SHARED float *own;
   ml_u32 base, t0;
 };
-ML_FN ml_u32 ml_sb_prog_prev(ml_sb_prog_block p) {
-  const ml_u32 v = ml_load_acquire_block_u32(p.prev);
-  return v > p.base ? v - p.base : 0u;
+ML_FN ml_u32 ml_sb_prog_prev(ML_THREAD const ml_sb_prog_block *p) {
+  const ml_u32 v = ml_load_acquire_block_u32(p->prev);
+  return v > p->base ? v - p->base : 0u;
 }
-ML_FN void ml_sb_prog_set(ml_sb_prog_block p, ml_u32 k) {
-  ml_store_release_block_u32(p.own, p.base + p.t0 + k);
+ML_FN void ml_sb_prog_set(ML_THREAD const ml_sb_prog_block *p, ml_u32 k) {
+  ml_store_release_block_u32(p->own, p->base + p->t0 + k);
 }
 
 // Rows J x J and those below J of a task (as ml_sb_load_w's parts 2 and 4) into d and b.
@@ -314,8 +318,9 @@ ML_FN void ml_sb_load_db(ML_CTX ctx, ML_DEVICE const float *A, int ld, int r0, i
 // carried through shared memory. prog: the progress words (ml_sb_prog_device, or at SC 1, a
 // simdgroup of several running the sweep, ml_sb_prog_block).
 template <int BWM, int SC, typename P>
-ML_FN void ml_sb_sweep_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int s, P prog,
-                         ML_SHARED float *sh, ML_DEVICE float *V2, int store) {
+ML_FN void ml_sb_sweep_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int s,
+                         ML_THREAD const P *prog, ML_SHARED float *sh, ML_DEVICE float *V2,
+                         int store) {
   const int l = ml_simd_lane(ctx);
   const int nt = ml_sb_tasks(n, bw, s), np = s > 0 ? ml_sb_tasks(n, bw, s - 1) : 0;
   ML_SHARED float *T = sh + 2 * BWM;  // T[j (BWM + 1) + i]: row j below J, column i of J
@@ -488,15 +493,16 @@ ML_FN void ml_step_sb_sweeps(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     const int s = (int)(tk / batch);
     ML_DEVICE float *A = ws + p.off[0] + b * p.stride[0];
     ML_DEVICE float *prog = ws + p.off[1] + b * p.stride[1] + s;
-    const ml_sb_prog_device pd = {prog};
+    ml_sb_prog_device pd;
+    pd.w = prog;
     ML_DEVICE float *V2 = ws + p.off[3] + b * p.stride[3];
     if (ml_sb_fast(ctx.group_size, bw)) {
       if (bw <= 8)
-        ml_sb_sweep_w<8, 0>(ctx, A, ld, n, bw, s, pd, S, V2, p.off[3] > 0);
+        ml_sb_sweep_w<8, 0>(ctx, A, ld, n, bw, s, &pd, S, V2, p.off[3] > 0);
       else if (bw <= 16)
-        ml_sb_sweep_w<16, 0>(ctx, A, ld, n, bw, s, pd, S, V2, p.off[3] > 0);
+        ml_sb_sweep_w<16, 0>(ctx, A, ld, n, bw, s, &pd, S, V2, p.off[3] > 0);
       else
-        ml_sb_sweep_w<32, 0>(ctx, A, ld, n, bw, s, pd, S, V2, p.off[3] > 0);
+        ml_sb_sweep_w<32, 0>(ctx, A, ld, n, bw, s, &pd, S, V2, p.off[3] > 0);
       continue;
     }
     const int nt = ml_sb_tasks(n, bw, s), np = s > 0 ? ml_sb_tasks(n, bw, s - 1) : 0;

@@ -87,11 +87,11 @@ ML_FN void ml_step_sb_block(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     pr.base = (ml_u32)s * t0;
     pr.t0 = t0;
     if (bw <= 8)
-      ml_sb_sweep_w<8, 1>(ctx, A, ld, n, bw, s, pr, sh, V2, store);
+      ml_sb_sweep_w<8, 1>(ctx, A, ld, n, bw, s, &pr, sh, V2, store);
     else if (bw <= 16)
-      ml_sb_sweep_w<16, 1>(ctx, A, ld, n, bw, s, pr, sh, V2, store);
+      ml_sb_sweep_w<16, 1>(ctx, A, ld, n, bw, s, &pr, sh, V2, store);
     else
-      ml_sb_sweep_w<32, 1>(ctx, A, ld, n, bw, s, pr, sh, V2, store);
+      ml_sb_sweep_w<32, 1>(ctx, A, ld, n, bw, s, &pr, sh, V2, store);
   }
 }
 
