@@ -265,6 +265,9 @@ const blocked::Options &blocked_options() {
     }
     x.eigh_back_sweeps = std::clamp(env_int("METAL_LINALG_EIGH_BACK_SWEEPS"), 0, 64);
     x.eigh_back_cols = std::clamp(env_int("METAL_LINALG_EIGH_BACK_COLS"), 0, 256);
+    // The chase of each matrix in one block of this many lanes (0: off; sb2st_block.h).
+    const int chase_block = env_int("METAL_LINALG_EIGH_CHASE_BLOCK");
+    if (chase_block >= 0 && chase_block <= 1024) x.eigh_chase_block = chase_block;
     return x;
   }();
   return o;

@@ -30,6 +30,12 @@ template <>
 struct ml_cuda_step_bounds<ml_cuda_step_id_sb_sweeps> {
   static constexpr int lanes = 256, groups = 1;
 };
+// The chase in one group (sb2st_block.h): up to 512 lanes with the registers sb_sweeps' groups
+// get (128 a lane), sb_block_wide up to 1024 (64 a lane: fewer registers, more simdgroups).
+template <>
+struct ml_cuda_step_bounds<ml_cuda_step_id_sb_block> {
+  static constexpr int lanes = 512, groups = 1;
+};
 
 #define ML_CUDA_STEP_ENTRY(name, fn)                                                       \
   __global__ void __launch_bounds__(ml_cuda_step_bounds<ml_cuda_step_id_##name>::lanes,    \

@@ -130,6 +130,24 @@ ML_FN void ml_store_release_u32(ML_DEVICE float *w, ml_u32 v) {
   __atomic_store_n(reinterpret_cast<ml_u32 *>(w), v, __ATOMIC_RELEASE);
 }
 
+// Barrier of the lane's simdgroup alone (compat_cuda.h): the runner's simdgroup barrier.
+#if defined(ML_CPU_SERIAL)
+ML_FN void ml_simd_barrier(ML_CTX) {}
+#else
+ML_FN void ml_simd_barrier(ML_CTX ctx) {
+  if (ctx.group_size > 1) (void)ctx.ops->simd(ctx.state, ctx.lane, 1, 0.0f, 0);
+}
+#endif
+// Words of shared memory shared by the simdgroups of one group (compat_cuda.h); the runner's
+// lanes are threads, so these are the device words' atomics.
+ML_FN ml_u32 ml_atomic_add_shared_u32(ML_SHARED float *w, ml_u32 v) {
+  return ml_atomic_add_u32(w, v);
+}
+ML_FN ml_u32 ml_load_acquire_block_u32(ML_SHARED float *w) { return ml_load_acquire_u32(w); }
+ML_FN void ml_store_release_block_u32(ML_SHARED float *w, ml_u32 v) {
+  ml_store_release_u32(w, v);
+}
+
 // Math shims. No fast math on the CPU build, but isfinite stays bit-based everywhere.
 ML_FN ml_u32 ml_float_as_uint(float x) {
   ml_u32 u;

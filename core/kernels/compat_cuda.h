@@ -191,6 +191,38 @@ ML_FN void ml_store_release_u32(ML_DEVICE float *w, ml_u32 v) {
 #endif
 }
 
+// Barrier of the lane's simdgroup alone (its lanes' shared and device accesses ordered), for
+// groups of several simdgroups that each run work of their own (core/kernels/sb2st_block.h).
+ML_FN void ml_simd_barrier(ML_CTX ctx) {
+  if (ctx.group_size == 1) return;
+  __syncwarp(ml_simd_mask(ctx));
+}
+// Words of shared memory shared by the simdgroups of one group: a relaxed fetch-add, a load with
+// acquire and a store with release at group (block) scope; they order the lane's device-memory
+// accesses too (within a block, device stores reach the block's other threads through the SM's
+// L1), and the release is cumulative as ml_store_release_u32's.
+ML_FN ml_u32 ml_atomic_add_shared_u32(ML_SHARED float *w, ml_u32 v) {
+  return atomicAdd_block(reinterpret_cast<unsigned *>(w), v);
+}
+ML_FN ml_u32 ml_load_acquire_block_u32(ML_SHARED float *w) {
+  unsigned v;
+#if __CUDA_ARCH__ >= 700
+  asm volatile("ld.acquire.cta.u32 %0, [%1];" : "=r"(v) : "l"(w) : "memory");
+#else
+  v = *reinterpret_cast<volatile unsigned *>(w);
+  __threadfence_block();
+#endif
+  return v;
+}
+ML_FN void ml_store_release_block_u32(ML_SHARED float *w, ml_u32 v) {
+#if __CUDA_ARCH__ >= 700
+  asm volatile("st.release.cta.u32 [%0], %1;" : : "l"(w), "r"(v) : "memory");
+#else
+  __threadfence_block();
+  *reinterpret_cast<volatile unsigned *>(w) = v;
+#endif
+}
+
 ML_FN ml_u32 ml_float_as_uint(float x) { return __float_as_uint(x); }
 ML_FN float ml_uint_as_float(ml_u32 u) { return __uint_as_float(u); }
 ML_FN float ml_sqrt(float x) { return __fsqrt_rn(x); }

@@ -119,6 +119,33 @@ ML_FN void ml_store_release_u32(ML_DEVICE float *w, ml_u32 v) {
   metal::atomic_store_explicit((device metal::atomic_uint *)w, v, metal::memory_order_relaxed);
 }
 
+// Barrier of the lane's simdgroup alone (compat_cuda.h), its threadgroup and device accesses
+// ordered.
+ML_FN void ml_simd_barrier(ML_CTX ctx) {
+  if (ctx.group_size == 1) return;
+  metal::simdgroup_barrier(metal::mem_flags::mem_threadgroup | metal::mem_flags::mem_device);
+}
+// Words of threadgroup memory shared by the simdgroups of one threadgroup (compat_cuda.h):
+// relaxed threadgroup atomics, the acquire and release made by fences at threadgroup scope
+// over device and threadgroup memory (atomic_thread_fence, MSL 3.2).
+ML_FN ml_u32 ml_atomic_add_shared_u32(threadgroup float *w, ml_u32 v) {
+  return metal::atomic_fetch_add_explicit((threadgroup metal::atomic_uint *)w, v,
+                                          metal::memory_order_relaxed);
+}
+ML_FN ml_u32 ml_load_acquire_block_u32(threadgroup float *w) {
+  const ml_u32 v =
+      metal::atomic_load_explicit((threadgroup metal::atomic_uint *)w, metal::memory_order_relaxed);
+  metal::atomic_thread_fence(metal::mem_flags::mem_device | metal::mem_flags::mem_threadgroup,
+                             metal::memory_order_seq_cst, metal::thread_scope_threadgroup);
+  return v;
+}
+ML_FN void ml_store_release_block_u32(threadgroup float *w, ml_u32 v) {
+  metal::atomic_thread_fence(metal::mem_flags::mem_device | metal::mem_flags::mem_threadgroup,
+                             metal::memory_order_seq_cst, metal::thread_scope_threadgroup);
+  metal::atomic_store_explicit((threadgroup metal::atomic_uint *)w, v,
+                               metal::memory_order_relaxed);
+}
+
 // Slice of a threadgroup's scratch for thread t of a lane-per-matrix entry (every thread a
 // group of one with its own matrix): an odd number of floats, so threads at equal offsets of
 // their slices hit distinct banks.

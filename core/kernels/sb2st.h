@@ -8,7 +8,9 @@
 //   sb_chase    one wavefront of the chase: every active sweep advances by K tasks;
 //   sb_sweeps   the whole chase in one launch, groups taking sweeps by tickets and waiting on
 //               the sweep before through progress words in device memory;
-//   sb_extract  d and e of the tridiagonal.
+//   sb_extract  d and e of the tridiagonal;
+// and in sb2st_block.h, sb_block: the whole chase of a matrix in one group, its simdgroups
+// taking the sweeps (ml_sb_sweep_w at SC 1), hand-offs through shared memory.
 // When operand 3 is given (p.off[3] > 0), each task also stores its reflector for the
 // back-transformation of eigenvectors: task t of sweep s at slot q = s T0 + t (T0 =
 // ml_sb_tasks(n, bw, 0)), floats [q (bw + 1), q (bw + 1) + m) hold v (v[0] = 1, m <= bw rows
@@ -110,11 +112,29 @@ struct ml_sb_rows {
   float l[BWM], d[BWM], b[BWM];
 };
 
+// Barriers of the tasks in registers: the group's when the group is the one simdgroup (SC 0),
+// the simdgroup's alone when each simdgroup of a larger group runs sweeps of its own (SC 1,
+// sb2st_block.h). Lanes are the simdgroup's (ml_simd_lane) either way.
+template <int SC>
+ML_FN void ml_sb_bar(ML_CTX ctx) {
+  if (SC)
+    ml_simd_barrier(ctx);
+  else
+    ml_barrier(ctx);
+}
+template <int SC>
+ML_FN void ml_sb_bar_device(ML_CTX ctx) {
+  if (SC)
+    ml_simd_barrier(ctx);
+  else
+    ml_barrier_device(ctx);
+}
+
 // R from A for task (r0, m, c0, jo, r1, nb); parts: 1 R.l, 2 R.d, 4 R.b (the others untouched).
 template <int BWM>
 ML_FN void ml_sb_load_w(ML_CTX ctx, ML_DEVICE const float *A, int ld, int r0, int m, int c0,
                         int jo, int r1, int nb, int parts, ML_THREAD ml_sb_rows<BWM> *R) {
-  const int l = ctx.lane;
+  const int l = ml_simd_lane(ctx);
   const ml_i64 cl = (ml_i64)(c0 + l) * ld + r0;
   ML_UNROLL
   for (int j = 0; j < BWM; ++j) {
@@ -128,13 +148,13 @@ ML_FN void ml_sb_load_w(ML_CTX ctx, ML_DEVICE const float *A, int ld, int r0, in
 // Task t of sweep s on R (loaded; R.d its lower entries, j <= l), then R's lower entries back
 // to A (R.b only when store_b: a sweep carries them to its next task, which stores them as its
 // R.l); sh: ml_sb_chase_shared_floats, its second transpose U used here (R.d's upper entries,
-// R.l's coalesced stores). V2 as ml_sb_task. Group-uniform; the caller orders the stores
-// before what reads them.
-template <int BWM>
+// R.l's coalesced stores). V2 as ml_sb_task. Uniform over the group (SC 0) or the simdgroup
+// (SC 1, ml_sb_bar); the caller orders the stores before what reads them.
+template <int BWM, int SC = 0>
 ML_FN void ml_sb_task_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int s, int t,
                         ML_SHARED float *sh, ML_DEVICE float *V2, int store, int store_b,
                         ML_THREAD ml_sb_rows<BWM> *R) {
-  const int l = ctx.lane;
+  const int l = ml_simd_lane(ctx);
   const int r0 = s + 1 + t * bw;
   const int r1 = ml_imin(r0 + bw, n), m = r1 - r0;
   const int c0 = t == 0 ? s : r0 - bw, hi = ml_imin(n, r1 + bw);
@@ -150,7 +170,7 @@ ML_FN void ml_sb_task_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, i
     ML_UNROLL
     for (int j = 0; j < BWM; ++j) U[l * (BWM + 1) + j] = R->d[j];
   }
-  ml_barrier(ctx);
+  ml_sb_bar<SC>(ctx);
   if (l < m) {
     ML_UNROLL
     for (int j = 0; j < BWM; ++j)
@@ -194,7 +214,7 @@ ML_FN void ml_sb_task_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, i
     if (l < BWM) sh[BWM + l] = l < m ? pd : 0.0f;
     ML_UNROLL
     for (int j = 0; j < BWM; ++j) R->l[j] = ml_fma(-wl, v[j], R->l[j]);
-    ml_barrier(ctx);
+    ml_sb_bar<SC>(ctx);
     float pv = 0.0f;
     ML_UNROLL
     for (int j = 0; j < BWM; ++j) pv = ml_fma(sh[BWM + j], v[j], pv);
@@ -217,12 +237,12 @@ ML_FN void ml_sb_task_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, i
     for (int j = 0; j < BWM; ++j) R->l[j] = j == 0 ? h.beta : 0.0f;
   }
   // The lower entries back, a column's rows from consecutive lanes (R.l through U).
-  ml_barrier(ctx);  // U's reads above done
+  ml_sb_bar<SC>(ctx);  // U's reads above done
   if (l < BWM) {
     ML_UNROLL
     for (int j = 0; j < BWM; ++j) U[l * (BWM + 1) + j] = R->l[j];
   }
-  ml_barrier(ctx);
+  ml_sb_bar<SC>(ctx);
   ML_UNROLL
   for (int j = 0; j < BWM; ++j) {
     const ml_i64 cj = (ml_i64)(r0 + j) * ld;
@@ -248,11 +268,41 @@ ML_FN void ml_sb_task_w_all(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int b
 // Whether the chase runs its tasks in registers (ml_sb_task_w): one simdgroup, bw <= 32.
 ML_HOST_FN int ml_sb_fast(int group_size, int bw) { return group_size == 32 && bw <= 32; }
 
+// The progress words of the one-launch chases, read and set by lane 0 of the group running a
+// sweep: the sweep before's finished tasks (acquire), this sweep's (release).
+// sb_sweeps: a word per sweep and matrix in device memory (w this sweep's, w - 1 the one
+// before), at device scope.
+struct ml_sb_prog_device {
+  ML_DEVICE float *w;
+};
+ML_FN ml_u32 ml_sb_prog_prev(ML_THREAD const ml_sb_prog_device *p) {
+  return ml_load_acquire_u32(p->w - 1);
+}
+ML_FN void ml_sb_prog_set(ML_THREAD const ml_sb_prog_device *p, ml_u32 k) {
+  ml_store_release_u32(p->w, k);
+}
+// sb_block (sb2st_block.h): a ring of words in shared memory, at group scope. Sweep s's word
+// (own) holds (s + 1) T0 + its finished tasks (T0 > every sweep's tasks), so a word only grows
+// and a value left by an earlier sweep of the same slot reads as 0 finished (prev: sweep
+// s - 1's word, base = s T0).
+struct ml_sb_prog_block {
+  ML_SHARED float *prev;
+  ML_SHARED float *own;
+  ml_u32 base, t0;
+};
+ML_FN ml_u32 ml_sb_prog_prev(ML_THREAD const ml_sb_prog_block *p) {
+  const ml_u32 v = ml_load_acquire_block_u32(p->prev);
+  return v > p->base ? v - p->base : 0u;
+}
+ML_FN void ml_sb_prog_set(ML_THREAD const ml_sb_prog_block *p, ml_u32 k) {
+  ml_store_release_block_u32(p->own, p->base + p->t0 + k);
+}
+
 // Rows J x J and those below J of a task (as ml_sb_load_w's parts 2 and 4) into d and b.
 template <int BWM>
 ML_FN void ml_sb_load_db(ML_CTX ctx, ML_DEVICE const float *A, int ld, int r0, int m, int r1,
                          int nb, ML_THREAD float *d, ML_THREAD float *b) {
-  const int l = ctx.lane;
+  const int l = ml_simd_lane(ctx);
   ML_UNROLL
   for (int j = 0; j < BWM; ++j) {
     const ml_i64 cj = (ml_i64)(r0 + j) * ld;
@@ -267,12 +317,13 @@ ML_FN void ml_sb_load_db(ML_CTX ctx, ML_DEVICE const float *A, int ld, int r0, i
 // (the sweep before has finished its task t + 2 then, the last to change them but for one
 // entry, X = A[r1 + bw - 1, r0 + bw - 1] of task t + 1, the first entry of the column its task
 // t + 3 annihilates: reloaded after the wait), its columns left of J (task t's rows below J)
-// carried through shared memory. prog: this sweep's progress word (the one before at prog - 1).
-template <int BWM>
+// carried through shared memory. prog: the progress words (ml_sb_prog_device, or at SC 1, a
+// simdgroup of several running the sweep, ml_sb_prog_block).
+template <int BWM, int SC, typename P>
 ML_FN void ml_sb_sweep_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int s,
-                         ML_DEVICE float *prog, ML_SHARED float *sh, ML_DEVICE float *V2,
+                         ML_THREAD const P *prog, ML_SHARED float *sh, ML_DEVICE float *V2,
                          int store) {
-  const int l = ctx.lane;
+  const int l = ml_simd_lane(ctx);
   const int nt = ml_sb_tasks(n, bw, s), np = s > 0 ? ml_sb_tasks(n, bw, s - 1) : 0;
   ML_SHARED float *T = sh + 2 * BWM;  // T[j (BWM + 1) + i]: row j below J, column i of J
   ml_sb_rows<BWM> R;
@@ -281,9 +332,9 @@ ML_FN void ml_sb_sweep_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, 
   for (int t = 0; t < nt; ++t) {
     if (l == 0 && s > 0) {
       const ml_u32 need = (ml_u32)ml_imin(t + 3, np);
-      while (seen < need) seen = ml_load_acquire_u32(prog - 1);
+      while (seen < need) seen = ml_sb_prog_prev(prog);
     }
-    ml_barrier_device(ctx);
+    ml_sb_bar_device<SC>(ctx);
     const int r0 = s + 1 + t * bw;
     const int r1 = ml_imin(r0 + bw, n), m = r1 - r0;
     const int c0 = t == 0 ? s : r0 - bw, hi = ml_imin(n, r1 + bw), nb = hi - r1;
@@ -306,14 +357,14 @@ ML_FN void ml_sb_sweep_w(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, 
       const int q0 = r1, q1 = ml_imin(q0 + bw, n);
       ml_sb_load_db<BWM>(ctx, A, ld, q0, q1 - q0, q1, ml_imin(n, q1 + bw) - q1, nd, nbr);
     }
-    ml_sb_task_w<BWM>(ctx, A, ld, n, bw, s, t, sh, V2 + ml_sb_v2_slot(n, bw, s, t), store,
-                      t + 1 >= nt, &R);
+    ml_sb_task_w<BWM, SC>(ctx, A, ld, n, bw, s, t, sh, V2 + ml_sb_v2_slot(n, bw, s, t), store,
+                          t + 1 >= nt, &R);
     if (t + 1 < nt && l < BWM) {
       ML_UNROLL
       for (int j = 0; j < BWM; ++j) T[l * (BWM + 1) + j] = R.b[j];
     }
-    ml_barrier_device(ctx);
-    if (l == 0) ml_store_release_u32(prog, (ml_u32)(t + 1));
+    ml_sb_bar_device<SC>(ctx);
+    if (l == 0) ml_sb_prog_set(prog, (ml_u32)(t + 1));
   }
 }
 
@@ -443,14 +494,16 @@ ML_FN void ml_step_sb_sweeps(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     const int s = (int)(tk / batch);
     ML_DEVICE float *A = ws + p.off[0] + b * p.stride[0];
     ML_DEVICE float *prog = ws + p.off[1] + b * p.stride[1] + s;
+    ml_sb_prog_device pd;
+    pd.w = prog;
     ML_DEVICE float *V2 = ws + p.off[3] + b * p.stride[3];
     if (ml_sb_fast(ctx.group_size, bw)) {
       if (bw <= 8)
-        ml_sb_sweep_w<8>(ctx, A, ld, n, bw, s, prog, S, V2, p.off[3] > 0);
+        ml_sb_sweep_w<8, 0>(ctx, A, ld, n, bw, s, &pd, S, V2, p.off[3] > 0);
       else if (bw <= 16)
-        ml_sb_sweep_w<16>(ctx, A, ld, n, bw, s, prog, S, V2, p.off[3] > 0);
+        ml_sb_sweep_w<16, 0>(ctx, A, ld, n, bw, s, &pd, S, V2, p.off[3] > 0);
       else
-        ml_sb_sweep_w<32>(ctx, A, ld, n, bw, s, prog, S, V2, p.off[3] > 0);
+        ml_sb_sweep_w<32, 0>(ctx, A, ld, n, bw, s, &pd, S, V2, p.off[3] > 0);
       continue;
     }
     const int nt = ml_sb_tasks(n, bw, s), np = s > 0 ? ml_sb_tasks(n, bw, s - 1) : 0;

@@ -47,7 +47,9 @@
   X(larft_gram, ml_step_larft_gram)     \
   X(qr_larft, ml_step_qr_larft)         \
   X(sb_back_t, ml_step_sb_back_t)       \
-  X(sb_back, ml_step_sb_back)
+  X(sb_back, ml_step_sb_back)           \
+  X(sb_block, ml_step_sb_block)         \
+  X(sb_block_wide, ml_step_sb_block)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

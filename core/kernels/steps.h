@@ -20,6 +20,7 @@
 #include "qr_tsqr.h"
 #include "sb2st.h"
 #include "sb2st_back.h"
+#include "sb2st_block.h"
 #include "tridiag_steps.h"
 #include "tridiag_dc.h"
 #include "sytrd_blocked.h"

@@ -97,6 +97,10 @@ struct Options {
   int eigh_back_sweeps = 0;
   int eigh_back_cols = 0;
   int eigh_back_q1 = 0;
+  // eigvalsh by two stages: the chase of each matrix in one group of this many lanes (a multiple
+  // of 32, up to 1024: its simdgroups take the sweeps, hand-offs in shared memory, sb2st_block.h)
+  // instead of sb_sweeps' groups over the device; 0: off. Needs bw <= 32.
+  int eigh_chase_block = 0;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.

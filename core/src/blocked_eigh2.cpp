@@ -7,7 +7,8 @@
 // the band to tridiagonal form by wavefronts of bulge-chasing tasks (core/kernels/sb2st.h), then
 // the tridiagonal eigensolver (blocked_tridiag.h) runs as in one stage. Launches per call, np =
 // ceil((n - 2) / bw) panels: about 9 np (12 np for rows past shared memory) + 1 for stage 1;
-// for stage 2, 2 when the chase runs in one launch (sb_sweeps, o.eigh_chase_tasks = 0), else
+// for stage 2, 2 when the chase runs in one launch (sb_block, a group per matrix, when
+// o.eigh_chase_block > 0; else sb_sweeps, o.eigh_chase_tasks = 0), else
 // about q n + n / (K bw) + 2 (q = 3 for K = 1 task per launch, q = 2 for K = 2).
 // eigh (with eigenvectors) runs the same stages keeping both stages' reflectors (stage 1's as one
 // unit lower trapezoidal matrix with their taus, the chase's in its store), the tridiagonal
@@ -212,7 +213,21 @@ ml_status sb2st(Runner &r, int64_t first, int64_t batch, const Options &o, const
   const Chunk ch{r, first, batch, L.per};
   const int n = L.n, bw = L.bw;
   ml_status st;
-  if (o.eigh_chase_tasks == 0 && n >= 3) {
+  // The chase of each matrix in one group (o.eigh_chase_block lanes, rounded down to a multiple
+  // of 32 within o.max_group and the shared budget), where it applies; else as below.
+  int block = std::min({o.eigh_chase_block, o.max_group, 1024}) / 32 * 32;
+  while (block > 0 && ml_sb_block_shared_floats(bw, block) > o.shared_floats) block -= 32;
+  if (block > 0 && ml_sb_block_fits(n, bw)) {
+    ml_step_params p = step_params();
+    p.n = n;
+    p.i[1] = bw;
+    p.off[0] = L.a;
+    p.ld[0] = n;
+    p.off[3] = L.v2;
+    if ((st = ch.launch(block > 512 ? kStep_sb_block_wide : kStep_sb_block, ch.batch, block,
+                        ml_sb_block_shared_floats(bw, block), p)))
+      return st;
+  } else if (o.eigh_chase_tasks == 0 && n >= 3) {
     // One launch: a group for every sweep that can be in flight (one per 3 tasks of the
     // first), at most 8 per multiprocessor's share of o.parallel_groups.
     const int64_t total = ch.batch * (n - 2);
@@ -234,7 +249,8 @@ ml_status sb2st(Runner &r, int64_t first, int64_t batch, const Options &o, const
   const int K = std::clamp(o.eigh_chase_tasks, 1, 2), q = K == 1 ? 3 : 2;
   // Chunks of K tasks of sweep s; ceil((n - 2 - s) / bw) tasks.
   const auto chunks = [&](int s) { return (ml_sb_tasks(n, bw, s) + K - 1) / K; };
-  const int last = o.eigh_chase_tasks == 0 ? -1 : n - 3;  // the wavefronts' last sweep
+  // The wavefronts' last sweep (-1: the chase ran in one launch above).
+  const int last = o.eigh_chase_tasks == 0 || (block > 0 && ml_sb_block_fits(n, bw)) ? -1 : n - 3;
   const int lanes = chase_lanes(bw, o);
   // Wavefront `wave` runs chunk wave - q s of the sweeps s in [lo, hi] that have it.
   for (int wave = 0, lo = 0; last >= 0; ++wave) {

@@ -21,6 +21,7 @@ class CpuStepRunner final : public ml::blocked::Runner {
   float *o0 = nullptr, *o1 = nullptr, *o2 = nullptr;
   int *info = nullptr;
   int launches = 0;
+  std::vector<int> steps;  // the step of each launch, in order
   // Launches of this step run their groups on concurrent threads, all at once (the steps whose
   // groups wait on each other through device words), not in turn.
   int threaded_step = -1;
@@ -32,6 +33,7 @@ class CpuStepRunner final : public ml::blocked::Runner {
       return ML_RUNTIME_ERROR;
     }
     Bound u{&l, this};
+    steps.push_back(l.step);
     if (l.step == threaded_step) {
       std::vector<Bound> one(static_cast<size_t>(l.p.groups));
       std::vector<std::thread> threads;

@@ -16,7 +16,10 @@
 //   chase  the chase in one launch (sb_sweeps) against the wavefront launches to the bit (the
 //          tridiagonal and the stored reflectors), also with its groups on concurrent threads,
 //          its tridiagonal's eigenvalues, and the reflectors applied to the band in double;
-//          groups of 32 lanes (the tasks in registers) at bands 8, 16, 32 and below.
+//          groups of 32 lanes (the tasks in registers) at bands 8, 16, 32 and below;
+//          the chase of each matrix in one group (sb_block, sb2st_block.h) against the
+//          wavefronts at 32 lanes to the bit (tridiagonal and reflectors), groups of 1 to 4
+//          simdgroups, and eigvalsh by two stages with it.
 // Usage: test_blocked_eigh <suite>
 #include <cstring>
 #include <optional>
@@ -645,6 +648,71 @@ void chase_case(Report &rep, Worst &worst, int n, int bw, int batch, int lanes, 
   }
 }
 
+// Equal bits, a NaN matching any NaN (its sign and payload depend on the order the compiler
+// gives a commutative operation's operands: the instantiations may differ).
+bool same_bits_or_nan(const std::vector<float> &x, const std::vector<float> &y) {
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (std::memcmp(&x[i], &y[i], sizeof(float)) != 0 && !(std::isnan(x[i]) && std::isnan(y[i])))
+      return false;
+  return true;
+}
+
+// One batch of bands: the chase of each matrix in one group of `lanes` lanes (sb_block) against
+// the wavefront launches at 32 lanes (the same tasks in registers) to the bit, the tridiagonal
+// and the stored reflectors, also with the batch's groups on concurrent threads.
+void block_case(Report &rep, int n, int bw, int batch, int lanes, int nan, std::mt19937_64 &rng) {
+  ml::blocked::Options o = small_two_stage(bw, 1);
+  o.max_group = 32;
+  o.eigh_chase_lanes = 32;
+  ml::blocked::BandLayout L = ml::blocked::band_layout(n, batch, 0, o);
+  L.v2 = L.per;
+  L.per += std::max<int64_t>(1, ml_sb_v2_floats(n, bw));
+  char buf[120];
+  std::snprintf(buf, sizeof buf, "block chase n%d bw%d batch%d lanes%d", n, bw, batch, lanes);
+  const std::string at = buf;
+  const std::vector<float> ws0 = band_ws(L, batch, nan, rng);
+  kt::CpuStepRunner wave, blk, thr;
+  wave.ws = blk.ws = thr.ws = ws0;
+  rep.expect(ml::blocked::sb2st(wave, 0, batch, o, L) == ML_OK, at + " wavefronts run");
+  ml::blocked::Options ob = o;
+  ob.eigh_chase_tasks = 0;
+  ob.eigh_chase_block = lanes;
+  ob.max_group = lanes;
+  rep.expect(ml::blocked::sb2st(blk, 0, batch, ob, L) == ML_OK, at + " run");
+  const int want = lanes > 512 ? ml::blocked::kStep_sb_block_wide : ml::blocked::kStep_sb_block;
+  rep.expect(n < 3 || (blk.steps.size() == 2 && blk.steps[0] == want),
+             at + " one sb_block launch, then sb_extract");
+  thr.threaded_step = want;
+  rep.expect(ml::blocked::sb2st(thr, 0, batch, ob, L) == ML_OK, at + " threaded groups run");
+  for (int b = 0; b < batch; ++b) {
+    const std::string ab = at + " #" + std::to_string(b);
+    const std::vector<float> t = tridiag_of(blk.ws, L, b), tw = tridiag_of(wave.ws, L, b);
+    const std::vector<float> rw = reflectors_of(wave.ws, L, b);
+    // To the bit; in the non-finite matrix, NaN for NaN.
+    const auto same = b == nan ? same_bits_or_nan : same_bits;
+    rep.expect(same(t, tw) && same(reflectors_of(blk.ws, L, b), rw),
+               ab + " = wavefronts, to the bit (reflectors too)");
+    rep.expect(same(tridiag_of(thr.ws, L, b), tw) && same(reflectors_of(thr.ws, L, b), rw),
+               ab + " threaded groups = wavefronts, to the bit (reflectors too)");
+    if (b == nan)
+      rep.expect(!kt::all_finite(t.data(), t.size()), ab + " non-finite stays non-finite");
+    else
+      rep.expect(kt::all_finite(t.data(), t.size()), ab + " finite");
+  }
+  // Off past what it can run: bands wider than 32 take sb_sweeps.
+  if (bw == 2 && n == 37) {
+    ml::blocked::Options wide = ob;
+    wide.eigh_band = 40;
+    ml::blocked::BandLayout LW = ml::blocked::band_layout(n, 1, 0, wide);
+    kt::CpuStepRunner w;
+    w.ws = band_ws(LW, 1, -1, rng);
+    rep.expect(ml::blocked::sb2st(w, 0, 1, wide, LW) == ML_OK &&
+                   w.steps[0] == ml::blocked::kStep_sb_sweeps,
+               at + " bw 40: sb_sweeps");
+  }
+}
+
 int suite_chase() {
   Report rep;
   Worst worst;
@@ -666,6 +734,14 @@ int suite_chase() {
   chase_case(rep, worst, 101, 32, 2, 32, 1, rng);
   chase_case(rep, worst, 34, 32, 1, 32, -1, rng);
   chase_case(rep, worst, 31, 13, 1, 32, -1, rng);
+  // The chase of each matrix in one group: a NaN matrix in the middle of each batch; n past
+  // several rings of progress words (n 130 at bw 2: 128 sweeps over a ring of 2 G words).
+  int k = 0;
+  for (int n : {3, 4, 37, 130})
+    for (int bw : {2, 8, 16}) block_case(rep, n, bw, 3, 32 << (k++ % 3), 1, rng);
+  block_case(rep, 130, 8, 2, 32, -1, rng);
+  block_case(rep, 130, 16, 1, 64, -1, rng);
+  block_case(rep, 37, 16, 1, 128, -1, rng);
   std::printf("chase: %d checks, %d failures; worst eigenvalues %.3g, reflectors' residual %.3g "
               "(limit %g)\n", rep.checks, rep.failures, worst.eig, worst.resid, kLimit);
   return rep.failures ? 1 : 0;
@@ -733,6 +809,11 @@ int suite_eigvalsh2() {
   ml::blocked::Options chunked = small_two_stage(3, 0);
   chunked.max_workspace_bytes = 1;  // one matrix per chunk
   eigvalsh2_case(rep, worst, 11, ML_K_UPPER, chunked, rng, false);
+  // The chase of each matrix in one group of two simdgroups, on the hard families.
+  ml::blocked::Options blk = small_two_stage(8, 0);
+  blk.max_group = 64;
+  blk.eigh_chase_block = 64;
+  eigvalsh2_case(rep, worst, 30, ML_K_LOWER, blk, rng, false);
   // Below the threshold: one stage.
   ml::blocked::Options above = small_two_stage(4, 2);
   above.eigh_two_stage_min_n = 30;
