@@ -240,9 +240,9 @@ const blocked::Options &blocked_options() {
     x.eigh_two_stage_min_n = 512;
     x.eigh_two_stage_max_n = 2048;
     x.eigh_two_stage_min_batch = 64;
-    // Band 8: the chase's tasks are latency-bound and about half as long as at 16; faster in all
-    // (benchmarks/results/nvidia-h200-chase.md: 512 x64 14.9 vs 16.4 ms, 4096 x1 127 vs 140).
-    x.eigh_band = 8;
+    // The band stays 16 (Options' default): in the routed window band 16 measured faster than 8
+    // (benchmarks/results/nvidia-h200-blocked-variants.md: 1024 x64 41.7 vs 55.5 ms, 2048 x64
+    // 230 vs 332), band 8 only at batch 1 and 8, where one stage is faster than either.
     if (const char *ts = std::getenv("METAL_LINALG_EIGH_TWO_STAGE_MIN_N")) {
       x.eigh_two_stage_min_n = std::max(0, std::atoi(ts));
       x.eigh_two_stage_max_n = std::max(0, env_int("METAL_LINALG_EIGH_TWO_STAGE_MAX_N"));

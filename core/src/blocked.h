@@ -76,15 +76,17 @@ struct Options {
   int trd_panel_max_batch = 0;
   // QR: the one-group panels by the fused factorisation (one reduction per column, T built
   // alongside, core/kernels/qr_blocked.h ml_qr_factor_fused; 0: a simdgroup per column), with
-  // this many lanes (0: 32 per simdgroup, about sqrt(rows) simdgroups, at most 32).
-  int qr_panel_fused = 1;
+  // this many lanes (0: 32 per simdgroup, about sqrt(rows) simdgroups, at most 32). Off: slower
+  // than a simdgroup per column on the H200 (benchmarks/results/nvidia-h200-blocked-variants.md:
+  // 4096 x1 78.1 vs 48.5 ms, 1024 x1 7.26 vs 6.25).
+  int qr_panel_fused = 0;
   int qr_fused_lanes = 0;
   // QR: two levels (outer panels of nb_outer columns) from this batch even where the panels
   // need no narrowing.
   int qr_outer_min_batch = 8;
   // QR: T of an outer panel by the qr_larft step (T's rows a simdgroup each, no barrier per
-  // column; 0: larft_gram, larft.h).
-  int qr_row_larft = 1;
+  // column; 0: larft_gram, larft.h). Off with the fused panels (measured together).
+  int qr_row_larft = 0;
   // eigh (with eigenvectors) by two stages (blocked_eigh2.cpp) for eigh_vec_two_stage_min_n <=
   // n <= eigh_vec_two_stage_max_n (0: any) from batch eigh_vec_two_stage_min_batch (min_n 0:
   // never); the band as eigvalsh's (eigh_band). The chase's back-transformation in blocks of

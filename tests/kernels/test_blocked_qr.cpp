@@ -276,6 +276,8 @@ int suite_fused() {
     o.nb = x.nb;
     o.gemm_lanes = 4;
     o.max_group = 128;
+    o.qr_panel_fused = 1;  // off by default (slower on the H200); this suite tests it
+    o.qr_row_larft = 1;
     o.qr_fused_lanes = x.lanes;
     kt::Timer t("qr fused", x.m, x.n, x.lanes);
     qr_case(rep, worst, x.m, x.n, x.mode, o, false, rng);
@@ -286,6 +288,8 @@ int suite_fused() {
   a.nb = 16;
   a.gemm_lanes = 4;
   a.max_group = 256;
+  a.qr_panel_fused = 1;
+  a.qr_row_larft = 1;
   qr_case(rep, worst, 120, 50, ML_K_QR_REDUCED, a, false, rng);
   ml::blocked::Options narrow = a;
   narrow.max_group = 64;
