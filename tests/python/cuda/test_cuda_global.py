@@ -14,28 +14,22 @@ import subprocess
 import sys
 import textwrap
 
+import _cuda
 import pytest
-
-torch = pytest.importorskip("torch")
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA device", allow_module_level=True)
-mlt = pytest.importorskip("metal_linalg_torch")
-from metal_linalg_torch import _dispatch, _lib
-
-if not _lib.lib.ml_backend_available(b"cuda"):
-    pytest.skip("metal_linalg built without the CUDA backend", allow_module_level=True)
-
+from _cuda import DEV, OPS, _lib, backend, mlt, torch
+from metal_linalg_torch import _dispatch
 from test_cuda_ops import (
-    OPS,
+    HARD_FAMILIES,
     c_ml_eigh,
-    call_op,
+    check_call,
     check_eigh,
+    check_family,
+    check_graph_replay,
     check_outputs,
-    gen_family,
+    family_input,
     sym_family,
 )
 
-DEV = torch.device("cuda")
 KERNEL = {
     "qr": "qr_householder",
     "eigh": "eigh_tridiag_ql",
@@ -46,33 +40,14 @@ KERNEL = {
 
 
 def set_global(max_n: int) -> None:
-    for op in range(len(OPS)):
-        assert _lib.lib.ml_policy_set(op, b"gpu_min_batch", 1) == 0
-        assert _lib.lib.ml_policy_set(op, b"gpu_max_n", 1 << 20) == 0
-        assert _lib.lib.ml_policy_set(op, b"gpu_lane_max_n", 0) == 0
-        assert _lib.lib.ml_policy_set(op, b"gpu_global_max_n", max_n) == 0
-        assert _lib.lib.ml_policy_set(op, b"gpu_global_min_batch", 1) == 0
-        # The blocked algorithms, which take these shapes first, off (test_cuda_blocked.py).
-        assert _lib.lib.ml_policy_set(op, b"gpu_blocked_min_n", 0) == 0
+    # The blocked algorithms, which take these shapes first, off (test_cuda_blocked.py).
+    _cuda.set_policies(
+        **_cuda.GPU_ALWAYS, gpu_global_max_n=max_n, gpu_global_min_batch=1, gpu_blocked_min_n=0
+    )
 
 
-@pytest.fixture(autouse=True)
-def _global_on():
-    """Global launches on for every op up to 4096 (the policy default is off)."""
-    set_global(4096)
-    yield
-    for op in range(len(OPS)):
-        _lib.lib.ml_policy_reset(op)
-
-
-def backend(op: str, m: int, n: int, batch: int, memory=_lib.ML_MEMORY_CUDA) -> str:
-    return _lib.text(_lib.lib.ml_backend(OPS.index(op), memory, m, n, batch))
-
-
-def _input(op: str, m: int, n: int, batch: int, family: str = "random", seed: int = 0):
-    if op.startswith("eig"):
-        return sym_family(family, n, batch, seed=seed)
-    return gen_family(family, m, n, batch, seed=seed)
+# Global launches on for every op up to 4096 (the policy default is off).
+_global_on = _cuda.policy_fixture(set_global, 4096)
 
 
 def test_routing_names_the_global_plan() -> None:
@@ -94,11 +69,9 @@ RECT = [(513, 257, 2), (257, 513, 2), (1024, 300, 1)]
 def test_square_values(op: str, nb: tuple[int, int]) -> None:
     n, batch = nb
     assert backend(op, n, n, batch).endswith("/global")
-    a = _input(op, n, n, batch, seed=n + batch).to(DEV)
-    outs = call_op(op, a)
-    for o in outs:
-        assert o.device == a.device and o.dtype == torch.float32
-    check_outputs(op, a, outs, f"{op} {n}x{n} x{batch} global")
+    check_call(
+        op, family_input(op, n, n, batch, seed=n + batch).to(DEV), f"{op} {n}x{n} x{batch} global"
+    )
 
 
 @pytest.mark.parametrize("op", ["qr", "svd", "svdvals"])
@@ -106,8 +79,7 @@ def test_square_values(op: str, nb: tuple[int, int]) -> None:
 def test_rect_values(op: str, mnb: tuple[int, int, int]) -> None:
     m, n, batch = mnb
     assert backend(op, m, n, batch).endswith("/global")
-    a = _input(op, m, n, batch, seed=m + n).to(DEV)
-    check_outputs(op, a, call_op(op, a), f"{op} {m}x{n} x{batch} global")
+    a = check_family(op, m, n, batch, f"{op} {m}x{n} x{batch} global", seed=m + n)
     if op == "qr":  # R only and complete (square) run global too
         r = mlt.qr(a, mode="r")[1]
         check_outputs("qr", a, (None, r), f"qr mode=r {m}x{n} global")
@@ -116,10 +88,9 @@ def test_rect_values(op: str, mnb: tuple[int, int, int]) -> None:
 
 
 @pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("family", ["graded", "clustered", "rankdef", "tiny", "huge"])
+@pytest.mark.parametrize("family", HARD_FAMILIES)
 def test_hard_families(op: str, family: str) -> None:
-    a = _input(op, 300, 300, 2, family=family, seed=5).to(DEV)
-    check_outputs(op, a, call_op(op, a), f"{op} {family} 300x300 global")
+    check_family(op, 300, 300, 2, f"{op} {family} 300x300 global", family=family, seed=5)
 
 
 def test_nonfinite_isolated() -> None:
@@ -141,34 +112,22 @@ def test_torch_workspace_and_cache() -> None:
     set_global(0)
     check_eigh(a, *mlt.eigh(a), "eigh 300 through the host")
     set_global(4096)
-    ex = _lib.MlExec()
-    ex.memory = _lib.ML_MEMORY_CUDA
-    ex.device = torch.cuda.current_device()
-    need = ctypes.c_int64()
-    _lib.check(
-        _lib.lib.ml_workspace_size(
-            ctypes.byref(ex), _lib.OP_ID["eigh"], batch, n, n, 0, ctypes.byref(need)
-        ),
-        "workspace_size",
-    )
+    ex = _cuda.cuda_exec()
+    need = _cuda.workspace_size(ex, "eigh", batch, n)
     # The kernel's scratch (about n^2 floats) per matrix in flight, all of a small batch.
-    assert need.value >= batch * n * n * 4, need.value
+    assert need >= batch * n * n * 4, need
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
     w, v = mlt.eigh(a)
     torch.cuda.synchronize()
-    assert torch.cuda.max_memory_allocated() - base >= need.value + v.numel() * 4
+    assert torch.cuda.max_memory_allocated() - base >= need + v.numel() * 4
     check_eigh(a, w, v, "eigh 300 global through the torch package")
     # The package's one routing query (ml_plan) runs it on the GPU with that workspace.
-    assert _dispatch._cuda_plan(_dispatch._cuda_exec(a), "eigh", batch, n, n, 0) == need.value
+    assert _dispatch._cuda_plan(_dispatch._cuda_exec(a), "eigh", batch, n, n, 0) == need
     assert mlt.eigh_backend(n, batch, device="cuda") == "cuda:eigh_tridiag_ql/global"
     set_global(0)
-    size = ctypes.c_int64(-1)
-    _lib.lib.ml_workspace_size(
-        ctypes.byref(ex), _lib.OP_ID["eigh"], batch, n, n, 0, ctypes.byref(size)
-    )
-    assert size.value == 0
+    assert _cuda.workspace_size(ex, "eigh", batch, n, check=False) == 0
 
 
 def test_c_api_rejects_a_short_workspace() -> None:
@@ -176,15 +135,11 @@ def test_c_api_rejects_a_short_workspace() -> None:
     a = sym_family("random", n, batch, seed=12).to(DEV)
     w = torch.empty(batch, n, device=DEV)
     v = torch.empty(batch, n, n, device=DEV)
-    ex = _lib.MlExec()
-    ex.memory = _lib.ML_MEMORY_CUDA
-    ex.device = torch.cuda.current_device()
+    ex = _cuda.cuda_exec()
     ex.stream = torch.cuda.current_stream().cuda_stream
-    need = ctypes.c_int64()
-    _lib.lib.ml_workspace_size(
-        ctypes.byref(ex), _lib.OP_ID["eigh"], batch, n, n, 0, ctypes.byref(need)
+    short = torch.empty(
+        _cuda.workspace_size(ex, "eigh", batch, n, check=False) - 4, dtype=torch.uint8, device=DEV
     )
-    short = torch.empty(need.value - 4, dtype=torch.uint8, device=DEV)
     ex.workspace = short.data_ptr()
     ex.workspace_bytes = short.numel()
     status = c_ml_eigh()(
@@ -198,20 +153,13 @@ def test_cuda_graph() -> None:
     """A global launch captured in a CUDA graph (the workspace from the graph's pool)."""
     n, batch = 256, 2
     static = sym_family("random", n, batch, seed=21).to(DEV)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        mlt.eigh(static)  # one-time kernel set-up outside capture
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        w_static, v_static = mlt.eigh(static)
-    for seed in (22, 23):
-        fresh = sym_family("random", n, batch, seed=seed).to(DEV)
-        static.copy_(fresh)
-        graph.replay()
-        torch.cuda.synchronize()
-        check_eigh(fresh, w_static, v_static, f"global graph replay seed {seed}")
+    check_graph_replay(
+        mlt.eigh,
+        static,
+        (22, 23),
+        lambda seed: sym_family("random", n, batch, seed=seed).to(DEV),
+        lambda fresh, outs, seed: check_eigh(fresh, *outs, f"global graph replay seed {seed}"),
+    )
 
 
 def test_chunks_reuse_the_workspace() -> None:

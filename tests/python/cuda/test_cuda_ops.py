@@ -9,20 +9,10 @@ from __future__ import annotations
 import ctypes
 import math
 
+import _cuda
 import pytest
-
-torch = pytest.importorskip("torch")
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA device", allow_module_level=True)
-mlt = pytest.importorskip("metal_linalg_torch")
-from metal_linalg_torch import _lib
-
-if not _lib.lib.ml_backend_available(b"cuda"):
-    pytest.skip("metal_linalg built without the CUDA backend", allow_module_level=True)
-
-DEV = torch.device("cuda")
+from _cuda import DEV, OPS, _lib, backend, mlt, torch
 from accuracy import THRESH, TINY, ULP
-from metal_linalg_torch._lib import OPS
 
 SQUARE_N = [*range(1, 10), 15, 16, 17, 24, 31, 32, 33, 40, 47, 48, 63, 64, 65, 96, 128]
 RECT = [
@@ -52,27 +42,22 @@ def _gpu_policy(request):
     they exist, else the block kernels (small); the simdgroup kernels where they exist, else
     the block kernels (simd)."""
     mode = request.param
-    for op in range(len(OPS)):
-        assert _lib.lib.ml_policy_set(op, b"gpu_min_batch", 1) == 0
-        assert _lib.lib.ml_policy_set(op, b"gpu_max_n", 1 << 20) == 0
-        lane_max = (1 << 20) if mode == "lane" else 0
-        assert _lib.lib.ml_policy_set(op, b"gpu_lane_max_n", lane_max) == 0
-        assert _lib.lib.ml_policy_set(op, b"gpu_lane_min_batch", 1) == 0
-        small_max = (1 << 20) if mode == "small" else 0
-        assert _lib.lib.ml_policy_set(op, b"gpu_small_max_n", small_max) == 0
-        simd_max = (1 << 20) if mode == "simd" else 0
-        assert _lib.lib.ml_policy_set(op, b"gpu_simd_max_n", simd_max) == 0
-        name = _lib.text(_lib.lib.ml_backend(op, _lib.ML_MEMORY_CUDA, 8, 8, 64))
+    on = {m: (1 << 20) if mode == m else 0 for m in ("lane", "small", "simd")}
+    _cuda.set_policies(
+        gpu_min_batch=1,
+        gpu_max_n=1 << 20,
+        gpu_lane_max_n=on["lane"],
+        gpu_lane_min_batch=1,
+        gpu_small_max_n=on["small"],
+        gpu_simd_max_n=on["simd"],
+    )
+    for op in OPS:
+        name = backend(op, 8, 8, 64)
         assert name.startswith("cuda:") and name.endswith("/lane") == (mode == "lane"), name
         if mode != "small":
             assert "_small" not in name, name
     yield
-    for op in range(len(OPS)):
-        _lib.lib.ml_policy_reset(op)
-
-
-def backend(op: str, m: int, n: int, batch: int) -> str:
-    return _lib.text(_lib.lib.ml_backend(OPS.index(op), _lib.ML_MEMORY_CUDA, m, n, batch))
+    _cuda.reset_policies()
 
 
 def assert_gpu_for_small(op: str, m: int, n: int, batch: int) -> None:
@@ -198,6 +183,19 @@ def gen_family(kind: str, m: int, n: int, batch: int, seed: int = 0) -> torch.Te
             a = (_orth(m, gen)[:, :k] * s) @ _orth(n, gen)[:, :k].T
         out[b] = a
     return out.to(torch.float32)
+
+
+def family_input(op: str, m: int, n: int, batch: int, family: str = "random", seed: int = 0):
+    """A batch of the family for op: symmetric n x n for the eigensolvers, else m x n."""
+    if op.startswith("eig"):
+        return sym_family(family, n, batch, seed=seed)
+    return gen_family(family, m, n, batch, seed=seed)
+
+
+def ata(n: int, batch: int) -> torch.Tensor:
+    """A^T A of a random A (seeded with n): eigenvalues clustered near 0, condition ~ n^2."""
+    g = torch.randn(batch, n, n, dtype=torch.float64, generator=torch.Generator().manual_seed(n))
+    return (g.mT @ g).float()
 
 
 # ---- LAPACK ratios in float64 ----
@@ -326,6 +324,25 @@ def check_outputs(op: str, a: torch.Tensor, outs: tuple[torch.Tensor, ...], what
         check_svd(a, outs[0], outs[1], outs[2], what)
     else:
         check_svd(a, None, outs[0], None, what)
+
+
+HARD_FAMILIES = ["graded", "clustered", "rankdef", "tiny", "huge"]
+
+
+def check_family(op: str, m: int, n: int, batch: int, what: str, *, family="random", seed=0):
+    """op on a batch of the family (family_input) on the GPU, checked with LAPACK's ratios;
+    returns that batch."""
+    a = family_input(op, m, n, batch, family=family, seed=seed).to(DEV)
+    check_outputs(op, a, call_op(op, a), what)
+    return a
+
+
+def check_call(op: str, a: torch.Tensor, what: str) -> None:
+    """op on a through metal_linalg_torch: float32 outputs on a's device, with LAPACK's ratios."""
+    outs = call_op(op, a)
+    for o in outs:
+        assert o.device == a.device and o.dtype == torch.float32
+    check_outputs(op, a, outs, what)
 
 
 def run_op(op: str, a: torch.Tensor) -> None:
@@ -467,35 +484,47 @@ def test_simd_pairs_match_alone(op: str, mn: tuple[int, int]) -> None:
     check_outputs(op, a[good], tuple(o[good] for o in together), f"{op} {mn} pairs")
 
 
+def check_graph_replay(call, static, seeds, make, check, warmups: int = 1) -> None:
+    """call(static) captured in a CUDA graph after `warmups` calls outside capture (one-time
+    kernel set-up), then for each seed: make(seed) copied into static, the graph replayed and
+    check(fresh, outputs of the captured call, seed)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmups):
+            call(static)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = tuple(call(static))
+    for seed in seeds:
+        fresh = make(seed)
+        static.copy_(fresh)
+        graph.replay()
+        torch.cuda.synchronize()
+        check(fresh, outs, seed)
+
+
 def test_eigh_cuda_graph() -> None:
     """mlt.eigh captured in a CUDA graph, replayed on new data copied into the static input."""
     n, batch = 32, 256
     static = torch.empty(batch, n, n, device=DEV)
     static.copy_(sym_family("random", n, batch, seed=1).to(DEV))
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):  # warm-up outside capture: kernel attributes, workspace pool
-            mlt.eigh(static)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        w_static, v_static = mlt.eigh(static)
-    for seed in (2, 3, 4):
-        fresh = sym_family("random", n, batch, seed=seed).to(DEV)
-        static.copy_(fresh)
-        graph.replay()
-        torch.cuda.synchronize()
-        check_eigh(fresh, w_static, v_static, f"graph replay seed {seed}")
+    check_graph_replay(
+        mlt.eigh,
+        static,
+        (2, 3, 4),
+        lambda seed: sym_family("random", n, batch, seed=seed).to(DEV),
+        lambda fresh, outs, seed: check_eigh(fresh, *outs, f"graph replay seed {seed}"),
+        warmups=2,  # outside capture: kernel attributes, workspace pool
+    )
 
 
 # ---- the C API with device pointers (the backend's contract, independent of the frontend) ----
 
 
 def _exec(stream: torch.cuda.Stream, workspace: torch.Tensor | None) -> _lib.MlExec:
-    ex = _lib.MlExec()
-    ex.memory = _lib.ML_MEMORY_CUDA
-    ex.device = torch.cuda.current_device()
+    ex = _cuda.cuda_exec()
     ex.stream = stream.cuda_stream
     ex.workspace = workspace.data_ptr() if workspace is not None and workspace.numel() else None
     ex.workspace_bytes = workspace.numel() if workspace is not None else 0
@@ -522,14 +551,7 @@ def _c_eigh(
     """Enqueues ml_eigh; returns the workspace, which must outlive the work (and a captured graph)."""
     batch, n = a.shape[0], a.shape[-1]
     ex = _exec(stream, None)
-    need = ctypes.c_int64()
-    _lib.check(
-        _lib.lib.ml_workspace_size(
-            ctypes.byref(ex), _lib.OP_ID["eigh"], batch, n, n, 0, ctypes.byref(need)
-        ),
-        "workspace_size",
-    )
-    ws = torch.empty(need.value, dtype=torch.uint8, device=DEV)
+    ws = torch.empty(_cuda.workspace_size(ex, "eigh", batch, n), dtype=torch.uint8, device=DEV)
     ex = _exec(stream, ws)
     _lib.check(
         c_ml_eigh()(
@@ -600,12 +622,9 @@ def test_c_api_graph_capture_and_info() -> None:
 
 def test_host_buffers_on_gpu() -> None:
     """Host tensors routed to the GPU (copy in/out) give the same quality as device tensors."""
-    for op in range(len(OPS)):
-        assert _lib.lib.ml_policy_set(op, b"host_gpu_min_work", 1) == 0
+    _cuda.set_policies(host_gpu_min_work=1)
     a = gen_family("random", 48, 48, 64, seed=13)
-    assert _lib.text(
-        _lib.lib.ml_backend(OPS.index("svd"), _lib.ML_MEMORY_HOST, 48, 48, 64)
-    ).startswith("cuda:")
+    assert backend("svd", 48, 48, 64, memory=_lib.ML_MEMORY_HOST).startswith("cuda:")
     u, s, vh = mlt.svd(a)
     assert u.device.type == "cpu"
     check_svd(a, u, s, vh, "svd of host tensors on the GPU")
