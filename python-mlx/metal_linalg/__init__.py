@@ -41,6 +41,7 @@ Environment variables (read by the core when it loads):
 
 from __future__ import annotations
 
+from . import _queries
 from ._loader import check_mlx_version
 from ._ops import (
     LinAlgError,
@@ -56,49 +57,11 @@ from ._ops import (
     svdvals,
     svdvals_ex,
 )
-from ._queries import (
-    CalibrationWarning,
-    MetalLinalgWarning,
-    backends_available,
-    calibration_status,
-    cpu_only,
-    device_name,
-    eigh_backend,
-    eigh_policy,
-    eigh_policy_source,
-    eigvalsh_backend,
-    eigvalsh_policy,
-    eigvalsh_policy_source,
-    get_cpu_threads,
-    gpu_core_count,
-    lapack_info,
-    policy_file,
-    qr_backend,
-    qr_policy,
-    qr_policy_source,
-    reload_policy,
-    reset_eigh_policy,
-    reset_eigvalsh_policy,
-    reset_qr_policy,
-    reset_svd_policy,
-    reset_svdvals_policy,
-    set_cpu_only,
-    set_cpu_threads,
-    set_eigh_policy,
-    set_eigvalsh_policy,
-    set_qr_policy,
-    set_svd_policy,
-    set_svdvals_policy,
-    svd_backend,
-    svd_policy,
-    svd_policy_source,
-    svdvals_backend,
-    svdvals_policy,
-    svdvals_policy_source,
-    version,
-    warn_untuned,
-)
+from ._queries import CalibrationWarning, MetalLinalgWarning, warn_untuned
 from ._queries import claim_warnings as _claim_warnings
+
+# The queries (device_name, set_cpu_threads, ..., each op's qr_backend, qr_policy, ...).
+globals().update({name: getattr(_queries, name) for name in _queries.PUBLIC})
 
 __version__ = "0.1.0"
 
@@ -106,56 +69,20 @@ __all__ = [
     "CalibrationWarning",
     "LinAlgError",
     "MetalLinalgWarning",
-    "backends_available",
-    "calibration_status",
     "check_mlx_version",
-    "cpu_only",
-    "device_name",
     "eigh",
-    "eigh_backend",
     "eigh_ex",
-    "eigh_policy",
-    "eigh_policy_source",
     "eigvalsh",
-    "eigvalsh_backend",
     "eigvalsh_ex",
-    "eigvalsh_policy",
-    "eigvalsh_policy_source",
-    "get_cpu_threads",
-    "gpu_core_count",
     "gpu_path",
-    "lapack_info",
-    "policy_file",
     "qr",
-    "qr_backend",
     "qr_ex",
-    "qr_policy",
-    "qr_policy_source",
-    "reload_policy",
-    "reset_eigh_policy",
-    "reset_eigvalsh_policy",
-    "reset_qr_policy",
-    "reset_svd_policy",
-    "reset_svdvals_policy",
-    "set_cpu_only",
-    "set_cpu_threads",
-    "set_eigh_policy",
-    "set_eigvalsh_policy",
-    "set_qr_policy",
-    "set_svd_policy",
-    "set_svdvals_policy",
     "svd",
-    "svd_backend",
     "svd_ex",
-    "svd_policy",
-    "svd_policy_source",
     "svdvals",
-    "svdvals_backend",
     "svdvals_ex",
-    "svdvals_policy",
-    "svdvals_policy_source",
-    "version",
 ]
+__all__ += _queries.PUBLIC  # noqa: PLE0605 (names made from the op table)
 
 # Before anything reads the policy: the core's warnings become MetalLinalgWarning, not stderr.
 _claim_warnings()

@@ -30,6 +30,30 @@ OP_ID: dict = {}
 # (= min(m, n)) symbols, in the table's order.
 OUTPUTS: dict = {}
 INT64_MAX = 2**63 - 1
+# The query functions both packages export at the top level, besides each op's five (OP_QUERIES);
+# their queries modules also export the forms that take an op's name (BY_OP_NAME).
+TOP_LEVEL = (
+    "backends_available",
+    "calibration_status",
+    "cpu_only",
+    "device_name",
+    "get_cpu_threads",
+    "gpu_core_count",
+    "lapack_info",
+    "policy_file",
+    "reload_policy",
+    "set_cpu_only",
+    "set_cpu_threads",
+    "version",
+)
+BY_OP_NAME = ("policy", "set_policy", "reset_policy", "policy_source")
+OP_QUERIES = (
+    "{op}_backend",
+    "{op}_policy",
+    "set_{op}_policy",
+    "reset_{op}_policy",
+    "{op}_policy_source",
+)
 
 
 def bind_ops(names, outputs) -> None:
@@ -115,6 +139,15 @@ class Queries:
         self.where = where
         for op in OPS:
             self._make(op)
+
+    def public(self) -> list:
+        """The names a package exports at its top level: TOP_LEVEL, then each op's five."""
+        return [*TOP_LEVEL, *(q.format(op=op) for op in OPS for q in OP_QUERIES)]
+
+    def export(self, namespace: dict) -> None:
+        """Every query function into namespace (a queries module's globals()): the public ones
+        and those that take an op's name."""
+        namespace.update({name: getattr(self, name) for name in [*self.public(), *BY_OP_NAME]})
 
     def device_name(self) -> str:
         """The device policies are tuned for: the CUDA device when usable, else the CPU model."""

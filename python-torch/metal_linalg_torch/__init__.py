@@ -38,112 +38,45 @@ Policy precedence: set_<op>_policy (user) > environment (env:) > measured table 
 
 from __future__ import annotations
 
+from . import queries as _queries
 from ._lib import MetalLinalgError, MetalLinalgWarning
 from .eigh import eigh, eigh_ex, eigvalsh, eigvalsh_ex
 from .qr import qr, qr_ex
-from .queries import (
-    CalibrationWarning,
-    backends_available,
-    calibration_status,
-    device_name,
-    eigh_backend,
-    eigh_policy,
-    eigh_policy_source,
-    eigvalsh_backend,
-    eigvalsh_policy,
-    eigvalsh_policy_source,
-    get_cpu_threads,
-    lapack_info,
-    policy_file,
-    qr_backend,
-    qr_policy,
-    qr_policy_source,
-    reload_policy,
-    reset_eigh_policy,
-    reset_eigvalsh_policy,
-    reset_qr_policy,
-    reset_svd_policy,
-    reset_svdvals_policy,
-    set_cpu_threads,
-    set_eigh_policy,
-    set_eigvalsh_policy,
-    set_qr_policy,
-    set_svd_policy,
-    set_svdvals_policy,
-    svd_backend,
-    svd_policy,
-    svd_policy_source,
-    svdvals_backend,
-    svdvals_policy,
-    svdvals_policy_source,
-    version,
-)
+from .queries import CalibrationWarning
 from .svd import svd, svd_ex, svdvals, svdvals_ex
 
 __version__ = "0.1.0"
+
+# The queries (device_name, set_cpu_threads, ..., each op's qr_backend, qr_policy, ...).
+globals().update({name: getattr(_queries, name) for name in _queries.PUBLIC})
 
 __all__ = [
     "CalibrationWarning",
     "MetalLinalgError",
     "MetalLinalgWarning",
-    "backends_available",
-    "calibration_status",
-    "device_name",
     "eigh",
-    "eigh_backend",
     "eigh_ex",
-    "eigh_policy",
-    "eigh_policy_source",
     "eigvalsh",
-    "eigvalsh_backend",
     "eigvalsh_ex",
-    "eigvalsh_policy",
-    "eigvalsh_policy_source",
-    "get_cpu_threads",
-    "lapack_info",
-    "policy_file",
     "qr",
-    "qr_backend",
     "qr_ex",
-    "qr_policy",
-    "qr_policy_source",
-    "reload_policy",
-    "reset_eigh_policy",
-    "reset_eigvalsh_policy",
-    "reset_qr_policy",
-    "reset_svd_policy",
-    "reset_svdvals_policy",
-    "set_cpu_threads",
-    "set_eigh_policy",
-    "set_eigvalsh_policy",
-    "set_qr_policy",
-    "set_svd_policy",
-    "set_svdvals_policy",
     "svd",
-    "svd_backend",
     "svd_ex",
-    "svd_policy",
-    "svd_policy_source",
     "svdvals",
-    "svdvals_backend",
     "svdvals_ex",
-    "svdvals_policy",
-    "svdvals_policy_source",
-    "version",
 ]
+__all__ += _queries.PUBLIC  # noqa: PLE0605 (names made from the op table)
 
 from .queries import warn_untuned as _warn_untuned
 
 _warn_untuned()
 # The core reads the environment and the policy file now (not at the first call), so settings
 # it ignores or adjusts warn at import.
-# CPU-only mode and the GPU's size; DTensor sharding rules once torch.distributed.tensor loads.
+# DTensor sharding rules once torch.distributed.tensor loads.
 from ._dtensor import register_when_imported as _register_dtensor
 from ._lib import emit_warnings as _emit_warnings
 from ._lib import lib as _core
-from .queries import cpu_only, gpu_core_count, set_cpu_only
 
-__all__ += ["cpu_only", "gpu_core_count", "set_cpu_only"]
 _register_dtensor()
 
 _core.ml_policy_source(0)

@@ -114,55 +114,10 @@ class _Core:
 
 _q = _shared.Queries(_Core(), PACKAGE)
 
-device_name = _q.device_name
-version = _q.version
-lapack_info = _q.lapack_info
-backends_available = _q.backends_available
-policy = _q.policy
-set_policy = _q.set_policy
-reset_policy = _q.reset_policy
-policy_source = _q.policy_source
-calibration_status = _q.calibration_status
-policy_file = _q.policy_file
-reload_policy = _q.reload_policy
-set_cpu_threads = _q.set_cpu_threads
-get_cpu_threads = _q.get_cpu_threads
-cpu_only = _q.cpu_only
-set_cpu_only = _q.set_cpu_only
-gpu_core_count = _q.gpu_core_count
-qr_backend, qr_policy, set_qr_policy, reset_qr_policy, qr_policy_source = (
-    _q.qr_backend,
-    _q.qr_policy,
-    _q.set_qr_policy,
-    _q.reset_qr_policy,
-    _q.qr_policy_source,
-)
-eigh_backend, eigh_policy, set_eigh_policy, reset_eigh_policy, eigh_policy_source = (
-    _q.eigh_backend,
-    _q.eigh_policy,
-    _q.set_eigh_policy,
-    _q.reset_eigh_policy,
-    _q.eigh_policy_source,
-)
-eigvalsh_backend, eigvalsh_policy, set_eigvalsh_policy = (
-    _q.eigvalsh_backend,
-    _q.eigvalsh_policy,
-    _q.set_eigvalsh_policy,
-)
-reset_eigvalsh_policy, eigvalsh_policy_source = _q.reset_eigvalsh_policy, _q.eigvalsh_policy_source
-svd_backend, svd_policy, set_svd_policy, reset_svd_policy, svd_policy_source = (
-    _q.svd_backend,
-    _q.svd_policy,
-    _q.set_svd_policy,
-    _q.reset_svd_policy,
-    _q.svd_policy_source,
-)
-svdvals_backend, svdvals_policy, set_svdvals_policy = (
-    _q.svdvals_backend,
-    _q.svdvals_policy,
-    _q.set_svdvals_policy,
-)
-reset_svdvals_policy, svdvals_policy_source = _q.reset_svdvals_policy, _q.svdvals_policy_source
+# device_name(), ..., policy("qr"), ... and each op's own: qr_backend, qr_policy, set_qr_policy, ...
+_q.export(globals())
+# The names the package exports at its top level.
+PUBLIC = _q.public()
 
 
 def warn_untuned() -> None:
