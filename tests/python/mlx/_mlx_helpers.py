@@ -9,22 +9,8 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 from accuracy import THRESH, TINY, ULP  # noqa: F401 (re-exported to the suite)
+from families import FAMILIES, orthogonal, spectrum  # noqa: F401 (re-exported to the suite)
 
-FAMILIES = (
-    "zero",
-    "identity",
-    "diagonal",
-    "clustered",
-    "geometric",
-    "arithmetic",
-    "random_log",
-    "graded",
-    "rank_deficient",
-    "repeated",
-    "random",
-    "scaled_tiny",
-    "scaled_huge",
-)
 SCALE = {"scaled_tiny": 1e-30, "scaled_huge": 1e37}
 
 
@@ -33,33 +19,6 @@ def np32(x) -> np.ndarray:
     if isinstance(x, mx.array):
         x = np.array(x)
     return np.asarray(x, dtype=np.float64)
-
-
-def orthogonal(n: int, rng: np.random.Generator) -> np.ndarray:
-    q, r = np.linalg.qr(rng.standard_normal((n, n)))
-    return q * np.sign(np.where(np.diag(r) == 0, 1.0, np.diag(r)))
-
-
-def magnitudes(family: str, k: int, rng: np.random.Generator) -> np.ndarray:
-    """k spectral magnitudes for a family, largest 1."""
-    i = np.arange(k, dtype=np.float64)
-    if family == "clustered":
-        d = np.full(k, ULP)
-        d[0] = 1.0
-    elif family == "geometric":
-        d = ULP ** (i / max(k - 1, 1))
-    elif family == "arithmetic":
-        d = 1.0 - (1.0 - ULP) * i / max(k - 1, 1)
-    elif family == "random_log":
-        d = np.exp(rng.uniform(np.log(ULP), 0.0, k))
-    elif family == "rank_deficient":
-        d = rng.uniform(0.5, 1.0, k)
-        d[k // 2 :] = 0.0
-    elif family == "repeated":
-        d = np.array([1.0, 2.0, 3.0])[np.arange(k) % 3]
-    else:
-        d = rng.uniform(0.1, 1.0, k)
-    return d
 
 
 def symmetric(family: str, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -78,7 +37,7 @@ def symmetric(family: str, n: int, rng: np.random.Generator) -> np.ndarray:
         g = np.diag(2.0 ** np.linspace(-10, 10, n))
         a = g @ ((b + b.T) / 2) @ g
     else:
-        d = magnitudes(family, n, rng) * rng.choice([-1.0, 1.0], n)
+        d = spectrum(family, n, rng) * rng.choice([-1.0, 1.0], n)
         q = orthogonal(n, rng)
         a = (q * d) @ q.T
         a = (a + a.T) / 2
@@ -100,7 +59,7 @@ def general(family: str, m: int, n: int, rng: np.random.Generator) -> np.ndarray
         a = np.diag(2.0 ** np.linspace(-10, 10, m)) @ rng.standard_normal((m, n))
         a = a @ np.diag(2.0 ** np.linspace(-10, 10, n))
     else:
-        s = magnitudes(family, k, rng)
+        s = spectrum(family, k, rng)
         a = (orthogonal(m, rng)[:, :k] * s) @ orthogonal(n, rng)[:k, :]
     return a.astype(np.float32).astype(np.float64)
 

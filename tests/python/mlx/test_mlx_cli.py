@@ -6,14 +6,12 @@ from __future__ import annotations
 import filecmp
 import json
 import math
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import metal_linalg as ml
 import pytest
+import subproc
 from metal_linalg import _shared
 from metal_linalg._shared import bench, calibrate, cli
 
@@ -32,18 +30,9 @@ sys.meta_path.insert(0, _Block())
 
 
 def run_python(code: str, env_extra: dict | None = None, args=("-c",), timeout=300):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
-    env["METAL_LINALG_NO_CALIBRATION_NOTICE"] = "1"
-    env.update(env_extra or {})
-    return subprocess.run(
-        [sys.executable, *args, textwrap.dedent(code)] if code else [sys.executable, *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        cwd=str(Path(__file__).parent),
-    )
+    cmd = [*args, textwrap.dedent(code)] if code else [*args]
+    notice = {"METAL_LINALG_NO_CALIBRATION_NOTICE": "1"}
+    return subproc.run(cmd, notice, env_extra, timeout=timeout, cwd=str(Path(__file__).parent))
 
 
 def cli_run(*args, env_extra=None):

@@ -6,10 +6,7 @@ docs/mlx.md."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -17,6 +14,7 @@ import metal_linalg as ml
 import mlx.core as mx
 import numpy as np
 import pytest
+import subproc
 from metal_linalg import _queries
 
 HAS_GPU = mx.is_available(mx.gpu)
@@ -155,16 +153,8 @@ def test_backend_on_the_cuda_gpu_stream_names_the_cuda_kernel():
 
 
 def _python(code: str, **env_extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
-    env.update(METAL_LINALG_NO_CALIBRATION_NOTICE="1", **env_extra)
-    return subprocess.run(
-        [sys.executable, "-W", "always", "-c", code],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    notice = {"METAL_LINALG_NO_CALIBRATION_NOTICE": "1"}
+    return subproc.run(["-W", "always", "-c", code], notice, env_extra)
 
 
 def test_core_warnings_are_python_warnings():

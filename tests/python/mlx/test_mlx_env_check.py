@@ -5,10 +5,9 @@ setting); `info` says the file is missing."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
+
+import subproc
 
 _CODE = """
 import json, warnings
@@ -25,16 +24,7 @@ print(json.dumps([str(w.message) for w in rec if w.category is ml.MetalLinalgWar
 
 
 def _run(args, **env):
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
-    full_env.update(env)
-    return subprocess.run(
-        [sys.executable, *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=120,
-    )
+    return subproc.run(args, env)
 
 
 def test_unknown_setting_and_missing_policy_file_warn_once(tmp_path):

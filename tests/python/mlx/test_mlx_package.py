@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import metal_linalg as ml
 import mlx.core as mx
 import pytest
+import subproc
 from metal_linalg import _loader
 
 OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
@@ -18,20 +17,7 @@ FIELDS = {"cpu_kernel_max_n", "gpu_min_batch", "gpu_max_n", "host_gpu_min_work"}
 
 
 def run_python(code: str, env_extra: dict | None = None, timeout: int = 120):
-    env = dict(os.environ)
-    for key in list(env):
-        if key.startswith("METAL_LINALG_"):
-            del env[key]
-    env.update(env_extra or {})
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        cwd=os.path.dirname(__file__),
-    )
+    return subproc.run(["-c", code], env_extra, timeout=timeout, cwd=os.path.dirname(__file__))
 
 
 # ---- MLX version check ----

@@ -8,23 +8,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 
 import pytest
+import subproc
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 
 
 def _run(code: str, timeout: float = 120, **env) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
-    full_env.update(env, METAL_LINALG_NO_CALIBRATION_NOTICE="1")
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=full_env,
+    return subproc.run(
+        ["-c", textwrap.dedent(code)],
+        env,
+        {"METAL_LINALG_NO_CALIBRATION_NOTICE": "1"},
         timeout=timeout,
     )
 

@@ -7,18 +7,11 @@ import os
 import subprocess
 import sys
 
+import subproc
+
 
 def _cli(*args, env_extra=None, timeout=300):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
-    env.update(env_extra or {})
-    return subprocess.run(
-        [sys.executable, "-m", "metal_linalg_torch", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
+    return subproc.run(["-m", "metal_linalg_torch", *args], env_extra, timeout=timeout)
 
 
 def test_info_and_bench(tmp_path):

@@ -5,10 +5,9 @@ is missing."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
+
+import subproc
 
 _CODE = """
 import json, warnings
@@ -25,16 +24,7 @@ print(json.dumps([str(w.message) for w in rec if w.category is m.MetalLinalgWarn
 
 
 def _run(args, **env):
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
-    full_env.update(env)
-    return subprocess.run(
-        [sys.executable, *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=120,
-    )
+    return subproc.run(args, env)
 
 
 def _warnings(tmp_path, **env):

@@ -8,28 +8,19 @@ import glob
 import json
 import os
 import subprocess
-import sys
 import textwrap
 
 import metal_linalg_torch as mlt
 import numpy as np
 import pytest
+import subproc
 import torch
 from _matrices import THRESH, qr_ratios, svd_ratios
 from metal_linalg_torch import _lib
 
 
 def _run(code: str, timeout: float = 120, **env) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
-    full_env.update(env)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=timeout,
-    )
+    return subproc.run(["-c", textwrap.dedent(code)], env, timeout=timeout)
 
 
 # ---- lazy negative / conjugate bits ----

@@ -5,26 +5,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 
 import metal_linalg_torch as mlt
 import pytest
+import subproc
 
 OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
 
 
 def _run(code: str, **env) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
-    full_env.update(env)
-    return subprocess.run(
-        [sys.executable, "-W", "always", "-c", textwrap.dedent(code)],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=120,
-    )
+    return subproc.run(["-W", "always", "-c", textwrap.dedent(code)], env)
 
 
 def test_device_and_versions():

@@ -4,14 +4,13 @@ and the same policy rules (a bad set_<op>_policy call changes nothing)."""
 from __future__ import annotations
 
 import filecmp
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import metal_linalg_torch as mlt
 import pytest
+import subproc
 from metal_linalg_torch import _shared
 
 OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
@@ -29,16 +28,9 @@ sys.meta_path.insert(0, _Block())
 
 
 def _run(code: str, **env) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
-    full_env.update(METAL_LINALG_NO_CALIBRATION_NOTICE="1", **env)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=300,
-        cwd=str(Path(__file__).parent),
+    notice = {"METAL_LINALG_NO_CALIBRATION_NOTICE": "1"}
+    return subproc.run(
+        ["-c", textwrap.dedent(code)], notice, env, timeout=300, cwd=str(Path(__file__).parent)
     )
 
 
