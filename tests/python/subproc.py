@@ -29,3 +29,25 @@ def run(args, *extras: dict | None, timeout: float = 120, cwd=None) -> subproces
         timeout=timeout,
         cwd=cwd,
     )
+
+
+def policy_file_line(package: str, path) -> tuple[subprocess.CompletedProcess, str | None]:
+    """`python -m <package> info` with METAL_LINALG_POLICY_FILE=path: the process and its
+    "policy file:" line (None if it has none)."""
+    env = {"METAL_LINALG_POLICY_FILE": str(path), "COLUMNS": "400"}
+    out = run(["-W", "ignore", "-m", package, "info"], env)
+    line = next((x for x in out.stdout.splitlines() if x.startswith("policy file:")), None)
+    return out, line
+
+
+# Code that makes importing the module `top` (and its submodules) fail in the process it starts:
+# BLOCK_IMPORT.format(top="torch") + the code that must run without it.
+BLOCK_IMPORT = """
+import importlib.abc, sys
+class _Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == {top!r} or name.startswith({top!r} + "."):
+            raise ImportError("blocked for this test: " + name)
+        return None
+sys.meta_path.insert(0, _Block())
+"""

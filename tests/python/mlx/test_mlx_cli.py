@@ -18,16 +18,6 @@ from metal_linalg._shared import bench, calibrate, cli
 OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
 REPO_SHARED = Path(__file__).resolve().parents[3] / "python-shared" / "_shared"
 
-BLOCK = """
-import importlib.abc, sys
-class _Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == {top!r} or name.startswith({top!r} + "."):
-            raise ImportError("blocked for this test: " + name)
-        return None
-sys.meta_path.insert(0, _Block())
-"""
-
 
 def run_python(code: str, env_extra: dict | None = None, args=("-c",), timeout=300):
     cmd = [*args, textwrap.dedent(code)] if code else [*args]
@@ -53,7 +43,7 @@ def test_shared_code_ships_inside_the_installed_package():
 
 
 def test_package_cli_and_bench_work_with_torch_not_importable(tmp_path):
-    code = BLOCK.format(top="torch") + textwrap.dedent(
+    code = subproc.BLOCK_IMPORT.format(top="torch") + textwrap.dedent(
         f"""
         import mlx.core as mx
         import metal_linalg as ml

@@ -67,19 +67,9 @@ def test_valid_settings_and_existing_policy_file_are_quiet(tmp_path):
 
 def test_info_says_the_policy_file_does_not_exist(tmp_path):
     missing = tmp_path / "none.policy"
-    out = _run(
-        ["-W", "ignore", "-m", "metal_linalg_torch", "info"],
-        METAL_LINALG_POLICY_FILE=str(missing),
-        COLUMNS="400",
-    )
+    out, line = subproc.policy_file_line("metal_linalg_torch", missing)
     assert out.returncode == 0, out.stderr
-    line = next(x for x in out.stdout.splitlines() if x.startswith("policy file:"))
     assert str(missing) in line and "does not exist" in line
     missing.write_text("# measured\n")
-    out = _run(
-        ["-W", "ignore", "-m", "metal_linalg_torch", "info"],
-        METAL_LINALG_POLICY_FILE=str(missing),
-        COLUMNS="400",
-    )
-    line = next(x for x in out.stdout.splitlines() if x.startswith("policy file:"))
+    out, line = subproc.policy_file_line("metal_linalg_torch", missing)
     assert str(missing) in line and "does not exist" not in line

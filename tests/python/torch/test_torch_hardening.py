@@ -4,6 +4,7 @@ broken settings (warnings where they take effect), per-thread scratch, error mes
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -111,6 +112,19 @@ def test_lowercase_uplo():
 # ---- non-convergence and the *_ex info words ----
 
 
+@contextlib.contextmanager
+def iteration_cap(cap: int):
+    """Every kernel stops after `cap` sweeps or iterations; after: no cap, and the eigh, eigvalsh,
+    svd and svdvals policies reset."""
+    assert _lib.lib.ml_set_iteration_cap(cap) == _lib.ML_OK
+    try:
+        yield
+    finally:
+        _lib.lib.ml_set_iteration_cap(0)
+        for op in ("eigh", "eigvalsh", "svd", "svdvals"):
+            getattr(mlt, f"reset_{op}_policy")()
+
+
 @pytest.fixture
 def iteration_cap_one():
     """The portable kernels stop after one sweep; eigh/svd use them up to 24 x 24."""
@@ -118,13 +132,8 @@ def iteration_cap_one():
     mlt.set_eigvalsh_policy(cpu_kernel_max_n=16)
     mlt.set_svd_policy(cpu_kernel_max_n=24)
     mlt.set_svdvals_policy(cpu_kernel_max_n=16)
-    assert _lib.lib.ml_set_iteration_cap(1) == _lib.ML_OK
-    try:
+    with iteration_cap(1):
         yield
-    finally:
-        _lib.lib.ml_set_iteration_cap(0)
-        for op in ("eigh", "eigvalsh", "svd", "svdvals"):
-            getattr(mlt, f"reset_{op}_policy")()
 
 
 def _batch():

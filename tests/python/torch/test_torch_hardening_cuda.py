@@ -13,6 +13,7 @@ from metal_linalg_torch import _lib
 
 if not _lib.lib.ml_backend_available(b"cuda"):
     pytest.skip("metal_linalg built without the CUDA backend", allow_module_level=True)
+from test_torch_hardening import iteration_cap
 
 
 @pytest.mark.parametrize("n", [2, 16, 64])  # register and group kernels
@@ -74,13 +75,8 @@ _KERNELS = {  # launch kind -> (n, policy fields, eigh/svd kernel names as ml_ba
 @pytest.fixture
 def cap_one_on_gpu():
     """One sweep/iteration for every kernel; policies reset afterwards."""
-    assert _lib.lib.ml_set_iteration_cap(1) == _lib.ML_OK
-    try:
+    with iteration_cap(1):
         yield
-    finally:
-        _lib.lib.ml_set_iteration_cap(0)
-        for op in ("eigh", "eigvalsh", "svd", "svdvals"):
-            getattr(mlt, f"reset_{op}_policy")()
 
 
 # "block16": a batch of at least 16 matrices per SM, where cuda/launch_config.h runs n <= 16 in

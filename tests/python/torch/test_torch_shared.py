@@ -16,16 +16,6 @@ from metal_linalg_torch import _shared
 OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
 REPO_SHARED = Path(__file__).resolve().parents[3] / "python-shared" / "_shared"
 
-BLOCK = """
-import importlib.abc, sys
-class _Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == {top!r} or name.startswith({top!r} + "."):
-            raise ImportError("blocked for this test: " + name)
-        return None
-sys.meta_path.insert(0, _Block())
-"""
-
 
 def _run(code: str, **env) -> subprocess.CompletedProcess:
     notice = {"METAL_LINALG_NO_CALIBRATION_NOTICE": "1"}
@@ -46,7 +36,7 @@ def test_shared_code_ships_inside_the_installed_package():
 
 
 def test_package_and_cli_work_with_mlx_not_importable():
-    code = BLOCK.format(top="mlx") + textwrap.dedent(
+    code = subproc.BLOCK_IMPORT.format(top="mlx") + textwrap.dedent(
         """
         import torch
         import metal_linalg_torch as mlt
