@@ -20,7 +20,8 @@ FINAL=${OUT:-bench-out}
 OUT=$(mktemp -d)
 mkdir -p "$FINAL" "$OUT/grid"
 trap 'cp "$OUT/log" "$FINAL/log"; tar czf "$FINAL/results.tgz" -C "$OUT" .' EXIT
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 METAL_LINALG_NO_CALIBRATION_NOTICE=1
+# shellcheck disable=SC1091
+. benchmarks/h200_common.sh
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 exec > >(tee -a "$OUT/log") 2>&1
 # shellcheck disable=SC1091
@@ -82,10 +83,8 @@ timeout "${EIGH2_S:-60}" python3 benchmarks/eigh2_h200.py --out "$OUT" --points 
   --configs one,two,torch | tail -8
 timeout 30 python3 benchmarks/eigh2_h200.py --out "$OUT" --split 2048x1 | tail -6
 echo "== variants done after ${SECONDS} s"
-left=$(( ${TOTAL_S:-560} - SECONDS ))
-timeout "$left" python3 benchmarks/run_gpu.py --out "$OUT/grid" --large --point-ms 200 --reps 5 \
-  --cap-ms 300 --budget-s "$(( left - 40 ))" --ours-extra-s 30 ${GRID_ARGS:-} | tail -100
-rc=$(( rc | PIPESTATUS[0] ))
-rm -f "$OUT/grid/inflight.json"
+# shellcheck disable=SC2086
+large_grid "$OUT/grid" "${TOTAL_S:-560}" 40 30 100 ${GRID_ARGS:-}
+rc=$(( rc | $? ))
 echo "== done after ${SECONDS} s (rc $rc)"
 exit "$rc"

@@ -7,9 +7,8 @@
 #   WHL=.whl OUT=out bash benchmarks/h200_chase.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-bench-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 METAL_LINALG_NO_CALIBRATION_NOTICE=1
+# shellcheck disable=SC1091
+. benchmarks/h200_common.sh
 exec > >(tee -a "$OUT/log") 2>&1
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
   "${WHL:-.whl}"/scipy_openblas32-*.whl || exit 1

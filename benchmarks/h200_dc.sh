@@ -6,21 +6,9 @@
 #   bash benchmarks/h200_dc.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-bench-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 METAL_LINALG_NO_CALIBRATION_NOTICE=1
-usable='import sys, metal_linalg_torch as m; sys.exit(0 if m._lib.lib.ml_backend_available(b"cuda") else 1)'
-export PYTHONPATH=/tmp/site
-if ls .whl-dc/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl-dc/*.whl
-fi
-if ! python3 -c "$usable" 2>/dev/null; then
-  echo "== building the CUDA backend here"
-  rm -rf /tmp/site/metal_linalg_torch
-  CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=90" CMAKE_BUILD_PARALLEL_LEVEL=16 python3 -m pip install \
-    -q --no-build-isolation --no-deps --target /tmp/site ./python-torch 2>&1 | tail -20
-  python3 -c "$usable" || { echo "CUDA backend unusable"; exit 1; }
-fi
+# shellcheck disable=SC1091
+. benchmarks/h200_common.sh
+install_or_build .whl-dc 90
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 rc=0
 timeout "${PYTEST_S:-75}" python3 -m pytest tests/python/cuda/test_cuda_blocked.py -q \

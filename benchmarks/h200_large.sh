@@ -9,9 +9,9 @@
 # Everything it prints goes to $OUT/log; results to $OUT (grid) and $OUT/qr (QR panels).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-bench-out}
+# shellcheck disable=SC1091
+. benchmarks/h200_common.sh
 mkdir -p "$OUT/qr"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 METAL_LINALG_NO_CALIBRATION_NOTICE=1
 exec > >(tee -a "$OUT/log") 2>&1
 . benchmarks/h200_site.sh
 rc=0

@@ -6,9 +6,8 @@
 #   VNAMES=default,launches PROFILE="svd:4096x4096x1" bash benchmarks/h200_step.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-bench-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 METAL_LINALG_NO_CALIBRATION_NOTICE=1
+# shellcheck disable=SC1091
+. benchmarks/h200_common.sh
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 # shellcheck disable=SC1091
 . benchmarks/h200_site.sh

@@ -7,22 +7,10 @@
 #   bash benchmarks/h200_sytrd.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-bench-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 METAL_LINALG_NO_CALIBRATION_NOTICE=1
+# shellcheck disable=SC1091
+. benchmarks/h200_common.sh
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
-usable='import sys, metal_linalg_torch as m; sys.exit(0 if m._lib.lib.ml_backend_available(b"cuda") else 1)'
-export PYTHONPATH=/tmp/site
-if ls .whl-sytrd/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl-sytrd/*.whl
-fi
-if ! python3 -c "$usable" 2>/dev/null; then
-  echo "== building the CUDA backend here"
-  rm -rf /tmp/site/metal_linalg_torch
-  CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=90-real" CMAKE_BUILD_PARALLEL_LEVEL=16 python3 -m pip \
-    install -q --no-build-isolation --no-deps --target /tmp/site ./python-torch 2>&1 | tail -20
-  python3 -c "$usable" || { echo "CUDA backend unusable"; exit 1; }
-fi
+install_or_build .whl-sytrd 90-real
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 J="$OUT/sytrd.jsonl"
 old="METAL_LINALG_TRD_LANES=128 METAL_LINALG_TRD_ROWS=0 METAL_LINALG_TRD_SYMV_PER=-1"

@@ -8,9 +8,9 @@
 # Everything printed goes to $OUT/log; the grid to $OUT/spot.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-bench-out}
+# shellcheck disable=SC1091
+. benchmarks/h200_common.sh
 mkdir -p "$OUT/spot"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 METAL_LINALG_NO_CALIBRATION_NOTICE=1
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 exec > >(tee -a "$OUT/log") 2>&1
 . benchmarks/h200_site.sh
@@ -36,10 +36,8 @@ timeout "${SYTRD_S:-35}" python3 benchmarks/sytrd_bench.py --label final --varia
   --vnames "${SYTRD_NAMES:-old,default,upd512,rows16,rows64}" \
   --out "$OUT/sytrd.jsonl" | tail -30
 echo "== sytrd variants done after ${SECONDS} s"
-left=$(( ${TOTAL_S:-450} - SECONDS ))
-timeout "$left" python3 benchmarks/run_gpu.py --out "$OUT/spot" --large --point-ms 200 --reps 5 \
-  --cap-ms 300 --budget-s "$(( left - 60 ))" --ours-extra-s 40 ${SPOT_ARGS:-} | tail -60
-rc=$(( rc | PIPESTATUS[0] ))
-rm -f "$OUT/spot/inflight.json"
+# shellcheck disable=SC2086
+large_grid "$OUT/spot" "${TOTAL_S:-450}" 60 40 60 ${SPOT_ARGS:-}
+rc=$(( rc | $? ))
 echo "== done after ${SECONDS} s (rc $rc)"
 exit "$rc"
