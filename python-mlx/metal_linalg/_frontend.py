@@ -5,7 +5,7 @@ command line and the benchmark only. torch is imported only by the optional benc
 
 from __future__ import annotations
 
-import time
+import functools
 
 import mlx.core as mx
 import numpy as np
@@ -148,13 +148,8 @@ class MlxFrontend:
         mx.eval(src, a)
 
         def best(fn, reps):
-            fn()
-            times = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t0)
-            return min(times)
+            fn()  # warm-up
+            return bench.best_seconds(fn, reps)
 
         copy_s = best(lambda: mx.eval(mx.add(src, 0.0, stream=s)), 5)
         gemm_s = best(lambda: mx.eval(mx.matmul(a, a, stream=s)), 3)
@@ -179,11 +174,6 @@ class MlxFrontend:
         }
 
 
-_FRONTEND = None
-
-
+@functools.cache
 def frontend() -> MlxFrontend:
-    global _FRONTEND
-    if _FRONTEND is None:
-        _FRONTEND = MlxFrontend()
-    return _FRONTEND
+    return MlxFrontend()

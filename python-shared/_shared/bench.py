@@ -303,6 +303,21 @@ def numpy_peaks() -> dict:
     return {"copy_bytes_per_s": 2 * src.nbytes / copy_s, "fp32_flops_per_s": 2 * 1024**3 / gemm_s}
 
 
+def best_seconds(fn, reps: int, sync=None) -> float:
+    """The shortest of reps timed calls of fn; sync (a device's synchronize), when given, before
+    each call and after it, inside the timing."""
+    times = []
+    for _ in range(reps):
+        if sync:
+            sync()
+        t0 = time.perf_counter()
+        fn()
+        if sync:
+            sync()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
 def _seconds(fn) -> float:
     t0 = time.perf_counter()
     fn()

@@ -364,6 +364,21 @@ def register_vmap(op, n_outputs: int) -> None:
     torch.library.register_vmap(op, rule)
 
 
+def register_values_only(op, name: str, vectors: str) -> None:
+    """The autograd and vmap rules of an op that returns values only (eigvalsh, svdvals): no
+    derivative of its own, as it computes no `vectors` (the public function computes them when
+    the input requires grad)."""
+
+    def backward(ctx, *grads):
+        raise RuntimeError(
+            f"[metal_linalg.{name}] the op computes no {vectors}, so it has no derivative; "
+            f"metal_linalg_torch.{name} computes them when the input requires grad"
+        )
+
+    op.register_autograd(backward, setup_context=lambda ctx, inputs, output: None)
+    register_vmap(op, 1)
+
+
 @torch.library.custom_op(
     "metal_linalg::info", mutates_args=(), schema="(Tensor A, str op, int flags) -> Tensor"
 )

@@ -4,7 +4,7 @@ Imported by the command line and the benchmark only, never by `import metal_lina
 
 from __future__ import annotations
 
-import time
+import functools
 
 import numpy as np
 import torch
@@ -187,20 +187,10 @@ class TorchFrontend:
         dst = torch.empty_like(src)
         a = torch.randn(2048, 2048, device=device)
 
-        def best(fn, reps):
-            times = []
-            for _ in range(reps):
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                fn()
-                torch.cuda.synchronize()
-                times.append(time.perf_counter() - t0)
-            return min(times)
-
         dst.copy_(src)
-        copy_s = best(lambda: dst.copy_(src), 5)
+        copy_s = bench.best_seconds(lambda: dst.copy_(src), 5, torch.cuda.synchronize)
         a @ a
-        gemm_s = best(lambda: a @ a, 3)
+        gemm_s = bench.best_seconds(lambda: a @ a, 3, torch.cuda.synchronize)
         return {
             "copy_bytes_per_s": 2 * 4 * n_copy / copy_s,
             "fp32_flops_per_s": 2 * 2048**3 / gemm_s,
@@ -213,11 +203,6 @@ class TorchFrontend:
         return meta
 
 
-_FRONTEND = None
-
-
+@functools.cache
 def frontend() -> TorchFrontend:
-    global _FRONTEND
-    if _FRONTEND is None:
-        _FRONTEND = TorchFrontend()
-    return _FRONTEND
+    return TorchFrontend()

@@ -88,15 +88,7 @@ def _(A, UPLO):
     return L
 
 
-def _eigvalsh_backward(ctx, gL):
-    raise RuntimeError(
-        "[metal_linalg.eigvalsh] the op computes no eigenvectors, so it has no derivative; "
-        "metal_linalg_torch.eigvalsh computes them when the input requires grad"
-    )
-
-
-eigvalsh_op.register_autograd(_eigvalsh_backward, setup_context=lambda ctx, inputs, output: None)
-d.register_vmap(eigvalsh_op, 1)
+d.register_values_only(eigvalsh_op, "eigvalsh", "eigenvectors")
 
 
 class _Eigh(torch.autograd.Function):

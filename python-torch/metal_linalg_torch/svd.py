@@ -122,15 +122,7 @@ def _(A):
     return S
 
 
-def _svdvals_backward(ctx, gS):
-    raise RuntimeError(
-        "[metal_linalg.svdvals] the op computes no singular vectors, so it has no derivative; "
-        "metal_linalg_torch.svdvals computes them when the input requires grad"
-    )
-
-
-svdvals_op.register_autograd(_svdvals_backward, setup_context=lambda ctx, inputs, output: None)
-d.register_vmap(svdvals_op, 1)
+d.register_values_only(svdvals_op, "svdvals", "singular vectors")
 
 
 class _Svd(torch.autograd.Function):
