@@ -86,29 +86,14 @@ def main() -> None:
         )
         for impl, fn in impls:
             label = args.label if impl == "ours" else "torch"
+            row = {"op": op, "kind": kind, "n": n, "batch": 1, "impl": label}
             t0 = time.perf_counter()
             try:
                 ms, out = timed(lambda fn=fn, a=a: fn(a), args.reps)
                 res, orth = eigh_ratios(a, *out) if op == "eigh" else svd_ratios(a, *out)
-                row = {
-                    "op": op,
-                    "kind": kind,
-                    "n": n,
-                    "batch": 1,
-                    "impl": label,
-                    "ms": round(ms, 3),
-                    "residual": round(res, 3),
-                    "orthogonality": round(orth, 3),
-                }
+                row.update(ms=round(ms, 3), residual=round(res, 3), orthogonality=round(orth, 3))
             except Exception as e:  # noqa: BLE001 - a failed point is recorded, not fatal
-                row = {
-                    "op": op,
-                    "kind": kind,
-                    "n": n,
-                    "batch": 1,
-                    "impl": label,
-                    "error": f"{type(e).__name__}: {e}",
-                }
+                row["error"] = f"{type(e).__name__}: {e}"
             row["wall_s"] = round(time.perf_counter() - t0, 2)
             print(json.dumps(row), flush=True)
             rows.append(row)
