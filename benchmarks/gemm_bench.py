@@ -14,10 +14,10 @@ import argparse
 import ctypes
 import json
 import os
-import statistics
 import subprocess
 
 import torch
+from cuda_events import best_and_median_ms
 from metal_linalg_torch import _lib
 
 TRANS_A, TRANS_B = 1, 2
@@ -55,15 +55,7 @@ VARIANTS = [
 def timed(fn, reps: int) -> tuple[float, float]:
     for _ in range(3):
         fn()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return min(times), statistics.median(times)
+    return best_and_median_ms(fn, reps)
 
 
 def bench_shape(m, n, k, flags, batch, beta, reps):

@@ -19,7 +19,6 @@ import argparse
 import functools
 import json
 import os
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -67,19 +66,12 @@ ULP = 2.0**-23
 
 def time_ms(fn, reps: int) -> tuple[float, float]:
     import torch
+    from cuda_events import best_and_median_ms
 
     fn()
     fn()
     torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e))
-    return min(ts), statistics.median(ts)
+    return best_and_median_ms(fn, reps)
 
 
 def _cupy_qr(a):
