@@ -22,9 +22,9 @@ typedef int lint;
 enum { kComputeInfo = -4, kQueryInfo = -8 };
 #endif
 
-void sgeqrf_(const lint *m, const lint *n, float *a, const lint *lda, float *tau, float *work,
-             const lint *lwork, lint *info) {
-  (void)m, (void)n, (void)a, (void)lda, (void)tau;
+/* QR's routines: a workspace query (lwork -1) answers one float; the computation does nothing
+ * (info 0, or kComputeInfo where illegal arguments are reported). */
+static void qr_routine(const lint *lwork, float *work, lint *info) {
   *info = 0;
   if (*lwork == -1) {
     work[0] = 1.0f;
@@ -35,17 +35,16 @@ void sgeqrf_(const lint *m, const lint *n, float *a, const lint *lda, float *tau
 #endif
 }
 
+void sgeqrf_(const lint *m, const lint *n, float *a, const lint *lda, float *tau, float *work,
+             const lint *lwork, lint *info) {
+  (void)m, (void)n, (void)a, (void)lda, (void)tau;
+  qr_routine(lwork, work, info);
+}
+
 void sorgqr_(const lint *m, const lint *n, const lint *k, float *a, const lint *lda,
              const float *tau, float *work, const lint *lwork, lint *info) {
   (void)m, (void)n, (void)k, (void)a, (void)lda, (void)tau;
-  *info = 0;
-  if (*lwork == -1) {
-    work[0] = 1.0f;
-    return;
-  }
-#if defined(FAKE_LAPACK_ILLEGAL)
-  *info = kComputeInfo;
-#endif
+  qr_routine(lwork, work, info);
 }
 
 void ssyevd_(const char *jobz, const char *uplo, const lint *n, float *a, const lint *lda,

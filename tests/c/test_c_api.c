@@ -12,20 +12,7 @@
 #include <unistd.h>
 
 #include "metal_linalg/metal_linalg.h"
-
-static int g_failures = 0;
-static int g_checks = 0;
-
-#define CHECK(cond, ...)                                      \
-  do {                                                        \
-    ++g_checks;                                               \
-    if (!(cond)) {                                            \
-      ++g_failures;                                           \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);    \
-      fprintf(stderr, __VA_ARGS__);                           \
-      fprintf(stderr, "  [%s]\n", #cond);                     \
-    }                                                         \
-  } while (0)
+#include "check.h"
 
 #define EPS ((double)FLT_EPSILON)
 /* The outcome bits of an info word, without the sweep count. */
@@ -67,37 +54,46 @@ static double frob(const float *a, int64_t count) {
   return sqrt(s);
 }
 
-/* ||I - X^T X||_F for X of rows x cols (columns orthonormal). */
-static double orth_cols(const float *x, int64_t rows, int64_t cols) {
+/* ||I - G||_F for the Gram matrix G of k vectors of len floats each, vector i's element r at
+ * x[i * vec_stride + r * elem_stride]. */
+static double orth_defect(const float *x, int64_t k, int64_t len, int64_t vec_stride,
+                          int64_t elem_stride) {
   double s = 0;
   int64_t i, j, r;
-  for (i = 0; i < cols; ++i)
-    for (j = 0; j < cols; ++j) {
+  for (i = 0; i < k; ++i)
+    for (j = 0; j < k; ++j) {
       double d = (i == j) ? 1.0 : 0.0;
-      for (r = 0; r < rows; ++r) d -= (double)x[r * cols + i] * x[r * cols + j];
+      for (r = 0; r < len; ++r)
+        d -= (double)x[i * vec_stride + r * elem_stride] * x[j * vec_stride + r * elem_stride];
       s += d * d;
     }
   return sqrt(s);
+}
+
+/* ||I - X^T X||_F for X of rows x cols (columns orthonormal). */
+static double orth_cols(const float *x, int64_t rows, int64_t cols) {
+  return orth_defect(x, cols, rows, 1, cols);
 }
 
 /* ||I - X X^T||_F for X of rows x cols (rows orthonormal). */
 static double orth_rows(const float *x, int64_t rows, int64_t cols) {
-  double s = 0;
-  int64_t i, j, c;
-  for (i = 0; i < rows; ++i)
-    for (j = 0; j < rows; ++j) {
-      double d = (i == j) ? 1.0 : 0.0;
-      for (c = 0; c < cols; ++c) d -= (double)x[i * cols + c] * x[j * cols + c];
-      s += d * d;
-    }
-  return sqrt(s);
+  return orth_defect(x, rows, cols, cols, 1);
 }
 
-static int all_nan(const float *p, int64_t count) {
-  int64_t i;
-  for (i = 0; i < count; ++i)
-    if (!(p[i] != p[i])) return 0;
-  return 1;
+/* ||A - U diag(s) W||_F for A rows x cols (row-major), U rows x k (leading dimension ldu) and
+ * W k x cols with entry (l, j) at w[l * w_row + j * w_col]. */
+static double usw_residual(const float *a, int64_t rows, int64_t cols, int64_t k, const float *u,
+                           int64_t ldu, const float *s, const float *w, int64_t w_row,
+                           int64_t w_col) {
+  double res = 0;
+  int64_t i, j, l;
+  for (i = 0; i < rows; ++i)
+    for (j = 0; j < cols; ++j) {
+      double d = a[i * cols + j];
+      for (l = 0; l < k; ++l) d -= (double)u[i * ldu + l] * s[l] * w[l * w_row + j * w_col];
+      res += d * d;
+    }
+  return sqrt(res);
 }
 
 static int all_finite(const float *p, int64_t count) {
@@ -203,16 +199,10 @@ static void test_qr(void) {
 
 static void check_eigh_one(const float *sym, int64_t n, const float *w, const float *v,
                            const char *label) {
-  double res = 0, na = frob(sym, n * n);
-  int64_t i, j, l;
+  double res, na = frob(sym, n * n);
+  int64_t i;
   for (i = 1; i < n; ++i) CHECK(w[i - 1] <= w[i], "%s: eigenvalues not ascending at %ld\n", label, (long)i);
-  for (i = 0; i < n; ++i)
-    for (j = 0; j < n; ++j) {
-      double d = sym[i * n + j];
-      for (l = 0; l < n; ++l) d -= (double)v[i * n + l] * w[l] * v[j * n + l];
-      res += d * d;
-    }
-  res = sqrt(res) / ((na > 0 ? na : 1) * (double)n * EPS);
+  res = usw_residual(sym, n, n, n, v, n, w, v, 1, n) / ((na > 0 ? na : 1) * (double)n * EPS);
   CHECK(res < 60, "%s: eigh residual ratio %g\n", label, res);
   res = orth_cols(v, n, n) / ((double)n * EPS);
   CHECK(res < 60, "%s: eigenvector orthogonality ratio %g\n", label, res);
@@ -267,19 +257,13 @@ static void check_svd_one(const float *a, int64_t m, int64_t n, const float *u, 
                           const float *vt, const char *label) {
   const int64_t k = m < n ? m : n;
   const int64_t mx = m > n ? m : n;
-  double res = 0, na = frob(a, m * n);
-  int64_t i, j, l;
+  double res, na = frob(a, m * n);
+  int64_t i;
   for (i = 0; i < k; ++i) {
     CHECK(s[i] >= 0, "%s: negative singular value %g\n", label, s[i]);
     if (i) CHECK(s[i - 1] >= s[i], "%s: singular values not descending at %ld\n", label, (long)i);
   }
-  for (i = 0; i < m; ++i)
-    for (j = 0; j < n; ++j) {
-      double d = a[i * n + j];
-      for (l = 0; l < k; ++l) d -= (double)u[i * k + l] * s[l] * vt[l * n + j];
-      res += d * d;
-    }
-  res = sqrt(res) / ((na > 0 ? na : 1) * (double)mx * EPS);
+  res = usw_residual(a, m, n, k, u, k, s, vt, n, 1) / ((na > 0 ? na : 1) * (double)mx * EPS);
   CHECK(res < 35, "%s: SVD residual ratio %g\n", label, res);
   res = orth_cols(u, m, k) / ((double)m * EPS);
   CHECK(res < 35, "%s: U orthogonality ratio %g\n", label, res);

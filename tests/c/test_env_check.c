@@ -7,24 +7,24 @@
 #include <string.h>
 
 #include "metal_linalg/metal_linalg.h"
+#include "check.h"
 
 int setenv(const char *name, const char *value, int overwrite); /* POSIX, hidden by -std=c99 */
 
-static int failures = 0;
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      ++failures;                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-    }                                                      \
-  } while (0)
 
 static int count(const char *text, const char *needle) {
   int n = 0;
   const char *p = text;
   while ((p = strstr(p, needle)) != NULL) ++n, p += strlen(needle);
   return n;
+}
+
+/* The core's first use (the warnings are taken before it, to claim them, and after it, into
+ * buf). */
+static void first_use(char *buf, size_t size) {
+  CHECK(ml_take_warnings(buf, size, NULL) == ML_OK, "claim\n");
+  CHECK(ml_device_name() != NULL, "device name\n");
+  CHECK(ml_take_warnings(buf, size, NULL) == ML_OK, "take\n");
 }
 
 int main(int argc, char **argv) {
@@ -45,13 +45,11 @@ int main(int argc, char **argv) {
     setenv("METAL_LINALG_QR_BACKEND", "cpu", 1);
     setenv("METAL_LINALG_EIGVALSH_GPU_LANE_MAX_N", "0", 1);
     setenv("METAL_LINALG_POLICY_FILE", present, 1);
-    CHECK(ml_take_warnings(buf, sizeof buf, NULL) == ML_OK, "claim\n");
-    CHECK(ml_device_name() != NULL, "device name\n");
-    CHECK(ml_take_warnings(buf, sizeof buf, NULL) == ML_OK, "take\n");
+    first_use(buf, sizeof buf);
     CHECK(!strstr(buf, "is not a metal_linalg setting") && !strstr(buf, "does not exist"),
           "warned about valid settings:\n%s", buf);
-    if (failures == 0) printf("0 failures\n");
-    return failures ? 1 : 0;
+    if (g_failures == 0) printf("0 failures\n");
+    return g_failures ? 1 : 0;
   }
 
   /* Before the core's first use: a typo, a name far from any setting, valid names. */
@@ -61,9 +59,7 @@ int main(int argc, char **argv) {
   setenv("METAL_LINALG_SVD_GPU_BLOCKED_MIN_N", "0", 1);
   setenv("METAL_LINALG_NO_CALIBRATION_NOTICE", "1", 1);
   setenv("METAL_LINALG_POLICY_FILE", missing, 1);
-  CHECK(ml_take_warnings(buf, sizeof buf, NULL) == ML_OK, "claim\n");
-  CHECK(ml_device_name() != NULL, "device name\n");
-  CHECK(ml_take_warnings(buf, sizeof buf, NULL) == ML_OK, "take\n");
+  first_use(buf, sizeof buf);
   CHECK(strstr(buf, "METAL_LINALG_EIGH_CPU_KERNEL_MAXN is not a metal_linalg setting") &&
             strstr(buf, "closest is METAL_LINALG_EIGH_CPU_KERNEL_MAX_N)"),
         "typo not named with its correction:\n%s", buf);
@@ -81,6 +77,6 @@ int main(int argc, char **argv) {
   CHECK(ml_take_warnings(buf, sizeof buf, NULL) == ML_OK, "take again\n");
   CHECK(!strstr(buf, "is not a metal_linalg setting") && !strstr(buf, "does not exist"),
         "repeated:\n%s", buf);
-  if (failures == 0) printf("0 failures\n");
-  return failures ? 1 : 0;
+  if (g_failures == 0) printf("0 failures\n");
+  return g_failures ? 1 : 0;
 }

@@ -7,17 +7,7 @@
 #include <string.h>
 
 #include "metal_linalg/metal_linalg.h"
-
-static int g_failures = 0;
-
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      ++g_failures;                                        \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-    }                                                      \
-  } while (0)
+#include "check.h"
 
 enum { B = 2, N = 40 };
 
@@ -33,14 +23,11 @@ static void expect_rejected(ml_status st, const char *what) {
 int main(int argc, char **argv) {
   char before[1024];
   int32_t info[B];
-  int i, op;
   if (argc < 3) {
     fprintf(stderr, "usage: test_lapack_checks <ILP64 fake> <illegal-argument fake>\n");
     return 2;
   }
-  for (i = 0; i < B * N * N; ++i) a[i] = (float)((i * 7919) % 101) / 50.0f - 1.0f;
-  for (op = 0; op < ML_OP_COUNT; ++op) /* LAPACK for every size */
-    CHECK(ml_policy_set(op, "cpu_kernel_max_n", 0) == ML_OK, "policy: %s\n", ml_last_error());
+  fake_lapack_setup(a, B * N * N);
 
   sprintf(before, "%.1000s", ml_lapack_info());
   CHECK(ml_set_lapack(argv[1], "", "_") == ML_INVALID_ARGUMENT, "ILP64 accepted: %s\n",

@@ -17,6 +17,7 @@
 
 #include "../../core/kernels/params.h"  // ml_params, ML_INFO_*
 #include "accuracy.h"  // kUlp and the thresholds
+#include "kernel_runner.h"
 
 namespace kt {
 
@@ -40,6 +41,30 @@ struct SvdArgs {
   float *u, *s, *vt;
   int *info;
 };
+
+// Runner entries (ml::kernel_runner::Kernel) named name that call kernel with the fields of
+// QrArgs, EigArgs (eigenvalues only: KT_EIGVALS_ENTRY) or SvdArgs (values only:
+// KT_SVDVALS_ENTRY); the _OFFSET forms add p.group_offset to the group id first, as an entry
+// point does.
+#define KT_ARGS_ENTRY(name, type, kernel, ...)        \
+  void name(const ml_ctx &ctx, void *u) {             \
+    auto &x = *static_cast<kt::type *>(u);            \
+    kernel(ctx, x.p, x.a, __VA_ARGS__, x.info);       \
+  }
+#define KT_OFFSET_ENTRY(name, type, kernel, ...)      \
+  void name(const ml_ctx &ctx, void *u) {             \
+    auto &x = *static_cast<kt::type *>(u);            \
+    ml_ctx c = ctx;                                   \
+    c.group_id += x.p.group_offset;                   \
+    kernel(c, x.p, x.a, __VA_ARGS__, x.info);         \
+  }
+#define KT_QR_ENTRY(name, kernel) KT_ARGS_ENTRY(name, QrArgs, kernel, x.q, x.r)
+#define KT_EIG_ENTRY(name, kernel) KT_ARGS_ENTRY(name, EigArgs, kernel, x.w, x.v)
+#define KT_EIGVALS_ENTRY(name, kernel) KT_ARGS_ENTRY(name, EigArgs, kernel, x.w)
+#define KT_EIG_OFFSET_ENTRY(name, kernel) KT_OFFSET_ENTRY(name, EigArgs, kernel, x.w, x.v)
+#define KT_EIGVALS_OFFSET_ENTRY(name, kernel) KT_OFFSET_ENTRY(name, EigArgs, kernel, x.w)
+#define KT_SVD_ENTRY(name, kernel) KT_ARGS_ENTRY(name, SvdArgs, kernel, x.u, x.s, x.vt)
+#define KT_SVDVALS_ENTRY(name, kernel) KT_ARGS_ENTRY(name, SvdArgs, kernel, x.s)
 
 // ---- reporting ----
 struct Report {
@@ -65,6 +90,48 @@ struct Report {
     }
   }
 };
+
+// A test program's suites, by the name of its first argument: runs that one and returns its
+// exit status; none or an unknown name: the usage line, exit status 2.
+struct Suite {
+  const char *name;
+  std::function<int()> run;
+};
+inline int run_suite(int argc, char **argv, const char *usage,
+                     std::initializer_list<Suite> suites) {
+  const std::string s = argc > 1 ? argv[1] : "";
+  for (const Suite &x : suites)
+    if (s == x.name) return x.run();
+  std::fprintf(stderr, "usage: %s\n", usage);
+  return 2;
+}
+// The same for suites that report into one Report: prints its summary; exit status 0 only when
+// the suite made checks and none failed.
+struct ReportSuite {
+  const char *name;
+  void (*run)(Report &);
+};
+inline int run_report_suite(int argc, char **argv, const char *usage,
+                            std::initializer_list<ReportSuite> suites) {
+  const std::string s = argc > 1 ? argv[1] : "";
+  for (const ReportSuite &x : suites) {
+    if (s != x.name) continue;
+    Report rep;
+    x.run(rep);
+    std::printf("%s: %d checks, %d failures, worst ratio %.3g (%s)\n", x.name, rep.checks,
+                rep.failures, rep.worst, rep.worst_where.c_str());
+    return rep.failures == 0 && rep.checks > 0 ? 0 : 1;
+  }
+  std::printf("usage: %s\n", usage);
+  return 2;
+}
+
+// "op mxn fam #idx": where a check of matrix idx (of family fam) of an m x n batch ran.
+inline std::string where(const char *op, int m, int n, const std::string &fam, int idx) {
+  char b[200];
+  std::snprintf(b, sizeof b, "%s %dx%d %s #%d", op, m, n, fam.c_str(), idx);
+  return b;
+}
 
 // Prints the wall time of a scope when KT_TIMING is set (to keep the suites' run time in check).
 struct Timer {
@@ -167,29 +234,26 @@ inline Mat random_orthogonal(std::mt19937_64 &rng, int n) {
     }
   return g;
 }
-// Q diag(d) Q^T.
-inline Mat with_spectrum(std::mt19937_64 &rng, const std::vector<double> &d) {
-  const int n = int(d.size());
-  Mat q = random_orthogonal(rng, n), o(n, n);
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j) {
-      double s = 0;
-      for (int k = 0; k < n; ++k) s += q(i, k) * d[k] * q(j, k);
-      o(i, j) = s;
-    }
-  return o;
-}
-// U diag(s) V^T with m x n shape.
-inline Mat with_singular_values(std::mt19937_64 &rng, int m, int n, const std::vector<double> &s) {
-  Mat u = random_orthogonal(rng, m), v = random_orthogonal(rng, n), o(m, n);
-  const int k = std::min(m, n);
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j) {
+// U diag(s) V^T over the first k columns of U and V (U m x >= k, V n x >= k).
+inline Mat scaled_product(const Mat &u, const std::vector<double> &s, const Mat &v, int k) {
+  Mat o(u.r, v.r);
+  for (int i = 0; i < u.r; ++i)
+    for (int j = 0; j < v.r; ++j) {
       double t = 0;
       for (int l = 0; l < k; ++l) t += u(i, l) * s[l] * v(j, l);
       o(i, j) = t;
     }
   return o;
+}
+// Q diag(d) Q^T.
+inline Mat with_spectrum(std::mt19937_64 &rng, const std::vector<double> &d) {
+  const Mat q = random_orthogonal(rng, int(d.size()));
+  return scaled_product(q, d, q, int(d.size()));
+}
+// U diag(s) V^T with m x n shape.
+inline Mat with_singular_values(std::mt19937_64 &rng, int m, int n, const std::vector<double> &s) {
+  const Mat u = random_orthogonal(rng, m), v = random_orthogonal(rng, n);
+  return scaled_product(u, s, v, std::min(m, n));
 }
 
 // Spectra of LAPACK's latms modes (values in [ulp, 1]), plus repeated/rank-deficient.
@@ -452,6 +516,61 @@ inline Families symmetric_families(int n, std::mt19937_64 &rng, bool huge_ok) {
   return out;
 }
 
+// The families of the Jacobi eigh kernels' tests: symmetric_families plus all ones and graded
+// positive definite matrices D B D (B = I + small symmetric, so well conditioned; D = 1 ..
+// 10^-g) whose small eigenvalues are determined to high relative accuracy. split_powers: D_i D_j
+// as the product of two powers, else as one power of i + j.
+inline Families eig_kernel_families(int n, std::mt19937_64 &rng, bool split_powers) {
+  Families out = symmetric_families(n, rng, true);
+  Mat ones(n, n);
+  for (double &x : ones.v) x = 1;
+  out.push_back({"ones", ones});
+  for (double grade : {1e-6, 1e-15}) {
+    Mat b = identity(n), e = gaussian(rng, n, n);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) b(i, j) += 0.05 * (e(i, j) + e(j, i));
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) {
+        if (split_powers) {
+          const double di = std::pow(grade, n > 1 ? double(i) / (n - 1) : 0);
+          const double dj = std::pow(grade, n > 1 ? double(j) / (n - 1) : 0);
+          b(i, j) *= di * dj;
+        } else {
+          b(i, j) *= std::pow(grade, n > 1 ? double(i + j) / (n - 1) : 0);
+        }
+      }
+    out.push_back({grade > 1e-10 ? "graded_pd1e-6" : "graded_pd1e-15", b});
+  }
+  return out;
+}
+
+// group_offset and a null info of an eigh kernel whose entry adds p.group_offset, on three
+// randlog n x n matrices: the batch at group size gs over groups groups (past the batch: finite
+// outputs), then with group_offset 2 at gs_off over groups_off (matrix 2 bitwise as before, 0
+// and 1 untouched).
+inline void check_eig_offset(Report &rep, int n, std::mt19937_64 &rng,
+                             ml::kernel_runner::Kernel entry, int gs, int64_t groups, int gs_off,
+                             int64_t groups_off) {
+  const int batch = 3;
+  std::vector<float> a;
+  for (int b = 0; b < batch; ++b) {
+    auto v = to_float(with_spectrum(rng, spectrum("randlog", n, rng)));
+    a.insert(a.end(), v.begin(), v.end());
+  }
+  std::vector<float> w(size_t(batch) * n, -7.f), v(size_t(batch) * n * n, -7.f);
+  EigArgs args{{n, n, ML_K_LOWER, 0, batch, 0}, a.data(), w.data(), v.data(), nullptr};
+  ml::kernel_runner::run(gs, groups, 0, entry, &args);
+  rep.expect(all_finite(w.data(), w.size()) && all_finite(v.data(), v.size()), "info=null");
+  std::vector<float> w2(w.size(), -7.f), v2(v.size(), -7.f);
+  EigArgs off{{n, n, ML_K_LOWER, 0, batch, 2}, a.data(), w2.data(), v2.data(), nullptr};
+  ml::kernel_runner::run(gs_off, groups_off, 0, entry, &off);
+  rep.expect(std::memcmp(w2.data() + 2 * n, w.data() + 2 * n, sizeof(float) * n) == 0 &&
+                 std::memcmp(v2.data() + 2 * n * n, v.data() + 2 * n * n,
+                             sizeof(float) * n * n) == 0 &&
+                 w2[0] == -7.f && w2[n] == -7.f,
+             "group_offset");
+}
+
 // A batch of symmetric matrices as an eigh kernel reads it: the families in order, a poisoned
 // copy of the first one (NaN / +-Inf at a random entry of the read triangle) in the middle and
 // a poisoned identity at the end; NaN in every entry of the unread triangle (uplo: ML_K_LOWER
@@ -548,6 +667,16 @@ inline void expect_svd_outputs(Report &rep, const std::string &at, int m, int n,
              at + " svdvals == svd values, same info");
   rep.expect((info & (ML_INFO_NOT_CONVERGED | ML_INFO_NONFINITE)) == 0, at + " info");
 }
+// The rank-deficiency bit of an SVD's info where the family fam decides it unambiguously
+// (k = min(m, n)).
+inline void expect_svd_rank_bit(Report &rep, const std::string &at, const std::string &fam, int k,
+                                int info) {
+  const bool rd = (info & ML_INFO_RANK_DEFICIENT) != 0;
+  if (fam == "zero") rep.expect(rd, at + " zero is rank-deficient");
+  if (fam == "identity") rep.expect(!rd, at + " identity has full rank");
+  if (fam == "rankdef" && k >= 2) rep.expect(rd, at + " rankdef flagged");
+  if (fam == "ones" && k >= 2) rep.expect(rd, at + " ones flagged");
+}
 // svd_ratios of A's outputs, each checked against limit; then the rank-deficiency bit where the
 // family fam decides it unambiguously. Returns the ratios.
 inline SvdRatios check_svd_ratios(Report &rep, const std::string &at, const std::string &fam,
@@ -558,15 +687,98 @@ inline SvdRatios check_svd_ratios(Report &rep, const std::string &at, const std:
   rep.ratio(x.orth_u, limit, at + " |I-UtU|");
   rep.ratio(x.orth_v, limit, at + " |I-VVt|");
   rep.ratio(x.sval, limit, at + " s vs double");
-  const int k = std::min(A.r, A.c);
-  const bool rd = (info & ML_INFO_RANK_DEFICIENT) != 0;
-  if (fam == "zero") rep.expect(rd, at + " zero is rank-deficient");
-  if (fam == "identity") rep.expect(!rd, at + " identity has full rank");
-  if (fam == "rankdef" && k >= 2) rep.expect(rd, at + " rankdef flagged");
-  if (fam == "ones" && k >= 2) rep.expect(rd, at + " ones flagged");
+  expect_svd_rank_bit(rep, at, fam, std::min(A.r, A.c), info);
   return x;
 }
 
+// A batch's svd outputs (u m x k, s k, vt k x n, info; k = min(m, n)) and svdvals outputs (s2,
+// info2), every entry -7 and every info -1 before a run.
+struct SvdOut {
+  int m, n, k;
+  std::vector<float> u, s, vt, s2;
+  std::vector<int> info, info2;
+  SvdOut(int m_, int n_, int batch)
+      : m(m_), n(n_), k(std::min(m_, n_)), u(size_t(batch) * m * k, -7.f),
+        s(size_t(batch) * k, -7.f), vt(size_t(batch) * k * n, -7.f), s2(size_t(batch) * k, -7.f),
+        info(batch, -1), info2(batch, -1) {}
+  int64_t batch() const { return int64_t(info.size()); }
+  SvdArgs svd_args(const float *a, int flags) {
+    return SvdArgs{{m, n, flags, 0, batch(), 0}, a, u.data(), s.data(), vt.data(), info.data()};
+  }
+  SvdArgs svdvals_args(const float *a, int flags) {
+    return SvdArgs{{m, n, flags, 0, batch(), 0}, a, nullptr, s2.data(), nullptr, info2.data()};
+  }
+  const float *ub(int b) const { return u.data() + size_t(b) * m * k; }
+  const float *sb(int b) const { return s.data() + size_t(b) * k; }
+  const float *vb(int b) const { return vt.data() + size_t(b) * k * n; }
+  const float *s2b(int b) const { return s2.data() + size_t(b) * k; }
+};
+// The checks of matrix b of an SVD batch (A: its input): non-finite input (nonfinite) by
+// expect_svd_nonfinite (returns false); else expect_svd_outputs, a sweep counted on gaussian
+// (k >= 2) and check_svd_ratios against kSvdLimit, whose ratios it returns in x.
+inline bool check_svd_matrix(Report &rep, const std::string &at, const std::string &fam,
+                             bool nonfinite, const Mat &A, const SvdOut &o, int b,
+                             SvdRatios *x = nullptr) {
+  if (nonfinite) {
+    expect_svd_nonfinite(rep, at, o.m, o.n, o.ub(b), o.sb(b), o.vb(b), o.s2b(b), o.info[b],
+                         o.info2[b]);
+    return false;
+  }
+  expect_svd_outputs(rep, at, o.m, o.n, o.ub(b), o.sb(b), o.vb(b), o.s2b(b), o.info[b],
+                     o.info2[b]);
+  if (fam == "gaussian" && o.k >= 2)
+    rep.expect((o.info[b] >> ML_INFO_SWEEPS_SHIFT) > 0, at + " sweeps counted");
+  const SvdRatios r = check_svd_ratios(rep, at, fam, A, o.ub(b), o.sb(b), o.vb(b), o.info[b],
+                                       kSvdLimit);
+  if (x) *x = r;
+  return true;
+}
+// Exact zero columns (column 0) and rows (the last, when m > 2) of a Gaussian m x n matrix:
+// rank-deficient U and V ("zero_cols").
+inline void push_zero_cols(Families &fams, int m, int n, std::mt19937_64 &rng) {
+  Mat zc = gaussian(rng, m, n);
+  for (int i = 0; i < m; ++i) zc(i, 0) = 0;
+  if (m > 2)
+    for (int j = 0; j < n; ++j) zc(m - 1, j) = 0;
+  fams.push_back({"zero_cols", zc});
+}
+// The rank-deficiency bit on push_zero_cols' matrix (a zero column, or a zero row of a wide
+// one).
+inline void expect_zero_cols_flagged(Report &rep, const std::string &at, int m, int n,
+                                     const std::string &fam, int info) {
+  const bool rd = (info & ML_INFO_RANK_DEFICIENT) != 0;
+  if (fam == "zero_cols" && (n <= m || m > 2)) rep.expect(rd, at + " zero_cols flagged");
+}
+
+// The iteration cap of an SVD (max_iter = 1) on a matrix that needs more: NOT_CONVERGED with one
+// sweep counted, every output NaN (u, vt n x n, s n).
+inline void expect_svd_capped(Report &rep, const std::string &at, int n, const float *u,
+                              const float *s, const float *vt, int info) {
+  rep.expect((info & ML_INFO_NOT_CONVERGED) && (info >> ML_INFO_SWEEPS_SHIFT) == 1,
+             at + " sweep cap");
+  rep.expect(all_nan(u, size_t(n) * n) && all_nan(s, n) && all_nan(vt, size_t(n) * n),
+             at + " capped: NaN outputs");
+}
+// n singular values finite, descending from first to last, the last > 0.
+inline bool positive_descending_ends(const float *s, int n) {
+  return all_finite(s, n) && s[0] >= s[n - 1] && s[n - 1] > 0;
+}
+// Of matrix b of an eigh + eigvalsh batch (w n, v n x n; w2 from eigvalsh): non-finite input
+// (poisoned): every output NaN and both infos NONFINITE (returns false); else finite outputs,
+// both infos converged.
+inline bool check_eig_outputs(Report &rep, const std::string &at, int n, bool poisoned,
+                              const float *wb, const float *vb, const float *w2b, int info,
+                              int info2) {
+  if (poisoned) {
+    rep.expect(all_nan(wb, n) && all_nan(vb, size_t(n) * n), at + " all NaN");
+    rep.expect(all_nan(w2b, n), at + " eigvalsh all NaN");
+    rep.expect(info == ML_INFO_NONFINITE && info2 == ML_INFO_NONFINITE, at + " info");
+    return false;
+  }
+  rep.expect(all_finite(wb, n) && all_finite(vb, size_t(n) * n), at + " finite");
+  rep.expect((info & 0xffff) == 0 && (info2 & 0xffff) == 0, at + " info converged");
+  return true;
+}
 // The n x n symmetric matrix an eigh kernel sees in a (row-major): the read triangle (lower
 // when lower, else upper), mirrored.
 inline Mat read_symmetric(const float *a, int n, bool lower) {
@@ -601,6 +813,252 @@ inline double rtr_ratio(const Mat &A, const Mat &R, int dim) {
   return norm1(d) / (dim * (an > 0 ? an * an : 1.0) * kUlp);
 }
 
+// ---- batches with non-finite matrices ----
+// The families in order plus two Gaussian m x n matrices with one non-finite entry each: a NaN
+// at batch index nf / 2 (named "nan") and `inf` (+Inf or -Inf) at the end (named "inf").
+struct NamedBatch {
+  std::vector<std::string> name;
+  std::vector<float> a;  // the matrices back to back, row-major
+  int size() const { return int(name.size()); }
+  bool nonfinite(int b) const {
+    return name[b] == "nan" || name[b] == "inf" || name[b] == "nonfinite";
+  }
+};
+inline NamedBatch nan_inf_batch(const Families &fams, int m, int n, float inf,
+                                std::mt19937_64 &rng) {
+  const int nf = int(fams.size()), batch = nf + 2, bad_nan = nf / 2;
+  NamedBatch out;
+  for (int b = 0, f = 0; b < batch; ++b) {
+    std::vector<float> v;
+    if (b == bad_nan || b == batch - 1) {
+      v = to_float(gaussian(rng, m, n));
+      v[size_t(rng() % v.size())] = b == bad_nan ? std::numeric_limits<float>::quiet_NaN() : inf;
+      out.name.push_back(b == bad_nan ? "nan" : "inf");
+    } else {
+      v = to_float(fams[f].second);
+      out.name.push_back(fams[f++].first);
+    }
+    out.a.insert(out.a.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+// The families of the small QR kernels' tests: general_families plus exact zero columns (R's
+// diagonal exactly 0) and a power-of-two scaled matrix; with tiny_below, two with entries below
+// the diagonal 1e-20 (1e-36) of those above: every reflector's sum of squares underflows the
+// unscaled test, so each step takes the rescaled path (the tau = 0 path).
+inline Families qr_kernel_families(int m, int n, std::mt19937_64 &rng, bool tiny_below) {
+  Families out = general_families(m, n, rng);
+  Mat zc = gaussian(rng, m, n);  // column 0 (and the last when n > 2) exactly zero
+  for (int i = 0; i < m; ++i) {
+    zc(i, 0) = 0;
+    if (n > 2) zc(i, n - 1) = 0;
+  }
+  out.push_back({"zero_cols", zc});
+  Mat one = gaussian(rng, m, n);  // a 2^k-scaled copy of gaussian: exercises the scaling
+  for (double &x : one.v) x = std::ldexp(std::round(x * 8), 90);
+  out.push_back({"pow2_1e27", one});
+  if (!tiny_below) return out;
+  for (double f : {1e-20, 1e-36}) {
+    Mat t = gaussian(rng, m, n);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < std::min(i, n); ++j) t(i, j) *= f;
+    out.push_back({f > 1e-30 ? "tiny_below" : "tinier_below", t});
+  }
+  return out;
+}
+// The families in order with one Gaussian m x n matrix inserted at batch index at (named
+// "nonfinite") that has one entry NaN or `inf` (a random bit chooses).
+inline NamedBatch poisoned_batch(const Families &fams, int m, int n, int at, float inf,
+                                 std::mt19937_64 &rng) {
+  NamedBatch out;
+  for (int b = 0, f = 0; b < int(fams.size()) + 1; ++b) {
+    std::vector<float> v;
+    if (b == at) {
+      v = to_float(gaussian(rng, m, n));
+      v[size_t(rng() % v.size())] = (rng() & 1) ? std::numeric_limits<float>::quiet_NaN() : inf;
+      out.name.push_back("nonfinite");
+    } else {
+      v = to_float(fams[f].second);
+      out.name.push_back(fams[f++].first);
+    }
+    out.a.insert(out.a.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+// ---- QR batches and their checks ----
+// A QR of m x n in mode (ML_K_QR_*): Q m x qcols (not computed in mode R), R rrows x n.
+struct QrShape {
+  int m, n, mode, qcols, rrows, mx;
+  bool want_q;
+  const char *op;
+  QrShape(int m_, int n_, int mode_)
+      : m(m_), n(n_), mode(mode_), qcols(mode_ == ML_K_QR_COMPLETE ? m_ : std::min(m_, n_)),
+        rrows(qcols), mx(std::max(m_, n_)), want_q(mode_ != ML_K_QR_R),
+        op(mode_ == ML_K_QR_R ? "qr-r" : mode_ == ML_K_QR_COMPLETE ? "qr-complete" : "qr") {}
+  size_t q_floats() const { return size_t(m) * qcols; }
+  size_t r_floats() const { return size_t(rrows) * n; }
+};
+// A batch's QR outputs, every entry -7 and every info -1 before a run.
+struct QrOut {
+  std::vector<float> q, r;
+  std::vector<int> info;
+  QrOut(const QrShape &s, int batch)
+      : q(size_t(batch) * s.q_floats(), -7.f), r(size_t(batch) * s.r_floats(), -7.f),
+        info(batch, -1) {}
+  // The kernel arguments over the whole batch (Q null where with_q is false).
+  QrArgs args(const QrShape &s, const float *a, bool with_q) {
+    return QrArgs{{s.m, s.n, s.mode, 0, int64_t(info.size()), 0}, a,
+                  with_q ? q.data() : nullptr, r.data(), info.data()};
+  }
+};
+// Runs the QR kernel entry (QrArgs) on in's matrices into out: groups groups of gs lanes with
+// scratch floats each; Q written where with_q.
+inline void run_qr_kernel(ml::kernel_runner::Kernel entry, int gs, int64_t groups,
+                          int64_t scratch, const QrShape &s, const NamedBatch &in, QrOut &out,
+                          bool with_q) {
+  QrArgs args = out.args(s, in.a.data(), with_q);
+  ml::kernel_runner::run(gs, groups, scratch, entry, &args);
+}
+// Non-finite input: R (and Q where computed) all NaN, info NONFINITE.
+inline void expect_qr_nonfinite(Report &rep, const std::string &at, const QrShape &s,
+                                const float *rb, const float *qb, int info) {
+  rep.expect(all_nan(rb, s.r_floats()), at + " R all NaN");
+  if (s.want_q) rep.expect(all_nan(qb, s.q_floats()), at + " Q all NaN");
+  rep.expect(info == ML_INFO_NONFINITE, at + " info NONFINITE");
+}
+// Finite input: R finite and exactly upper triangular.
+inline void expect_r_upper(Report &rep, const std::string &at, const QrShape &s, const float *rb) {
+  rep.expect(all_finite(rb, s.r_floats()), at + " R finite");
+  bool tri = true;
+  for (int i = 0; i < s.rrows; ++i)
+    for (int j = 0; j < std::min(i, s.n); ++j) tri = tri && rb[size_t(i) * s.n + j] == 0.f;
+  rep.expect(tri, at + " R upper triangular");
+}
+using Where = std::function<std::string(const std::string &fam, int b)>;
+// The checks of every QR batch on in's matrices: the non-finite ones by expect_qr_nonfinite,
+// the others by expect_r_upper and then check(b, at, A, R) (A and R in double). where(fam, b)
+// names matrix b.
+template <class Check>
+inline void each_qr_matrix(Report &rep, const QrShape &s, const NamedBatch &in, const QrOut &out,
+                           const Where &where, Check &&check) {
+  for (int b = 0; b < in.size(); ++b) {
+    const std::string at = where(in.name[b], b);
+    const float *rb = out.r.data() + size_t(b) * s.r_floats();
+    if (in.nonfinite(b)) {
+      expect_qr_nonfinite(rep, at, s, rb, out.q.data() + size_t(b) * s.q_floats(), out.info[b]);
+      continue;
+    }
+    expect_r_upper(rep, at, s, rb);
+    check(b, at, from_float(in.a.data() + size_t(b) * s.m * s.n, s.m, s.n),
+          from_float(rb, s.rrows, s.n));
+  }
+}
+// Q finite, then qr_ratios (residual scaled by dim) against kQrLimit.
+inline QrRatios check_q_factor(Report &rep, const std::string &at, const QrShape &s, const Mat &A,
+                               const float *qb, const Mat &R, int dim) {
+  rep.expect(all_finite(qb, s.q_floats()), at + " Q finite");
+  const QrRatios x = qr_ratios(A, from_float(qb, s.m, s.qcols), R, dim);
+  rep.ratio(x.resid, kQrLimit, at + " |A-QR|");
+  rep.ratio(x.orth, kQrLimit, at + " |I-QtQ|");
+  return x;
+}
+// |R0 - R|_1 / (mx |A|_1 ulp) (|R0 - R|_1 when |A|_1 = an = 0); row_signs: R0's rows first
+// take the signs of R's diagonal (R is unique up to them for a matrix of full rank).
+inline double r_distance(Mat R0, const Mat &R, double an, int mx, bool row_signs) {
+  if (row_signs) {
+    for (int i = 0; i < std::min(R0.r, R0.c); ++i) {
+      const double s = (R0(i, i) < 0) == (R(i, i) < 0) ? 1 : -1;
+      for (int j = 0; j < R0.c; ++j) R0(i, j) -= s * R(i, j);
+    }
+  } else {
+    for (size_t i = 0; i < R.v.size(); ++i) R0.v[i] -= R.v[i];
+  }
+  return an > 0 ? norm1(R0) / (mx * an * kUlp) : norm1(R0);
+}
+struct QrWorst {
+  double resid = 0, orth = 0, rtr = 0, agree = 0;
+  void add(const QrRatios &x) {
+    resid = std::max(resid, x.resid);
+    orth = std::max(orth, x.orth);
+  }
+};
+// 1-norm condition number of the leading k x k block of the upper triangular R (1 when a
+// diagonal entry is 0: only the zero matrix among the families compared).
+inline double leading_cond(const Mat &R, int k) {
+  Mat t(k, k), inv(k, k);
+  for (int i = 0; i < k; ++i)
+    for (int j = i; j < k; ++j) t(i, j) = R(i, j);
+  for (int i = 0; i < k; ++i)
+    if (t(i, i) == 0) return 1.0;
+  for (int c = 0; c < k; ++c)  // back substitution, column c of the inverse
+    for (int i = k - 1; i >= 0; --i) {
+      double x = i == c ? 1.0 : 0.0;
+      for (int j = i + 1; j < k; ++j) x -= t(i, j) * inv(j, c);
+      inv(i, c) = x / t(i, i);
+    }
+  return std::max(1.0, norm1(t) * norm1(inv));
+}
+// The checks of a QR kernel's outputs (out) on a nan_inf_batch (in) against the group kernel's
+// on the same input (ref), which computes the same reflectors: non-finite matrices all NaN with
+// info NONFINITE; R finite and upper triangular; the info word (the rank-deficiency bit on zero
+// and exact zero columns, equal to the group kernel's where the families decide it); on the
+// well-conditioned families R and Q within agree_limit of the group kernel's, with the same
+// signs of R's diagonal (cond_scaled: the distances in units of leading_cond); then R^T R =
+// A^T A (mode R) or Q's ratios. where(fam, b) names matrix b.
+inline void check_qr_vs_group(Report &rep, QrWorst &worst, const QrShape &s, const NamedBatch &in,
+                              const QrOut &out, const QrOut &ref, double agree_limit,
+                              bool cond_scaled, const Where &where) {
+  const int m = s.m, n = s.n, kr = std::min(m, n);
+  each_qr_matrix(rep, s, in, out, where, [&](int b, const std::string &at, const Mat &A,
+                                             const Mat &R) {
+    const std::string &fam = in.name[b];
+    const int info = out.info[b];
+    const float *rb = out.r.data() + size_t(b) * s.r_floats();
+    const float *qb = out.q.data() + size_t(b) * s.q_floats();
+    rep.expect((info & ~ML_INFO_RANK_DEFICIENT) == 0, at + " info");
+    if (fam == "zero" || fam == "zero_cols")
+      rep.expect(info == ML_INFO_RANK_DEFICIENT, at + " info RANK_DEFICIENT");
+    if (fam == "identity" || fam == "gaussian") rep.expect(info == 0, at + " info full rank");
+    if (fam == "zero" || fam == "identity" || fam == "gaussian" || fam == "zero_cols")
+      rep.expect(info == ref.info[b], at + " info as the group kernel");
+    // Agreement with the group kernel on well-conditioned inputs (unique QR up to signs, and
+    // the signs must match): |R - R0| / (max(m,n) ||A|| ulp), |Q - Q0| / (max(m,n) ulp).
+    const bool unique = fam == "gaussian" || fam == "identity" || fam == "pow2_1e27" ||
+                        fam == "scale1e-30" || fam == "scale1e37" || fam == "zero" ||
+                        fam == "tiny_below" || fam == "tinier_below";
+    if (unique) {
+      const float *r0b = ref.r.data() + size_t(b) * s.r_floats();
+      Mat R0 = from_float(r0b, s.rrows, n);
+      // Two correctly rounded QRs of A differ by up to about cond(A) eps: where cond_scaled,
+      // the agreement is measured in units of the leading kr x kr block's condition number.
+      const double kappa = cond_scaled ? leading_cond(R0, kr) : 1.0;
+      const double d = r_distance(R0, R, norm1(A), s.mx, false) / kappa;
+      rep.ratio(d, agree_limit, at + " R vs group kernel");
+      worst.agree = std::max(worst.agree, d);
+      for (int i = 0; i < kr; ++i)
+        rep.expect(std::signbit(rb[size_t(i) * n + i]) == std::signbit(r0b[size_t(i) * n + i]),
+                   at + " sign of R's diagonal as the group kernel");
+      if (s.want_q) {
+        Mat Q0 = from_float(ref.q.data() + size_t(b) * s.q_floats(), m, s.qcols);
+        Mat Q1 = from_float(qb, m, s.qcols);
+        for (size_t i = 0; i < Q1.v.size(); ++i) Q0.v[i] -= Q1.v[i];
+        const double dq = norm1(Q0) / (s.mx * kUlp) / kappa;
+        rep.ratio(dq, agree_limit, at + " Q vs group kernel");
+        worst.agree = std::max(worst.agree, dq);
+      }
+    }
+    if (!s.want_q) {  // R^T R = A^T A (Q-less check), scaled by max(m, n)
+      const double x = rtr_ratio(A, R, s.mx);
+      rep.ratio(x, kQrLimit, at + " |AtA-RtR|");
+      worst.rtr = std::max(worst.rtr, x);
+      return;
+    }
+    worst.add(check_q_factor(rep, at, s, A, qb, R, s.mx));
+  });
+}
+
 // Of an eigendecomposition (w n, v n x n, eigenvector j in column j) of A: scale = |A|_1 n ulp
 // (1 when A = 0), resid = |A - V W Vt|_1 / scale, orth = |I - Vt V|_1 / (n ulp).
 struct EigRatios {
@@ -619,6 +1077,21 @@ inline EigRatios eig_ratios(const Mat &A, const float *w, const float *v) {
   o.resid = norm1(R) / o.scale;
   o.orth = orth_defect(V) / (n * kUlp);
   return o;
+}
+
+// eig_ratios of (w, v) on A, the residual and the orthogonality checked against limit.
+inline EigRatios check_eig_ratios(Report &rep, const std::string &at, const Mat &A, const float *w,
+                                  const float *v, double limit) {
+  const EigRatios x = eig_ratios(A, w, v);
+  rep.ratio(x.resid, limit, at + " |A-VWVt|");
+  rep.ratio(x.orth, limit, at + " |I-VtV|");
+  return x;
+}
+// max_i |w_i - ref_i| over n values.
+inline double max_abs_diff(const float *w, const std::vector<double> &ref, int n) {
+  double err = 0;
+  for (int i = 0; i < n; ++i) err = std::max(err, std::fabs(w[i] - ref[i]));
+  return err;
 }
 
 }  // namespace kt

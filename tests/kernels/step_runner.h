@@ -4,15 +4,63 @@
 // workspace show in the results. Include after kernel_runner.h.
 #pragma once
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
+#include <random>
 #include <thread>
 #include <vector>
 
 #include "../../core/kernels/steps.h"
 #include "../../core/src/blocked.h"
 #include "kernel_runner.h"
+#include "kernel_test_util.h"
 
 namespace kt {
+
+// Options of the blocked algorithms with panels of nb columns, products of gemm_lanes lanes and
+// groups of up to max_group lanes (the rest the defaults).
+inline ml::blocked::Options blocked_options(int nb, int gemm_lanes, int max_group) {
+  ml::blocked::Options o;
+  o.nb = nb;
+  o.gemm_lanes = gemm_lanes;
+  o.max_group = max_group;
+  return o;
+}
+
+// Symmetric bands of half-width L.bw in L.a of each of batch workspace slices (both triangles,
+// zero elsewhere, as sy2sb leaves them), sb_sweeps' progress words and ticket zeroed:
+// gaussian, graded (entries scaled down to 2^-20 along the diagonal) in turn; matrix `nan`
+// gets a NaN on its diagonal. Layout: ml::blocked::BandLayout.
+template <class Layout>
+inline void fill_bands(std::vector<float> &ws, const Layout &L, int batch, int nan,
+                       std::mt19937_64 &rng) {
+  const int n = L.n, bw = L.bw;
+  for (int b = 0; b < batch; ++b) {
+    float *a = ws.data() + size_t(b) * L.per;
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < n; ++i) a[L.a + size_t(j) * n + i] = 0.f;
+    for (int j = 0; j < n; ++j)
+      for (int i = j; i < std::min(n, j + bw + 1); ++i) {
+        double x = std::normal_distribution<>()(rng);
+        if (b % 2 == 1) x *= std::ldexp(1.0, -20 * (i + j) / (2 * n));
+        a[L.a + size_t(j) * n + i] = a[L.a + size_t(i) * n + j] = float(x);
+      }
+    if (b == nan) a[L.a + size_t(n / 2) * n + n / 2] = std::nanf("");
+    for (int j = 0; j < n; ++j) a[L.tau + j] = 0.f;
+    a[L.qstat] = 0.f;
+  }
+}
+
+// The blocked QR of in's matrices (shape s) under o into out, through runner (a CpuStepRunner,
+// or a runner that passes the launches on to one).
+template <class Runner>
+inline ml_status run_blocked_qr(Runner &runner, const QrShape &s, const NamedBatch &in,
+                                QrOut &out, const ml::blocked::Options &o) {
+  const QrArgs args = out.args(s, in.a.data(), s.want_q);
+  const ml::Call c{
+      ML_OP_QR, in.size(), s.m, s.n, s.mode, in.a.data(), args.q, args.r, nullptr, args.info};
+  return runner.run(c, s.mode, o);
+}
 
 class CpuStepRunner final : public ml::blocked::Runner {
  public:
@@ -52,8 +100,10 @@ class CpuStepRunner final : public ml::blocked::Runner {
     return ML_OK;
   }
 
-  // Runs c (kernel flags kf) under o; the workspace sized by workspace_bytes.
-  ml_status run(const ml::Call &c, int32_t kf, const ml::blocked::Options &o) {
+  // Runs c (kernel flags kf) under o; the workspace sized by workspace_bytes. The launches go
+  // through via where given (a runner that passes them on to this one).
+  ml_status run(const ml::Call &c, int32_t kf, const ml::blocked::Options &o,
+                ml::blocked::Runner *via = nullptr) {
     const int64_t bytes = ml::blocked::workspace_bytes(c, kf, o);
     ws.assign(static_cast<size_t>(bytes / 4), std::nanf(""));
     a = c.a;
@@ -61,7 +111,7 @@ class CpuStepRunner final : public ml::blocked::Runner {
     o1 = c.out1;
     o2 = c.out2;
     info = c.info;
-    return ml::blocked::run(c, kf, o, *this);
+    return ml::blocked::run(c, kf, o, via ? *via : *this);
   }
 
  private:

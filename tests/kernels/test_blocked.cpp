@@ -17,17 +17,32 @@ using kt::Report;
 
 namespace {
 
+using kt::where;
+
 using kt::kGemmLimit;
 using kt::kQrLimit;
 constexpr double kAgreeLimit = 60;  // blocked vs unblocked QR, as test_qr_small scales it
 
-std::string where(const char *op, int m, int n, const std::string &fam, int idx) {
-  char b[160];
-  std::snprintf(b, sizeof b, "%s %dx%d %s #%d", op, m, n, fam.c_str(), idx);
-  return b;
-}
-
 // ---- gemm ----
+
+// Entry (i, j) of alpha op(A) op(B) + beta C0 in double (column-major operands, leading
+// dimensions lda, ldb, ldc; C0 read only where beta != 0), and its scale |alpha| sum_l |a_il
+// b_lj| + |beta c0|, the products' error bound.
+struct RefEntry {
+  double value, scale;
+};
+RefEntry ref_entry(const float *A, int lda, bool ta, const float *B, int ldb, bool tb,
+                   const float *C0, int ldc, int i, int j, int k, double alpha, double beta) {
+  double s = 0, sa = 0;
+  for (int l = 0; l < k; ++l) {
+    const double x = ta ? A[size_t(i) * lda + l] : A[size_t(l) * lda + i];
+    const double y = tb ? B[size_t(l) * ldb + j] : B[size_t(j) * ldb + l];
+    s += x * y;
+    sa += std::fabs(x * y);
+  }
+  const double c0 = beta != 0 ? C0[size_t(j) * ldc + i] : 0.0;
+  return {alpha * s + beta * c0, std::fabs(alpha) * sa + std::fabs(beta * c0)};
+}
 
 // One product of a batch of 2 or 3 through the step (lanes x lanes groups, regs x regs per lane)
 // against double; beta == 0 leaves NaN in C, which must not reach the result. vec: leading
@@ -104,18 +119,9 @@ void gemm_case(Report &rep, std::mt19937_64 &rng, int m, int n, int k, int flags
     const float *C0 = before.data() + oc + b * sc, *C = r.ws.data() + oc + b * sc;
     for (int j = 0; j < n; ++j) {
       for (int i = 0; i < m; ++i) {
-        double s = 0, sa_ = 0;
-        for (int l2 = 0; l2 < k; ++l2) {
-          const double x = ta ? A[size_t(i) * lda + l2] : A[size_t(l2) * lda + i];
-          const double y = tb ? B[size_t(l2) * ldb + j] : B[size_t(j) * ldb + l2];
-          s += x * y;
-          sa_ += std::fabs(x * y);
-        }
-        const double c0 = beta != 0 ? C0[size_t(j) * ldc + i] : 0.0;
-        const double ref = alpha * s + beta * c0;
-        const double scale = std::fabs(alpha) * sa_ + std::fabs(beta * c0);
-        const double err = std::fabs(C[size_t(j) * ldc + i] - ref);
-        const double ratio = scale > 0 ? err / (std::max(k, 1) * kt::kUlp * scale) : err;
+        const RefEntry e = ref_entry(A, lda, ta, B, ldb, tb, C0, ldc, i, j, k, alpha, beta);
+        const double err = std::fabs(C[size_t(j) * ldc + i] - e.value);
+        const double ratio = e.scale > 0 ? err / (std::max(k, 1) * kt::kUlp * e.scale) : err;
         worst = std::max(worst, std::isfinite(C[size_t(j) * ldc + i]) ? ratio : 1e30);
       }
       for (int i = m; i < ldc; ++i)  // the padding rows are not C's: untouched
@@ -176,18 +182,10 @@ void product_case(Report &rep, std::mt19937_64 &rng, const ml::blocked::Options 
     const float *C0 = before.data() + b * stride + oc, *C = r.ws.data() + b * stride + oc;
     for (int j = 0; j < n; ++j)
       for (int i = 0; i < m; ++i) {
-        double s = 0, sa = 0;
-        for (int l = 0; l < k; ++l) {
-          const double x = ta ? A[size_t(i) * ar + l] : A[size_t(l) * ar + i];
-          const double y = tb ? B[size_t(l) * br + j] : B[size_t(j) * br + l];
-          s += x * y;
-          sa += std::fabs(x * y);
-        }
-        const double c0 = beta != 0 ? C0[size_t(j) * m + i] : 0.0;
-        const double scale = std::fabs(alpha) * sa + std::fabs(beta * c0);
+        const RefEntry e = ref_entry(A, ar, ta, B, br, tb, C0, m, i, j, k, alpha, beta);
         const double got = C[size_t(j) * m + i];
-        const double err = std::fabs(got - (alpha * s + beta * c0));
-        worst = std::max(worst, std::isfinite(got) ? err / (k * kt::kUlp * scale) : 1e30);
+        const double err = std::fabs(got - e.value);
+        worst = std::max(worst, std::isfinite(got) ? err / (k * kt::kUlp * e.scale) : 1e30);
       }
   }
   rep.ratio(worst, kGemmLimit, at);
@@ -251,105 +249,47 @@ int suite_gemm() {
 
 // ---- qr ----
 
-void qr_group_entry(const ml_ctx &ctx, void *u) {
-  auto &x = *static_cast<kt::QrArgs *>(u);
-  ml_qr_householder(ctx, x.p, x.a, x.q, x.r, x.info);
-}
+KT_QR_ENTRY(qr_group_entry, ml_qr_householder)
 
-struct Worst {
-  double resid = 0, orth = 0, agree = 0;
-};
-
-void qr_case(Report &rep, Worst &worst, int m, int n, int mode, const ml::blocked::Options &o,
-             std::mt19937_64 &rng) {
-  kt::Families fams = kt::general_families(m, n, rng);
-  const int k = std::min(m, n);
-  const int qcols = mode == ML_K_QR_COMPLETE ? m : k, rrows = qcols;
-  const int nf = int(fams.size());
-  const int batch = nf + 2;  // + a NaN matrix in the middle and an Inf one at the end
-  const int bad_nan = nf / 2;
-  std::vector<std::string> name;
-  std::vector<float> a;
-  for (int b = 0, f = 0; b < batch; ++b) {
-    std::vector<float> v;
-    if (b == bad_nan || b == batch - 1) {
-      v = kt::to_float(kt::gaussian(rng, m, n));
-      v[size_t(rng() % v.size())] = b == bad_nan ? std::numeric_limits<float>::quiet_NaN()
-                                                 : -std::numeric_limits<float>::infinity();
-      name.push_back(b == bad_nan ? "nan" : "inf");
-    } else {
-      v = kt::to_float(fams[f].second);
-      name.push_back(fams[f].first);
-      ++f;
-    }
-    a.insert(a.end(), v.begin(), v.end());
-  }
-  const bool want_q = mode != ML_K_QR_R;
-  std::vector<float> q(size_t(batch) * m * qcols, -7.f), r(size_t(batch) * rrows * n, -7.f);
-  std::vector<int> info(batch, -1);
-  ml::Call c{ML_OP_QR, batch, m, n, mode, a.data(), want_q ? q.data() : nullptr, r.data(),
-             nullptr, info.data()};
+void qr_case(Report &rep, kt::QrWorst &worst, int m, int n, int mode,
+             const ml::blocked::Options &o, std::mt19937_64 &rng) {
+  const kt::QrShape s(m, n, mode);
+  // + a NaN matrix in the middle and an Inf one at the end
+  const kt::NamedBatch in = kt::nan_inf_batch(kt::general_families(m, n, rng), m, n,
+                                              -std::numeric_limits<float>::infinity(), rng);
+  kt::QrOut out(s, in.size()), ref(s, in.size());
   kt::CpuStepRunner run;
-  const ml_status st = run.run(c, mode, o);
-  rep.expect(st == ML_OK, where("qr run", m, n, "", mode));
+  rep.expect(kt::run_blocked_qr(run, s, in, out, o) == ML_OK, where("qr run", m, n, "", mode));
   // The unblocked group kernel on the same input (its own Householder vectors are the same).
-  std::vector<float> q0(size_t(batch) * m * qcols), r0(size_t(batch) * rrows * n);
-  std::vector<int> info0(batch, -1);
-  kt::QrArgs ref{{m, n, mode, 0, batch, 0}, a.data(), q0.data(), r0.data(), info0.data()};
-  ml::kernel_runner::run(32, batch, ml_qr_householder_scratch_floats(m, n), qr_group_entry, &ref);
+  kt::run_qr_kernel(qr_group_entry, 32, in.size(), ml_qr_householder_scratch_floats(m, n), s, in,
+                    ref, true);
 
-  const char *op = mode == ML_K_QR_R ? "qr-r" : mode == ML_K_QR_COMPLETE ? "qr-complete" : "qr";
-  const int mx = std::max(m, n);
-  for (int b = 0; b < batch; ++b) {
-    const std::string &fam = name[b];
-    const std::string at = where(op, m, n, fam, b);
-    const float *rb = r.data() + size_t(b) * rrows * n;
-    const float *qb = q.data() + size_t(b) * m * qcols;
-    if (fam == "nan" || fam == "inf") {
-      rep.expect(kt::all_nan(rb, size_t(rrows) * n), at + " R all NaN");
-      if (want_q) rep.expect(kt::all_nan(qb, size_t(m) * qcols), at + " Q all NaN");
-      rep.expect(info[b] == ML_INFO_NONFINITE, at + " info NONFINITE");
-      continue;
-    }
-    rep.expect(kt::all_finite(rb, size_t(rrows) * n), at + " R finite");
-    bool tri = true;
-    for (int i = 0; i < rrows; ++i)
-      for (int j = 0; j < std::min(i, n); ++j) tri = tri && rb[size_t(i) * n + j] == 0.f;
-    rep.expect(tri, at + " R upper triangular");
+  const auto at_b = [&](const std::string &fam, int b) { return where(s.op, m, n, fam, b); };
+  kt::each_qr_matrix(rep, s, in, out, at_b, [&](int b, const std::string &at, const Mat &A,
+                                                const Mat &R) {
+    const std::string &fam = in.name[b];
+    const int info = out.info[b];
     if (fam != "rankdef" && fam != "clustered" && fam != "geometric" && fam != "repeated")
-      rep.expect(info[b] == info0[b], at + " info as the group kernel");
-    if (fam == "zero") rep.expect(info[b] == ML_INFO_RANK_DEFICIENT, at + " info RANK_DEFICIENT");
-    if (fam == "gaussian" || fam == "identity") rep.expect(info[b] == 0, at + " info 0");
-    Mat A = kt::from_float(a.data() + size_t(b) * m * n, m, n);
-    Mat R = kt::from_float(rb, rrows, n);
-    const double an = kt::norm1(A);
-    const bool unique = fam == "gaussian" || fam == "identity" || fam == "scale1e-30" ||
-                        fam == "scale1e37" || fam == "zero";
-    if (unique) {
-      Mat R0 = kt::from_float(r0.data() + size_t(b) * rrows * n, rrows, n);
-      for (size_t i = 0; i < R.v.size(); ++i) R0.v[i] -= R.v[i];
-      const double d = an > 0 ? kt::norm1(R0) / (mx * an * kt::kUlp) : kt::norm1(R0);
+      rep.expect(info == ref.info[b], at + " info as the group kernel");
+    if (fam == "zero") rep.expect(info == ML_INFO_RANK_DEFICIENT, at + " info RANK_DEFICIENT");
+    if (fam == "gaussian" || fam == "identity") rep.expect(info == 0, at + " info 0");
+    if (fam == "gaussian" || fam == "identity" || fam == "scale1e-30" || fam == "scale1e37" ||
+        fam == "zero") {
+      const Mat R0 = kt::from_float(ref.r.data() + size_t(b) * s.r_floats(), s.rrows, n);
+      const double d = kt::r_distance(R0, R, kt::norm1(A), s.mx, false);
       rep.ratio(d, kAgreeLimit, at + " R vs unblocked");
       worst.agree = std::max(worst.agree, d);
     }
-    if (!want_q) continue;
-    rep.expect(kt::all_finite(qb, size_t(m) * qcols), at + " Q finite");
-    const kt::QrRatios x = kt::qr_ratios(A, kt::from_float(qb, m, qcols), R, mx);
-    rep.ratio(x.orth, kQrLimit, at + " |I - Q^T Q|");
-    worst.orth = std::max(worst.orth, x.orth);
-    rep.ratio(x.resid, kQrLimit, at + " |A - QR|");
-    worst.resid = std::max(worst.resid, x.resid);
-  }
+    const float *qb = out.q.data() + size_t(b) * s.q_floats();
+    if (s.want_q) worst.add(kt::check_q_factor(rep, at, s, A, qb, R, s.mx));
+  });
 }
 
 int suite_qr() {
   Report rep;
-  Worst worst;
+  kt::QrWorst worst;
   std::mt19937_64 rng(23);
-  ml::blocked::Options o;
-  o.nb = 8;
-  o.gemm_lanes = 4;
-  o.max_group = 32;
+  ml::blocked::Options o = kt::blocked_options(8, 4, 32);
   // Panel boundaries inside the matrix, a last panel of one column (17, 33), wide and tall.
   const int shapes[][2] = {{1, 1}, {5, 3}, {3, 5}, {8, 8}, {17, 17}, {40, 24},
                            {24, 40}, {33, 33}, {67, 45}};
@@ -359,10 +299,7 @@ int suite_qr() {
       qr_case(rep, worst, s[0], s[1], mode, o, rng);
     }
   // One larger matrix with the GPU's panel width and bigger groups.
-  ml::blocked::Options big;
-  big.nb = 32;
-  big.gemm_lanes = 8;
-  big.max_group = 64;
+  ml::blocked::Options big = kt::blocked_options(32, 8, 64);
   qr_case(rep, worst, 130, 97, ML_K_QR_REDUCED, big, rng);
   // Panels narrowed by a small shared-memory budget (as Metal's 32 KB narrows them), and a
   // tall matrix whose V^T X products split k.
@@ -505,10 +442,6 @@ int suite_larft() {
 }  // namespace
 
 int main(int argc, char **argv) {
-  const std::string s = argc > 1 ? argv[1] : "";
-  if (s == "gemm") return suite_gemm();
-  if (s == "qr") return suite_qr();
-  if (s == "larft") return suite_larft();
-  std::fprintf(stderr, "usage: test_blocked gemm|qr|larft\n");
-  return 2;
+  return kt::run_suite(argc, argv, "test_blocked gemm|qr|larft",
+                       {{"gemm", suite_gemm}, {"qr", suite_qr}, {"larft", suite_larft}});
 }

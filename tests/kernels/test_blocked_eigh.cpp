@@ -184,10 +184,7 @@ int suite_sytrd() {
   Report rep;
   Worst worst;
   std::mt19937_64 rng(31);
-  ml::blocked::Options o;
-  o.nb = 8;
-  o.gemm_lanes = 4;
-  o.max_group = 32;
+  ml::blocked::Options o = kt::blocked_options(8, 4, 32);
   // Panel boundaries inside the matrix, a last panel of one or two columns, n = 1, 2.
   int uplo = ML_K_LOWER;
   for (int n : {1, 2, 3, 8, 17, 33, 67}) {
@@ -196,10 +193,7 @@ int suite_sytrd() {
   }
   // The GPU's panel width, bigger groups (several simdgroups per product group), a last panel
   // of one column, columns longer than 128 (the unrolled dot products).
-  ml::blocked::Options big;
-  big.nb = 32;
-  big.gemm_lanes = 8;
-  big.max_group = 64;
+  ml::blocked::Options big = kt::blocked_options(32, 8, 64);
   sytrd_case(rep, worst, 129, ML_K_UPPER, big, rng, false);
   // The column update's rows over 8 slices of the panel with the untiled symv (one simdgroup
   // per output); 4 slices with a tiled symv of 3 outputs per group over two simdgroups.
@@ -277,9 +271,7 @@ void eigh_case(Report &rep, Worst &worst, int n, int uplo, const ml::blocked::Op
     for (int i = 1; i < n; ++i) sorted = sorted && wb[i - 1] <= wb[i] && w2b[i - 1] <= w2b[i];
     rep.expect(sorted, at + " ascending");
     const Mat A = kt::read_symmetric(eb.a.data() + size_t(b) * n * n, n, uplo == ML_K_LOWER);
-    const kt::EigRatios x = kt::eig_ratios(A, wb, vb);
-    rep.ratio(x.resid, kLimit, at + " |A - V W V^T|");
-    rep.ratio(x.orth, kLimit, at + " |I - V^T V|");
+    const kt::EigRatios x = kt::check_eig_ratios(rep, at, A, wb, vb, kLimit);
     worst.resid = std::max(worst.resid, x.resid);
     worst.orth = std::max(worst.orth, x.orth);
     const std::vector<double> ref = kt::jacobi_eigenvalues(A);
@@ -303,19 +295,13 @@ int suite_eigh() {
     return 1;
   }
   std::mt19937_64 rng(37);
-  ml::blocked::Options o;
-  o.nb = 8;
-  o.gemm_lanes = 4;
-  o.max_group = 32;
+  ml::blocked::Options o = kt::blocked_options(8, 4, 32);
   int uplo = ML_K_UPPER;
   for (int n : {1, 2, 5, 17, 40}) {
     eigh_case(rep, worst, n, uplo, o, rng);
     uplo = uplo == ML_K_LOWER ? ML_K_UPPER : ML_K_LOWER;
   }
-  ml::blocked::Options big;
-  big.nb = 32;
-  big.gemm_lanes = 8;
-  big.max_group = 64;
+  ml::blocked::Options big = kt::blocked_options(32, 8, 64);
   eigh_case(rep, worst, 67, ML_K_LOWER, big, rng, false);
   // A workspace bound that forces one matrix per chunk.
   ml::blocked::Options chunked = o;
@@ -440,10 +426,7 @@ void band_case(Report &rep, Worst &worst, int n, int uplo, const ml::blocked::Op
 }
 
 ml::blocked::Options small_two_stage(int bw, int tasks) {
-  ml::blocked::Options o;
-  o.nb = 8;
-  o.gemm_lanes = 4;
-  o.max_group = 32;
+  ml::blocked::Options o = kt::blocked_options(8, 4, 32);
   o.eigh_two_stage_min_n = 1;
   o.eigh_band = bw;
   o.eigh_chase_tasks = tasks;
@@ -486,22 +469,8 @@ int suite_band() {
 // gaussian, graded (entries scaled down to 2^-20 along the diagonal), one non-finite if nan >= 0.
 std::vector<float> band_ws(const ml::blocked::BandLayout &L, int batch, int nan,
                            std::mt19937_64 &rng) {
-  const int n = L.n, bw = L.bw;
   std::vector<float> ws(size_t(L.per) * batch, std::nanf(""));
-  for (int b = 0; b < batch; ++b) {
-    float *a = ws.data() + size_t(b) * L.per;
-    for (int j = 0; j < n; ++j)
-      for (int i = 0; i < n; ++i) a[L.a + size_t(j) * n + i] = 0.f;
-    for (int j = 0; j < n; ++j)
-      for (int i = j; i < std::min(n, j + bw + 1); ++i) {
-        double x = std::normal_distribution<>()(rng);
-        if (b % 2 == 1) x *= std::ldexp(1.0, -20 * (i + j) / (2 * n));
-        a[L.a + size_t(j) * n + i] = a[L.a + size_t(i) * n + j] = float(x);
-      }
-    if (b == nan) a[L.a + size_t(n / 2) * n + n / 2] = std::nanf("");
-    for (int j = 0; j < n; ++j) a[L.tau + j] = 0.f;
-    a[L.qstat] = 0.f;
-  }
+  kt::fill_bands(ws, L, batch, nan, rng);
   return ws;
 }
 
@@ -785,12 +754,9 @@ void eigvalsh2_case(Report &rep, Worst &worst, int n, int uplo, const ml::blocke
     for (int i = 1; i < n; ++i) sorted = sorted && wb[i - 1] <= wb[i];
     rep.expect(sorted, at + " ascending");
     const Mat A = kt::read_symmetric(eb.a.data() + size_t(b) * n * n, n, uplo == ML_K_LOWER);
-    const kt::EigRatios x = kt::eig_ratios(A, w1b, v.data() + size_t(b) * n * n);
-    rep.ratio(x.resid, kLimit, at + " eigh |A - V W V^T|");
-    rep.ratio(x.orth, kLimit, at + " eigh |I - V^T V|");
-    const std::vector<double> ref = kt::jacobi_eigenvalues(A);
-    double err = 0;
-    for (int i = 0; i < n; ++i) err = std::max(err, std::fabs(wb[i] - ref[i]));
+    const kt::EigRatios x =
+        kt::check_eig_ratios(rep, at + " eigh", A, w1b, v.data() + size_t(b) * n * n, kLimit);
+    const double err = kt::max_abs_diff(wb, kt::jacobi_eigenvalues(A), n);
     rep.ratio(err / x.scale, kLimit, at + " values vs double");
     worst.eig = std::max(worst.eig, err / x.scale);
   }
@@ -839,12 +805,7 @@ int suite_eigvalsh2() {
 }  // namespace
 
 int main(int argc, char **argv) {
-  const std::string s = argc > 1 ? argv[1] : "";
-  if (s == "sytrd") return suite_sytrd();
-  if (s == "eigh") return suite_eigh();
-  if (s == "band") return suite_band();
-  if (s == "eigvalsh2") return suite_eigvalsh2();
-  if (s == "chase") return suite_chase();
-  std::fprintf(stderr, "usage: test_blocked_eigh sytrd|eigh|band|eigvalsh2|chase\n");
-  return 2;
+  return kt::run_suite(argc, argv, "test_blocked_eigh sytrd|eigh|band|eigvalsh2|chase",
+                       {{"sytrd", suite_sytrd}, {"eigh", suite_eigh}, {"band", suite_band},
+                        {"eigvalsh2", suite_eigvalsh2}, {"chase", suite_chase}});
 }

@@ -26,10 +26,7 @@ namespace {
 constexpr double kLimit = kt::kQrLimit;
 
 ml::blocked::Options small_two_stage(int bw, int k, int nc) {
-  ml::blocked::Options o;
-  o.nb = 8;
-  o.gemm_lanes = 4;
-  o.max_group = 32;
+  ml::blocked::Options o = kt::blocked_options(8, 4, 32);
   o.eigh_two_stage_min_n = 1;
   o.eigh_vec_two_stage_min_n = 1;
   o.eigh_band = bw;
@@ -39,28 +36,6 @@ ml::blocked::Options small_two_stage(int bw, int k, int nc) {
 }
 
 // ---- back ----
-
-// Symmetric bands of half-width bw in L.a of each slice (both triangles, zero outside up to
-// 3 bw below the diagonal, as sy2sb leaves them), sb_sweeps' words zeroed: gaussian, graded
-// (down to 2^-20 along the diagonal); matrix `nan` gets a NaN on its diagonal.
-void fill_bands(std::vector<float> &ws, const ml::blocked::BandLayout &L, int batch, int nan,
-                std::mt19937_64 &rng) {
-  const int n = L.n, bw = L.bw;
-  for (int b = 0; b < batch; ++b) {
-    float *a = ws.data() + size_t(b) * L.per;
-    for (int j = 0; j < n; ++j)
-      for (int i = 0; i < n; ++i) a[L.a + size_t(j) * n + i] = 0.f;
-    for (int j = 0; j < n; ++j)
-      for (int i = j; i < std::min(n, j + bw + 1); ++i) {
-        double x = std::normal_distribution<>()(rng);
-        if (b % 2 == 1) x *= std::ldexp(1.0, -20 * (i + j) / (2 * n));
-        a[L.a + size_t(j) * n + i] = a[L.a + size_t(i) * n + j] = float(x);
-      }
-    if (b == nan) a[L.a + size_t(n / 2) * n + n / 2] = std::nanf("");
-    for (int j = 0; j < n; ++j) a[L.tau + j] = 0.f;
-    a[L.qstat] = 0.f;
-  }
-}
 
 // Q2 Z in double from matrix b's reflector store: every task's reflector, the last first.
 Mat apply_reference(const std::vector<float> &ws, const ml::blocked::BandLayout &L, int b,
@@ -92,7 +67,7 @@ void back_case(Report &rep, double &worst, int n, int bw, int k, int nc, int nco
   const std::string at = buf;
   kt::CpuStepRunner run;
   run.ws.assign(size_t(L.per) * batch, std::nanf(""));
-  fill_bands(run.ws, L, batch, nan, rng);
+  kt::fill_bands(run.ws, L, batch, nan, rng);
   std::vector<Mat> bands;
   for (int b = 0; b < batch; ++b) {
     Mat B(n, n);
@@ -237,12 +212,8 @@ void eigh2_case(Report &rep, double &worst, int n, int uplo, const ml::blocked::
     for (int i = 1; i < n; ++i) sorted = sorted && wb[i - 1] <= wb[i];
     rep.expect(sorted, at + " ascending");
     const Mat A = kt::read_symmetric(eb.a.data() + size_t(b) * n * n, n, uplo == ML_K_LOWER);
-    const kt::EigRatios x = kt::eig_ratios(A, wb, vb);
-    rep.ratio(x.resid, kLimit, at + " |A - V W V^T|");
-    rep.ratio(x.orth, kLimit, at + " |I - V^T V|");
-    const std::vector<double> ref = kt::jacobi_eigenvalues(A);
-    double err = 0;
-    for (int i = 0; i < n; ++i) err = std::max(err, std::fabs(wb[i] - ref[i]));
+    const kt::EigRatios x = kt::check_eig_ratios(rep, at, A, wb, vb, kLimit);
+    const double err = kt::max_abs_diff(wb, kt::jacobi_eigenvalues(A), n);
     rep.ratio(err / x.scale, kLimit, at + " values vs double");
     worst = std::max({worst, x.resid, x.orth, err / x.scale});
   }
@@ -305,9 +276,6 @@ int suite_eigh2() {
 }  // namespace
 
 int main(int argc, char **argv) {
-  const std::string s = argc > 1 ? argv[1] : "";
-  if (s == "back") return suite_back();
-  if (s == "eigh2") return suite_eigh2();
-  std::fprintf(stderr, "usage: test_blocked_eigh2 back|eigh2\n");
-  return 2;
+  return kt::run_suite(argc, argv, "test_blocked_eigh2 back|eigh2",
+                       {{"back", suite_back}, {"eigh2", suite_eigh2}});
 }

@@ -21,14 +21,10 @@ using kt::Report;
 
 namespace {
 
+using kt::where;
+
 // Tighter than kt::kSvdLimit: the blocked SVD is held to QR's threshold.
 constexpr double kLimit = kt::kQrLimit;
-
-std::string where(const char *op, int m, int n, const std::string &fam, int idx) {
-  char b[160];
-  std::snprintf(b, sizeof b, "%s %dx%d %s #%d", op, m, n, fam.c_str(), idx);
-  return b;
-}
 
 // r x c column-major (ld) floats as a double matrix.
 Mat col_major(const float *p, int r, int c, int ld) {
@@ -154,10 +150,7 @@ void brd_case(Report &rep, Worst &worst, int m, int n, const ml::blocked::Option
 // Panel width, lanes of the products, largest group: small ones put block boundaries inside
 // small matrices (options(8, 4, 32)); options(32, 8, 64) is the GPU's panel width.
 ml::blocked::Options options(int nb, int gemm_lanes, int max_group) {
-  ml::blocked::Options o;
-  o.nb = nb;
-  o.gemm_lanes = gemm_lanes;
-  o.max_group = max_group;
+  ml::blocked::Options o = kt::blocked_options(nb, gemm_lanes, max_group);
   return o;
 }
 
@@ -347,10 +340,8 @@ int suite_svd(bool reference) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  const std::string s = argc > 1 ? argv[1] : "";
-  if (s == "brd") return suite_brd();
-  if (s == "svd") return suite_svd(false);
-  if (s == "svdref") return suite_svd(true);
-  std::fprintf(stderr, "usage: test_blocked_svd brd|svd|svdref\n");
-  return 2;
+  const auto svd = [] { return suite_svd(false); };
+  const auto svdref = [] { return suite_svd(true); };
+  return kt::run_suite(argc, argv, "test_blocked_svd brd|svd|svdref",
+                       {{"brd", suite_brd}, {"svd", svd}, {"svdref", svdref}});
 }

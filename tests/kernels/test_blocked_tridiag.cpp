@@ -648,15 +648,11 @@ int suite_large(int n, int argc_group) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  const std::string s = argc > 1 ? argv[1] : "";
-  if (s == "values") return suite_values();
-  if (s == "vectors") return suite_vectors();
-  if (s == "tgk") return suite_tgk();
-  if (s == "subset") return suite_subset();
-  if (s == "limits") return suite_limits();
-  if (s == "dc") return suite_dc();
-  if (s == "large")
+  const auto large = [&] {
     return suite_large(argc > 2 ? std::atoi(argv[2]) : 1000, argc > 3 ? std::atoi(argv[3]) : 128);
-  std::printf("usage: test_blocked_tridiag values|vectors|tgk|subset|limits|dc|large [n [group]]\n");
-  return 2;
+  };
+  return kt::run_suite(
+      argc, argv, "test_blocked_tridiag values|vectors|tgk|subset|limits|dc|large [n [group]]",
+      {{"values", suite_values}, {"vectors", suite_vectors}, {"tgk", suite_tgk},
+       {"subset", suite_subset}, {"limits", suite_limits}, {"dc", suite_dc}, {"large", large}});
 }

@@ -24,45 +24,10 @@ namespace {
 
 using kt::kEigLimit;
 
-void eigh_entry(const ml_ctx &ctx, void *u) {
-  auto &x = *static_cast<EigArgs *>(u);
-  ml_ctx c = ctx;
-  c.group_id += x.p.group_offset;  // what an entry point does
-  ml_eigh_jacobi_simd(c, x.p, x.a, x.w, x.v, x.info);
-}
-void eigvalsh_entry(const ml_ctx &ctx, void *u) {
-  auto &x = *static_cast<EigArgs *>(u);
-  ml_ctx c = ctx;
-  c.group_id += x.p.group_offset;
-  ml_eigvalsh_jacobi_simd(c, x.p, x.a, x.w, x.info);
-}
-void ql_entry(const ml_ctx &ctx, void *u) {
-  auto &x = *static_cast<EigArgs *>(u);
-  ml_eigh_tridiag_ql(ctx, x.p, x.a, x.w, x.v, x.info);
-}
-void two_sided_entry(const ml_ctx &ctx, void *u) {
-  auto &x = *static_cast<EigArgs *>(u);
-  ml_eigh_jacobi_small(ctx, x.p, x.a, x.w, x.v, x.info);
-}
-
-// kt::symmetric_families plus all ones and graded positive definite D B D (B = I + small
-// symmetric, D = 1 .. 10^-g): small eigenvalues determined to high relative accuracy.
-kt::Families families(int n, std::mt19937_64 &rng) {
-  kt::Families out = kt::symmetric_families(n, rng, true);
-  Mat ones(n, n);
-  for (double &x : ones.v) x = 1;
-  out.push_back({"ones", ones});
-  for (double grade : {1e-6, 1e-15}) {
-    Mat b = kt::identity(n), e = kt::gaussian(rng, n, n);
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) b(i, j) += 0.05 * (e(i, j) + e(j, i));
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j)
-        b(i, j) *= std::pow(grade, n > 1 ? double(i + j) / (n - 1) : 0);
-    out.push_back({grade > 1e-10 ? "graded_pd1e-6" : "graded_pd1e-15", b});
-  }
-  return out;
-}
+KT_EIG_OFFSET_ENTRY(eigh_entry, ml_eigh_jacobi_simd)
+KT_EIGVALS_OFFSET_ENTRY(eigvalsh_entry, ml_eigvalsh_jacobi_simd)
+KT_EIG_ENTRY(ql_entry, ml_eigh_tridiag_ql)
+KT_EIG_ENTRY(two_sided_entry, ml_eigh_jacobi_small)
 
 // Worst ratios of one kernel on one family: |A-VWVt|, |I-VtV|, |w-w_ref| (normwise), and
 // max |w_i - w_ref_i| / (|w_ref_i| n ulp) (relative, every eigenvalue).
@@ -105,7 +70,7 @@ Ratios ratios(const Mat &A, const float *w, const float *v) {
 void check_batch(Report &rep, int n, int uplo, std::mt19937_64 &rng, Stats &st, bool subset,
                  bool extra) {
   kt::Families fams;
-  for (auto &f : families(n, rng)) {
+  for (auto &f : kt::eig_kernel_families(n, rng, false)) {
     const std::string &k = f.first;
     if (!subset || k == "gaussian" || k == "identity" || k == "clustered" || k == "rankdef" ||
         k == "graded_pd1e-6" || k == "scale1e-30")
@@ -271,23 +236,7 @@ void check_cap(Report &rep, std::mt19937_64 &rng) {
 
 // group_offset shifts the matrices a launch handles; info may be null; groups >= batch return.
 void check_offset(Report &rep, std::mt19937_64 &rng) {
-  const int n = 11, batch = 3;
-  std::vector<float> a;
-  for (int b = 0; b < batch; ++b) {
-    auto v = kt::to_float(kt::with_spectrum(rng, kt::spectrum("randlog", n, rng)));
-    a.insert(a.end(), v.begin(), v.end());
-  }
-  std::vector<float> w(size_t(batch) * n, -7.f), v(size_t(batch) * n * n, -7.f);
-  EigArgs args{{n, n, ML_K_LOWER, 0, batch, 0}, a.data(), w.data(), v.data(), nullptr};
-  ml::kernel_runner::run(32, batch + 2, 0, eigh_entry, &args);  // two groups past the batch
-  rep.expect(kt::all_finite(w.data(), w.size()) && kt::all_finite(v.data(), v.size()), "info=null");
-  std::vector<float> w2(w.size(), -7.f), v2(v.size(), -7.f);
-  EigArgs off{{n, n, ML_K_LOWER, 0, batch, 2}, a.data(), w2.data(), v2.data(), nullptr};
-  ml::kernel_runner::run(16, 1, 0, eigh_entry, &off);
-  rep.expect(std::memcmp(w2.data() + 2 * n, w.data() + 2 * n, sizeof(float) * n) == 0 &&
-                 std::memcmp(v2.data() + 2 * n * n, v.data() + 2 * n * n, sizeof(float) * n * n) == 0 &&
-                 w2[0] == -7.f && w2[n] == -7.f,
-             "group_offset");
+  kt::check_eig_offset(rep, 11, rng, eigh_entry, 32, 5, 16, 1);  // two groups past the batch
   rep.expect(ml_eigh_jacobi_simd_fits(32, 32, 0) && !ml_eigh_jacobi_simd_fits(33, 33, 1 << 20) &&
                  !ml_eigh_jacobi_simd_fits(4, 5, 0) && !ml_eigh_jacobi_simd_fits(0, 0, 0) &&
                  ml_eigvalsh_jacobi_simd_fits(1, 1, 0) && ml_eigh_jacobi_simd_scratch_floats(32, 32) == 0,

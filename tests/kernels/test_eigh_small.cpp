@@ -15,41 +15,8 @@ namespace {
 
 using kt::kEigLimit;
 
-void eigh_entry(const ml_ctx &ctx, void *u) {
-  auto &x = *static_cast<EigArgs *>(u);
-  ml_ctx c = ctx;
-  c.group_id += x.p.group_offset;  // what an entry point does
-  ml_eigh_jacobi_small(c, x.p, x.a, x.w, x.v, x.info);
-}
-void eigvalsh_entry(const ml_ctx &ctx, void *u) {
-  auto &x = *static_cast<EigArgs *>(u);
-  ml_ctx c = ctx;
-  c.group_id += x.p.group_offset;
-  ml_eigvalsh_jacobi_small(c, x.p, x.a, x.w, x.info);
-}
-
-// kt::symmetric_families (test_kernels.cpp's), plus all ones and graded positive definite
-// matrices D B D (B = I + small symmetric, so well conditioned; D = 1 .. 10^-g) whose small
-// eigenvalues are determined to high relative accuracy.
-kt::Families symmetric_families(int n, std::mt19937_64 &rng) {
-  kt::Families out = kt::symmetric_families(n, rng, true);
-  Mat ones(n, n);
-  for (double &x : ones.v) x = 1;
-  out.push_back({"ones", ones});
-  for (double grade : {1e-6, 1e-15}) {
-    Mat b = kt::identity(n), e = kt::gaussian(rng, n, n);
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) b(i, j) += 0.05 * (e(i, j) + e(j, i));
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) {
-        const double di = std::pow(grade, n > 1 ? double(i) / (n - 1) : 0);
-        const double dj = std::pow(grade, n > 1 ? double(j) / (n - 1) : 0);
-        b(i, j) *= di * dj;
-      }
-    out.push_back({grade > 1e-10 ? "graded_pd1e-6" : "graded_pd1e-15", b});
-  }
-  return out;
-}
+KT_EIG_OFFSET_ENTRY(eigh_entry, ml_eigh_jacobi_small)
+KT_EIGVALS_OFFSET_ENTRY(eigvalsh_entry, ml_eigvalsh_jacobi_small)
 
 std::string where(const char *op, int n, const std::string &fam, int idx) {
   char b[160];
@@ -65,7 +32,7 @@ struct Worst {
 // One batch: every family, with two poisoned matrices (NaN and Inf in the read triangle) in
 // the middle and at the end; NaN in every unread entry. eigh and eigvalsh on the same batch.
 void check_batch(Report &rep, int n, int uplo, std::mt19937_64 &rng, Worst &worst) {
-  auto fams = symmetric_families(n, rng);
+  auto fams = kt::eig_kernel_families(n, rng, true);
   kt::EigBatch eb = kt::eig_batch(fams, n, uplo, rng);
   const auto &items = eb.items;
   const auto &poison = eb.poison;
@@ -82,14 +49,7 @@ void check_batch(Report &rep, int n, int uplo, std::mt19937_64 &rng, Worst &wors
     const std::string at = where(uplo == ML_K_LOWER ? "eigh-L" : "eigh-U", n, fam, b);
     const float *wb = w.data() + size_t(b) * n, *w2b = w2.data() + size_t(b) * n;
     const float *vb = v.data() + size_t(b) * n * n;
-    if (poison[b]) {
-      rep.expect(kt::all_nan(wb, n) && kt::all_nan(vb, size_t(n) * n), at + " all NaN");
-      rep.expect(kt::all_nan(w2b, n), at + " eigvalsh all NaN");
-      rep.expect(info[b] == ML_INFO_NONFINITE && info2[b] == ML_INFO_NONFINITE, at + " info");
-      continue;
-    }
-    rep.expect(kt::all_finite(wb, n) && kt::all_finite(vb, size_t(n) * n), at + " finite");
-    rep.expect((info[b] & 0xffff) == 0 && (info2[b] & 0xffff) == 0, at + " info converged");
+    if (!kt::check_eig_outputs(rep, at, n, poison[b], wb, vb, w2b, info[b], info2[b])) continue;
     rep.expect(info[b] == info2[b], at + " eigvalsh info == eigh info");
     rep.expect(std::memcmp(wb, w2b, sizeof(float) * n) == 0, at + " eigvalsh == eigh values");
     const int sweeps = info[b] >> ML_INFO_SWEEPS_SHIFT;
@@ -145,23 +105,7 @@ void check_cap(Report &rep, std::mt19937_64 &rng) {
 
 // group_offset shifts the matrices a launch handles; info may be null; groups >= batch return.
 void check_offset(Report &rep, std::mt19937_64 &rng) {
-  const int n = 5, batch = 3;
-  std::vector<float> a;
-  for (int b = 0; b < batch; ++b) {
-    auto v = kt::to_float(kt::with_spectrum(rng, kt::spectrum("randlog", n, rng)));
-    a.insert(a.end(), v.begin(), v.end());
-  }
-  std::vector<float> w(size_t(batch) * n, -7.f), v(size_t(batch) * n * n, -7.f);
-  EigArgs args{{n, n, ML_K_LOWER, 0, batch, 0}, a.data(), w.data(), v.data(), nullptr};
-  ml::kernel_runner::run(1, batch + 2, 0, eigh_entry, &args);  // two groups past the batch
-  rep.expect(kt::all_finite(w.data(), w.size()) && kt::all_finite(v.data(), v.size()), "info=null");
-  std::vector<float> w2(w.size(), -7.f), v2(v.size(), -7.f);
-  EigArgs off{{n, n, ML_K_LOWER, 0, batch, 2}, a.data(), w2.data(), v2.data(), nullptr};
-  ml::kernel_runner::run(1, batch, 0, eigh_entry, &off);
-  rep.expect(std::memcmp(w2.data() + 2 * n, w.data() + 2 * n, sizeof(float) * n) == 0 &&
-                 std::memcmp(v2.data() + 2 * n * n, v.data() + 2 * n * n, sizeof(float) * n * n) == 0 &&
-                 w2[0] == -7.f && w2[n] == -7.f,
-             "group_offset");
+  kt::check_eig_offset(rep, 5, rng, eigh_entry, 1, 5, 1, 3);  // two groups past the batch
   rep.expect(ml_eigh_jacobi_small_fits(8, 8, 0) && !ml_eigh_jacobi_small_fits(9, 9, 1 << 20) &&
                  !ml_eigh_jacobi_small_fits(4, 5, 0) && !ml_eigh_jacobi_small_fits(0, 0, 0) &&
                  ml_eigvalsh_jacobi_small_fits(1, 1, 0) && ml_eigh_jacobi_small_scratch_floats(8, 8) == 0,

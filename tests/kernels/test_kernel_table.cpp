@@ -125,12 +125,9 @@ void run_mats(kt::Report &rep, const Entry &e, const std::vector<kt::Mat> &input
         rep.ratio(x.orth, kLimit, std::string(at) + " |I-QtQ|");
         break;
       }
-      case ML_OP_EIGH: {
-        const kt::EigRatios r = kt::eig_ratios(A, p0, p1);
-        rep.ratio(r.resid, kLimit, std::string(at) + " |A-VWVt|");
-        rep.ratio(r.orth, kLimit, std::string(at) + " |I-VtV|");
+      case ML_OP_EIGH:
+        kt::check_eig_ratios(rep, at, A, p0, p1, kLimit);
         break;
-      }
       case ML_OP_EIGVALSH: {
         auto ref = kt::jacobi_eigenvalues(A);
         std::sort(ref.begin(), ref.end());

@@ -95,10 +95,7 @@ void test_runner(Report &rep) {
 }
 
 // ---------------- QR ----------------
-void qr_entry(const ml_ctx &ctx, void *u) {
-  auto &x = *static_cast<QrArgs *>(u);
-  ml_qr_householder(ctx, x.p, x.a, x.q, x.r, x.info);
-}
+KT_QR_ENTRY(qr_entry, ml_qr_householder)
 
 // Runs a batch through the kernel; the last matrix is poisoned with a NaN/Inf when poison is
 // set, and every other matrix must stay finite and accurate.
@@ -106,62 +103,36 @@ void check_qr(Report &rep, int m, int n, int mode, int gs, std::mt19937_64 &rng,
   kt::Timer timer("qr", m, n, gs);
   auto fams = kt::general_families(m, n, rng);
   keep_families(fams, families);
-  const int k = std::min(m, n);
-  const int qcols = mode == ML_K_QR_COMPLETE ? m : k, rrows = mode == ML_K_QR_COMPLETE ? m : k;
-  const int batch = int(fams.size()) + 1;
-  std::vector<float> a;
-  for (auto &f : fams) {
-    auto v = kt::to_float(f.second);
-    a.insert(a.end(), v.begin(), v.end());
-  }
-  auto bad = kt::to_float(kt::gaussian(rng, m, n));
-  bad[size_t(rng() % bad.size())] = (rng() & 1) ? std::numeric_limits<float>::quiet_NaN()
-                                                  : -std::numeric_limits<float>::infinity();
-  a.insert(a.end(), bad.begin(), bad.end());
-  std::vector<float> q(size_t(batch) * m * qcols, -7.f), r(size_t(batch) * rrows * n, -7.f);
-  std::vector<int> info(batch, -1);
-  QrArgs args{{m, n, mode, 0, batch, 0}, a.data(), q.data(), r.data(), info.data()};
+  const kt::QrShape s(m, n, mode);
+  const kt::NamedBatch in = kt::poisoned_batch(fams, m, n, int(fams.size()),
+                                               -std::numeric_limits<float>::infinity(), rng);
+  const int batch = in.size();
+  kt::QrOut out(s, batch);
+  QrArgs args = out.args(s, in.a.data(), true);
   if (gs <= 0) {  // the group-size-1 build of the CPU backend, one matrix per call
     std::vector<float> work(size_t(ml::cpu_kernels::scratch_floats(ML_OP_QR, m, n)));
     for (int b = 0; b < batch; ++b)
-      info[b] = ml::cpu_kernels::run(ML_OP_QR, m, n, mode, a.data() + size_t(b) * m * n,
-                                     mode == ML_K_QR_R ? nullptr : q.data() + size_t(b) * m * qcols,
-                                     r.data() + size_t(b) * rrows * n, nullptr, work.data(),
-                                     gs == kRegister);
+      out.info[b] = ml::cpu_kernels::run(
+          ML_OP_QR, m, n, mode, in.a.data() + size_t(b) * m * n,
+          mode == ML_K_QR_R ? nullptr : out.q.data() + size_t(b) * s.q_floats(),
+          out.r.data() + size_t(b) * s.r_floats(), nullptr, work.data(), gs == kRegister);
   } else {
     ml::kernel_runner::run(gs, batch, ml_qr_householder_scratch_floats(m, n), qr_entry, &args);
   }
-  const char *op = mode == ML_K_QR_R ? "qr-r" : mode == ML_K_QR_COMPLETE ? "qr-complete" : "qr";
-  for (int b = 0; b < batch; ++b) {
-    const std::string fam = b < int(fams.size()) ? fams[b].first : "nonfinite";
-    const std::string at = where(op, m, n, gs, fam, b);
-    const float *rb = r.data() + size_t(b) * rrows * n;
-    const float *qb = q.data() + size_t(b) * m * qcols;
-    if (b == batch - 1) {
-      rep.expect(kt::all_nan(rb, size_t(rrows) * n), at + " R all NaN");
-      if (mode != ML_K_QR_R) rep.expect(kt::all_nan(qb, size_t(m) * qcols), at + " Q all NaN");
-      rep.expect(info[b] == ML_INFO_NONFINITE, at + " info NONFINITE");
-      continue;
-    }
-    rep.expect(kt::all_finite(rb, size_t(rrows) * n), at + " R finite");
-    bool tri = true;
-    for (int i = 0; i < rrows; ++i)
-      for (int j = 0; j < std::min(i, n); ++j) tri = tri && rb[size_t(i) * n + j] == 0.f;
-    rep.expect(tri, at + " R upper triangular");
-    rep.expect((info[b] & ~ML_INFO_RANK_DEFICIENT) == 0, at + " info");
-    if (fam == "zero") rep.expect(info[b] == ML_INFO_RANK_DEFICIENT, at + " info RANK_DEFICIENT");
-    if (fam == "identity") rep.expect(info[b] == 0, at + " info full rank");
-    Mat A = kt::from_float(a.data() + size_t(b) * m * n, m, n);
-    Mat R = kt::from_float(rb, rrows, n);
+  const auto at_b = [&](const std::string &fam, int b) { return where(s.op, m, n, gs, fam, b); };
+  kt::each_qr_matrix(rep, s, in, out, at_b, [&](int b, const std::string &at, const Mat &A,
+                                                const Mat &R) {
+    const std::string &fam = in.name[b];
+    const int info = out.info[b];
+    rep.expect((info & ~ML_INFO_RANK_DEFICIENT) == 0, at + " info");
+    if (fam == "zero") rep.expect(info == ML_INFO_RANK_DEFICIENT, at + " info RANK_DEFICIENT");
+    if (fam == "identity") rep.expect(info == 0, at + " info full rank");
     if (mode == ML_K_QR_R) {  // R^T R = A^T A (Q-less check), scaled by m
       rep.ratio(kt::rtr_ratio(A, R, m), kQrLimit, at + " |AtA-RtR|");
-      continue;
+      return;
     }
-    rep.expect(kt::all_finite(qb, size_t(m) * qcols), at + " Q finite");
-    const kt::QrRatios x = kt::qr_ratios(A, kt::from_float(qb, m, qcols), R, m);
-    rep.ratio(x.resid, kQrLimit, at + " |A-QR|");
-    rep.ratio(x.orth, kQrLimit, at + " |I-QtQ|");
-  }
+    kt::check_q_factor(rep, at, s, A, out.q.data() + size_t(b) * s.q_floats(), R, m);
+  });
 }
 
 void test_qr(Report &rep) {
@@ -205,14 +176,8 @@ void test_qr(Report &rep) {
 
 
 // ---------------- eigh / eigvalsh ----------------
-void eigh_entry(const ml_ctx &ctx, void *u) {
-  auto &x = *static_cast<EigArgs *>(u);
-  ml_eigh_tridiag_ql(ctx, x.p, x.a, x.w, x.v, x.info);
-}
-void eigvalsh_entry(const ml_ctx &ctx, void *u) {
-  auto &x = *static_cast<EigArgs *>(u);
-  ml_eigvalsh_tridiag_ql(ctx, x.p, x.a, x.w, x.info);
-}
+KT_EIG_ENTRY(eigh_entry, ml_eigh_tridiag_ql)
+KT_EIGVALS_ENTRY(eigvalsh_entry, ml_eigvalsh_tridiag_ql)
 
 // eigh and eigvalsh on the same batch at group size gs. The unread triangle holds NaN, the
 // last matrix is non-finite in its read triangle.
@@ -264,14 +229,7 @@ void check_eig(Report &rep, int n, int uplo, int gs, std::mt19937_64 &rng, int f
     const std::string at = where(uplo == ML_K_LOWER ? "eigh-L" : "eigh-U", n, n, gs, fam, b);
     const float *wb = w.data() + size_t(b) * n, *w2b = w2.data() + size_t(b) * n;
     const float *vb = v.data() + size_t(b) * n * n;
-    if (b == batch - 1) {
-      rep.expect(kt::all_nan(wb, n) && kt::all_nan(vb, size_t(n) * n), at + " all NaN");
-      rep.expect(kt::all_nan(w2b, n), at + " eigvalsh all NaN");
-      rep.expect(info[b] == ML_INFO_NONFINITE && info2[b] == ML_INFO_NONFINITE, at + " info");
-      continue;
-    }
-    rep.expect(kt::all_finite(wb, n) && kt::all_finite(vb, size_t(n) * n), at + " finite");
-    rep.expect((info[b] & 0xffff) == 0 && (info2[b] & 0xffff) == 0, at + " info converged");
+    if (!kt::check_eig_outputs(rep, at, n, b == batch - 1, wb, vb, w2b, info[b], info2[b])) continue;
     rep.expect(std::memcmp(wb, w2b, sizeof(float) * n) == 0, at + " eigvalsh == eigh values");
     if (fam == "gaussian" && n >= 3)
       rep.expect((info[b] >> ML_INFO_SWEEPS_SHIFT) > 0 && info[b] >> ML_INFO_SWEEPS_SHIFT <= 30 * n,
@@ -281,12 +239,8 @@ void check_eig(Report &rep, int n, int uplo, int gs, std::mt19937_64 &rng, int f
     rep.expect(asc, at + " ascending");
     // The matrix as the kernel saw it: the read triangle, mirrored.
     const Mat A = kt::read_symmetric(a.data() + size_t(b) * n * n, n, uplo == ML_K_LOWER);
-    const kt::EigRatios x = kt::eig_ratios(A, wb, vb);
-    rep.ratio(x.resid, kEigLimit, at + " |A-VWVt|");
-    rep.ratio(x.orth, kEigLimit, at + " |I-VtV|");
-    const auto ref = kt::jacobi_eigenvalues(A);
-    double err = 0;
-    for (int i = 0; i < n; ++i) err = std::max(err, std::fabs(wb[i] - ref[i]));
+    const kt::EigRatios x = kt::check_eig_ratios(rep, at, A, wb, vb, kEigLimit);
+    const double err = kt::max_abs_diff(wb, kt::jacobi_eigenvalues(A), n);
     rep.ratio(err / x.scale, kEigLimit, at + " |w-w_ref|");
   }
 }
@@ -310,14 +264,8 @@ void check_eig_cap(Report &rep, int gs, std::mt19937_64 &rng) {
 }
 
 // ---------------- eigvalsh by bisection ----------------
-void eigvalsh_bisect_entry(const ml_ctx &ctx, void *u) {
-  auto &x = *static_cast<EigArgs *>(u);
-  ml_eigvalsh_tridiag_bisect(ctx, x.p, x.a, x.w, x.info);
-}
-void eigh_bisect_entry(const ml_ctx &ctx, void *u) {
-  auto &x = *static_cast<EigArgs *>(u);
-  ml_eigh_tridiag_bisect(ctx, x.p, x.a, x.w, x.v, x.info);
-}
+KT_EIGVALS_ENTRY(eigvalsh_bisect_entry, ml_eigvalsh_tridiag_bisect)
+KT_EIG_ENTRY(eigh_bisect_entry, ml_eigh_tridiag_bisect)
 
 // ml_eigvalsh_tridiag_bisect on the symmetric families (Wilkinson's W+ among them: pairs of
 // eigenvalues that agree to far below float's resolution) at group size gs, and against
@@ -393,9 +341,7 @@ void check_eig_bisect(Report &rep, int n, int uplo, int gs, std::mt19937_64 &rng
       rep.expect(std::memcmp(wvb, wb, sizeof(float) * n) == 0 && infov[b] == info[b],
                  at + " eigh: values and info bitwise eigvalsh's");
       rep.expect(kt::all_finite(vvb, size_t(n) * n), at + " eigh: finite vectors");
-      const kt::EigRatios x = kt::eig_ratios(A, wvb, vvb);
-      rep.ratio(x.resid, kEigLimit, at + " eigh |A-VWVt|");
-      rep.ratio(x.orth, kEigLimit, at + " eigh |I-VtV|");
+      kt::check_eig_ratios(rep, at + " eigh", A, wvb, vvb, kEigLimit);
     }
   }
 }
@@ -619,23 +565,8 @@ void test_race(Report &rep) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    std::printf("usage: test_kernels runner|qr|eigh|bisect|serial|race\n");
-    return 2;
-  }
-  const std::string suite = argv[1];
-  Report rep;
-  if (suite == "runner") test_runner(rep);
-  else if (suite == "qr") test_qr(rep);
-  else if (suite == "eigh") test_eigh(rep);
-  else if (suite == "bisect") test_bisect(rep);
-  else if (suite == "serial") test_serial(rep);
-  else if (suite == "race") test_race(rep);
-  else {
-    std::printf("unknown suite %s\n", suite.c_str());
-    return 2;
-  }
-  std::printf("%s: %d checks, %d failures, worst ratio %.3g (%s)\n", suite.c_str(), rep.checks,
-              rep.failures, rep.worst, rep.worst_where.c_str());
-  return rep.failures == 0 && rep.checks > 0 ? 0 : 1;
+  return kt::run_report_suite(argc, argv, "test_kernels runner|qr|eigh|bisect|serial|race",
+                              {{"runner", test_runner}, {"qr", test_qr}, {"eigh", test_eigh},
+                               {"bisect", test_bisect}, {"serial", test_serial},
+                               {"race", test_race}});
 }

@@ -40,18 +40,9 @@ namespace {
 using kt::kQrLimit;
 constexpr double kAgreeLimit = 30;  // |X_simd - X_group| / (max(m,n) cond ulp), as below
 
-void simd32_entry(const ml_ctx &ctx, void *u) {
-  auto &x = *static_cast<QrArgs *>(u);
-  ml_qr_householder_simd(ctx, x.p, x.a, x.q, x.r, x.info);
-}
-void simd64_entry(const ml_ctx &ctx, void *u) {
-  auto &x = *static_cast<QrArgs *>(u);
-  ml_qr_householder_simd64(ctx, x.p, x.a, x.q, x.r, x.info);
-}
-void group_entry(const ml_ctx &ctx, void *u) {
-  auto &x = *static_cast<QrArgs *>(u);
-  ml_qr_householder(ctx, x.p, x.a, x.q, x.r, x.info);
-}
+KT_QR_ENTRY(simd32_entry, ml_qr_householder_simd)
+KT_QR_ENTRY(simd64_entry, ml_qr_householder_simd64)
+KT_QR_ENTRY(group_entry, ml_qr_householder)
 
 // ---- lanes as fibers: lockstep rounds, lane 0..gs-1 each run to their next exchange ----
 namespace fiber {
@@ -184,51 +175,6 @@ std::string where(const char *entry, int gs, const char *op, int m, int n, const
   return b;
 }
 
-// test_qr_small.cpp's families: kt::general_families plus exact zero columns (R's diagonal
-// exactly 0) and a power-of-two scaled matrix; and two with tiny entries below the diagonal.
-kt::Families families(int m, int n, std::mt19937_64 &rng) {
-  kt::Families out = kt::general_families(m, n, rng);
-  Mat zc = kt::gaussian(rng, m, n);  // column 0 (and the last when n > 2) exactly zero
-  for (int i = 0; i < m; ++i) {
-    zc(i, 0) = 0;
-    if (n > 2) zc(i, n - 1) = 0;
-  }
-  out.push_back({"zero_cols", zc});
-  Mat one = kt::gaussian(rng, m, n);
-  for (double &x : one.v) x = std::ldexp(std::round(x * 8), 90);
-  out.push_back({"pow2_1e27", one});
-  // Entries below the diagonal 1e-20 (1e-36) of those above: every reflector's sum of squares
-  // underflows the unscaled test, so each step takes the rescaled path (the tau = 0 path).
-  for (double f : {1e-20, 1e-36}) {
-    Mat t = kt::gaussian(rng, m, n);
-    for (int i = 0; i < m; ++i)
-      for (int j = 0; j < std::min(i, n); ++j) t(i, j) *= f;
-    out.push_back({f > 1e-30 ? "tiny_below" : "tinier_below", t});
-  }
-  return out;
-}
-
-// 1-norm condition number of the leading k x k block of the upper triangular R (1 when a
-// diagonal entry is 0: only the zero matrix among the families compared).
-double leading_cond(const Mat &R, int k) {
-  Mat t(k, k), inv(k, k);
-  for (int i = 0; i < k; ++i)
-    for (int j = i; j < k; ++j) t(i, j) = R(i, j);
-  for (int i = 0; i < k; ++i)
-    if (t(i, i) == 0) return 1.0;
-  for (int c = 0; c < k; ++c)  // back substitution, column c of the inverse
-    for (int i = k - 1; i >= 0; --i) {
-      double x = i == c ? 1.0 : 0.0;
-      for (int j = i + 1; j < k; ++j) x -= t(i, j) * inv(j, c);
-      inv(i, c) = x / t(i, i);
-    }
-  return std::max(1.0, kt::norm1(t) * kt::norm1(inv));
-}
-
-struct Worst {
-  double resid = 0, orth = 0, rtr = 0, agree = 0;
-};
-
 struct Run {
   const char *name;
   ml::kernel_runner::Kernel fn;
@@ -237,115 +183,31 @@ struct Run {
 // One batch: the chosen families of m x n (all when pick is empty) with a NaN matrix in the
 // middle and an Inf one at the end, through the kernel at group size gs; the group kernel at
 // group size 1 as reference. Returns the outputs' bytes (for comparing executors).
-std::vector<float> check(Report &rep, Worst &worst, const Run &k, Exec exec, int gs, int m, int n,
-                         int mode, std::mt19937_64 &rng, const std::vector<int> &pick) {
-  auto all = families(m, n, rng);
+std::vector<float> check(Report &rep, kt::QrWorst &worst, const Run &k, Exec exec, int gs, int m,
+                         int n, int mode, std::mt19937_64 &rng, const std::vector<int> &pick) {
+  auto all = kt::qr_kernel_families(m, n, rng, true);
   kt::Families fams;
   if (pick.empty()) {
     fams = all;
   } else {
     for (int i : pick) fams.push_back(all[size_t(i) % all.size()]);
   }
-  const int kr = std::min(m, n);
-  const int qcols = mode == ML_K_QR_COMPLETE ? m : kr, rrows = qcols;
-  const int nf = int(fams.size());
-  const int batch = nf + 2;
-  const int bad_nan = nf / 2;
-  std::vector<std::string> name;
-  std::vector<float> a;
-  for (int b = 0, f = 0; b < batch; ++b) {
-    std::vector<float> v;
-    if (b == bad_nan || b == batch - 1) {
-      v = kt::to_float(kt::gaussian(rng, m, n));
-      v[size_t(rng() % v.size())] = b == bad_nan ? std::numeric_limits<float>::quiet_NaN()
-                                                 : -std::numeric_limits<float>::infinity();
-      name.push_back(b == bad_nan ? "nan" : "inf");
-    } else {
-      v = kt::to_float(fams[f].second);
-      name.push_back(fams[f].first);
-      ++f;
-    }
-    a.insert(a.end(), v.begin(), v.end());
-  }
-  const bool want_q = mode != ML_K_QR_R;
-  std::vector<float> q(size_t(batch) * m * qcols, -7.f), r(size_t(batch) * rrows * n, -7.f);
-  std::vector<float> q0(q), r0(r);
-  std::vector<int> info(batch, -1), info0(batch, -1);
-  QrArgs args{{m, n, mode, 0, batch, 0}, a.data(), want_q ? q.data() : nullptr, r.data(),
-              info.data()};
+  const kt::QrShape s(m, n, mode);
+  const kt::NamedBatch in =
+      kt::nan_inf_batch(fams, m, n, -std::numeric_limits<float>::infinity(), rng);
+  const int batch = in.size();
+  kt::QrOut res(s, batch), ref(s, batch);
+  QrArgs args = res.args(s, in.a.data(), s.want_q);
   exec(gs, batch + 1, 0, k.fn, &args);  // one group beyond the batch: must write nothing
-  QrArgs ref{{m, n, mode, 0, batch, 0}, a.data(), q0.data(), r0.data(), info0.data()};
-  ml::kernel_runner::run(1, batch, ml_qr_householder_scratch_floats(m, n), group_entry, &ref);
-
-  const char *op = mode == ML_K_QR_R ? "qr-r" : mode == ML_K_QR_COMPLETE ? "qr-complete" : "qr";
-  const int mx = std::max(m, n);
-  for (int b = 0; b < batch; ++b) {
-    const std::string &fam = name[b];
-    const std::string at = where(k.name, gs, op, m, n, fam, b);
-    const float *rb = r.data() + size_t(b) * rrows * n;
-    const float *qb = q.data() + size_t(b) * m * qcols;
-    if (fam == "nan" || fam == "inf") {
-      rep.expect(kt::all_nan(rb, size_t(rrows) * n), at + " R all NaN");
-      if (want_q) rep.expect(kt::all_nan(qb, size_t(m) * qcols), at + " Q all NaN");
-      rep.expect(info[b] == ML_INFO_NONFINITE, at + " info NONFINITE");
-      continue;
-    }
-    rep.expect(kt::all_finite(rb, size_t(rrows) * n), at + " R finite");
-    bool tri = true;
-    for (int i = 0; i < rrows; ++i)
-      for (int j = 0; j < std::min(i, n); ++j) tri = tri && rb[size_t(i) * n + j] == 0.f;
-    rep.expect(tri, at + " R upper triangular");
-    rep.expect((info[b] & ~ML_INFO_RANK_DEFICIENT) == 0, at + " info");
-    if (fam == "zero" || fam == "zero_cols")
-      rep.expect(info[b] == ML_INFO_RANK_DEFICIENT, at + " info RANK_DEFICIENT");
-    if (fam == "identity" || fam == "gaussian") rep.expect(info[b] == 0, at + " info full rank");
-    if (fam == "zero" || fam == "identity" || fam == "gaussian" || fam == "zero_cols")
-      rep.expect(info[b] == info0[b], at + " info as the group kernel");
-    Mat A = kt::from_float(a.data() + size_t(b) * m * n, m, n);
-    Mat R = kt::from_float(rb, rrows, n);
-    const double an = kt::norm1(A);
-    const bool unique = fam == "gaussian" || fam == "identity" || fam == "pow2_1e27" ||
-                        fam == "scale1e-30" || fam == "scale1e37" || fam == "zero" ||
-                        fam == "tiny_below" || fam == "tinier_below";
-    if (unique) {
-      Mat R0 = kt::from_float(r0.data() + size_t(b) * rrows * n, rrows, n);
-      // Two correctly rounded QRs of A differ by up to about cond(A) eps: the agreement is
-      // measured in units of the leading kr x kr block's 1-norm condition number.
-      const double kappa = leading_cond(R0, kr);
-      for (size_t i = 0; i < R.v.size(); ++i) R0.v[i] -= R.v[i];
-      const double d =
-          (an > 0 ? kt::norm1(R0) / (mx * an * kt::kUlp) : kt::norm1(R0)) / kappa;
-      rep.ratio(d, kAgreeLimit, at + " R vs group kernel");
-      worst.agree = std::max(worst.agree, d);
-      for (int i = 0; i < kr; ++i)
-        rep.expect(std::signbit(rb[size_t(i) * n + i]) ==
-                       std::signbit(r0[size_t(b) * rrows * n + size_t(i) * n + i]),
-                   at + " sign of R's diagonal as the group kernel");
-      if (want_q) {
-        Mat Q0 = kt::from_float(q0.data() + size_t(b) * m * qcols, m, qcols);
-        Mat Q1 = kt::from_float(qb, m, qcols);
-        for (size_t i = 0; i < Q1.v.size(); ++i) Q0.v[i] -= Q1.v[i];
-        const double dq = kt::norm1(Q0) / (mx * kt::kUlp) / kappa;
-        rep.ratio(dq, kAgreeLimit, at + " Q vs group kernel");
-        worst.agree = std::max(worst.agree, dq);
-      }
-    }
-    if (!want_q) {  // R^T R = A^T A (Q-less check), scaled by max(m, n)
-      const double x = kt::rtr_ratio(A, R, mx);
-      rep.ratio(x, kQrLimit, at + " |AtA-RtR|");
-      worst.rtr = std::max(worst.rtr, x);
-      continue;
-    }
-    rep.expect(kt::all_finite(qb, size_t(m) * qcols), at + " Q finite");
-    const kt::QrRatios x = kt::qr_ratios(A, kt::from_float(qb, m, qcols), R, mx);
-    rep.ratio(x.resid, kQrLimit, at + " |A-QR|");
-    rep.ratio(x.orth, kQrLimit, at + " |I-QtQ|");
-    worst.resid = std::max(worst.resid, x.resid);
-    worst.orth = std::max(worst.orth, x.orth);
-  }
-  std::vector<float> out(r);
-  out.insert(out.end(), q.begin(), q.end());
-  for (int x : info) out.push_back(float(x));
+  kt::run_qr_kernel(group_entry, 1, batch, ml_qr_householder_scratch_floats(m, n), s, in, ref,
+                    true);
+  kt::check_qr_vs_group(rep, worst, s, in, res, ref, kAgreeLimit, true,
+                        [&](const std::string &fam, int b) {
+                          return where(k.name, gs, s.op, m, n, fam, b);
+                        });
+  std::vector<float> out(res.r);
+  out.insert(out.end(), res.q.begin(), res.q.end());
+  for (int x : res.info) out.push_back(float(x));
   return out;
 }
 
@@ -353,7 +215,7 @@ constexpr int kModes[3] = {ML_K_QR_REDUCED, ML_K_QR_R, ML_K_QR_COMPLETE};
 
 // Every m, n in 1..lim at group size gs, the three modes; per (shape, mode) the families
 // rotate so each appears on a share of the grid (all of them with `all`).
-void sweep(Report &rep, Worst &worst, const Run &k, int gs, int lim, bool all,
+void sweep(Report &rep, kt::QrWorst &worst, const Run &k, int gs, int lim, bool all,
            std::mt19937_64 &rng, int per_batch) {
   kt::Timer tm(k.name, lim, lim, gs);
   int rot = 0;
@@ -368,7 +230,7 @@ void sweep(Report &rep, Worst &worst, const Run &k, int gs, int lim, bool all,
 }
 
 // Shapes with a dimension above 32 (the 64-row entry), every family.
-void sweep64(Report &rep, Worst &worst, const Run &k, std::mt19937_64 &rng, bool big) {
+void sweep64(Report &rep, kt::QrWorst &worst, const Run &k, std::mt19937_64 &rng, bool big) {
   kt::Timer tm(k.name, 64, 64, 32);
   const std::vector<int> dims = big ? std::vector<int>{1, 33, 47, 64}
                                     : std::vector<int>{1, 33, 64};
@@ -381,7 +243,7 @@ void sweep64(Report &rep, Worst &worst, const Run &k, std::mt19937_64 &rng, bool
 
 // Sample through the threaded CPU runner; with fibers available, also through them: bitwise
 // the same outputs.
-void sample(Report &rep, Worst &worst, const Run &k32, const Run &k64, bool compare) {
+void sample(Report &rep, kt::QrWorst &worst, const Run &k32, const Run &k64, bool compare) {
   struct S {
     const Run *k;
     int gs, m, n, mode;
@@ -481,7 +343,7 @@ int main(int argc, char **argv) {
   full = false;
 #endif
   Report rep;
-  Worst worst;
+  kt::QrWorst worst;
   const Run k32{"simd", simd32_entry}, k64{"simd64", simd64_entry};
   std::mt19937_64 rng(2718);
   if (full) {

@@ -18,14 +18,8 @@ namespace {
 
 using kt::kSvdLimit;
 
-void svd_entry(const ml_ctx &ctx, void *user) {
-  auto &x = *static_cast<SvdArgs *>(user);
-  ml_svd_bidiag_qr(ctx, x.p, x.a, x.u, x.s, x.vt, x.info);
-}
-void svdvals_entry(const ml_ctx &ctx, void *user) {
-  auto &x = *static_cast<SvdArgs *>(user);
-  ml_svdvals_bidiag_qr(ctx, x.p, x.a, x.s, x.info);
-}
+KT_SVD_ENTRY(svd_entry, ml_svd_bidiag_qr)
+KT_SVDVALS_ENTRY(svdvals_entry, ml_svdvals_bidiag_qr)
 
 std::string where(const char *op, int m, int n, int gs, int flags, const std::string &fam,
                   int idx) {
@@ -42,49 +36,24 @@ std::vector<float> check_svd(Report &rep, int m, int n, int gs, std::mt19937_64 
                              int flags = 0) {
   kt::Timer timer((flags & ML_K_SVD_V_SHARED) ? "svd[vshared]" : "svd", m, n, gs);
   auto fams = kt::svd_families(m, n, rng, all);
-  const int k = std::min(m, n);
-  const int poisoned = int(fams.size()) / 2, batch = int(fams.size()) + 1;
-  std::vector<float> a;
-  std::vector<std::string> names;
-  for (int b = 0, f = 0; b < batch; ++b) {
-    std::vector<float> v;
-    if (b == poisoned) {
-      v = kt::to_float(kt::gaussian(rng, m, n));
-      v[size_t(rng() % v.size())] = (rng() & 1) ? std::numeric_limits<float>::quiet_NaN()
-                                                : -std::numeric_limits<float>::infinity();
-      names.push_back("nonfinite");
-    } else {
-      v = kt::to_float(fams[f].second);
-      names.push_back(fams[f++].first);
-    }
-    a.insert(a.end(), v.begin(), v.end());
-  }
-  std::vector<float> u(size_t(batch) * m * k, -7.f), s(size_t(batch) * k, -7.f),
-      vt(size_t(batch) * k * n, -7.f), s2(size_t(batch) * k, -7.f);
-  std::vector<int> info(batch, -1), info2(batch, -1);
-  SvdArgs args{{m, n, flags, 0, batch, 0}, a.data(), u.data(), s.data(), vt.data(), info.data()};
+  const int poisoned = int(fams.size()) / 2;
+  const kt::NamedBatch in = kt::poisoned_batch(fams, m, n, poisoned,
+                                               -std::numeric_limits<float>::infinity(), rng);
+  const int batch = in.size();
+  kt::SvdOut o(m, n, batch);
+  SvdArgs args = o.svd_args(in.a.data(), flags);
   const int scratch = ml_svd_bidiag_qr_scratch_floats_flags(m, n, flags);
   ml::kernel_runner::run(gs, batch, scratch, svd_entry, &args);
-  SvdArgs args2{{m, n, flags, 0, batch, 0}, a.data(), nullptr, s2.data(), nullptr, info2.data()};
+  SvdArgs args2 = o.svdvals_args(in.a.data(), flags);
   ml::kernel_runner::run(gs, batch, ml_svdvals_bidiag_qr_scratch_floats_flags(m, n, flags),
                          svdvals_entry, &args2);
 
   for (int b = 0; b < batch; ++b) {
-    const std::string at = where("svd", m, n, gs, flags, names[b], b);
-    const float *ub = u.data() + size_t(b) * m * k, *vb = vt.data() + size_t(b) * k * n;
-    const float *sb = s.data() + size_t(b) * k, *s2b = s2.data() + size_t(b) * k;
-    if (b == poisoned) {
-      kt::expect_svd_nonfinite(rep, at, m, n, ub, sb, vb, s2b, info[b], info2[b]);
-      continue;
-    }
-    kt::expect_svd_outputs(rep, at, m, n, ub, sb, vb, s2b, info[b], info2[b]);
-    if (names[b] == "gaussian" && k >= 2)
-      rep.expect((info[b] >> ML_INFO_SWEEPS_SHIFT) > 0, at + " sweeps counted");
-
-    kt::check_svd_ratios(rep, at, names[b], kt::from_float(a.data() + size_t(b) * m * n, m, n),
-                         ub, sb, vb, info[b], kSvdLimit);
+    const std::string at = where("svd", m, n, gs, flags, in.name[b], b);
+    kt::check_svd_matrix(rep, at, in.name[b], b == poisoned,
+                         kt::from_float(in.a.data() + size_t(b) * m * n, m, n), o, b);
   }
-  return s;
+  return o.s;
 }
 
 // Both modes on the same batch: identical singular values and info (the QR on B does not
@@ -112,17 +81,13 @@ void check_cap(Report &rep, int gs, std::mt19937_64 &rng) {
     ml::kernel_runner::run(gs, 1, ml_svd_bidiag_qr_scratch_floats_flags(n, n, flags), svd_entry,
                            &args);
     const std::string at = "svd flags=" + std::to_string(flags) + " gs=" + std::to_string(gs);
-    rep.expect((info & ML_INFO_NOT_CONVERGED) && (info >> ML_INFO_SWEEPS_SHIFT) == 1,
-               at + " sweep cap");
-    rep.expect(kt::all_nan(u.data(), size_t(n) * n) && kt::all_nan(s.data(), n) &&
-                   kt::all_nan(vt.data(), size_t(n) * n),
-               at + " capped: NaN outputs");
+    kt::expect_svd_capped(rep, at, n, u.data(), s.data(), vt.data(), info);
   }
   // info may be null.
   std::vector<float> s2(n, -7.f);
   SvdArgs args2{{n, n, 0, 0, 1, 0}, a.data(), nullptr, s2.data(), nullptr, nullptr};
   ml::kernel_runner::run(gs, 1, ml_svdvals_bidiag_qr_scratch_floats(n, n), svdvals_entry, &args2);
-  rep.expect(kt::all_finite(s2.data(), n) && s2[0] >= s2[n - 1] && s2[n - 1] > 0,
+  rep.expect(kt::positive_descending_ends(s2.data(), n),
              "svdvals without info gs=" + std::to_string(gs));
 }
 
@@ -232,10 +197,7 @@ void test_limits(Report &rep) {
   }
 }
 
-void svdvals_bisect_entry(const ml_ctx &ctx, void *user) {
-  auto &x = *static_cast<SvdArgs *>(user);
-  ml_svdvals_bidiag_bisect(ctx, x.p, x.a, x.s, x.info);
-}
+KT_SVDVALS_ENTRY(svdvals_bisect_entry, ml_svdvals_bidiag_bisect)
 
 // ml_svdvals_bidiag_bisect on every family (one matrix poisoned with NaN/Inf in the middle)
 // at group size gs: values against the double reference and against ml_svdvals_bidiag_qr on
@@ -245,22 +207,12 @@ void check_svdvals_bisect(Report &rep, int m, int n, int gs, std::mt19937_64 &rn
   kt::Timer timer("svdvals-bisect", m, n, gs);
   auto fams = kt::svd_families(m, n, rng, all);
   const int k = std::min(m, n), big = std::max(m, n);
-  const int poisoned = int(fams.size()) / 2, batch = int(fams.size()) + 1;
-  std::vector<float> a;
-  std::vector<std::string> names;
-  for (int b = 0, f = 0; b < batch; ++b) {
-    std::vector<float> v;
-    if (b == poisoned) {
-      v = kt::to_float(kt::gaussian(rng, m, n));
-      v[size_t(rng() % v.size())] = (rng() & 1) ? std::numeric_limits<float>::quiet_NaN()
-                                                : std::numeric_limits<float>::infinity();
-      names.push_back("nonfinite");
-    } else {
-      v = kt::to_float(fams[f].second);
-      names.push_back(fams[f++].first);
-    }
-    a.insert(a.end(), v.begin(), v.end());
-  }
+  const int poisoned = int(fams.size()) / 2;
+  const kt::NamedBatch in = kt::poisoned_batch(fams, m, n, poisoned,
+                                               std::numeric_limits<float>::infinity(), rng);
+  const int batch = in.size();
+  const std::vector<std::string> &names = in.name;
+  const std::vector<float> &a = in.a;
   std::vector<float> s(size_t(batch) * k, -7.f), sq(s);
   std::vector<int> info(batch, -1), infoq(batch, -1);
   SvdArgs args{{m, n, 0, 0, batch, 0}, a.data(), nullptr, s.data(), nullptr, info.data()};
@@ -291,11 +243,7 @@ void check_svdvals_bisect(Report &rep, int m, int n, int gs, std::mt19937_64 &rn
     const double scale = ref[0] > 0 ? ref[0] * big * kt::kUlp : 1.0;
     rep.ratio(err / scale, kSvdLimit, at + " s vs double");
     rep.ratio(diff / scale, kSvdLimit, at + " s vs svdvals_bidiag_qr");
-    const bool rd = (info[b] & ML_INFO_RANK_DEFICIENT) != 0;
-    if (names[b] == "zero") rep.expect(rd, at + " zero is rank-deficient");
-    if (names[b] == "identity") rep.expect(!rd, at + " identity has full rank");
-    if (names[b] == "rankdef" && k >= 2) rep.expect(rd, at + " rankdef flagged");
-    if (names[b] == "ones" && k >= 2) rep.expect(rd, at + " ones flagged");
+    kt::expect_svd_rank_bit(rep, at, names[b], k, info[b]);
   }
 }
 
@@ -336,21 +284,7 @@ void test_bisect(Report &rep) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    std::printf("usage: test_svd square|shapes|limits|bisect\n");
-    return 2;
-  }
-  const std::string suite = argv[1];
-  Report rep;
-  if (suite == "square") test_square(rep);
-  else if (suite == "shapes") test_shapes(rep);
-  else if (suite == "limits") test_limits(rep);
-  else if (suite == "bisect") test_bisect(rep);
-  else {
-    std::printf("unknown suite %s\n", suite.c_str());
-    return 2;
-  }
-  std::printf("%s: %d checks, %d failures, worst ratio %.3g (%s)\n", suite.c_str(), rep.checks,
-              rep.failures, rep.worst, rep.worst_where.c_str());
-  return rep.failures == 0 && rep.checks > 0 ? 0 : 1;
+  return kt::run_report_suite(argc, argv, "test_svd square|shapes|limits|bisect",
+                              {{"square", test_square}, {"shapes", test_shapes},
+                               {"limits", test_limits}, {"bisect", test_bisect}});
 }

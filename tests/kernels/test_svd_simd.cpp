@@ -26,18 +26,9 @@ namespace {
 
 using kt::kSvdLimit;
 
-void svd_entry(const ml_ctx &ctx, void *user) {
-  auto &x = *static_cast<SvdArgs *>(user);
-  ml_svd_jacobi_simd(ctx, x.p, x.a, x.u, x.s, x.vt, x.info);
-}
-void svdvals_entry(const ml_ctx &ctx, void *user) {
-  auto &x = *static_cast<SvdArgs *>(user);
-  ml_svdvals_jacobi_simd(ctx, x.p, x.a, x.s, x.info);
-}
-void bidiag_entry(const ml_ctx &ctx, void *user) {
-  auto &x = *static_cast<SvdArgs *>(user);
-  ml_svd_bidiag_qr(ctx, x.p, x.a, x.u, x.s, x.vt, x.info);
-}
+KT_SVD_ENTRY(svd_entry, ml_svd_jacobi_simd)
+KT_SVDVALS_ENTRY(svdvals_entry, ml_svdvals_jacobi_simd)
+KT_SVD_ENTRY(bidiag_entry, ml_svd_bidiag_qr)
 
 std::string where(const char *op, int gs, int m, int n, const std::string &fam, int idx) {
   char b[200];
@@ -104,11 +95,7 @@ void check_svd(Report &rep, Tables &tab, int gs, int m, int n, std::mt19937_64 &
                bool compare, int part = 0, int parts = 1) {
   kt::Timer timer("svd_jacobi_simd", m, n, gs);
   auto fams = kt::svd_families(m, n, rng, true);
-  Mat zc = kt::gaussian(rng, m, n);  // exact zero columns (and rows): rank-deficient U/V
-  for (int i = 0; i < m; ++i) zc(i, 0) = 0;
-  if (m > 2)
-    for (int j = 0; j < n; ++j) zc(m - 1, j) = 0;
-  fams.push_back({"zero_cols", zc});
+  kt::push_zero_cols(fams, m, n, rng);
   fams.push_back({"colgraded", m >= n ? column_graded(rng, m, n, 10)
                                        : kt::transpose(column_graded(rng, n, m, 10))});
   if (parts > 1) {
@@ -118,78 +105,54 @@ void check_svd(Report &rep, Tables &tab, int gs, int m, int n, std::mt19937_64 &
     fams.swap(sel);
   }
   const int k = std::min(m, n);
-  const int nf = int(fams.size()), batch = nf + 2, bad_nan = nf / 2;
-  std::vector<float> a;
-  std::vector<std::string> names;
-  for (int b = 0, f = 0; b < batch; ++b) {
-    std::vector<float> v;
-    if (b == bad_nan || b == batch - 1) {
-      v = kt::to_float(kt::gaussian(rng, m, n));
-      v[size_t(rng() % v.size())] = b == bad_nan ? std::numeric_limits<float>::quiet_NaN()
-                                                 : std::numeric_limits<float>::infinity();
-      names.push_back(b == bad_nan ? "nan" : "inf");
-    } else {
-      v = kt::to_float(fams[f].second);
-      names.push_back(fams[f++].first);
-    }
-    a.insert(a.end(), v.begin(), v.end());
-  }
-  std::vector<float> u(size_t(batch) * m * k, -7.f), s(size_t(batch) * k, -7.f),
-      vt(size_t(batch) * k * n, -7.f), s2(size_t(batch) * k, -7.f);
-  std::vector<int> info(batch, -1), info2(batch, -1);
-  SvdArgs args{{m, n, 0, 0, batch, 0}, a.data(), u.data(), s.data(), vt.data(), info.data()};
+  const kt::NamedBatch in =
+      kt::nan_inf_batch(fams, m, n, std::numeric_limits<float>::infinity(), rng);
+  const int batch = in.size();
+  const float *a = in.a.data();
+  kt::SvdOut o(m, n, batch);
+  SvdArgs args = o.svd_args(a, 0);
   ml::kernel_runner::run(gs, batch, 0, svd_entry, &args);
-  SvdArgs args2{{m, n, 0, 0, batch, 0}, a.data(), nullptr, s2.data(), nullptr, info2.data()};
+  SvdArgs args2 = o.svdvals_args(a, 0);
   ml::kernel_runner::run(gs, batch, 0, svdvals_entry, &args2);
   std::vector<float> uq, sq, vq;
   std::vector<int> iq(batch, -1);
   if (compare) {
-    uq.assign(u.size(), -7.f);
-    sq.assign(s.size(), -7.f);
-    vq.assign(vt.size(), -7.f);
+    uq.assign(o.u.size(), -7.f);
+    sq.assign(o.s.size(), -7.f);
+    vq.assign(o.vt.size(), -7.f);
     const int flags = ML_K_SVD_V_SHARED;
-    SvdArgs q{{m, n, flags, 0, batch, 0}, a.data(), uq.data(), sq.data(), vq.data(), iq.data()};
+    SvdArgs q{{m, n, flags, 0, batch, 0}, a, uq.data(), sq.data(), vq.data(), iq.data()};
     ml::kernel_runner::run(32, batch, ml_svd_bidiag_qr_scratch_floats_flags(m, n, flags),
                            bidiag_entry, &q);
   }
 
   for (int b = 0; b < batch; ++b) {
-    const std::string at = where("svd", gs, m, n, names[b], b);
-    const float *ub = u.data() + size_t(b) * m * k, *vb = vt.data() + size_t(b) * k * n;
-    const float *sb = s.data() + size_t(b) * k, *s2b = s2.data() + size_t(b) * k;
-    if (names[b] == "nan" || names[b] == "inf") {
-      kt::expect_svd_nonfinite(rep, at, m, n, ub, sb, vb, s2b, info[b], info2[b]);
-      continue;
-    }
-    kt::expect_svd_outputs(rep, at, m, n, ub, sb, vb, s2b, info[b], info2[b]);
-    const int sweeps = info[b] >> ML_INFO_SWEEPS_SHIFT;
+    const std::string at = where("svd", gs, m, n, in.name[b], b);
+    const std::string &fam = in.name[b];
+    const Mat A = kt::from_float(a + size_t(b) * m * n, m, n);
+    kt::SvdRatios x;
+    if (!kt::check_svd_matrix(rep, at, fam, in.nonfinite(b), A, o, b, &x)) continue;
+    const int sweeps = o.info[b] >> ML_INFO_SWEEPS_SHIFT;
     tab.max_sweeps = std::max(tab.max_sweeps, sweeps);
-    if (names[b] == "gaussian" && k >= 2) rep.expect(sweeps > 0, at + " sweeps counted");
-
-    const Mat A = kt::from_float(a.data() + size_t(b) * m * n, m, n);
-    const kt::SvdRatios x = kt::check_svd_ratios(rep, at, names[b], A, ub, sb, vb, info[b],
-                                                 kSvdLimit);
     const auto ref = kt::reference_singular_values(A);
-    const double rel = relative_error(sb, ref);
-    tab.jac[names[b]].add(x, relative_family(names[b]) ? rel : 0, sweeps);
+    const double rel = relative_error(o.sb(b), ref);
+    tab.jac[fam].add(x, relative_family(fam) ? rel : 0, sweeps);
     // Relative accuracy of every singular value on the column-graded family: one-sided
     // Jacobi's bound is a modest multiple of eps times the condition of the column-scaled
     // matrix, whatever the grading (bidiag_qr loses the small ones entirely: see the table).
-    if (names[b] == "colgraded") {
+    if (fam == "colgraded") {
       const double kappa = m >= n ? scaled_condition(A) : scaled_condition(kt::transpose(A));
       rep.ratio(rel / (std::max(m, n) * kappa), 1, at + " relative s error / (max(m,n) kappa)");
       tab.colgraded_worst = std::max(tab.colgraded_worst, rel / kappa);
     }
     // Rank-deficiency bit: also for the exact zero columns.
-    const bool rd = (info[b] & ML_INFO_RANK_DEFICIENT) != 0;
-    if (names[b] == "zero_cols" && (n <= m || m > 2)) rep.expect(rd, at + " zero_cols flagged");
+    kt::expect_zero_cols_flagged(rep, at, m, n, fam, o.info[b]);
     if (compare) {
-      const size_t o = size_t(b);
+      const size_t ob = size_t(b);
       const kt::SvdRatios y =
-          kt::svd_ratios(A, uq.data() + o * m * k, sq.data() + o * k, vq.data() + o * k * n);
-      tab.qr[names[b]].add(
-          y, relative_family(names[b]) ? relative_error(sq.data() + o * k, ref) : 0,
-          iq[b] >> ML_INFO_SWEEPS_SHIFT);
+          kt::svd_ratios(A, uq.data() + ob * m * k, sq.data() + ob * k, vq.data() + ob * k * n);
+      tab.qr[fam].add(y, relative_family(fam) ? relative_error(sq.data() + ob * k, ref) : 0,
+                      iq[b] >> ML_INFO_SWEEPS_SHIFT);
     }
   }
 }

@@ -14,22 +14,12 @@ using kt::SvdArgs;
 
 namespace {
 
+using kt::where;
+
 using kt::kSvdLimit;
 
-void svd_entry(const ml_ctx &ctx, void *user) {
-  auto &x = *static_cast<SvdArgs *>(user);
-  ml_svd_jacobi_small(ctx, x.p, x.a, x.u, x.s, x.vt, x.info);
-}
-void svdvals_entry(const ml_ctx &ctx, void *user) {
-  auto &x = *static_cast<SvdArgs *>(user);
-  ml_svdvals_jacobi_small(ctx, x.p, x.a, x.s, x.info);
-}
-
-std::string where(const char *op, int m, int n, const std::string &fam, int idx) {
-  char b[180];
-  std::snprintf(b, sizeof b, "%s %dx%d %s #%d", op, m, n, fam.c_str(), idx);
-  return b;
-}
+KT_SVD_ENTRY(svd_entry, ml_svd_jacobi_small)
+KT_SVDVALS_ENTRY(svdvals_entry, ml_svdvals_jacobi_small)
 
 struct Worst {
   double resid = 0, orth_u = 0, orth_v = 0, sval = 0;
@@ -40,62 +30,27 @@ struct Worst {
 // and svdvals; each matrix checked on its own.
 void check_svd(Report &rep, Worst &worst, int m, int n, std::mt19937_64 &rng) {
   auto fams = kt::svd_families(m, n, rng, true);
-  Mat zc = kt::gaussian(rng, m, n);  // exact zero columns (and rows): rank-deficient U/V
-  for (int i = 0; i < m; ++i) zc(i, 0) = 0;
-  if (m > 2)
-    for (int j = 0; j < n; ++j) zc(m - 1, j) = 0;
-  fams.push_back({"zero_cols", zc});
-  const int k = std::min(m, n);
-  const int nf = int(fams.size()), batch = nf + 2, bad_nan = nf / 2;
-  std::vector<float> a;
-  std::vector<std::string> names;
-  for (int b = 0, f = 0; b < batch; ++b) {
-    std::vector<float> v;
-    if (b == bad_nan || b == batch - 1) {
-      v = kt::to_float(kt::gaussian(rng, m, n));
-      v[size_t(rng() % v.size())] = b == bad_nan ? std::numeric_limits<float>::quiet_NaN()
-                                                 : std::numeric_limits<float>::infinity();
-      names.push_back(b == bad_nan ? "nan" : "inf");
-    } else {
-      v = kt::to_float(fams[f].second);
-      names.push_back(fams[f++].first);
-    }
-    a.insert(a.end(), v.begin(), v.end());
-  }
-  std::vector<float> u(size_t(batch) * m * k, -7.f), s(size_t(batch) * k, -7.f),
-      vt(size_t(batch) * k * n, -7.f), s2(size_t(batch) * k, -7.f);
-  std::vector<int> info(batch, -1), info2(batch, -1);
-  SvdArgs args{{m, n, 0, 0, batch, 0}, a.data(), u.data(), s.data(), vt.data(), info.data()};
-  ml::kernel_runner::run(1, batch, 0, svd_entry, &args);
-  SvdArgs args2{{m, n, ML_K_UPPER, 0, batch, 0}, a.data(), nullptr, s2.data(), nullptr,
-                info2.data()};
-  ml::kernel_runner::run(1, batch, 0, svdvals_entry, &args2);
+  kt::push_zero_cols(fams, m, n, rng);
+  const kt::NamedBatch in =
+      kt::nan_inf_batch(fams, m, n, std::numeric_limits<float>::infinity(), rng);
+  kt::SvdOut o(m, n, in.size());
+  SvdArgs args = o.svd_args(in.a.data(), 0);
+  ml::kernel_runner::run(1, in.size(), 0, svd_entry, &args);
+  SvdArgs args2 = o.svdvals_args(in.a.data(), ML_K_UPPER);
+  ml::kernel_runner::run(1, in.size(), 0, svdvals_entry, &args2);
 
-  for (int b = 0; b < batch; ++b) {
-    const std::string at = where("svd", m, n, names[b], b);
-    const float *ub = u.data() + size_t(b) * m * k, *vb = vt.data() + size_t(b) * k * n;
-    const float *sb = s.data() + size_t(b) * k, *s2b = s2.data() + size_t(b) * k;
-    if (names[b] == "nan" || names[b] == "inf") {
-      kt::expect_svd_nonfinite(rep, at, m, n, ub, sb, vb, s2b, info[b], info2[b]);
-      continue;
-    }
-    kt::expect_svd_outputs(rep, at, m, n, ub, sb, vb, s2b, info[b], info2[b]);
-    const int sweeps = info[b] >> ML_INFO_SWEEPS_SHIFT;
-    worst.max_sweeps = std::max(worst.max_sweeps, sweeps);
-    if (names[b] == "gaussian" && k >= 2) rep.expect(sweeps > 0, at + " sweeps counted");
-
-    const kt::SvdRatios x =
-        kt::check_svd_ratios(rep, at, names[b], kt::from_float(a.data() + size_t(b) * m * n, m, n),
-                             ub, sb, vb, info[b], kSvdLimit);
+  for (int b = 0; b < in.size(); ++b) {
+    const std::string at = where("svd", m, n, in.name[b], b);
+    const Mat A = kt::from_float(in.a.data() + size_t(b) * m * n, m, n);
+    kt::SvdRatios x;
+    if (!kt::check_svd_matrix(rep, at, in.name[b], in.nonfinite(b), A, o, b, &x)) continue;
+    worst.max_sweeps = std::max(worst.max_sweeps, o.info[b] >> ML_INFO_SWEEPS_SHIFT);
     worst.resid = std::max(worst.resid, x.resid);
     worst.orth_u = std::max(worst.orth_u, x.orth_u);
     worst.orth_v = std::max(worst.orth_v, x.orth_v);
     worst.sval = std::max(worst.sval, x.sval);
-
     // Rank-deficiency bit: also for the exact zero columns.
-    const bool rd = (info[b] & ML_INFO_RANK_DEFICIENT) != 0;
-    if (names[b] == "zero_cols" && (n <= m || m > 2))  // a zero column, or a zero row of a wide one
-      rep.expect(rd, at + " zero_cols flagged");
+    kt::expect_zero_cols_flagged(rep, at, m, n, in.name[b], o.info[b]);
   }
 }
 
@@ -110,16 +65,11 @@ void check_cap_and_plumbing(Report &rep, std::mt19937_64 &rng) {
     SvdArgs args{{n, n, 0, 1, 1, 0}, a.data(), u.data(), s.data(), vt.data(), &info};
     ml::kernel_runner::run(1, 1, 0, svd_entry, &args);
     const std::string at = "svd cap n=" + std::to_string(n);
-    rep.expect((info & ML_INFO_NOT_CONVERGED) && (info >> ML_INFO_SWEEPS_SHIFT) == 1,
-               at + " sweep cap");
-    rep.expect(kt::all_nan(u.data(), size_t(n) * n) && kt::all_nan(s.data(), n) &&
-                   kt::all_nan(vt.data(), size_t(n) * n),
-               at + " capped: NaN outputs");
+    kt::expect_svd_capped(rep, at, n, u.data(), s.data(), vt.data(), info);
     std::vector<float> s2(n, -7.f);
     SvdArgs args2{{n, n, 0, 0, 1, 0}, a.data(), nullptr, s2.data(), nullptr, nullptr};
     ml::kernel_runner::run(1, 3, 0, svdvals_entry, &args2);  // 2 groups beyond the batch
-    rep.expect(kt::all_finite(s2.data(), n) && s2[0] >= s2[n - 1] && s2[n - 1] > 0,
-               at + " svdvals without info");
+    rep.expect(kt::positive_descending_ends(s2.data(), n), at + " svdvals without info");
   }
   rep.expect(ml_svd_jacobi_small_fits(8, 8) && ml_svd_jacobi_small_fits(1, 8) &&
                  !ml_svd_jacobi_small_fits(9, 2) && !ml_svd_jacobi_small_fits(2, 9) &&
