@@ -115,21 +115,25 @@ const void *entry_of(const KernelDesc &d, int kind) {
 // Raises the kernel's dynamic shared-memory limit to the device's budget, once per device
 // (global entries use none). Done outside any stream capture in practice: the first call of
 // each kernel prepares it.
+// The body of prepare() and of the steps' prepare_step(): the shared-memory limit of fn raised
+// to device dev's budget (when it uses shared memory), its most threads per block into s.
+void prepare_state(KernelState &s, const void *fn, int dev, bool uses_shared) {
+  if (uses_shared)
+    s.err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 device_info(dev).budget_floats * static_cast<int>(sizeof(float)));
+  cudaFuncAttributes attr;
+  if (s.err == cudaSuccess) s.err = cudaFuncGetAttributes(&attr, fn);
+  if (s.err == cudaSuccess) s.max_threads = attr.maxThreadsPerBlock;
+  if (s.err != cudaSuccess) cudaGetLastError();
+}
+
 const KernelState &prepare(int k, int dev, int kind) {
   static KernelState states[kMaxDevices][kMaxKernels][3];
   KernelState &s = states[dev][k][kind];
   std::call_once(s.once, [&s, k, dev, kind] {
     int count = 0;
     const KernelDesc &d = kernels(&count)[k];
-    const void *fn = entry_of(d, kind);
-    if (kind != kEntryGlobal)
-      s.err =
-          cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               device_info(dev).budget_floats * static_cast<int>(sizeof(float)));
-    cudaFuncAttributes attr;
-    if (s.err == cudaSuccess) s.err = cudaFuncGetAttributes(&attr, fn);
-    if (s.err == cudaSuccess) s.max_threads = attr.maxThreadsPerBlock;
-    if (s.err != cudaSuccess) cudaGetLastError();
+    prepare_state(s, entry_of(d, kind), dev, kind != kEntryGlobal);
   });
   return s;
 }
@@ -401,13 +405,7 @@ class StepRunner final : public blocked::Runner {
     const int dev = dev_;
     std::call_once(s.once, [&s, step, dev] {
       int count = 0;
-      const void *fn = reinterpret_cast<const void *>(steps(&count)[step]);
-      s.err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   device_info(dev).budget_floats * static_cast<int>(sizeof(float)));
-      cudaFuncAttributes attr;
-      if (s.err == cudaSuccess) s.err = cudaFuncGetAttributes(&attr, fn);
-      if (s.err == cudaSuccess) s.max_threads = attr.maxThreadsPerBlock;
-      if (s.err != cudaSuccess) cudaGetLastError();
+      prepare_state(s, reinterpret_cast<const void *>(steps(&count)[step]), dev, true);
     });
     return s;
   }

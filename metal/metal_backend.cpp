@@ -191,17 +191,7 @@ class MetalBackend final : public Backend {
     if (p) return p;
     int count = 0;
     const KernelInfo &info = kernel_table(&count)[k];
-    const std::string fn = std::string("ml_metal_") + info.name + (lane ? "_lane" : "");
-    NS::AutoreleasePool *pool = NS::AutoreleasePool::alloc()->init();
-    MTL::Function *f = state().library->newFunction(ns(fn));
-    NS::Error *err = nullptr;
-    if (f) p = state().device->newComputePipelineState(f, &err);
-    if (!p)
-      *st = fail(ML_RUNTIME_ERROR, where, "Metal pipeline %s: %s", fn.c_str(),
-                 !f ? "not in metal_linalg.metallib"
-                    : err ? err->localizedDescription()->utf8String() : "unknown error");
-    if (f) f->release();
-    pool->release();
+    p = new_pipeline(std::string("ml_metal_") + info.name + (lane ? "_lane" : ""), where, st);
     return p;
   }
 
@@ -210,7 +200,15 @@ class MetalBackend final : public Backend {
     std::lock_guard<std::mutex> lock(mu_);
     MTL::ComputePipelineState *&p = step_pipelines_[step];
     if (p) return p;
-    const std::string fn = std::string("ml_metal_step_") + blocked::step_name(step);
+    p = new_pipeline(std::string("ml_metal_step_") + blocked::step_name(step), where, st);
+    return p;
+  }
+
+  // A pipeline of the library's function fn (nullptr and *st set when that fails); the
+  // callers hold mu_ and keep it.
+  MTL::ComputePipelineState *new_pipeline(const std::string &fn, const char *where,
+                                          ml_status *st) {
+    MTL::ComputePipelineState *p = nullptr;
     NS::AutoreleasePool *pool = NS::AutoreleasePool::alloc()->init();
     MTL::Function *f = state().library->newFunction(ns(fn));
     NS::Error *err = nullptr;

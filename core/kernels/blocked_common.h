@@ -11,6 +11,13 @@
 
 #include "group.h"
 
+// The parameters of every step kernel (step_list.h): fn(ML_STEP_ARGS) is
+// fn(ctx, p, ws, a, o0, o1, o2, info), the group's context, the launch's ml_step_params, the
+// workspace, the call's input and its three outputs and info (README.md, "Step kernels").
+#define ML_STEP_ARGS                                                                           \
+  ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ML_DEVICE const float *a,                 \
+      ML_DEVICE float *o0, ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info
+
 #define ML_STAT_FLOATS 4
 
 // Which part of a square input the scan and the load read (eigh reads one triangle).
@@ -36,9 +43,7 @@ ML_FN float ml_step_input(ML_DEVICE const float *am, int n, int i, int c, int tr
 // the first ceil(m / 32) floats of the matrix's W, which the load overwrites later).
 // scan_final: one group per matrix, from the partials to the stat slot (operand 0): e, the
 // non-finite flag, info 0.
-ML_FN void ml_step_scan(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                        ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                        ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_scan(ML_STEP_ARGS) {
   (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int m = p.m, n = p.n, tri = p.flags;
@@ -58,9 +63,7 @@ ML_FN void ml_step_scan(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   if (ctx.lane == 0) ws[p.off[1] + b * p.stride[1] + rb] = amax;
 }
 
-ML_FN void ml_step_scan_final(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                              ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                              ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_scan_final(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id;
@@ -79,21 +82,29 @@ ML_FN void ml_step_scan_final(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   }
 }
 
-// load: W = 2^-e * input, column-major (operand 1, ld[1]); zeros for a non-finite matrix.
-// flags: ML_STEP_TRI_* (a triangle is mirrored: W is then the symmetric matrix). Groups:
-// batch x ceil(m / 32) x ceil(n / 32), one 32 x 32 tile each through shared memory (32 x 33
-// floats), read along rows and written along columns. Operand 0: stat.
-ML_FN void ml_step_load(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                        ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                        ML_DEVICE float *o2, ML_DEVICE int *info) {
-  (void)o0, (void)o1, (void)o2, (void)info;
-  if (ctx.group_id >= p.groups) return;
-  const int m = p.m, n = p.n;
+// The steps over 32 x 32 tiles (groups batch x ceil(m / 32) x ceil(n / 32), the tiles of a
+// matrix column by column): the group's matrix (returned) and its tile's first row *i0 and
+// column *c0.
+ML_FN ml_i64 ml_step_tile_of(ML_CTX ctx, int m, int n, ML_THREAD int *i0, ML_THREAD int *c0) {
   const int tm = (m + 31) / 32, tn = (n + 31) / 32;
   const ml_i64 tiles = (ml_i64)tm * tn;
   const ml_i64 b = ctx.group_id / tiles;
   const int t = (int)(ctx.group_id - b * tiles);
-  const int i0 = (t % tm) * 32, c0 = (t / tm) * 32;
+  *i0 = (t % tm) * 32;
+  *c0 = (t / tm) * 32;
+  return b;
+}
+
+// load: W = 2^-e * input, column-major (operand 1, ld[1]); zeros for a non-finite matrix.
+// flags: ML_STEP_TRI_* (a triangle is mirrored: W is then the symmetric matrix). Groups:
+// batch x ceil(m / 32) x ceil(n / 32), one 32 x 32 tile each through shared memory (32 x 33
+// floats), read along rows and written along columns. Operand 0: stat.
+ML_FN void ml_step_load(ML_STEP_ARGS) {
+  (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const int m = p.m, n = p.n;
+  int i0 = 0, c0 = 0;
+  const ml_i64 b = ml_step_tile_of(ctx, m, n, &i0, &c0);
   ML_DEVICE const float *st = ws + p.off[0] + b * p.stride[0];
   const float scale = ml_ldexp(1.0f, -(int)st[0]);
   const bool bad = st[1] != 0.0f;
@@ -117,9 +128,7 @@ ML_FN void ml_step_load(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 
 // eye: operand 0 (m x n, column-major, ld[0]) = the first n columns of the m x m identity.
 // Groups: batch x n, a column each.
-ML_FN void ml_step_eye(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                       ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                       ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_eye(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id / p.n;
@@ -132,17 +141,12 @@ ML_FN void ml_step_eye(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 // matrix W (operand 0, column-major, ld[0]); flags ML_STORE_*; NaN everywhere for a matrix
 // whose input was not finite (operand 3: stat). Groups: batch x ceil(m / 32) x ceil(n / 32),
 // 32 x 32 tiles through shared memory (32 x 33 floats).
-ML_FN void ml_step_store(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                         ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                         ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_store(ML_STEP_ARGS) {
   (void)a, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int m = p.m, n = p.n;
-  const int tm = (m + 31) / 32, tn = (n + 31) / 32;
-  const ml_i64 tiles = (ml_i64)tm * tn;
-  const ml_i64 b = ctx.group_id / tiles;
-  const int t = (int)(ctx.group_id - b * tiles);
-  const int i0 = (t % tm) * 32, c0 = (t / tm) * 32;
+  int i0 = 0, c0 = 0;
+  const ml_i64 b = ml_step_tile_of(ctx, m, n, &i0, &c0);
   ML_DEVICE const float *st = ws + p.off[3] + b * p.stride[3];
   const bool bad = st[1] != 0.0f;
   const float scale = (p.flags & ML_STORE_SCALE) ? ml_ldexp(1.0f, (int)st[0]) : 1.0f;
@@ -174,9 +178,7 @@ ML_FN void ml_step_store(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 
 // info: info[first + b] = ML_INFO_NONFINITE for a non-finite input, else the stat slot's
 // bits (operand 0). Groups: ceil(batch / group size), a matrix per lane.
-ML_FN void ml_step_info(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                        ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                        ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_info(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2;
   if (ctx.group_id >= p.groups || !info) return;
   const ml_i64 b = ctx.group_id * ctx.group_size + ctx.lane;

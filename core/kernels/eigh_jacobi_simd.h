@@ -69,26 +69,20 @@
 // sweep after it.
 #define ML_EJSIMD_FINAL_RATIO 100.0f
 
-ML_HOST_FN int ml_eigh_jacobi_simd_scratch_floats(int m, int n) {
-  (void)m;
-  (void)n;
+ML_HOST_FN int ml_eigh_jacobi_simd_scratch_floats(int /*m*/, int /*n*/) {
   return 0;
 }
-ML_HOST_FN int ml_eigh_jacobi_simd_fits(int m, int n, int scratch_floats) {
-  (void)scratch_floats;
+ML_HOST_FN int ml_eigh_jacobi_simd_fits(int m, int n, int /*scratch_floats*/) {
   return m == n && n >= 1 && n <= ML_EJSIMD_MAX_N;
 }
 // The kernel-table forms (kernel_table.h).
-ML_HOST_FN int ml_eigh_jacobi_simd_scratch_floats_flags(int m, int n, int flags) {
-  (void)flags;
+ML_HOST_FN int ml_eigh_jacobi_simd_scratch_floats_flags(int m, int n, int /*flags*/) {
   return ml_eigh_jacobi_simd_scratch_floats(m, n);
 }
-ML_HOST_FN int ml_eigh_jacobi_simd_fits_flags(int m, int n, int flags, int scratch_floats) {
-  (void)flags;
+ML_HOST_FN int ml_eigh_jacobi_simd_fits_flags(int m, int n, int /*flags*/, int scratch_floats) {
   return ml_eigh_jacobi_simd_fits(m, n, scratch_floats);
 }
-ML_HOST_FN int ml_eigh_jacobi_simd_max_n(int scratch_floats) {
-  (void)scratch_floats;
+ML_HOST_FN int ml_eigh_jacobi_simd_max_n(int /*scratch_floats*/) {
   return ML_EJSIMD_MAX_N;
 }
 // Lanes a group needs for order n: 16 up to n = 16, else 32.
@@ -127,6 +121,164 @@ ML_FN void ml_ejsimd_nan_outputs(int lane, int n, ML_DEVICE float *wm, ML_DEVICE
   if (info && lane == 0) info[g] = info_bits;
 }
 
+// Column `lane` of A from the named triangle (coalesced for the entries stored in column
+// `lane`) into x; zero rows >= n and lanes >= n. The diagonal entry kept aside (*diag,
+// unscaled), *amax the column's largest |entry|, *offdiag: a nonzero off the diagonal.
+// Returns whether the column is finite.
+template <int NP>
+ML_FN bool ml_ejsimd_load(int lane, int n, bool lower, ML_DEVICE const float *am,
+                          ML_THREAD float *x, ML_THREAD float *amax, ML_THREAD float *diag,
+                          ML_THREAD bool *offdiag) {
+  const bool mine = lane < n;
+  bool finite = true;
+  ML_UNROLL
+  for (int i = 0; i < NP; ++i) {
+    float e = 0.0f;
+    if (mine && i < n) {
+      const bool stored_here = lower ? i >= lane : i <= lane;
+      e = am[stored_here ? i * n + lane : lane * n + i];
+    }
+    x[i] = e;
+    finite = finite && ml_isfinite(e);
+    *amax = ml_fmax(*amax, ml_fabs(e));
+    *diag = i == lane ? e : *diag;
+    *offdiag = *offdiag || (i != lane && e != 0.0f);
+  }
+  return finite;
+}
+
+// One round: the column d * x of this lane against the partner's (its squared norm *alpha,
+// 1 / d in *dinv), rotated when their cosine exceeds the threshold (tol2: its square).
+// *rotated, *large: a rotation, one beyond ML_EJSIMD_FINAL_RATIO times the threshold.
+template <int NP>
+ML_FN void ml_ejsimd_round(ML_CTX ctx, int lane, int partner, float tol2, ML_THREAD float *x,
+                           ML_THREAD float *alpha, ML_THREAD float *d, ML_THREAD float *dinv,
+                           ML_THREAD bool *rotated, ML_THREAD bool *large) {
+  float y[NP];
+  ML_UNROLL
+  for (int i = 0; i < NP; ++i) y[i] = ml_simd_shuffle(ctx, x[i], partner);
+  const float beta = ml_simd_shuffle(ctx, *alpha, partner);
+  const float dq = ml_simd_shuffle(ctx, *d, partner);
+  // Dot product of the two stored columns: four partial sums, the same terms in the
+  // same order on both lanes of the pair.
+  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+  ML_UNROLL
+  for (int i = 0; i < NP; i += 4) {
+    s0 = ml_fma(x[i], y[i], s0);
+    s1 = ml_fma(x[i + 1], y[i + 1], s1);
+    s2 = ml_fma(x[i + 2], y[i + 2], s2);
+    s3 = ml_fma(x[i + 3], y[i + 3], s3);
+  }
+  const float gam = ((s0 + s1) + (s2 + s3)) * (*d * dq);
+  const bool lo = lane < partner;
+  const float a_lo = lo ? *alpha : beta, a_hi = lo ? beta : *alpha;
+  // Zero columns (padding, the dummy player, lanes >= M) have gam = 0: never rotated.
+  // Real columns have squared norms >= R^2 >= 1, so no square below is subnormal.
+  const float thr = tol2 * (a_lo * a_hi);
+  const bool rot = gam * gam > thr;
+  // The angle zeroing the Gram matrix's off-diagonal, |theta| <= pi/4, division-free:
+  // h = a_hi - a_lo, r = sqrt(h^2 + 4 gam^2), u = r + |h|, k = 1 / sqrt(2 r u),
+  // c = u k, t = tan(theta) = sign(h) 2 gam k (2 r k). Unused (any value) when !rot.
+  const float h = a_hi - a_lo, g2 = gam + gam;
+  const float r2 = h * h + g2 * g2;
+  const float rr = r2 * ml_rsqrt(r2);
+  const float u = rr + ml_fabs(h);
+  const float k = ml_rsqrt(2.0f * rr * u);
+  const float rk2 = 2.0f * rr * k;  // 1 / c
+  const float c = rot ? u * k : 1.0f;
+  const float t = rot ? (h < 0.0f ? -g2 : g2) * k * rk2 : 0.0f;
+  const float st = lo ? -t : t;
+  // d_partner / d (d > 0; both normal floats within a sweep).
+  const float coef = st * (dq * *dinv);
+  ML_UNROLL
+  for (int i = 0; i < NP; ++i) x[i] = ml_fma(coef, y[i], x[i]);
+  *d *= c;
+  *dinv *= rot ? rk2 : 1.0f;
+  *dinv = ml_fma(*dinv, ml_fma(-*d, *dinv, 1.0f), *dinv);  // one Newton step: no drift
+  *alpha = ml_fma(st, gam, *alpha);
+  *rotated = *rotated || rot;
+  *large = *large || gam * gam > ML_EJSIMD_FINAL_RATIO * thr;
+}
+
+// The sweeps on the shifted, scaled columns x, up to the cap; the column is *d * x at the end.
+// *sweeps: the sweeps that rotated. Returns whether they converged.
+template <int NP>
+ML_FN bool ml_ejsimd_iterate(ML_CTX ctx, ML_PARAMS p, int lane, int n, ML_THREAD float *x,
+                             ML_THREAD float *dout, ML_THREAD int *sweeps) {
+  const int M = n + (n & 1);  // players of the schedule (a dummy one for odd n)
+  const int rounds = M - 1;
+  // (sqrt(n) eps)^2: the square of LAPACK sgesvj's threshold.
+  const float tol2 = (float)n * ML_FLT_EPS * ML_FLT_EPS;
+  const int cap = p.max_iter > 0 ? p.max_iter : ML_EJSIMD_MAX_SWEEPS;
+  float d = 1.0f;     // column scale: the column is d * x
+  float dinv = 1.0f;  // 1 / d, kept by its own product (1 / c = 2 r k below)
+  bool converged = false;
+  for (int sw = 0; sw < cap; ++sw) {
+    // Fold the scale back in; exact squared norm.
+    float alpha = 0.0f;
+    ML_UNROLL
+    for (int i = 0; i < NP; ++i) {
+      x[i] *= d;
+      alpha = ml_fma(x[i], x[i], alpha);
+    }
+    d = 1.0f;
+    dinv = 1.0f;
+    bool rotated = false, large = false;
+    // (2r - lane) mod (M - 1), stepped by 2 per round (meaningless for lanes >= M - 1).
+    int cyc = lane == 0 || lane >= rounds ? 0 : rounds - lane;
+    for (int r = 0; r < rounds; ++r) {
+      // Round-robin pairing: player M - 1 meets r; the others meet (2r - j) mod (M - 1).
+      // Lanes >= M (zero columns) pair with themselves.
+      int partner = cyc;
+      cyc += 2;
+      cyc = cyc >= rounds ? cyc - rounds : cyc;
+      partner = lane == r ? M - 1 : partner;
+      partner = lane == M - 1 ? r : partner;
+      partner = lane >= M ? lane : partner;
+      ml_ejsimd_round<NP>(ctx, lane, partner, tol2, x, &alpha, &d, &dinv, &rotated, &large);
+    }
+    // 0: no rotation; 1: rotations, all of them small; 2: at least one large rotation.
+    const float state = ml_simd_max(ctx, large ? 2.0f : (rotated ? 1.0f : 0.0f));
+    if (state == 0.0f) {
+      converged = true;
+      break;
+    }
+    ++*sweeps;
+    if (state == 1.0f) {
+      // No pair was further from orthogonal than sqrt(ML_EJSIMD_FINAL_RATIO) times the
+      // threshold: the convergence being quadratic, the next sweep would find nothing but
+      // rounding-level cosines; it is left out.
+      converged = true;
+      break;
+    }
+  }
+  *dout = d;
+  return converged;
+}
+
+// Converged column d * x of the matrix shifted by `shift` and scaled by 2^-ex: returns
+// lambda = sigma - shift scaled back (sigma = ||d x||); with VEC, x becomes u = d x / sigma
+// (zero on lanes that hold no column).
+template <int NP, bool VEC>
+ML_FN float ml_ejsimd_eigen(bool mine, float d, float shift, int ex, ML_THREAD float *x) {
+  float ss = 0.0f;
+  ML_UNROLL
+  for (int i = 0; i < NP; ++i) {
+    x[i] *= d;
+    ss = ml_fma(x[i], x[i], ss);
+  }
+  const float sigma = ml_sqrt(ss);
+  float lam = sigma - shift;
+  const int e1 = ex / 2;
+  lam = (lam * ml_exp2i(e1)) * ml_exp2i(ex - e1);
+  if (VEC) {
+    const float inv = mine ? 1.0f / sigma : 0.0f;
+    ML_UNROLL
+    for (int i = 0; i < NP; ++i) x[i] *= inv;
+  }
+  return lam;
+}
+
 // NP: rows held per lane (n <= NP, a multiple of 8); the caller's simdgroup has >= NP lanes.
 template <int NP, bool VEC>
 ML_FN void ml_ejsimd_solve(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *am,
@@ -137,24 +289,10 @@ ML_FN void ml_ejsimd_solve(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *am,
   const bool mine = lane < n;
   const bool lower = p.flags != ML_K_UPPER;
 
-  // Column `lane` of A from the named triangle (coalesced for the entries stored in column
-  // `lane`); zero rows >= n and lanes >= n. The diagonal entry kept aside, unscaled.
   float x[NP];
   float amax = 0.0f, diag = 0.0f;
-  bool finite = true, offdiag = false;
-  ML_UNROLL
-  for (int i = 0; i < NP; ++i) {
-    float e = 0.0f;
-    if (mine && i < n) {
-      const bool stored_here = lower ? i >= lane : i <= lane;
-      e = am[stored_here ? i * n + lane : lane * n + i];
-    }
-    x[i] = e;
-    finite = finite && ml_isfinite(e);
-    amax = ml_fmax(amax, ml_fabs(e));
-    diag = i == lane ? e : diag;
-    offdiag = offdiag || (i != lane && e != 0.0f);
-  }
+  bool offdiag = false;
+  const bool finite = ml_ejsimd_load<NP>(lane, n, lower, am, x, &amax, &diag, &offdiag);
   if (ml_simd_max(ctx, finite ? 0.0f : 1.0f) > 0.0f) {
     ml_ejsimd_nan_outputs<NP, VEC>(lane, n, wm, vm, info, g, ML_INFO_NONFINITE);
     return;
@@ -182,115 +320,10 @@ ML_FN void ml_ejsimd_solve(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *am,
     const float shift = 2.0f * ml_simd_max(ctx, colsum);
     ML_UNROLL
     for (int i = 0; i < NP; ++i) x[i] += (i == lane && mine) ? shift : 0.0f;
-
-    const int M = n + (n & 1);  // players of the schedule (a dummy one for odd n)
-    const int rounds = M - 1;
-    // (sqrt(n) eps)^2: the square of LAPACK sgesvj's threshold.
-    const float tol2 = (float)n * ML_FLT_EPS * ML_FLT_EPS;
-    const int cap = p.max_iter > 0 ? p.max_iter : ML_EJSIMD_MAX_SWEEPS;
-    float d = 1.0f;     // column scale: the column is d * x
-    float dinv = 1.0f;  // 1 / d, kept by its own product (1 / c = 2 r k below)
-    converged = false;
-    for (int sw = 0; sw < cap; ++sw) {
-      // Fold the scale back in; exact squared norm.
-      float alpha = 0.0f;
-      ML_UNROLL
-      for (int i = 0; i < NP; ++i) {
-        x[i] *= d;
-        alpha = ml_fma(x[i], x[i], alpha);
-      }
-      d = 1.0f;
-      dinv = 1.0f;
-      bool rotated = false, large = false;
-      // (2r - lane) mod (M - 1), stepped by 2 per round (meaningless for lanes >= M - 1).
-      int cyc = lane == 0 || lane >= rounds ? 0 : rounds - lane;
-      for (int r = 0; r < rounds; ++r) {
-        // Round-robin pairing: player M - 1 meets r; the others meet (2r - j) mod (M - 1).
-        // Lanes >= M (zero columns) pair with themselves.
-        int partner = cyc;
-        cyc += 2;
-        cyc = cyc >= rounds ? cyc - rounds : cyc;
-        partner = lane == r ? M - 1 : partner;
-        partner = lane == M - 1 ? r : partner;
-        partner = lane >= M ? lane : partner;
-        float y[NP];
-        ML_UNROLL
-        for (int i = 0; i < NP; ++i) y[i] = ml_simd_shuffle(ctx, x[i], partner);
-        const float beta = ml_simd_shuffle(ctx, alpha, partner);
-        const float dq = ml_simd_shuffle(ctx, d, partner);
-        // Dot product of the two stored columns: four partial sums, the same terms in the
-        // same order on both lanes of the pair.
-        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-        ML_UNROLL
-        for (int i = 0; i < NP; i += 4) {
-          s0 = ml_fma(x[i], y[i], s0);
-          s1 = ml_fma(x[i + 1], y[i + 1], s1);
-          s2 = ml_fma(x[i + 2], y[i + 2], s2);
-          s3 = ml_fma(x[i + 3], y[i + 3], s3);
-        }
-        const float gam = ((s0 + s1) + (s2 + s3)) * (d * dq);
-        const bool lo = lane < partner;
-        const float a_lo = lo ? alpha : beta, a_hi = lo ? beta : alpha;
-        // Zero columns (padding, the dummy player, lanes >= M) have gam = 0: never rotated.
-        // Real columns have squared norms >= R^2 >= 1, so no square below is subnormal.
-        const float thr = tol2 * (a_lo * a_hi);
-        const bool rot = gam * gam > thr;
-        // The angle zeroing the Gram matrix's off-diagonal, |theta| <= pi/4, division-free:
-        // h = a_hi - a_lo, r = sqrt(h^2 + 4 gam^2), u = r + |h|, k = 1 / sqrt(2 r u),
-        // c = u k, t = tan(theta) = sign(h) 2 gam k (2 r k). Unused (any value) when !rot.
-        const float h = a_hi - a_lo, g2 = gam + gam;
-        const float r2 = h * h + g2 * g2;
-        const float rr = r2 * ml_rsqrt(r2);
-        const float u = rr + ml_fabs(h);
-        const float k = ml_rsqrt(2.0f * rr * u);
-        const float rk2 = 2.0f * rr * k;  // 1 / c
-        const float c = rot ? u * k : 1.0f;
-        const float t = rot ? (h < 0.0f ? -g2 : g2) * k * rk2 : 0.0f;
-        const float st = lo ? -t : t;
-        // d_partner / d (d > 0; both normal floats within a sweep).
-        const float coef = st * (dq * dinv);
-        ML_UNROLL
-        for (int i = 0; i < NP; ++i) x[i] = ml_fma(coef, y[i], x[i]);
-        d *= c;
-        dinv *= rot ? rk2 : 1.0f;
-        dinv = ml_fma(dinv, ml_fma(-d, dinv, 1.0f), dinv);  // one Newton step: no drift
-        alpha = ml_fma(st, gam, alpha);
-        rotated = rotated || rot;
-        large = large || gam * gam > ML_EJSIMD_FINAL_RATIO * thr;
-      }
-      // 0: no rotation; 1: rotations, all of them small; 2: at least one large rotation.
-      const float state = ml_simd_max(ctx, large ? 2.0f : (rotated ? 1.0f : 0.0f));
-      if (state == 0.0f) {
-        converged = true;
-        break;
-      }
-      ++sweeps;
-      if (state == 1.0f) {
-        // No pair was further from orthogonal than sqrt(ML_EJSIMD_FINAL_RATIO) times the
-        // threshold: the convergence being quadratic, the next sweep would find nothing but
-        // rounding-level cosines; it is left out.
-        converged = true;
-        break;
-      }
-    }
-    if (converged) {
-      // sigma_j = ||w_j||, lambda_j = sigma_j - 2R; u_j = w_j / sigma_j.
-      float ss = 0.0f;
-      ML_UNROLL
-      for (int i = 0; i < NP; ++i) {
-        x[i] *= d;
-        ss = ml_fma(x[i], x[i], ss);
-      }
-      const float sigma = ml_sqrt(ss);
-      lam = sigma - shift;
-      const int e1 = ex / 2;
-      lam = (lam * ml_exp2i(e1)) * ml_exp2i(ex - e1);
-      if (VEC) {
-        const float inv = mine ? 1.0f / sigma : 0.0f;
-        ML_UNROLL
-        for (int i = 0; i < NP; ++i) x[i] *= inv;
-      }
-    }
+    float d = 1.0f;
+    converged = ml_ejsimd_iterate<NP>(ctx, p, lane, n, x, &d, &sweeps);
+    // sigma_j = ||w_j||, lambda_j = sigma_j - 2R; u_j = w_j / sigma_j.
+    if (converged) lam = ml_ejsimd_eigen<NP, VEC>(mine, d, shift, ex, x);
   } else if (VEC) {
     ML_UNROLL
     for (int i = 0; i < NP; ++i) x[i] = i == lane ? 1.0f : 0.0f;

@@ -32,26 +32,20 @@
 #define ML_EJS_MAX_N 8
 #define ML_EJS_MAX_SWEEPS 20
 
-ML_HOST_FN int ml_eigh_jacobi_small_scratch_floats(int m, int n) {
-  (void)m;
-  (void)n;
+ML_HOST_FN int ml_eigh_jacobi_small_scratch_floats(int /*m*/, int /*n*/) {
   return 0;
 }
-ML_HOST_FN int ml_eigh_jacobi_small_fits(int m, int n, int scratch_floats) {
-  (void)scratch_floats;
+ML_HOST_FN int ml_eigh_jacobi_small_fits(int m, int n, int /*scratch_floats*/) {
   return m == n && n >= 1 && n <= ML_EJS_MAX_N;
 }
 // The kernel-table forms (kernel_table.h).
-ML_HOST_FN int ml_eigh_jacobi_small_scratch_floats_flags(int m, int n, int flags) {
-  (void)flags;
+ML_HOST_FN int ml_eigh_jacobi_small_scratch_floats_flags(int m, int n, int /*flags*/) {
   return ml_eigh_jacobi_small_scratch_floats(m, n);
 }
-ML_HOST_FN int ml_eigh_jacobi_small_fits_flags(int m, int n, int flags, int scratch_floats) {
-  (void)flags;
+ML_HOST_FN int ml_eigh_jacobi_small_fits_flags(int m, int n, int /*flags*/, int scratch_floats) {
   return ml_eigh_jacobi_small_fits(m, n, scratch_floats);
 }
-ML_HOST_FN int ml_eigh_jacobi_small_max_n(int scratch_floats) {
-  (void)scratch_floats;
+ML_HOST_FN int ml_eigh_jacobi_small_max_n(int /*scratch_floats*/) {
   return ML_EJS_MAX_N;
 }
 // eigvalsh: the same limits.
@@ -91,14 +85,12 @@ ML_FN void ml_ejs_nan_outputs(ML_DEVICE float *wm, ML_DEVICE float *vm, ML_DEVIC
   if (info) info[g] = info_bits;
 }
 
-template <int N, bool VEC>
-ML_FN void ml_ejs_solve(ML_PARAMS p, ML_DEVICE const float *am, ML_DEVICE float *wm,
-                        ML_DEVICE float *vm, ML_DEVICE int *info, ml_i64 g) {
-  const int M = N + (N & 1);  // players of the schedule (a dummy one for odd N)
-  const bool lower = p.flags != ML_K_UPPER;
-
-  // Load the named triangle as the upper one: a[i][j], i <= j (the rest of a is never used).
-  float a[N][N];
+// Loads the named triangle as the upper one: a[i][j], i <= j (the rest of a is never used).
+// Returns false (a non-finite entry), or true with a scaled exactly by 2^-*ex to max |a| in
+// [1, 2) (two exact factors, -ex in [-127, 149]).
+template <int N>
+ML_FN bool ml_ejs_load(bool lower, ML_DEVICE const float *am, ML_THREAD float (*a)[N],
+                       ML_THREAD int *ex) {
   float amax = 0.0f;
   bool finite = true;
   ML_UNROLL
@@ -111,31 +103,24 @@ ML_FN void ml_ejs_solve(ML_PARAMS p, ML_DEVICE const float *am, ML_DEVICE float 
       amax = ml_fmax(amax, ml_fabs(x));
     }
   }
-  if (!finite) {
-    ml_ejs_nan_outputs<N, VEC>(wm, vm, info, g, ML_INFO_NONFINITE);
-    return;
-  }
-  // max |a| into [1, 2): x 2^-ex as two exact factors (-ex in [-127, 149]).
-  const int ex = amax > 0.0f ? ml_ilogb(amax) : 0;
-  {
-    const int e1 = (-ex) / 2;
-    const float f1 = ml_exp2i(e1), f2 = ml_exp2i(-ex - e1);
+  if (!finite) return false;
+  *ex = amax > 0.0f ? ml_ilogb(amax) : 0;
+  const int e1 = (-*ex) / 2;
+  const float f1 = ml_exp2i(e1), f2 = ml_exp2i(-*ex - e1);
+  ML_UNROLL
+  for (int i = 0; i < N; ++i) {
     ML_UNROLL
-    for (int i = 0; i < N; ++i) {
-      ML_UNROLL
-      for (int j = i; j < N; ++j) a[i][j] = (a[i][j] * f1) * f2;
-    }
+    for (int j = i; j < N; ++j) a[i][j] = (a[i][j] * f1) * f2;
   }
+  return true;
+}
 
-  float v[VEC ? N : 1][VEC ? N : 1];
-  if (VEC) {
-    ML_UNROLL
-    for (int i = 0; i < N; ++i) {
-      ML_UNROLL
-      for (int j = 0; j < N; ++j) v[i][j] = i == j ? 1.0f : 0.0f;
-    }
-  }
-
+// Round r: the rotations of its disjoint pairs (M players), each from its own 2 x 2 block,
+// applied to the blocks; (cr[k], sr[k]) pair k's (1, 0 when not rotated). Returns whether any
+// pair rotated.
+template <int N, int M>
+ML_FN bool ml_ejs_round_angles(int r, ML_THREAD float (*a)[N], ML_THREAD float *cr,
+                               ML_THREAD float *sr) {
   // Constants (exact powers of two). Negligibility in scaled squares: with
   // x = min(|a_pq|, 2^-20) 2^64 (|a_pq| >= 2^-20 is never negligible: |a_pp|, |a_qq| <= 32),
   // negligible <=> x^2 <= (2^40 |a_pp|) (2^40 |a_qq|) + 2^-124, i.e. |a_pq|^2 <= eps^2 |a_pp a_qq|
@@ -146,92 +131,77 @@ ML_FN void ml_ejs_solve(ML_PARAMS p, ML_DEVICE const float *am, ML_DEVICE float 
   const float kFloor = ML_FLT_MIN * 4.0f;             // (2^-126 * 2^64)^2 = 2^-124
   const float kSmall = 1.0f / 1099511627776.0f;       // 2^-40
   const float kUp = 1208925819614629174706176.0f;     // 2^80
+  bool round_any = false;
+  ML_UNROLL
+  for (int k = 0; k < M / 2; ++k) {
+    const int i0 = ml_ejs_pair_a(M, r, k), i1 = ml_ejs_pair_b(M, r, k);
+    const int pp = i0 < i1 ? i0 : i1, qq = i0 < i1 ? i1 : i0;
+    cr[k] = 1.0f;
+    sr[k] = 0.0f;
+    if (qq >= N) continue;  // the dummy player (odd N)
+    const float app = a[pp][pp], aqq = a[qq][qq], apq = a[pp][qq];
+    const float x = ml_fmin(ml_fabs(apq), kClamp) * kS;
+    const bool rot = x * x > (kEpsS * ml_fabs(app)) * (kEpsS * ml_fabs(aqq)) + kFloor;
+    const float h = aqq - app, a2 = apq + apq;
+    const float big = ml_fmax(ml_fabs(h), ml_fabs(a2));
+    const float f = big < kSmall ? kUp : 1.0f;
+    const float hs = h * f, as = a2 * f;
+    // + ML_FLT_MIN: never 0 (a skipped pair may have h = a_pq = 0), negligible otherwise
+    // (hs^2 + as^2 >= 2^-80 for a rotated pair).
+    const float r2 = hs * hs + as * as + ML_FLT_MIN;
+    const float rr = r2 * ml_rsqrt(r2);
+    const float u = rr + ml_fabs(hs);
+    const float kk = ml_rsqrt(2.0f * rr * u);
+    const float c = u * kk;
+    const float s = (h < 0.0f ? -as : as) * kk;
+    const float t = s * (2.0f * rr * kk);
+    const float tapq = rot ? t * apq : 0.0f;
+    cr[k] = rot ? c : 1.0f;
+    sr[k] = rot ? s : 0.0f;
+    a[pp][pp] = app - tapq;
+    a[qq][qq] = aqq + tapq;
+    a[pp][qq] = rot ? 0.0f : apq;
+    round_any = round_any || rot;
+  }
+  return round_any;
+}
 
-  const int cap = p.max_iter > 0 ? p.max_iter : ML_EJS_MAX_SWEEPS;
-  int sweeps = 0;
-  bool converged = false;
-  for (int sw = 0; sw < cap; ++sw) {
-    bool any = false;
+// Round r's rotations (cr, sr) on the off-block entries: A := J^T A J (upper storage),
+// V := V J (VEC); pair by pair.
+template <int N, int M, bool VEC>
+ML_FN void ml_ejs_round_apply(int r, ML_THREAD float (*a)[N], ML_THREAD float (*v)[VEC ? N : 1],
+                              ML_THREAD const float *cr, ML_THREAD const float *sr) {
+  ML_UNROLL
+  for (int k = 0; k < M / 2; ++k) {
+    const int i0 = ml_ejs_pair_a(M, r, k), i1 = ml_ejs_pair_b(M, r, k);
+    const int pp = i0 < i1 ? i0 : i1, qq = i0 < i1 ? i1 : i0;
+    if (qq >= N) continue;
+    const float c = cr[k], s = sr[k];
     ML_UNROLL
-    for (int r = 0; r < M - 1; ++r) {
-      float cr[M / 2], sr[M / 2];
-      bool round_any = false;
-      // Rotations of the round's disjoint pairs, each from its own 2 x 2 block.
+    for (int l = 0; l < N; ++l) {
+      if (l == pp || l == qq) continue;
+      const int lp0 = l < pp ? l : pp, lp1 = l < pp ? pp : l;
+      const int lq0 = l < qq ? l : qq, lq1 = l < qq ? qq : l;
+      const float y = a[lp0][lp1], z = a[lq0][lq1];
+      a[lp0][lp1] = c * y - s * z;
+      a[lq0][lq1] = s * y + c * z;
+    }
+    if (VEC) {
       ML_UNROLL
-      for (int k = 0; k < M / 2; ++k) {
-        const int i0 = ml_ejs_pair_a(M, r, k), i1 = ml_ejs_pair_b(M, r, k);
-        const int pp = i0 < i1 ? i0 : i1, qq = i0 < i1 ? i1 : i0;
-        cr[k] = 1.0f;
-        sr[k] = 0.0f;
-        if (qq >= N) continue;  // the dummy player (odd N)
-        const float app = a[pp][pp], aqq = a[qq][qq], apq = a[pp][qq];
-        const float x = ml_fmin(ml_fabs(apq), kClamp) * kS;
-        const bool rot = x * x > (kEpsS * ml_fabs(app)) * (kEpsS * ml_fabs(aqq)) + kFloor;
-        const float h = aqq - app, a2 = apq + apq;
-        const float big = ml_fmax(ml_fabs(h), ml_fabs(a2));
-        const float f = big < kSmall ? kUp : 1.0f;
-        const float hs = h * f, as = a2 * f;
-        // + ML_FLT_MIN: never 0 (a skipped pair may have h = a_pq = 0), negligible otherwise
-        // (hs^2 + as^2 >= 2^-80 for a rotated pair).
-        const float r2 = hs * hs + as * as + ML_FLT_MIN;
-        const float rr = r2 * ml_rsqrt(r2);
-        const float u = rr + ml_fabs(hs);
-        const float kk = ml_rsqrt(2.0f * rr * u);
-        const float c = u * kk;
-        const float s = (h < 0.0f ? -as : as) * kk;
-        const float t = s * (2.0f * rr * kk);
-        const float tapq = rot ? t * apq : 0.0f;
-        cr[k] = rot ? c : 1.0f;
-        sr[k] = rot ? s : 0.0f;
-        a[pp][pp] = app - tapq;
-        a[qq][qq] = aqq + tapq;
-        a[pp][qq] = rot ? 0.0f : apq;
-        round_any = round_any || rot;
-      }
-      if (!round_any) continue;
-      any = true;
-      // A := J^T A J on the off-block entries (upper storage), V := V J; pair by pair.
-      ML_UNROLL
-      for (int k = 0; k < M / 2; ++k) {
-        const int i0 = ml_ejs_pair_a(M, r, k), i1 = ml_ejs_pair_b(M, r, k);
-        const int pp = i0 < i1 ? i0 : i1, qq = i0 < i1 ? i1 : i0;
-        if (qq >= N) continue;
-        const float c = cr[k], s = sr[k];
-        ML_UNROLL
-        for (int l = 0; l < N; ++l) {
-          if (l == pp || l == qq) continue;
-          const int lp0 = l < pp ? l : pp, lp1 = l < pp ? pp : l;
-          const int lq0 = l < qq ? l : qq, lq1 = l < qq ? qq : l;
-          const float y = a[lp0][lp1], z = a[lq0][lq1];
-          a[lp0][lp1] = c * y - s * z;
-          a[lq0][lq1] = s * y + c * z;
-        }
-        if (VEC) {
-          ML_UNROLL
-          for (int l = 0; l < N; ++l) {
-            const float y = v[l][pp], z = v[l][qq];
-            v[l][pp] = c * y - s * z;
-            v[l][qq] = s * y + c * z;
-          }
-        }
+      for (int l = 0; l < N; ++l) {
+        const float y = v[l][pp], z = v[l][qq];
+        v[l][pp] = c * y - s * z;
+        v[l][qq] = s * y + c * z;
       }
     }
-    if (!any) {
-      converged = true;
-      break;
-    }
-    ++sweeps;
   }
+}
 
-  if (!converged) {  // sweep cap reached: NaN outputs, as for non-finite input
-    const int it = sweeps < 0x7fff ? sweeps : 0x7fff;
-    ml_ejs_nan_outputs<N, VEC>(wm, vm, info, g,
-                               (it << ML_INFO_SWEEPS_SHIFT) | ML_INFO_NOT_CONVERGED);
-    return;
-  }
-
-  // Ascending: rank of each eigenvalue (ties by index; NaN last, so the ranks are always a
-  // permutation), written to its column; eigenvalues scaled back by 2^ex (two exact factors).
+// Ascending: rank of each eigenvalue (ties by index; NaN last, so the ranks are always a
+// permutation), written to its column; eigenvalues scaled back by 2^ex (two exact factors).
+template <int N, bool VEC>
+ML_FN void ml_ejs_store(int ex, ML_THREAD float (*a)[N], ML_THREAD float (*v)[VEC ? N : 1],
+                        ML_DEVICE float *wm, ML_DEVICE float *vm) {
   float key[N];
   ML_UNROLL
   for (int j = 0; j < N; ++j) key[j] = ml_isnan(a[j][j]) ? ml_inf() : a[j][j];
@@ -246,13 +216,58 @@ ML_FN void ml_ejs_solve(ML_PARAMS p, ML_DEVICE const float *am, ML_DEVICE float 
     wm[rank] = (a[j][j] * g1) * g2;
     if (VEC) {
       ML_UNROLL
-      for (int i = 0; i < N; ++i) vm[i * N + rank] = v[i][j];
+      for (int i = 0; i < N; ++i) vm[i * N + rank] = v[i][VEC ? j : 0];
     }
   }
-  if (info) {
-    const int it = sweeps < 0x7fff ? sweeps : 0x7fff;
-    info[g] = it << ML_INFO_SWEEPS_SHIFT;
+}
+
+template <int N, bool VEC>
+ML_FN void ml_ejs_solve(ML_PARAMS p, ML_DEVICE const float *am, ML_DEVICE float *wm,
+                        ML_DEVICE float *vm, ML_DEVICE int *info, ml_i64 g) {
+  const int M = N + (N & 1);  // players of the schedule (a dummy one for odd N)
+  const bool lower = p.flags != ML_K_UPPER;
+  float a[N][N];
+  int ex = 0;
+  if (!ml_ejs_load<N>(lower, am, a, &ex)) {
+    ml_ejs_nan_outputs<N, VEC>(wm, vm, info, g, ML_INFO_NONFINITE);
+    return;
   }
+  float v[VEC ? N : 1][VEC ? N : 1];
+  if (VEC) {
+    ML_UNROLL
+    for (int i = 0; i < N; ++i) {
+      ML_UNROLL
+      for (int j = 0; j < N; ++j) v[i][j] = i == j ? 1.0f : 0.0f;
+    }
+  }
+
+  const int cap = p.max_iter > 0 ? p.max_iter : ML_EJS_MAX_SWEEPS;
+  int sweeps = 0;
+  bool converged = false;
+  for (int sw = 0; sw < cap; ++sw) {
+    bool any = false;
+    ML_UNROLL
+    for (int r = 0; r < M - 1; ++r) {
+      float cr[M / 2], sr[M / 2];
+      if (!ml_ejs_round_angles<N, M>(r, a, cr, sr)) continue;
+      any = true;
+      ml_ejs_round_apply<N, M, VEC>(r, a, v, cr, sr);
+    }
+    if (!any) {
+      converged = true;
+      break;
+    }
+    ++sweeps;
+  }
+
+  const int it = sweeps < 0x7fff ? sweeps : 0x7fff;
+  if (!converged) {  // sweep cap reached: NaN outputs, as for non-finite input
+    ml_ejs_nan_outputs<N, VEC>(wm, vm, info, g,
+                               (it << ML_INFO_SWEEPS_SHIFT) | ML_INFO_NOT_CONVERGED);
+    return;
+  }
+  ml_ejs_store<N, VEC>(ex, a, v, wm, vm);
+  if (info) info[g] = it << ML_INFO_SWEEPS_SHIFT;
 }
 
 template <bool VEC>

@@ -16,12 +16,10 @@
 #include "householder.h"
 
 // Scratch layout (floats): A n*ld | d n | e n | tau n | v n | w n | red 64 | rot 2 x (2n + 2)
-ML_HOST_FN int ml_eigh_tridiag_ql_scratch_floats(int m, int n) {
-  (void)m;
+ML_HOST_FN int ml_eigh_tridiag_ql_scratch_floats(int /*m*/, int n) {
   return n * ml_shared_ld(n) + 5 * n + ML_RED_FLOATS + 2 * (2 * n + 2);
 }
-ML_HOST_FN int ml_eigvalsh_tridiag_ql_scratch_floats(int m, int n) {
-  (void)m;
+ML_HOST_FN int ml_eigvalsh_tridiag_ql_scratch_floats(int /*m*/, int n) {
   return n * ml_shared_ld(n) + 5 * n + ML_RED_FLOATS;
 }
 ML_HOST_FN int ml_eigh_tridiag_ql_fits(int m, int n, int scratch_floats) {
@@ -43,20 +41,16 @@ ML_HOST_FN int ml_eigvalsh_tridiag_ql_max_n(int scratch_floats) {
   return n;
 }
 // The kernel-table forms (kernel_table.h): uplo does not change the scratch.
-ML_HOST_FN int ml_eigh_tridiag_ql_scratch_floats_flags(int m, int n, int flags) {
-  (void)flags;
+ML_HOST_FN int ml_eigh_tridiag_ql_scratch_floats_flags(int m, int n, int /*flags*/) {
   return ml_eigh_tridiag_ql_scratch_floats(m, n);
 }
-ML_HOST_FN int ml_eigh_tridiag_ql_fits_flags(int m, int n, int flags, int scratch_floats) {
-  (void)flags;
+ML_HOST_FN int ml_eigh_tridiag_ql_fits_flags(int m, int n, int /*flags*/, int scratch_floats) {
   return ml_eigh_tridiag_ql_fits(m, n, scratch_floats);
 }
-ML_HOST_FN int ml_eigvalsh_tridiag_ql_scratch_floats_flags(int m, int n, int flags) {
-  (void)flags;
+ML_HOST_FN int ml_eigvalsh_tridiag_ql_scratch_floats_flags(int m, int n, int /*flags*/) {
   return ml_eigvalsh_tridiag_ql_scratch_floats(m, n);
 }
-ML_HOST_FN int ml_eigvalsh_tridiag_ql_fits_flags(int m, int n, int flags, int scratch_floats) {
-  (void)flags;
+ML_HOST_FN int ml_eigvalsh_tridiag_ql_fits_flags(int m, int n, int /*flags*/, int scratch_floats) {
   return ml_eigvalsh_tridiag_ql_fits(m, n, scratch_floats);
 }
 // ml_eigvalsh_tridiag_bisect: the scratch of ml_eigvalsh_tridiag_ql.
@@ -81,24 +75,20 @@ ML_HOST_FN int ml_eigh_tridiag_bisect_max_n(int scratch_floats) {
   while (ml_eigh_tridiag_bisect_fits(n + 1, n + 1, scratch_floats)) ++n;
   return n;
 }
-ML_HOST_FN int ml_eigh_tridiag_bisect_scratch_floats_flags(int m, int n, int flags) {
-  (void)flags;
+ML_HOST_FN int ml_eigh_tridiag_bisect_scratch_floats_flags(int m, int n, int /*flags*/) {
   return ml_eigh_tridiag_bisect_scratch_floats(m, n);
 }
-ML_HOST_FN int ml_eigh_tridiag_bisect_fits_flags(int m, int n, int flags, int scratch_floats) {
-  (void)flags;
+ML_HOST_FN int ml_eigh_tridiag_bisect_fits_flags(int m, int n, int /*flags*/, int scratch_floats) {
   return ml_eigh_tridiag_bisect_fits(m, n, scratch_floats);
 }
 ML_HOST_FN int ml_eigvalsh_tridiag_bisect_max_n(int scratch_floats) {
   return ml_eigvalsh_tridiag_ql_max_n(scratch_floats);
 }
-ML_HOST_FN int ml_eigvalsh_tridiag_bisect_scratch_floats_flags(int m, int n, int flags) {
-  (void)flags;
+ML_HOST_FN int ml_eigvalsh_tridiag_bisect_scratch_floats_flags(int m, int n, int /*flags*/) {
   return ml_eigvalsh_tridiag_bisect_scratch_floats(m, n);
 }
-ML_HOST_FN int ml_eigvalsh_tridiag_bisect_fits_flags(int m, int n, int flags,
+ML_HOST_FN int ml_eigvalsh_tridiag_bisect_fits_flags(int m, int n, int /*flags*/,
                                                      int scratch_floats) {
-  (void)flags;
   return ml_eigvalsh_tridiag_bisect_fits(m, n, scratch_floats);
 }
 
@@ -359,28 +349,47 @@ ML_FN int ml_eigh_info(int iters, int status) {
   return (it << ML_INFO_SWEEPS_SHIFT) | (status == -2 ? ML_INFO_NOT_CONVERGED : 0);
 }
 
+// The shared layout every kernel of this file starts with (from ctx.scratch): A (n rows of
+// stride ml_shared_ld(n)), d, e, tau, hv, hw (n floats each), red (ML_RED_FLOATS); a kernel's
+// own buffers follow red.
+struct ml_tql_shared {
+  ML_SHARED float *A, *d, *e, *tau, *hv, *hw, *red;
+};
+
+// Lays out *sh and reduces matrix ctx.group_id of a to the tridiagonal (d, e)
+// (ml_eigh_tridiagonalise). Returns its exponent ex; 1000 for a non-finite matrix, whose
+// outputs wm and vm (0: none) are NaN then, with ML_INFO_NONFINITE.
+ML_FN int ml_tql_start(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML_DEVICE float *wm,
+                       ML_DEVICE float *vm, ML_DEVICE int *info, ML_THREAD ml_tql_shared *sh) {
+  const int n = p.n, ld = ml_shared_ld(n);
+  sh->A = ctx.scratch;
+  sh->d = sh->A + n * ld;
+  sh->e = sh->d + n;
+  sh->tau = sh->e + n;
+  sh->hv = sh->tau + n;
+  sh->hw = sh->hv + n;
+  sh->red = sh->hw + n;
+  const int ex = ml_eigh_tridiagonalise(ctx, p, a + ctx.group_id * (ml_i64)n * n, sh->A, ld,
+                                        sh->d, sh->e, sh->tau, sh->hv, sh->hw, sh->red);
+  if (ex == 1000) ml_eigh_nan_outputs(ctx, n, wm, vm, info, ML_INFO_NONFINITE);
+  return ex;
+}
+
 // w: n eigenvalues ascending; v: n x n, eigenvector j in column j.
 ML_FN void ml_eigh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                               ML_DEVICE float *w, ML_DEVICE float *v, ML_DEVICE int *info) {
   if (ctx.group_id >= p.batch) return;
   const int n = p.n, lane = ctx.lane, gs = ctx.group_size, ld = ml_shared_ld(n);
   const ml_i64 g = ctx.group_id;
-  ML_SHARED float *A = ctx.scratch;
-  ML_SHARED float *d = A + n * ld;
-  ML_SHARED float *e = d + n;
-  ML_SHARED float *tau = e + n;
-  ML_SHARED float *hv = tau + n;
-  ML_SHARED float *hw = hv + n;
-  ML_SHARED float *red = hw + n;
-  ML_SHARED float *rot0 = red + ML_RED_FLOATS;
-  ML_SHARED float *rot1 = rot0 + 2 * n + 2;
   ML_DEVICE float *wm = w + g * (ml_i64)n;
   ML_DEVICE float *vm = v + g * (ml_i64)n * n;
-  const int ex = ml_eigh_tridiagonalise(ctx, p, a + g * (ml_i64)n * n, A, ld, d, e, tau, hv, hw, red);
-  if (ex == 1000) {
-    ml_eigh_nan_outputs(ctx, n, wm, vm, info, ML_INFO_NONFINITE);
-    return;
-  }
+  ml_tql_shared sh;
+  const int ex = ml_tql_start(ctx, p, a, wm, vm, info, &sh);
+  if (ex == 1000) return;
+  ML_SHARED float *A = sh.A, *d = sh.d, *e = sh.e, *tau = sh.tau, *hv = sh.hv;
+  ML_SHARED float *red = sh.red;
+  ML_SHARED float *rot0 = red + ML_RED_FLOATS;
+  ML_SHARED float *rot1 = rot0 + 2 * n + 2;
 
   // Q = H_0 ... H_{n-3}, built transposed in place (Zt row c = Q column c), backwards. H_k
   // acts on indices k+1..; v_k sits in row k. Step k sets Zt row k+1 and the entry k+1 of
@@ -465,21 +474,14 @@ ML_FN void ml_eigh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
 ML_FN void ml_eigvalsh_tridiag_ql(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                                   ML_DEVICE float *w, ML_DEVICE int *info) {
   if (ctx.group_id >= p.batch) return;
-  const int n = p.n, lane = ctx.lane, gs = ctx.group_size, ld = ml_shared_ld(n);
+  const int n = p.n, lane = ctx.lane, gs = ctx.group_size;
   const ml_i64 g = ctx.group_id;
-  ML_SHARED float *A = ctx.scratch;
-  ML_SHARED float *d = A + n * ld;
-  ML_SHARED float *e = d + n;
-  ML_SHARED float *tau = e + n;
-  ML_SHARED float *hv = tau + n;
-  ML_SHARED float *hw = hv + n;
-  ML_SHARED float *red = hw + n;
   ML_DEVICE float *wm = w + g * (ml_i64)n;
-  const int ex = ml_eigh_tridiagonalise(ctx, p, a + g * (ml_i64)n * n, A, ld, d, e, tau, hv, hw, red);
-  if (ex == 1000) {
-    ml_eigh_nan_outputs(ctx, n, wm, 0, info, ML_INFO_NONFINITE);
-    return;
-  }
+  ml_tql_shared sh;
+  const int ex = ml_tql_start(ctx, p, a, wm, 0, info, &sh);
+  if (ex == 1000) return;
+  ML_SHARED float *d = sh.d, *e = sh.e, *hv = sh.hv;
+  ML_SHARED float *red = sh.red;
   // QL without vectors, driven by simdgroup 0 as in eigh; the barrier per iteration makes
   // lane 0's updates of (d, e) visible to the split search, the status word goes through
   // alternating slots of red.
@@ -562,21 +564,14 @@ ML_FN int ml_eigh_bisect_values(ML_CTX ctx, ML_PARAMS p, ML_SHARED const float *
 ML_FN void ml_eigvalsh_tridiag_bisect(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                                       ML_DEVICE float *w, ML_DEVICE int *info) {
   if (ctx.group_id >= p.batch) return;
-  const int n = p.n, lane = ctx.lane, gs = ctx.group_size, ld = ml_shared_ld(n);
+  const int n = p.n, lane = ctx.lane, gs = ctx.group_size;
   const ml_i64 g = ctx.group_id;
-  ML_SHARED float *A = ctx.scratch;
-  ML_SHARED float *d = A + n * ld;
-  ML_SHARED float *e = d + n;
-  ML_SHARED float *tau = e + n;
-  ML_SHARED float *hv = tau + n;
-  ML_SHARED float *hw = hv + n;
-  ML_SHARED float *red = hw + n;
   ML_DEVICE float *wm = w + g * (ml_i64)n;
-  const int ex = ml_eigh_tridiagonalise(ctx, p, a + g * (ml_i64)n * n, A, ld, d, e, tau, hv, hw, red);
-  if (ex == 1000) {
-    ml_eigh_nan_outputs(ctx, n, wm, 0, info, ML_INFO_NONFINITE);
-    return;
-  }
+  ml_tql_shared sh;
+  const int ex = ml_tql_start(ctx, p, a, wm, 0, info, &sh);
+  if (ex == 1000) return;
+  ML_SHARED float *d = sh.d, *e = sh.e, *hv = sh.hv, *hw = sh.hw;
+  ML_SHARED float *red = sh.red;
   ML_SHARED float *wv = hv;  // unsorted eigenvalues
   ML_SHARED float *perm = hw;
   int iters = 0, diagonal = 0;
@@ -615,25 +610,18 @@ ML_FN void ml_eigh_tridiag_bisect(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float
   if (ctx.group_id >= p.batch) return;
   const int n = p.n, lane = ctx.lane, gs = ctx.group_size, ld = ml_shared_ld(n);
   const ml_i64 g = ctx.group_id;
-  ML_SHARED float *A = ctx.scratch;
-  ML_SHARED float *d = A + n * ld;
-  ML_SHARED float *e = d + n;
-  ML_SHARED float *tau = e + n;
-  ML_SHARED float *hv = tau + n;
-  ML_SHARED float *hw = hv + n;
-  ML_SHARED float *red = hw + n;
+  ML_DEVICE float *wm = w + g * (ml_i64)n;
+  ML_DEVICE float *vm = v + g * (ml_i64)n * n;
+  ml_tql_shared sh;
+  const int ex = ml_tql_start(ctx, p, a, wm, vm, info, &sh);
+  if (ex == 1000) return;
+  ML_SHARED float *A = sh.A, *d = sh.d, *e = sh.e, *tau = sh.tau, *hv = sh.hv;
+  ML_SHARED float *red = sh.red;
   ML_SHARED float *Z = red + ML_RED_FLOATS;  // row j: eigenvector j (of T, then of A)
   ML_SHARED float *W = Z + n * ld;           // row j: 1 / pivots of T - x_j I
   ML_SHARED float *ws = W + n * ld;          // sorted (and separated) shifts
   ML_SHARED float *cl = ws + n;              // first index of j's cluster
   ML_SHARED float *perm = cl + n;
-  ML_DEVICE float *wm = w + g * (ml_i64)n;
-  ML_DEVICE float *vm = v + g * (ml_i64)n * n;
-  const int ex = ml_eigh_tridiagonalise(ctx, p, a + g * (ml_i64)n * n, A, ld, d, e, tau, hv, hw, red);
-  if (ex == 1000) {
-    ml_eigh_nan_outputs(ctx, n, wm, vm, info, ML_INFO_NONFINITE);
-    return;
-  }
   int iters = 0, diagonal = 0;
   float gnorm = 0.0f;
   if (ml_eigh_bisect_values(ctx, p, d, e, n, hv, red, &iters, &gnorm, &diagonal)) {

@@ -104,9 +104,7 @@ ML_FN void ml_brd_house(float alpha, ML_SHARED const float *S, int nb, ML_THREAD
 // brd_col: groups batch x ml_brd_col_groups(M, c, gs), a row of c..M-1 per lane.
 // W(r, c) -= sum_p V(r, j+p) Y(c, p) + X(r, p) U(c, j+p) (p < i), then the group's partial
 // sums over its rows r > c into P1: V(r, j+p) x_r, X(r, p) x_r, x_r^2, (x_r 2^60)^2.
-ML_FN void ml_step_brd_col(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                           ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                           ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_brd_col(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int M = p.m, N = p.n, c = p.i[0], j = p.i[1], nb = p.i[2], ip = c - j;
@@ -168,9 +166,7 @@ ML_FN void ml_step_brd_col(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 // tmp2 = X(c:M, 0:i)^T v; row[q] = W(c, q) - Y(q, 0:i+1) V(c, j:c+1)^T - U(q, j:c) X(c, 0:i)^T;
 // and the partials over q > c + 1 into P3: Y(q, p) row_q (p <= i), U(q, j+p) row_q (p < i),
 // row_q^2, (row_q 2^60)^2.
-ML_FN void ml_step_brd_row(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                           ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                           ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_brd_row(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int M = p.m, N = p.n, c = p.i[0], j = p.i[1], nb = p.i[2], cb = p.i[3], ip = c - j;
@@ -273,9 +269,7 @@ ML_FN void ml_step_brd_row(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 // its share of U(j+1:N, c) (group 0: e[c], taup[c]); then for its rows r
 // X(r, i) = taup (W(r, c+1:N) u - V(r, j:c+1) tmp3 - X(r, 0:i) tmp4),
 // tmp3 = Y(c+1:N, 0:i+1)^T u, tmp4 = U(c+1:N, j:c)^T u.
-ML_FN void ml_step_brd_x(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                         ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                         ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_brd_x(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int M = p.m, N = p.n, c = p.i[0], j = p.i[1], nb = p.i[2], ip = c - j;
@@ -334,17 +328,12 @@ ML_FN void ml_step_brd_x(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 // (load_input) as it is, then transposed into the M x N problem. Groups: batch x ceil(m / 32) x
 // ceil(n / 32), 32 x 32 tiles through shared memory (32 x 33 floats), read and written along
 // columns.
-ML_FN void ml_step_brd_transpose(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                                 ML_DEVICE const float *a, ML_DEVICE float *o0,
-                                 ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_brd_transpose(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int m = p.m, n = p.n;
-  const int tm = (m + 31) / 32, tn = (n + 31) / 32;
-  const ml_i64 tiles = (ml_i64)tm * tn;
-  const ml_i64 b = ctx.group_id / tiles;
-  const int t = (int)(ctx.group_id - b * tiles);
-  const int i0 = (t % tm) * 32, c0 = (t / tm) * 32;
+  int i0 = 0, c0 = 0;
+  const ml_i64 b = ml_step_tile_of(ctx, m, n, &i0, &c0);
   ML_DEVICE const float *A = ws + p.off[0] + b * p.stride[0];
   ML_DEVICE float *T = ws + p.off[1] + b * p.stride[1];
   ML_SHARED float *tile = ctx.scratch;  // tile[c * 33 + r] = A(i0 + r, c0 + c)
@@ -364,9 +353,7 @@ ML_FN void ml_step_brd_transpose(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *
 // brd_tgk: the Golub-Kahan tridiagonal of B (order 2N): diagonal zeros into operand 1, the
 // off-diagonal d0, e0, d1, e1, ..., d_{N-1} into operand 2; operand 0 the vector block.
 // Groups: batch, a group each.
-ML_FN void ml_step_brd_tgk(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                           ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                           ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_brd_tgk(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id;
@@ -389,9 +376,7 @@ ML_FN void ml_step_brd_tgk(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 // singular vectors u_i = Z(2t+1, N-1-i), v_i = Z(2t, N-1-i) (t < N), each normalised, into
 // operand 3 (the M x N matrix U_B, rows N.. zero, ld[0] = M) and the N x N matrix V_B at ld[1]
 // (offset, same slice). Groups: batch x N, column i each.
-ML_FN void ml_step_brd_tgk_out(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                               ML_DEVICE const float *a, ML_DEVICE float *o0,
-                               ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_brd_tgk_out(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int N = p.n, M = p.ld[0];
@@ -478,9 +463,7 @@ ML_FN float ml_brd_project_out(ML_CTX ctx, ML_DEVICE const float *C, int ldc, in
 // brd_tgk_out: 0 the vector block (its row slot holds the projection coefficients), 3 U_B
 // (ld[0]), V_B at offset ld[1]; n = N; i[0] = 1: the projections' coefficients a warp per
 // column (ml_brd_project_out). Shared: ml_brd_fix_shared(N).
-ML_FN void ml_step_brd_tgk_fix(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                               ML_DEVICE const float *a, ML_DEVICE float *o0,
-                               ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_brd_tgk_fix(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id;

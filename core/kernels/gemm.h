@@ -24,6 +24,8 @@
 #ifndef ML_KERNELS_GEMM_H
 #define ML_KERNELS_GEMM_H
 
+#include "blocked_common.h"
+
 #define ML_GEMM_TRANS_A 1
 #define ML_GEMM_TRANS_B 2
 // Granularity of a split k range: a multiple of every variant's slice.
@@ -287,9 +289,7 @@ ML_FN void ml_gemm_tiles(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws) {
   }
 }
 
-ML_FN void ml_step_gemm(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                        ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                        ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_gemm(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   // Group-uniform: every lane takes the same variant. 8 x 8 blocks only in 16 x 16 groups: a
@@ -304,9 +304,7 @@ ML_FN void ml_step_gemm(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 // gemm_sum: C = alpha (P_0 + ... + P_{S-1}) + beta C for the partial products of a split
 // ml_step_gemm (same fields; S = ML_GEMM_SPLIT(p)). Groups: batch x ceil(m n / group size),
 // an element of C per lane.
-ML_FN void ml_step_gemm_sum(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                            ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_gemm_sum(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int m = p.m, n = p.n, S = ML_GEMM_SPLIT(p);

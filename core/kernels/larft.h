@@ -10,7 +10,7 @@
 #ifndef ML_KERNELS_LARFT_H
 #define ML_KERNELS_LARFT_H
 
-#include "group.h"
+#include "blocked_common.h"
 
 // The arguments of the larft and larft_gram steps by name (slots of ml_step_params, set by
 // the host, read here; p.m: the rows of V): the integers, and the operand numbers of off /
@@ -51,13 +51,61 @@ ML_FN void ml_larft_from_gram(ML_CTX ctx, ML_SHARED const float *G, ML_SHARED co
   ml_barrier_device(ctx);
 }
 
+// G[q * nb + c] = V[:, q]^T V[:, c] for q < c < jb over rows c.. < r (V[:, c] is 0 above row
+// c, V[c, c] = 1; column q at V + q * ldv, V in shared or device memory: P). A simdgroup per
+// entry (simdgroup-uniform loop), its lanes reading consecutive rows. No barrier.
+template <typename P, typename I>
+ML_FN void ml_larft_gram_simd(ML_CTX ctx, P V, I ldv, int r, int jb, int nb, ML_SHARED float *G) {
+  const int sl = ml_simd_lane(ctx), nw = ml_simd_count(ctx);
+  for (int e = ml_simd_id(ctx); e < jb * jb; e += nw) {
+    const int c = e / jb, q = e - c * jb;
+    if (q >= c) continue;
+    P vq = V + q * ldv;
+    P vc = V + c * ldv;
+    float s = 0.0f;
+    for (int i = c + 1 + sl; i < r; i += 32) s += vq[i] * vc[i];
+    s = ml_simd_sum(ctx, s);
+    if (sl == 0) G[q * nb + c] = vq[c] + s;
+  }
+}
+
+// The first phase of the larft_gram and qr_larft steps (their arguments p, matrix b): tau
+// into ts (jb floats) and G[l * ldg + c] for l < c: the product below the top block, in T's
+// slot (read in full; 0 without ML_LARFT_HAS_G), plus the top block's part, staged in L
+// (nb * nb shared floats, its strictly lower part). Ends with a barrier.
+ML_FN void ml_larft_gram_top(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE const float *ws, ml_i64 b,
+                             ML_SHARED float *G, int ldg, ML_SHARED float *L,
+                             ML_SHARED float *ts) {
+  const int r = p.m, jb = ML_LARFT_COUNT(p), nb = ML_LARFT_LDT(p), ldv = p.ld[ML_LARFT_V];
+  const int has_g = ML_LARFT_HAS_G(p);
+  const int top = jb < r ? jb : r;
+  ML_DEVICE const float *V = ws + p.off[ML_LARFT_V] + b * p.stride[ML_LARFT_V];
+  ML_DEVICE const float *tau = ws + p.off[ML_LARFT_TAU] + b * p.stride[ML_LARFT_TAU];
+  ML_DEVICE const float *GT = ws + p.off[ML_LARFT_T] + b * p.stride[ML_LARFT_T];
+  const int lane = ctx.lane, gs = ctx.group_size;
+  for (int c = lane; c < jb; c += gs) ts[c] = tau[c];
+  for (int e = lane; e < jb * jb; e += gs) {
+    const int c = e / jb, i = e - c * jb;
+    L[c * nb + i] = (i > c && i < top) ? V[(ml_i64)c * ldv + i] : 0.0f;
+    G[c * ldg + i] = has_g ? GT[c * nb + i] : 0.0f;
+  }
+  ml_barrier(ctx);
+  // G[q, c] += V[c, q] + sum over rows c+1 .. top-1 of V[i, q] V[i, c] (V[c, c] = 1).
+  for (int e = lane; e < jb * jb; e += gs) {
+    const int c = e / jb, q = e - c * jb;
+    if (q >= c || c >= top) continue;
+    float s = L[q * nb + c];
+    for (int i = c + 1; i < top; ++i) s += L[q * nb + i] * L[c * nb + i];
+    G[q * ldg + c] += s;
+  }
+  ml_barrier(ctx);
+}
+
 // larft: one group per matrix. p.m = r (rows of V), ML_LARFT_COUNT = jb, ML_LARFT_LDT = nb.
 // Operands: ML_LARFT_V (column-major, its ld; explicit, unit lower trapezoidal), ML_LARFT_TAU
 // (jb floats), ML_LARFT_T (nb x nb, column-major, ld nb). Shared:
 // ml_larft_step_shared_floats(nb).
-ML_FN void ml_step_larft(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                         ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                         ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_larft(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id;
@@ -68,19 +116,7 @@ ML_FN void ml_step_larft(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   ML_SHARED float *Ts = G + nb * nb;
   ML_SHARED float *ts = Ts + nb * nb;
   for (int c = ctx.lane; c < jb; c += ctx.group_size) ts[c] = tau[c];
-  // G[q, c] for q < c: rows c.. (V[:, c] is 0 above row c), V[c, c] = 1. A simdgroup per
-  // entry (warp-uniform loop), its lanes reading consecutive rows.
-  const int sl = ml_simd_lane(ctx), nw = ml_simd_count(ctx);
-  for (int e = ml_simd_id(ctx); e < jb * jb; e += nw) {
-    const int c = e / jb, q = e - c * jb;
-    if (q >= c) continue;
-    ML_DEVICE const float *vq = V + (ml_i64)q * ldv;
-    ML_DEVICE const float *vc = V + (ml_i64)c * ldv;
-    float s = 0.0f;
-    for (int i = c + 1 + sl; i < r; i += 32) s += vq[i] * vc[i];
-    s = ml_simd_sum(ctx, s);
-    if (sl == 0) G[q * nb + c] = vq[c] + s;
-  }
+  ml_larft_gram_simd(ctx, V, (ml_i64)ldv, r, jb, nb, G);
   ml_barrier(ctx);
   ml_larft_from_gram(ctx, G, ts, jb, nb, Ts, ws + p.off[ML_LARFT_T] + b * p.stride[ML_LARFT_T]);
 }
@@ -91,40 +127,16 @@ ML_FN void ml_step_larft(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 // Arguments as ml_step_larft's, and ML_LARFT_HAS_G = 1 when G holds the product (0: no rows
 // below the top block, G taken as 0); operand ML_LARFT_T: G in, T out (nb x nb, column-major,
 // ld nb: the same slot, G read before T is written). Shared: ml_larft_step_shared_floats(nb).
-ML_FN void ml_step_larft_gram(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                              ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                              ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_larft_gram(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id;
-  const int r = p.m, jb = ML_LARFT_COUNT(p), nb = ML_LARFT_LDT(p), ldv = p.ld[ML_LARFT_V];
-  const int has_g = ML_LARFT_HAS_G(p);
-  const int top = jb < r ? jb : r;
-  ML_DEVICE const float *V = ws + p.off[ML_LARFT_V] + b * p.stride[ML_LARFT_V];
-  ML_DEVICE const float *tau = ws + p.off[ML_LARFT_TAU] + b * p.stride[ML_LARFT_TAU];
-  ML_DEVICE float *GT = ws + p.off[ML_LARFT_T] + b * p.stride[ML_LARFT_T];
+  const int jb = ML_LARFT_COUNT(p), nb = ML_LARFT_LDT(p);
   ML_SHARED float *G = ctx.scratch;
-  ML_SHARED float *Ts = G + nb * nb;
+  ML_SHARED float *Ts = G + nb * nb;  // the top block's part first (free until the recurrence)
   ML_SHARED float *ts = Ts + nb * nb;
-  const int lane = ctx.lane, gs = ctx.group_size;
-  for (int c = lane; c < jb; c += gs) ts[c] = tau[c];
-  // The top block's strictly lower part staged in Ts (free until the recurrence), G loaded.
-  for (int e = lane; e < jb * jb; e += gs) {
-    const int c = e / jb, i = e - c * jb;
-    Ts[c * nb + i] = (i > c && i < top) ? V[(ml_i64)c * ldv + i] : 0.0f;
-    G[c * nb + i] = has_g ? GT[c * nb + i] : 0.0f;
-  }
-  ml_barrier(ctx);
-  // G[q, c] += V[c, q] + sum over rows c+1 .. top-1 of V[i, q] V[i, c] (V[c, c] = 1).
-  for (int e = lane; e < jb * jb; e += gs) {
-    const int c = e / jb, q = e - c * jb;
-    if (q >= c || c >= top) continue;
-    float s = Ts[q * nb + c];
-    for (int i = c + 1; i < top; ++i) s += Ts[q * nb + i] * Ts[c * nb + i];
-    G[q * nb + c] += s;
-  }
-  ml_barrier(ctx);
-  ml_larft_from_gram(ctx, G, ts, jb, nb, Ts, GT);
+  ml_larft_gram_top(ctx, p, ws, b, G, nb, Ts, ts);
+  ml_larft_from_gram(ctx, G, ts, jb, nb, Ts, ws + p.off[ML_LARFT_T] + b * p.stride[ML_LARFT_T]);
 }
 
 #endif  // ML_KERNELS_LARFT_H

@@ -280,9 +280,7 @@ ML_FN bool ml_qr_factor_fused(ML_CTX ctx, ML_SHARED float *S, int lds, int r, in
 // ML_QRP_TAU_AT + j (same matrix stride as ML_QRP_STAT). The panel is factored in
 // shared memory (ml_qr_panel_shared_floats(m - j, nb, group size)): every reduction and
 // update reads shared memory, the workspace is read and written once.
-ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                            ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_qr_panel(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id;
@@ -298,7 +296,6 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
   ML_SHARED float *G = tau + nb;
   ML_SHARED float *Ts = G + nb * nb;
   ML_SHARED float *red = Ts + nb * nb;
-  const int warp = ml_simd_id(ctx), sl = ml_simd_lane(ctx);
   const bool fused = (p.flags & ML_QR_FUSED) != 0 && gs % 32 == 0 && nb <= 64;
   for (int c = 0; c < jb; ++c)
     for (int i = lane; i < r; i += gs) S[c * lds + i] = P[(ml_i64)c * ld + i];
@@ -334,16 +331,7 @@ ML_FN void ml_step_qr_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
     for (int e = lane; e < nb * nb; e += gs) T[e] = Ts[e];
     return;
   }
-  for (int e = warp; e < jb * jb; e += nw) {  // a warp per pair q < c (warp-uniform)
-    const int c = e / jb, q = e - c * jb;
-    if (q >= c) continue;
-    ML_SHARED const float *vq = S + q * lds;
-    ML_SHARED const float *vc = S + c * lds;
-    float s = 0.0f;
-    for (int i = c + 1 + sl; i < r; i += 32) s += vq[i] * vc[i];
-    s = ml_simd_sum(ctx, s);
-    if (sl == 0) G[q * nb + c] = vq[c] + s;
-  }
+  ml_larft_gram_simd(ctx, S, lds, r, jb, nb, G);
   ml_larft_from_gram(ctx, G, tau, jb, nb, Ts, ws + p.off[ML_QRP_T] + b * p.stride[ML_QRP_T]);
 }
 
@@ -358,39 +346,17 @@ ML_HOST_FN int ml_qr_larft_shared_floats(int nb) { return nb * (nb + 1) + nb * n
 // columns l and l + 32) and walks c with one simdgroup sum per entry and no group barrier
 // (larft_gram's recurrence takes a barrier per column and a lane per row walking its row
 // serially). Group size a multiple of 32; shared ml_qr_larft_shared_floats(nb).
-ML_FN void ml_step_qr_larft(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                            ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_qr_larft(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id;
-  const int r = p.m, jb = ML_LARFT_COUNT(p), nb = ML_LARFT_LDT(p), ldv = p.ld[ML_LARFT_V];
-  const int has_g = ML_LARFT_HAS_G(p);
-  const int top = jb < r ? jb : r;
-  ML_DEVICE const float *V = ws + p.off[ML_LARFT_V] + b * p.stride[ML_LARFT_V];
-  ML_DEVICE const float *tau = ws + p.off[ML_LARFT_TAU] + b * p.stride[ML_LARFT_TAU];
+  const int jb = ML_LARFT_COUNT(p), nb = ML_LARFT_LDT(p);
   ML_DEVICE float *GT = ws + p.off[ML_LARFT_T] + b * p.stride[ML_LARFT_T];
   const int ldg = nb + 1;
   ML_SHARED float *G = ctx.scratch;  // G[l * ldg + c] = V[:, l]^T V[:, c], l < c
   ML_SHARED float *Lt = G + nb * ldg;
   ML_SHARED float *ts = Lt + nb * nb;
-  const int lane = ctx.lane, gs = ctx.group_size;
-  for (int c = lane; c < jb; c += gs) ts[c] = tau[c];
-  for (int e = lane; e < jb * jb; e += gs) {
-    const int c = e / jb, i = e - c * jb;
-    Lt[c * nb + i] = (i > c && i < top) ? V[(ml_i64)c * ldv + i] : 0.0f;
-    G[c * ldg + i] = has_g ? GT[c * nb + i] : 0.0f;
-  }
-  ml_barrier(ctx);
-  // G[q, c] += V[c, q] + sum over rows c+1 .. top-1 of V[i, q] V[i, c] (V[c, c] = 1).
-  for (int e = lane; e < jb * jb; e += gs) {
-    const int c = e / jb, q = e - c * jb;
-    if (q >= c || c >= top) continue;
-    float s = Lt[q * nb + c];
-    for (int i = c + 1; i < top; ++i) s += Lt[q * nb + i] * Lt[c * nb + i];
-    G[q * ldg + c] += s;
-  }
-  ml_barrier(ctx);  // G complete; GT read in full
+  ml_larft_gram_top(ctx, p, ws, b, G, ldg, Lt, ts);  // G complete; GT read in full
   const int w = ml_simd_id(ctx), nw = ml_simd_count(ctx), sl = ml_simd_lane(ctx);
   for (int q = w; q < nb; q += nw) {  // simdgroup-uniform
     float t0 = sl == q && q < jb ? ts[q] : 0.0f;

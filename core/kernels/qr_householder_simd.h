@@ -52,18 +52,14 @@ ML_HOST_FN int ml_qr_householder_simd64_window(int m, int n, int flags) {
   return ml_qr_householder_simd64_fits(m, n, flags) && !ml_qr_householder_simd_fits(m, n, flags);
 }
 // The kernel-table forms (kernel_table.h): registers only, no scratch.
-ML_HOST_FN int ml_qr_householder_simd_scratch_floats_flags(int m, int n, int flags) {
-  (void)m;
-  (void)n;
-  (void)flags;
+ML_HOST_FN int ml_qr_householder_simd_scratch_floats_flags(int /*m*/, int /*n*/, int /*flags*/) {
   return 0;
 }
-ML_HOST_FN int ml_qr_householder_simd_fits_flags(int m, int n, int flags, int scratch_floats) {
-  (void)scratch_floats;
+ML_HOST_FN int ml_qr_householder_simd_fits_flags(int m, int n, int flags, int /*scratch_floats*/) {
   return ml_qr_householder_simd_fits(m, n, flags);
 }
-ML_HOST_FN int ml_qr_householder_simd64_fits_flags(int m, int n, int flags, int scratch_floats) {
-  (void)scratch_floats;
+ML_HOST_FN int ml_qr_householder_simd64_fits_flags(int m, int n, int flags,
+                                                    int /*scratch_floats*/) {
   return ml_qr_householder_simd64_window(m, n, flags);
 }
 
@@ -77,6 +73,35 @@ ML_FN float ml_qrw_pow2_hi(int e) { return ml_exp2i(e - e / 2); }
 template <int GS>
 ML_FN float ml_qrw_shfl(ML_CTX ctx, float x, int src) {
   return GS == 32 ? ml_simd_shuffle_full(ctx, x, src) : ml_simd_shuffle(ctx, x, src);
+}
+
+// Rows b .. b + B - 1 of a block below the diagonal's: the owner's (lane own, slot KS) column
+// there into xv, by shuffles, and this lane's dot products with it for slots KS.. into d0 (even
+// rows) and d1 (odd rows): two FMA chains.
+template <int R, int CPL, int KS, int GS>
+ML_FN void ml_qrw_dots_block(ML_CTX ctx, ML_THREAD float (*a)[R], int b, int own,
+                             ML_THREAD float *xv, ML_THREAD float *d0, ML_THREAD float *d1) {
+  const int B = ML_QRW_BLOCK(R);
+  ML_UNROLL for (int r = 0; r < B; r += 2) {
+    const float x0 = ml_qrw_shfl<GS>(ctx, a[KS][b + r], own);
+    const float x1 = ml_qrw_shfl<GS>(ctx, a[KS][b + r + 1], own);
+    xv[b + r] = x0;
+    xv[b + r + 1] = x1;
+    ML_UNROLL for (int s = KS; s < CPL; ++s) {
+      d0[s] = ml_fma(x0, a[s][b + r], d0[s]);
+      d1[s] = ml_fma(x1, a[s][b + r + 1], d1[s]);
+    }
+  }
+}
+
+// The rank-1 update of the same rows: a[s][i] -= xv[i] ws[s] for slots KS...
+template <int R, int CPL, int KS>
+ML_FN void ml_qrw_update_block(ML_THREAD float (*a)[R], int b, ML_THREAD const float *xv,
+                               ML_THREAD const float *ws) {
+  const int B = ML_QRW_BLOCK(R);
+  ML_UNROLL for (int r = 0; r < B; ++r) {
+    ML_UNROLL for (int s = KS; s < CPL; ++s) a[s][b + r] = ml_fma(-xv[b + r], ws[s], a[s][b + r]);
+  }
 }
 
 // Reflector k of the factorisation, KS = the owner's slot (k / gs). a[s][i]: row i of this
@@ -140,16 +165,7 @@ ML_FN void ml_qrw_factor_step(ML_CTX ctx, ML_THREAD float (*a)[R],
     ML_UNROLL for (int b = KB * B; b < R; b += B) {
       if (b >= m) break;
       if (b > KB * B) {
-        ML_UNROLL for (int r = 0; r < B; r += 2) {
-          const float x0 = ml_qrw_shfl<GS>(ctx, a[KS][b + r], ko);
-          const float x1 = ml_qrw_shfl<GS>(ctx, a[KS][b + r + 1], ko);
-          xv[b + r] = x0;
-          xv[b + r + 1] = x1;
-          ML_UNROLL for (int s = KS; s < CPL; ++s) {
-            d0[s] = ml_fma(x0, a[s][b + r], d0[s]);
-            d1[s] = ml_fma(x1, a[s][b + r + 1], d1[s]);
-          }
-        }
+        ml_qrw_dots_block<R, CPL, KS, GS>(ctx, a, b, ko, xv, d0, d1);
       } else {
         ML_UNROLL for (int r = 0; r < B; ++r) {
           const float x = ml_qrw_shfl<GS>(ctx, a[KS][b + r], ko);
@@ -171,10 +187,7 @@ ML_FN void ml_qrw_factor_step(ML_CTX ctx, ML_THREAD float (*a)[R],
     ML_UNROLL for (int b = KB * B; b < R; b += B) {
       if (b >= m) break;
       if (b > KB * B) {
-        ML_UNROLL for (int r = 0; r < B; ++r) {
-          ML_UNROLL for (int s = KS; s < CPL; ++s)
-            a[s][b + r] = ml_fma(-xv[b + r], ws[s], a[s][b + r]);
-        }
+        ml_qrw_update_block<R, CPL, KS>(a, b, xv, ws);
       } else {
         ML_UNROLL for (int r = 0; r < B; ++r) {
           ML_UNROLL for (int s = KS; s < CPL; ++s) {
@@ -208,16 +221,7 @@ ML_FN void ml_qrw_q_step(ML_CTX ctx, ML_THREAD float (*a)[R],
     ML_UNROLL for (int b = KB * B; b < R; b += B) {
       if (b >= m) break;
       if (b > KB * B) {
-        ML_UNROLL for (int r = 0; r < B; r += 2) {
-          const float x0 = ml_qrw_shfl<GS>(ctx, a[KS][b + r], jo);
-          const float x1 = ml_qrw_shfl<GS>(ctx, a[KS][b + r + 1], jo);
-          xv[b + r] = x0;
-          xv[b + r + 1] = x1;
-          ML_UNROLL for (int s = KS; s < CPL; ++s) {
-            d0[s] = ml_fma(x0, a[s][b + r], d0[s]);
-            d1[s] = ml_fma(x1, a[s][b + r + 1], d1[s]);
-          }
-        }
+        ml_qrw_dots_block<R, CPL, KS, GS>(ctx, a, b, jo, xv, d0, d1);
       } else {
         ML_UNROLL for (int r = 0; r < B; ++r) {
           const float x = ml_qrw_shfl<GS>(ctx, a[KS][b + r], jo);
@@ -238,10 +242,7 @@ ML_FN void ml_qrw_q_step(ML_CTX ctx, ML_THREAD float (*a)[R],
     ML_UNROLL for (int b = KB * B; b < R; b += B) {
       if (b >= m) break;
       if (b > KB * B) {
-        ML_UNROLL for (int r = 0; r < B; ++r) {
-          ML_UNROLL for (int s = KS; s < CPL; ++s)
-            a[s][b + r] = ml_fma(-xv[b + r], ws[s], a[s][b + r]);
-        }
+        ml_qrw_update_block<R, CPL, KS>(a, b, xv, ws);
       } else {
         ML_UNROLL for (int r = 0; r < B; ++r) {
           ML_UNROLL for (int s = KS; s < CPL; ++s) {

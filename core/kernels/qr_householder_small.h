@@ -18,14 +18,10 @@ ML_HOST_FN int ml_qr_householder_small_fits(int m, int n, int flags) {
          (flags == ML_K_QR_REDUCED || flags == ML_K_QR_R || flags == ML_K_QR_COMPLETE);
 }
 // The kernel-table forms (kernel_table.h): registers only, no scratch.
-ML_HOST_FN int ml_qr_householder_small_scratch_floats_flags(int m, int n, int flags) {
-  (void)m;
-  (void)n;
-  (void)flags;
+ML_HOST_FN int ml_qr_householder_small_scratch_floats_flags(int /*m*/, int /*n*/, int /*flags*/) {
   return 0;
 }
-ML_HOST_FN int ml_qr_householder_small_fits_flags(int m, int n, int flags, int scratch_floats) {
-  (void)scratch_floats;
+ML_HOST_FN int ml_qr_householder_small_fits_flags(int m, int n, int flags, int /*scratch_floats*/) {
   return ml_qr_householder_small_fits(m, n, flags);
 }
 

@@ -59,20 +59,26 @@ ML_FN int ml_tsqr_block_rows(int r, int nl, int hb, int l, ML_THREAD int *r0) {
   return l == nl - 1 ? r - *r0 : hb;
 }
 
+// The steps of groups batch x nl: the group's matrix *b, its row block *l and that block's
+// first row *r0; returns its rows (ml_tsqr_block_rows).
+ML_FN int ml_tsqr_group_block(ML_CTX ctx, int r, int nl, int hb, ML_THREAD ml_i64 *b,
+                              ML_THREAD int *l, ML_THREAD int *r0) {
+  *b = ctx.group_id / nl;
+  *l = (int)(ctx.group_id - *b * nl);
+  return ml_tsqr_block_rows(r, nl, hb, *l, r0);
+}
+
 // tsqr_leaf: groups = batch x nl. p.m rows of W; i[0] = j, i[1] = jb, i[2] = nl, i[3] = hb
 // (rows per block, >= jb; the last block r - (nl - 1) hb >= jb). Operands: 0 W (ld[0]), 1 V
 // (ld[1]), 2 the TSQR region (the stack RS at + p.k, ld[2] = nl jb). Shared:
 // ml_tsqr_leaf_shared_floats(hb, nb).
-ML_FN void ml_step_tsqr_leaf(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                             ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                             ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_tsqr_leaf(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int j = p.i[0], jb = p.i[1], nl = p.i[2], hb = p.i[3];
-  const ml_i64 b = ctx.group_id / nl;
-  const int l = (int)(ctx.group_id - b * nl);
-  int r0;
-  const int rows = ml_tsqr_block_rows(p.m - j, nl, hb, l, &r0);
+  ml_i64 b = 0;
+  int l = 0, r0 = 0;
+  const int rows = ml_tsqr_group_block(ctx, p.m - j, nl, hb, &b, &l, &r0);
   const int lane = ctx.lane, gs = ctx.group_size, ld = p.ld[0], ldv = p.ld[1], ldr = p.ld[2];
   const int lds = hb | 1;
   ML_DEVICE const float *P = ws + p.off[0] + b * p.stride[0] + (ml_i64)j * ld + j + r0;
@@ -101,9 +107,7 @@ ML_FN void ml_step_tsqr_leaf(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 // (tsqr_leaf's Q blocks), 2 the TSQR region (LU and signs at 0, RS at + p.k), 3 stat (an
 // exactly zero diagonal entry of R sets ML_INFO_RANK_DEFICIENT). Shared:
 // ml_tsqr_tree_shared_floats(nl, nb).
-ML_FN void ml_step_tsqr_tree(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                             ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                             ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_tsqr_tree(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id;
@@ -184,16 +188,13 @@ ML_FN void ml_step_tsqr_tree(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 // tsqr_rebuild: groups = batch x nl; parameters and operands 0..2 as tsqr_leaf (RS now holds
 // Q_s, the region's start the LU and signs). V's rows of block l := (Q_l Q_s[l] - [S; 0])
 // U^-1, a lane per row; the top jb rows of block 0 are L1 itself.
-ML_FN void ml_step_tsqr_rebuild(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                                ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                                ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_tsqr_rebuild(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int j = p.i[0], jb = p.i[1], nl = p.i[2], hb = p.i[3];
-  const ml_i64 b = ctx.group_id / nl;
-  const int l = (int)(ctx.group_id - b * nl);
-  int r0;
-  const int rows = ml_tsqr_block_rows(p.m - j, nl, hb, l, &r0);
+  ml_i64 b = 0;
+  int l = 0, r0 = 0;
+  const int rows = ml_tsqr_group_block(ctx, p.m - j, nl, hb, &b, &l, &r0);
   const int lane = ctx.lane, gs = ctx.group_size, ldv = p.ld[1], ldr = p.ld[2];
   const int lds = hb | 1;
   ML_DEVICE float *Vb = ws + p.off[1] + b * p.stride[1] + (ml_i64)j * ldv + j + r0;

@@ -58,9 +58,7 @@ ML_HOST_FN int ml_sb_chase_shared_floats(int bw) {
 
 // sb_band: groups batch x n, column j each. p.n = n, i[0] = bw. Operand 0: A (ld[0]); 1: the
 // progress words of sb_sweeps (n per matrix), 2: its ticket (one word), both zeroed.
-ML_FN void ml_step_sb_band(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                           ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                           ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_sb_band(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, bw = p.i[0], ld = p.ld[0];
@@ -444,9 +442,7 @@ ML_FN void ml_sb_task(ML_CTX ctx, ML_DEVICE float *A, int ld, int n, int bw, int
 // [c K, min(c K + K, tasks of s)) with c = i[0] - p.k s (L = i[0] the wavefront, q = p.k).
 // p.n = n, i[1] = bw (2..64), i[3] = K. Operand 0: A (ld[0]), symmetric (both triangles kept).
 // Shared: ml_sb_chase_shared_floats(bw).
-ML_FN void ml_step_sb_chase(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                            ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_sb_chase(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, bw = p.i[1], K = p.i[3], ld = p.ld[0];
@@ -472,9 +468,7 @@ ML_FN void ml_step_sb_chase(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 // that sweep's progress word (off[1], a word per sweep and matrix, zeroed by sb_band), and
 // after it publishes t + 1 in its own. p.n = n, i[1] = bw, i[2] = batch. Operand 0: A (ld[0]).
 // Shared: ml_sb_chase_shared_floats(bw) + 1.
-ML_FN void ml_step_sb_sweeps(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                             ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                             ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_sb_sweeps(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, bw = p.i[1], ld = p.ld[0];
@@ -523,9 +517,7 @@ ML_FN void ml_step_sb_sweeps(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 
 // sb_extract: groups batch x ceil(n / group size); d[i] = A[i, i], e[i] = A[i + 1, i].
 // p.n = n. Operands: 0 A (ld[0]), 1 d (n floats), 2 e (n - 1 floats).
-ML_FN void ml_step_sb_extract(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                              ML_DEVICE const float *a, ML_DEVICE float *o0,
-                              ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_sb_extract(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, ld = p.ld[0];

@@ -78,9 +78,7 @@ ML_FN void ml_sbb_load_v(ML_CTX ctx, ML_DEVICE const float *V2, int n, int bw, i
 // i[2] = k. Operands: 0 the reflector store (as sb2st.h's operand 3), 1 the T store
 // (ml_sbb_t_floats; block (g, t) at ml_sbb_t_slot, column-major k x k, zero below the
 // diagonal and in the columns of absent reflectors). Shared: ml_sbb_t_shared_floats(bw, k).
-ML_FN void ml_step_sb_back_t(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                             ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                             ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_sb_back_t(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, bw = p.i[1], k = p.i[2], R = bw + k - 1;
@@ -116,9 +114,7 @@ ML_FN void ml_step_sb_back_t(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 // ld[2]). Shared: ml_sbb_shared_floats(bw, k, nc). The three products W = V^T Z_R, X = T W,
 // Z_R -= V X in 4 x 4 register tiles, a lane's tile on columns ct, ct + nc / 4, .. (adjacent
 // lanes on adjacent columns) and 4 adjacent rows, each over the staircase's nonzero range only.
-ML_FN void ml_step_sb_back(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                           ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                           ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_sb_back(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, bw = p.i[1], k = p.i[2], nc = p.k, ncols = p.flags, ldz = p.ld[2];

@@ -54,9 +54,7 @@ ML_HOST_FN int ml_sb_block_fits(int n, int bw) {
 // at most G consecutive ones ending at s, and sweeps up to s - G are done: the slot's earlier
 // sweep s - R and its reader s - R + 1 <= s - G (R > G) have finished with it. Values grow
 // within a slot ((s + 1) T0 + k, ml_sb_prog_block), so the ring is zeroed once.
-ML_FN void ml_step_sb_block(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                            ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_sb_block(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, bw = p.i[1], ld = p.ld[0];

@@ -57,8 +57,7 @@ ML_HOST_FN int ml_svdvals_bidiag_qr_scratch_floats_flags(int m, int n, int flags
 ML_HOST_FN int ml_svdvals_bidiag_qr_fits(int m, int n, int scratch_floats) {
   return ml_svd_bidiag_qr_fits(m, n, scratch_floats);
 }
-ML_HOST_FN int ml_svdvals_bidiag_qr_fits_flags(int m, int n, int flags, int scratch_floats) {
-  (void)flags;
+ML_HOST_FN int ml_svdvals_bidiag_qr_fits_flags(int m, int n, int /*flags*/, int scratch_floats) {
   return ml_svd_bidiag_qr_fits(m, n, scratch_floats);
 }
 ML_HOST_FN int ml_svdvals_bidiag_qr_choose_flags(int m, int n, int flags, int budget_floats) {
@@ -448,88 +447,55 @@ ML_FN void ml_svd_bidiag_bisect_values(ML_CTX ctx, ML_PARAMS p, ML_SHARED const 
   }
 }
 
-// The decomposition of matrix ctx.group_id. want_vectors = 0: only s (u, vt unused); 2: only
-// s, by bisection on the bidiagonal (ml_svd_bidiag_bisect_values) instead of the QR sweeps.
-ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a_all,
-                                ML_DEVICE float *u_all, ML_DEVICE float *s_all,
-                                ML_DEVICE float *vt_all, ML_DEVICE int *info, int want_vectors) {
-  if (ctx.group_id >= p.batch) return;
-  const int by_bisection = want_vectors == 2;
-  if (by_bisection) want_vectors = 0;
-  const int m = p.m, n = p.n, lane = ctx.lane, gs = ctx.group_size;
-  if (m < 1 || n < 1) {
-    if (lane == 0 && info) info[ctx.group_id] = 0;
-    return;
-  }
-  const int tall = m >= n;
-  const int M = tall ? m : n, N = tall ? n : m, ld = ml_shared_ld(M);
-  const ml_i64 g = ctx.group_id;
-  ML_DEVICE const float *a = a_all + g * (ml_i64)m * n;
-  ML_DEVICE float *s = s_all + g * (ml_i64)N;
-  ML_DEVICE float *u = u_all;
-  ML_DEVICE float *vt = vt_all;
-  if (want_vectors) {
-    u = u_all + g * (ml_i64)m * N;
-    vt = vt_all + g * (ml_i64)N * n;
-  }
-  ML_SHARED float *w = ctx.scratch;  // column j of the working matrix at w + j*ld
-  ML_SHARED float *dots = w + ld * N;
-  ML_SHARED float *d = dots + M;
-  ML_SHARED float *e = d + N;
-  ML_SHARED float *tauq = e + N;
-  ML_SHARED float *taup = tauq + N;
-  // taup + N: 8N floats, then red (64), then 4 spare floats. QR phase: the two rotation
-  // buffers' lists (4N each: U then V) from tauq on (tauq, taup are dead by then), their
-  // headers at red and red + 32; afterwards the permutation at dots, signs and swaps at
-  // tauq + 8N, the QR phase's outcome in the first spare float. Shared V (flag) after all of
-  // that.
-  ML_SHARED float *red = taup + 9 * N;
-  ML_SHARED float *vs = red + ML_RED_FLOATS + 4;  // V(i, j) at vs[j*ldv + i] (shared-V mode)
-  const int ldv = ml_shared_ld(N);
-  const int vshared = want_vectors && (p.flags & ML_K_SVD_V_SHARED) != 0;
+// What ml_svd_bidiag_qr_run computes.
+#define ML_SVDQR_VALUES 0     // s only, by the QR sweeps (u, vt unused)
+#define ML_SVDQR_VECTORS 1    // u, s and vt
+#define ML_SVDQR_BISECTION 2  // s only, by bisection on the bidiagonal (u, vt unused)
 
-  // Load: the working matrix is A (tall) or A^T (wide), column-major.
+// Loads the working matrix, A (tall) or A^T (wide), column-major at w (column stride ld).
+// Returns 1 (on every lane) when A has a non-finite entry; otherwise scales W exactly by
+// 2^-*ex to max |a| in [1, 2) (no overflow, no harmful underflow) and ends with a barrier.
+ML_FN int ml_svdqr_load(ML_CTX ctx, ML_DEVICE const float *a, int m, int n, ML_SHARED float *w,
+                        int ld, ML_SHARED float *red, ML_THREAD int *ex) {
+  const int lane = ctx.lane, gs = ctx.group_size, tall = m >= n;
+  const int M = tall ? m : n, N = tall ? n : m;
   float amax = 0.0f, bad = 0.0f;
-  {
-    const int di = gs / n, dj = gs - di * n;  // walk a's rows (i, j) without divisions
-    for (int i = lane / n, j = lane % n; i < m;) {
-      const float v = a[i * n + j];
-      w[tall ? j * ld + i : i * ld + j] = v;
-      if (ml_isfinite(v)) {
-        amax = ml_fmax(amax, ml_fabs(v));
-      } else {
-        bad = 1.0f;
-      }
-      j += dj;
-      i += di;
-      if (j >= n) {
-        j -= n;
-        ++i;
-      }
+  const int di = gs / n, dj = gs - di * n;  // walk a's rows (i, j) without divisions
+  for (int i = lane / n, j = lane % n; i < m;) {
+    const float v = a[i * n + j];
+    w[tall ? j * ld + i : i * ld + j] = v;
+    if (ml_isfinite(v)) {
+      amax = ml_fmax(amax, ml_fabs(v));
+    } else {
+      bad = 1.0f;
+    }
+    j += dj;
+    i += di;
+    if (j >= n) {
+      j -= n;
+      ++i;
     }
   }
   amax = ml_group_max(ctx, amax, red);
   bad = ml_group_max(ctx, bad, red + 32);
-  if (bad != 0.0f) {
-    float nan = ml_nan();
-    for (int i = lane; i < N; i += gs) s[i] = nan;
-    if (want_vectors) {
-      for (int i = lane; i < m * N; i += gs) u[i] = nan;
-      for (int i = lane; i < N * n; i += gs) vt[i] = nan;
-    }
-    if (lane == 0 && info) info[g] = ML_INFO_NONFINITE;
-    return;
-  }
-  // Exact power-of-two scaling to max |a| in [1, 2): no overflow, no harmful underflow.
-  const int ex = amax > 0.0f ? ml_ilogb(amax) : 0;
-  if (ex != 0) {
+  if (bad != 0.0f) return 1;
+  *ex = amax > 0.0f ? ml_ilogb(amax) : 0;
+  if (*ex != 0) {
     for (int j = 0; j < N; ++j)
-      for (int i = lane; i < M; i += gs) w[j * ld + i] = ml_ldexp(w[j * ld + i], -ex);
+      for (int i = lane; i < M; i += gs) w[j * ld + i] = ml_ldexp(w[j * ld + i], -*ex);
   }
   ml_barrier(ctx);
+  return 0;
+}
 
-  // Householder bidiagonalisation W = Q B P^T. The reflector vectors stay in W with their
-  // unit first entry stored explicitly (the diagonal values live on in d and e).
+// Householder bidiagonalisation W = Q B P^T of the M x N working matrix: B's diagonal in d,
+// its superdiagonal in e, the reflectors' taus in tauq (left) and taup (right). The reflector
+// vectors stay in W with their unit first entry stored explicitly. Ends with a barrier.
+ML_FN void ml_svdqr_bidiagonalise(ML_CTX ctx, ML_SHARED float *w, int ld, int M, int N,
+                                  ML_SHARED float *dots, ML_SHARED float *d, ML_SHARED float *e,
+                                  ML_SHARED float *tauq, ML_SHARED float *taup,
+                                  ML_SHARED float *red) {
+  const int lane = ctx.lane, gs = ctx.group_size;
   for (int j = 0; j < N; ++j) {
     ML_SHARED float *x = w + j * ld;
     ml_house_t h;
@@ -568,8 +534,242 @@ ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *
     }
     ml_barrier(ctx);
   }
+}
 
-  if (by_bisection) {
+// Forms V from the right reflectors (in shared vs, stride ldv, when vshared, else at
+// vbase[i*vrs + j*vcs] by the workers, each owning fixed rows) and U (M x N) in place of W.
+// Ends with a barrier.
+ML_FN void ml_svdqr_form_vectors(ML_CTX ctx, ML_SHARED float *w, int ld, int M, int N,
+                                 ML_SHARED const float *tauq, ML_SHARED const float *taup,
+                                 ML_SHARED float *dots, int vshared, ML_SHARED float *vs, int ldv,
+                                 ML_DEVICE float *vbase, int vrs, int vcs, int worker,
+                                 int workers) {
+  const int lane = ctx.lane, gs = ctx.group_size;
+  if (vshared) {
+    ml_svd_form_v(vs, 1, ldv, N, w, ld, taup, lane, gs);
+  } else if (worker >= 0) {
+    ml_svd_form_v(vbase, vrs, vcs, N, w, ld, taup, worker, workers);
+  }
+  ml_barrier(ctx);
+  // U (M x N) in place of W: H_0 ... H_{N-1} applied to I, backwards.
+  for (int j = N - 1; j >= 0; --j) {
+    ML_SHARED float *x = w + j * ld;
+    const float tj = tauq[j];
+    if (j + 1 < N && tj != 0.0f) {
+      ml_svd_reflect_left(ctx, x + j, w + (j + 1) * ld + j, ld, M - j, N - j - 1, tj, dots);
+      ml_barrier(ctx);
+    }
+    for (int i = lane; i < M; i += gs) x[i] = i < j ? 0.0f : (i == j ? 1.0f - tj : -tj * x[i]);
+    ml_barrier(ctx);
+  }
+}
+
+// Implicit QR on B (d, e) until it is diagonal or the sweep cap is reached; with vectors, the
+// workers apply every step's rotations to U (W) and V (vs or vbase) while lane 0 computes the
+// next step. bufs: the rotation buffers' lists (8N floats, from tauq on: tauq and taup are dead
+// by then); their headers at red and red + 32. Returns the last step's command on lane 0 (< 0:
+// the cap was reached), 0 on the other lanes; *sweeps: the sweeps lane 0 ran.
+ML_FN int ml_svdqr_iterate(ML_CTX ctx, ML_PARAMS p, ML_SHARED float *w, int ld, int M, int N,
+                           ML_SHARED float *d, ML_SHARED float *e, ML_SHARED float *bufs,
+                           ML_SHARED float *red, int want_vectors, int vshared,
+                           ML_SHARED float *vs, int ldv, ML_DEVICE float *vbase, int vrs, int vcs,
+                           int worker, int workers, ML_THREAD int *sweeps) {
+  const int lane = ctx.lane;
+  // Deflation thresholds relative to max |B| (backward stable). Only lane 0 reads d and e
+  // here: it starts changing them at once (other lanes reading them was a race).
+  float bnorm = 0.0f;
+  if (lane == 0) {
+    for (int i = 0; i < N; ++i) {
+      bnorm = ml_fmax(bnorm, ml_fabs(d[i]));
+      if (i + 1 < N) bnorm = ml_fmax(bnorm, ml_fabs(e[i]));
+    }
+  }
+  const float thresh = ML_FLT_ULP * bnorm;
+  const int max_sweeps = p.max_iter > 0 ? p.max_iter : 30 * N + 30;
+  int cmd = 0, top = N - 1;
+  if (want_vectors) {
+    // Step t goes to buffer t & 1; a buffer is rewritten (step t + 2) only after the barrier
+    // of step t + 1, which every worker reaches after applying step t.
+    for (int t = 0;; ++t) {
+      ML_SHARED float *h = red + 32 * (t & 1);
+      ML_SHARED float *lu = bufs + 4 * N * (t & 1);
+      ML_SHARED float *lv = lu + 2 * N;
+      if (lane == 0) cmd = ml_svd_bd_next(d, e, N, thresh, &top, h, lu, lv, sweeps, max_sweeps);
+      ml_barrier(ctx);
+      if (h[0] <= 0.0f) break;
+      if (worker < 0) continue;
+      ml_svd_chain(h + 1, lu, w, M, 1, ld, worker, workers);
+      if (vshared) {
+        ml_svd_chain(h + 6, lv, vs, N, 1, ldv, worker, workers);
+      } else {
+        ml_svd_chain(h + 6, lv, vbase, N, vrs, vcs, worker, workers);
+      }
+    }
+  } else if (lane == 0) {
+    do {
+      cmd = ml_svd_bd_next(d, e, N, thresh, &top, red, bufs, bufs + 2 * N, sweeps, max_sweeps);
+    } while (cmd > 0);
+  }
+  return cmd;
+}
+
+// Lane 0: signs (sg[j] = 1 when V's working column j changes sign; d becomes |d|), then
+// descending order, as swaps sw[j] <-> j (selection sort) and as the permutation perm (output
+// column j = working column perm[j]).
+ML_FN void ml_svdqr_order(ML_SHARED float *d, int N, ML_SHARED float *perm, ML_SHARED float *sg,
+                          ML_SHARED float *sw) {
+  for (int j = 0; j < N; ++j) {
+    sg[j] = d[j] < 0.0f ? 1.0f : 0.0f;
+    d[j] = ml_fabs(d[j]);
+    perm[j] = (float)j;
+  }
+  for (int j = 0; j + 1 < N; ++j) {
+    int q = j;
+    for (int t = j + 1; t < N; ++t)
+      if (d[t] > d[q]) q = t;
+    sw[j] = (float)q;
+    if (q != j) {
+      float tmp = d[j];
+      d[j] = d[q];
+      d[q] = tmp;
+      tmp = perm[j];
+      perm[j] = perm[q];
+      perm[q] = tmp;
+    }
+  }
+}
+
+// Not converged: every output NaN, as for non-finite input. V in device memory keeps its row
+// owners (no device-memory barrier since the workers last rotated it).
+ML_FN void ml_svdqr_nan_capped(ML_CTX ctx, int tall, int M, int N, int want_vectors, int vshared,
+                               ML_DEVICE float *u, ML_DEVICE float *s, ML_DEVICE float *vt,
+                               ML_DEVICE float *vbase, int vrs, int vcs, int worker,
+                               int workers) {
+  const int lane = ctx.lane, gs = ctx.group_size;
+  const float nan = ml_nan();
+  for (int i = lane; i < N; i += gs) s[i] = nan;
+  if (want_vectors) {
+    ML_DEVICE float *other = tall ? u : vt;  // M x N elements either way
+    for (int i = lane; i < M * N; i += gs) other[i] = nan;
+    if (vshared) {
+      for (int i = lane; i < N * N; i += gs) vbase[i] = nan;
+    } else if (worker >= 0) {
+      for (int i = worker; i < N; i += workers)
+        for (int j = 0; j < N; ++j) vbase[i * vrs + j * vcs] = nan;
+    }
+  }
+}
+
+// The vectors to the output, signed (sg) and ordered (perm, sw as ml_svdqr_order left them):
+// V from vs (vshared) or in place at vbase (each worker its rows), then the left vectors from W:
+// u (m x N) for tall matrices, vt = U'^T (N x n) for wide ones.
+ML_FN void ml_svdqr_store_vectors(ML_CTX ctx, int tall, ML_SHARED const float *w, int ld, int M,
+                                  int N, ML_SHARED const float *perm, ML_SHARED const float *sg,
+                                  ML_SHARED const float *sw, int vshared,
+                                  ML_SHARED const float *vs, int ldv, ML_DEVICE float *u,
+                                  ML_DEVICE float *vt, ML_DEVICE float *vbase, int vrs, int vcs,
+                                  int worker, int workers) {
+  const int lane = ctx.lane, gs = ctx.group_size;
+  if (vshared) {
+    // V to the output: vt (tall, row j = V column perm[j]) or u (wide, u = V permuted).
+    const int di = gs / N, dj = gs - di * N;
+    for (int i = lane / N, j = lane % N; i < N;) {
+      // tall: vt[i*N + j] = V(j, perm[i]); wide: u[i*N + j] = V(i, perm[j])
+      const int r = tall ? j : i, c = (int)perm[tall ? i : j];
+      const float v = vs[c * ldv + r];
+      vbase[i * N + j] = sg[c] != 0.0f ? -v : v;
+      j += dj;
+      i += di;
+      if (j >= N) {
+        j -= N;
+        ++i;
+      }
+    }
+  } else if (worker >= 0) {
+    for (int i = worker; i < N; i += workers) {
+      ML_DEVICE float *row = vbase + i * vrs;
+      for (int j = 0; j < N; ++j)
+        if (sg[j] != 0.0f) row[j * vcs] = -row[j * vcs];
+      for (int j = 0; j + 1 < N; ++j) {
+        const int q = (int)sw[j];
+        if (q == j) continue;
+        float tmp = row[j * vcs];
+        row[j * vcs] = row[q * vcs];
+        row[q * vcs] = tmp;
+      }
+    }
+  }
+  if (tall) {
+    const int di = gs / N, dj = gs - di * N;
+    for (int i = lane / N, j = lane % N; i < M;) {
+      u[i * N + j] = w[(int)perm[j] * ld + i];
+      j += dj;
+      i += di;
+      if (j >= N) {
+        j -= N;
+        ++i;
+      }
+    }
+  } else {
+    for (int j = 0; j < N; ++j) {
+      ML_SHARED const float *col = w + (int)perm[j] * ld;
+      for (int i = lane; i < M; i += gs) vt[j * M + i] = col[i];
+    }
+  }
+}
+
+// The decomposition of matrix ctx.group_id; mode: ML_SVDQR_VALUES, ML_SVDQR_VECTORS or
+// ML_SVDQR_BISECTION (s only, by ml_svd_bidiag_bisect_values instead of the QR sweeps).
+ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a_all,
+                                ML_DEVICE float *u_all, ML_DEVICE float *s_all,
+                                ML_DEVICE float *vt_all, ML_DEVICE int *info, int mode) {
+  if (ctx.group_id >= p.batch) return;
+  const int want_vectors = mode == ML_SVDQR_VECTORS;
+  const int m = p.m, n = p.n, lane = ctx.lane, gs = ctx.group_size;
+  if (m < 1 || n < 1) {
+    if (lane == 0 && info) info[ctx.group_id] = 0;
+    return;
+  }
+  const int tall = m >= n;
+  const int M = tall ? m : n, N = tall ? n : m, ld = ml_shared_ld(M);
+  const ml_i64 g = ctx.group_id;
+  ML_DEVICE const float *a = a_all + g * (ml_i64)m * n;
+  ML_DEVICE float *s = s_all + g * (ml_i64)N;
+  ML_DEVICE float *u = u_all;
+  ML_DEVICE float *vt = vt_all;
+  if (want_vectors) {
+    u = u_all + g * (ml_i64)m * N;
+    vt = vt_all + g * (ml_i64)N * n;
+  }
+  ML_SHARED float *w = ctx.scratch;  // column j of the working matrix at w + j*ld
+  ML_SHARED float *dots = w + ld * N;
+  ML_SHARED float *d = dots + M;
+  ML_SHARED float *e = d + N;
+  ML_SHARED float *tauq = e + N;
+  ML_SHARED float *taup = tauq + N;
+  // taup + N: 8N floats, then red (64), then 4 spare floats. QR phase: the two rotation
+  // buffers' lists (4N each: U then V) from tauq on (tauq, taup are dead by then), their
+  // headers at red and red + 32; afterwards the permutation at dots, signs and swaps at
+  // tauq + 8N, the QR phase's outcome in the first spare float. Shared V (flag) after all of
+  // that.
+  ML_SHARED float *red = taup + 9 * N;
+  ML_SHARED float *vs = red + ML_RED_FLOATS + 4;  // V(i, j) at vs[j*ldv + i] (shared-V mode)
+  const int ldv = ml_shared_ld(N);
+  const int vshared = want_vectors && (p.flags & ML_K_SVD_V_SHARED) != 0;
+
+  int ex = 0;
+  if (ml_svdqr_load(ctx, a, m, n, w, ld, red, &ex)) {
+    float nan = ml_nan();
+    for (int i = lane; i < N; i += gs) s[i] = nan;
+    if (want_vectors) {
+      for (int i = lane; i < m * N; i += gs) u[i] = nan;
+      for (int i = lane; i < N * n; i += gs) vt[i] = nan;
+    }
+    if (lane == 0 && info) info[g] = ML_INFO_NONFINITE;
+    return;
+  }
+  ml_svdqr_bidiagonalise(ctx, w, ld, M, N, dots, d, e, tauq, taup, red);
+  if (mode == ML_SVDQR_BISECTION) {
     // tauq, taup and dots are dead without vectors: the values and the order go there.
     ml_svd_bidiag_bisect_values(ctx, p, d, e, N, M, ex, tauq, dots, red, info, s);
     return;
@@ -583,162 +783,34 @@ ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *
   // up holding it: vt = V^T for tall matrices, u = V for wide ones.
   ML_DEVICE float *vbase = tall ? vt : u;
   const int vrs = tall ? 1 : N, vcs = tall ? N : 1;
-  if (want_vectors) {
-    if (vshared) {
-      ml_svd_form_v(vs, 1, ldv, N, w, ld, taup, lane, gs);
-    } else if (worker >= 0) {
-      ml_svd_form_v(vbase, vrs, vcs, N, w, ld, taup, worker, workers);
-    }
-    ml_barrier(ctx);
-    // U (M x N) in place of W: H_0 ... H_{N-1} applied to I, backwards.
-    for (int j = N - 1; j >= 0; --j) {
-      ML_SHARED float *x = w + j * ld;
-      const float tj = tauq[j];
-      if (j + 1 < N && tj != 0.0f) {
-        ml_svd_reflect_left(ctx, x + j, w + (j + 1) * ld + j, ld, M - j, N - j - 1, tj, dots);
-        ml_barrier(ctx);
-      }
-      for (int i = lane; i < M; i += gs) x[i] = i < j ? 0.0f : (i == j ? 1.0f - tj : -tj * x[i]);
-      ml_barrier(ctx);
-    }
-  }
+  if (want_vectors)
+    ml_svdqr_form_vectors(ctx, w, ld, M, N, tauq, taup, dots, vshared, vs, ldv, vbase, vrs, vcs,
+                          worker, workers);
+  int sweeps = 0;
+  const int cmd = ml_svdqr_iterate(ctx, p, w, ld, M, N, d, e, tauq, red, want_vectors, vshared,
+                                   vs, ldv, vbase, vrs, vcs, worker, workers, &sweeps);
 
-  // Implicit QR on B: deflation thresholds relative to max |B| (backward stable). Only lane 0
-  // reads d and e here: it starts changing them at once (other lanes reading them was a race).
-  float bnorm = 0.0f;
-  if (lane == 0) {
-    for (int i = 0; i < N; ++i) {
-      bnorm = ml_fmax(bnorm, ml_fabs(d[i]));
-      if (i + 1 < N) bnorm = ml_fmax(bnorm, ml_fabs(e[i]));
-    }
-  }
-  const float thresh = ML_FLT_ULP * bnorm;
-  const int max_sweeps = p.max_iter > 0 ? p.max_iter : 30 * N + 30;
-  int sweeps = 0, cmd = 0, top = N - 1;
-  if (want_vectors) {
-    // Step t goes to buffer t & 1; a buffer is rewritten (step t + 2) only after the barrier
-    // of step t + 1, which every worker reaches after applying step t.
-    for (int t = 0;; ++t) {
-      ML_SHARED float *h = red + 32 * (t & 1);
-      ML_SHARED float *lu = tauq + 4 * N * (t & 1);
-      ML_SHARED float *lv = lu + 2 * N;
-      if (lane == 0)
-        cmd = ml_svd_bd_next(d, e, N, thresh, &top, h, lu, lv, &sweeps, max_sweeps);
-      ml_barrier(ctx);
-      if (h[0] <= 0.0f) break;
-      if (worker < 0) continue;
-      ml_svd_chain(h + 1, lu, w, M, 1, ld, worker, workers);
-      if (vshared) {
-        ml_svd_chain(h + 6, lv, vs, N, 1, ldv, worker, workers);
-      } else {
-        ml_svd_chain(h + 6, lv, vbase, N, vrs, vcs, worker, workers);
-      }
-    }
-  } else if (lane == 0) {
-    do {
-      cmd = ml_svd_bd_next(d, e, N, thresh, &top, red, tauq, tauq + 2 * N, &sweeps,
-                           max_sweeps);
-    } while (cmd > 0);
-  }
-
-  // Signs into V, then descending order (lane 0): as swaps sw[j] <-> j (selection sort) and as
-  // the permutation perm (output column j = working column perm[j]). The lists and headers of
-  // the last step are not touched (workers may still be reading the last header).
+  // Signs and order (lane 0). The lists and headers of the last step are not touched (workers
+  // may still be reading the last header).
   ML_SHARED float *perm = dots;
   ML_SHARED float *sg = tauq + 8 * N;  // 1: V's working column j changes sign
   ML_SHARED float *sw = sg + N;
   ML_SHARED float *capped = red + ML_RED_FLOATS;  // 1: the sweep cap was reached
   if (lane == 0) {
     capped[0] = cmd < 0 ? 1.0f : 0.0f;
-    for (int j = 0; j < N; ++j) {
-      sg[j] = d[j] < 0.0f ? 1.0f : 0.0f;
-      d[j] = ml_fabs(d[j]);
-      perm[j] = (float)j;
-    }
-    for (int j = 0; j + 1 < N; ++j) {
-      int q = j;
-      for (int t = j + 1; t < N; ++t)
-        if (d[t] > d[q]) q = t;
-      sw[j] = (float)q;
-      if (q != j) {
-        float tmp = d[j];
-        d[j] = d[q];
-        d[q] = tmp;
-        tmp = perm[j];
-        perm[j] = perm[q];
-        perm[q] = tmp;
-      }
-    }
+    ml_svdqr_order(d, N, perm, sg, sw);
   }
   ml_barrier(ctx);
   if (capped[0] != 0.0f) {
-    // Not converged: every output NaN, as for non-finite input. V in device memory keeps its
-    // row owners (no device-memory barrier since the workers last rotated it).
-    const float nan = ml_nan();
-    for (int i = lane; i < N; i += gs) s[i] = nan;
-    if (want_vectors) {
-      ML_DEVICE float *other = tall ? u : vt;  // M x N elements either way
-      for (int i = lane; i < M * N; i += gs) other[i] = nan;
-      if (vshared) {
-        for (int i = lane; i < N * N; i += gs) vbase[i] = nan;
-      } else if (worker >= 0) {
-        for (int i = worker; i < N; i += workers)
-          for (int j = 0; j < N; ++j) vbase[i * vrs + j * vcs] = nan;
-      }
-    }
+    ml_svdqr_nan_capped(ctx, tall, M, N, want_vectors, vshared, u, s, vt, vbase, vrs, vcs, worker,
+                        workers);
     if (lane == 0 && info)
       info[g] = ML_INFO_NOT_CONVERGED | (ml_imin(sweeps, 0xffff) << ML_INFO_SWEEPS_SHIFT);
     return;
   }
-  if (want_vectors) {
-    if (vshared) {
-      // V to the output: vt (tall, row j = V column perm[j]) or u (wide, u = V permuted).
-      const int di = gs / N, dj = gs - di * N;
-      for (int i = lane / N, j = lane % N; i < N;) {
-        // tall: vt[i*N + j] = V(j, perm[i]); wide: u[i*N + j] = V(i, perm[j])
-        const int r = tall ? j : i, c = (int)perm[tall ? i : j];
-        const float v = vs[c * ldv + r];
-        vbase[i * N + j] = sg[c] != 0.0f ? -v : v;
-        j += dj;
-        i += di;
-        if (j >= N) {
-          j -= N;
-          ++i;
-        }
-      }
-    } else if (worker >= 0) {
-      for (int i = worker; i < N; i += workers) {
-        ML_DEVICE float *row = vbase + i * vrs;
-        for (int j = 0; j < N; ++j)
-          if (sg[j] != 0.0f) row[j * vcs] = -row[j * vcs];
-        for (int j = 0; j + 1 < N; ++j) {
-          const int q = (int)sw[j];
-          if (q == j) continue;
-          float tmp = row[j * vcs];
-          row[j * vcs] = row[q * vcs];
-          row[q * vcs] = tmp;
-        }
-      }
-    }
-    // The left vectors: u (m x N) for tall matrices, vt = U'^T (N x n) for wide ones.
-    if (tall) {
-      const int di = gs / N, dj = gs - di * N;
-      for (int i = lane / N, j = lane % N; i < M;) {
-        u[i * N + j] = w[(int)perm[j] * ld + i];
-        j += dj;
-        i += di;
-        if (j >= N) {
-          j -= N;
-          ++i;
-        }
-      }
-    } else {
-      for (int j = 0; j < N; ++j) {
-        ML_SHARED const float *col = w + (int)perm[j] * ld;
-        for (int i = lane; i < M; i += gs) vt[j * M + i] = col[i];
-      }
-    }
-  }
+  if (want_vectors)
+    ml_svdqr_store_vectors(ctx, tall, w, ld, M, N, perm, sg, sw, vshared, vs, ldv, u, vt, vbase,
+                           vrs, vcs, worker, workers);
   for (int j = lane; j < N; j += gs) s[j] = ml_ldexp(d[j], ex);
   if (lane == 0 && info) {
     int flags = 0;  // converged (a capped matrix returned above)
@@ -753,20 +825,20 @@ ML_FN void ml_svd_bidiag_qr_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *
 ML_FN void ml_svd_bidiag_qr(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                             ML_DEVICE float *u, ML_DEVICE float *s, ML_DEVICE float *vt,
                             ML_DEVICE int *info) {
-  ml_svd_bidiag_qr_run(ctx, p, a, u, s, vt, info, 1);
+  ml_svd_bidiag_qr_run(ctx, p, a, u, s, vt, info, ML_SVDQR_VECTORS);
 }
 
 // Entry: singular values only (no vectors are formed or rotated; p.flags ignored).
 ML_FN void ml_svdvals_bidiag_qr(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                                 ML_DEVICE float *s, ML_DEVICE int *info) {
-  ml_svd_bidiag_qr_run(ctx, p, a, s, s, s, info, 0);
+  ml_svd_bidiag_qr_run(ctx, p, a, s, s, s, info, ML_SVDQR_VALUES);
 }
 
 // Entry: singular values only, by bisection on the bidiagonal's Golub-Kahan form (every value
 // in its own lane; no serial QR sweeps). p.flags ignored; scratch as ml_svdvals_bidiag_qr.
 ML_FN void ml_svdvals_bidiag_bisect(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                                     ML_DEVICE float *s, ML_DEVICE int *info) {
-  ml_svd_bidiag_qr_run(ctx, p, a, s, s, s, info, 2);
+  ml_svd_bidiag_qr_run(ctx, p, a, s, s, s, info, ML_SVDQR_BISECTION);
 }
 
 #endif  // ML_KERNELS_SVD_BIDIAG_QR_H

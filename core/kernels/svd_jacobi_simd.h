@@ -65,15 +65,10 @@ ML_HOST_FN int ml_svd_jacobi_simd_fits(int m, int n) {
   return m >= 1 && n >= 1 && m <= ML_SVDS_MAX_N && n <= ML_SVDS_MAX_N;
 }
 // The kernel-table forms (kernel_table.h), for svd and svdvals: registers only, no scratch.
-ML_HOST_FN int ml_svd_jacobi_simd_scratch_floats_flags(int m, int n, int flags) {
-  (void)m;
-  (void)n;
-  (void)flags;
+ML_HOST_FN int ml_svd_jacobi_simd_scratch_floats_flags(int /*m*/, int /*n*/, int /*flags*/) {
   return 0;
 }
-ML_HOST_FN int ml_svd_jacobi_simd_fits_flags(int m, int n, int flags, int scratch_floats) {
-  (void)flags;
-  (void)scratch_floats;
+ML_HOST_FN int ml_svd_jacobi_simd_fits_flags(int m, int n, int /*flags*/, int /*scratch_floats*/) {
   return ml_svd_jacobi_simd_fits(m, n);
 }
 
@@ -123,18 +118,14 @@ ML_FN void ml_svds_nan_fill(int tall, int vec, int j, int M, int N, ML_DEVICE fl
   }
 }
 
-// One matrix: working shape M x N (N <= M <= MR, N <= simd width). tall: A is M x N (W = A),
-// else A is N x M (W = A^T). VEC = 0: s and info only.
-// live: the group holds a matrix of the batch (false: it only takes part in a shared warp's
-// shuffles).
-template <int MR, int VEC, int GS>
-ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
-                        ML_DEVICE const float *am, ML_DEVICE float *um, ML_DEVICE float *sm,
-                        ML_DEVICE float *vtm, ML_DEVICE int *info, ml_i64 g, bool live) {
-  const int NR = MR;  // V rows per lane (N <= M <= MR)
+// Loads the lane's column of W (zero-padded to MR rows; zeros past N, when not live and for a
+// non-finite matrix, *bad then set on every lane) and scales W by a power of two to max |a| in
+// [1, 2). Returns the exponent ex (W = 2^-ex A).
+template <int MR, int GS>
+ML_FN int ml_svds_load(ML_CTX ctx, int tall, int M, int N, ML_DEVICE const float *am, bool live,
+                       ML_THREAD float *w, ML_THREAD bool *bad) {
   const int j = ml_simd_lane(ctx);
   const bool col = j < N;
-  float w[MR];
   float amax = 0.0f;
   bool badl = false;
   ML_UNROLL for (int i = 0; i < MR; ++i) {
@@ -145,28 +136,76 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
     amax = ml_fmax(amax, ml_fabs(x));
   }
   // A non-finite matrix sweeps as zeros (no rotation) and is filled with NaN at the end.
-  const bool bad = (ml_simd_vote_seg<GS>(ctx, badl) & 1) != 0;
-  if (bad) {
+  *bad = (ml_simd_vote_seg<GS>(ctx, badl) & 1) != 0;
+  if (*bad) {
     amax = 0.0f;
     ML_UNROLL for (int i = 0; i < MR; ++i) w[i] = 0.0f;
   }
   amax = ml_simd_max(ctx, amax);
-  // Scale by a power of two: max |a| in [1, 2).
   const int ex = amax > 0.0f ? ml_ilogb(amax) : 0;
   if (ex != 0) {
     const float f1 = ml_svds_pow2_lo(-ex), f2 = ml_svds_pow2_hi(-ex);
     ML_UNROLL for (int i = 0; i < MR; ++i) w[i] = w[i] * f1 * f2;
   }
-  float v[VEC ? NR : 1];
-  ML_UNROLL for (int i = 0; i < (VEC ? NR : 1); ++i) v[i] = (VEC && i == j) ? 1.0f : 0.0f;
+  return ex;
+}
 
+// The partner q's column into wq (M shuffles) and gamma = w . wq, 4 partial sums in the same
+// order on both lanes of the pair: bitwise the same gamma.
+template <int MR, int GS>
+ML_FN float ml_svds_fetch_dot(ML_CTX ctx, ML_THREAD const float *w, ML_THREAD float *wq, int q) {
+  float g0 = 0.0f, g1 = 0.0f, g2 = 0.0f, g3 = 0.0f;
+  ML_UNROLL for (int i = 0; i < MR; i += 4) {
+    wq[i] = ml_svds_shfl<GS>(ctx, w[i], q);
+    g0 = ml_fma(w[i], wq[i], g0);
+    if (i + 1 < MR) {
+      wq[i + 1] = ml_svds_shfl<GS>(ctx, w[i + 1], q);
+      g1 = ml_fma(w[i + 1], wq[i + 1], g1);
+    }
+    if (i + 2 < MR) {
+      wq[i + 2] = ml_svds_shfl<GS>(ctx, w[i + 2], q);
+      g2 = ml_fma(w[i + 2], wq[i + 2], g2);
+    }
+    if (i + 3 < MR) {
+      wq[i + 3] = ml_svds_shfl<GS>(ctx, w[i + 3], q);
+      g3 = ml_fma(w[i + 3], wq[i + 3], g3);
+    }
+  }
+  return (g0 + g1) + (g2 + g3);
+}
+
+// The rotation of the pair with squared norms al (column p), be (column q) and gamma ga: t, c
+// (s = c t); both lanes compute it identically.
+ML_FN void ml_svds_angle(float ga, float al, float be, ML_THREAD float *c, ML_THREAD float *t) {
+  // t: the smaller root of t^2 + 2 zeta t - 1 = 0 (zeroes the new w_p . w_q), zeta =
+  // (beta - alpha) / (2 gamma). Reciprocals and roots by ml_rsqrt (~1 ulp; no division:
+  // the angle need not be exact, only c and s consistent, c^2 + s^2 = 1 to a few ulp).
+  // Ranges: |gamma| > tol 2^-100 and |beta - alpha| < 2^7, so zeta stays finite.
+  const float rg = ml_rsqrt(ml_fabs(ga));
+  const float az = 0.5f * ml_fabs(be - al) * (rg * rg);
+  float d = 2.0f * az;
+  if (az < 1.0e18f) {
+    const float h = 1.0f + az * az;
+    d = az + h * ml_rsqrt(h);
+  }
+  const float rd = ml_rsqrt(d);
+  *t = ((be < al) != (ga < 0.0f)) ? -(rd * rd) : rd * rd;  // sign of zeta
+  *c = ml_rsqrt(1.0f + *t * *t);
+}
+
+// The sweeps (round-robin pairs, see the top of the file) until no lane of the simdgroup
+// rotates or max_sweeps; v: V's column (VEC). *done: this matrix has converged (in: nothing to
+// do); *sweeps: this matrix's sweeps.
+template <int MR, int VEC, int GS>
+ML_FN void ml_svds_sweep(ML_CTX ctx, int M, int N, int max_sweeps, ML_THREAD float *w,
+                         ML_THREAD float *v, ML_THREAD bool *done, ML_THREAD int *sweeps) {
+  const int NR = MR;  // V rows per lane (N <= M <= MR)
+  const int j = ml_simd_lane(ctx);
   // Round-robin pairing over NP columns: K = NP - 1 rounds per sweep.
   const int NP = N + (N & 1), K = NP - 1, hnp = NP / 2;
   const float tol = (float)M * ML_FLT_EPS;
-  // sweeps: this matrix's; it: the simdgroup's (equal while this matrix still rotates).
-  int sweeps = 0, it = 0;
-  bool done = N < 2 || !live || bad;
-  bool go = (ml_simd_vote_seg<GS>(ctx, !done) & 2) != 0;
+  int it = 0;  // the simdgroup's sweeps (equal to *sweeps while this matrix still rotates)
+  bool go = (ml_simd_vote_seg<GS>(ctx, !*done) & 2) != 0;
   while (go && it < max_sweeps) {
     float nrm = ml_svds_norm2<MR>(w);
     int pk = j < K ? (K - j) % K : 0;  // (r - j) mod K at r = 0
@@ -175,46 +214,15 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
     for (int r = 0; r < K; ++r) {
       const int q = j >= NP ? j : (j == K ? pf : (pk == j ? K : pk));
       const bool lower = j < q;
-      // Partner's column, gamma = w_p . w_q in the same order on both lanes.
       float wq[MR];
-      float g0 = 0.0f, g1 = 0.0f, g2 = 0.0f, g3 = 0.0f;
-      ML_UNROLL for (int i = 0; i < MR; i += 4) {
-        wq[i] = ml_svds_shfl<GS>(ctx, w[i], q);
-        g0 = ml_fma(w[i], wq[i], g0);
-        if (i + 1 < MR) {
-          wq[i + 1] = ml_svds_shfl<GS>(ctx, w[i + 1], q);
-          g1 = ml_fma(w[i + 1], wq[i + 1], g1);
-        }
-        if (i + 2 < MR) {
-          wq[i + 2] = ml_svds_shfl<GS>(ctx, w[i + 2], q);
-          g2 = ml_fma(w[i + 2], wq[i + 2], g2);
-        }
-        if (i + 3 < MR) {
-          wq[i + 3] = ml_svds_shfl<GS>(ctx, w[i + 3], q);
-          g3 = ml_fma(w[i + 3], wq[i + 3], g3);
-        }
-      }
-      const float ga = (g0 + g1) + (g2 + g3);
+      const float ga = ml_svds_fetch_dot<MR, GS>(ctx, w, wq, q);
       const float pn = ml_svds_shfl<GS>(ctx, nrm, q);
       const float al = lower ? nrm : pn, be = lower ? pn : nrm;
       float c = 1.0f, t = 0.0f;
       bool rot = false;
-      if (!done && q != j && al >= ML_SVDS_TINY && be >= ML_SVDS_TINY &&
+      if (!*done && q != j && al >= ML_SVDS_TINY && be >= ML_SVDS_TINY &&
           ml_fabs(ga) * (ml_rsqrt(al) * ml_rsqrt(be)) > tol) {
-        // t: the smaller root of t^2 + 2 zeta t - 1 = 0 (zeroes the new w_p . w_q), zeta =
-        // (beta - alpha) / (2 gamma). Reciprocals and roots by ml_rsqrt (~1 ulp; no division:
-        // the angle need not be exact, only c and s consistent, c^2 + s^2 = 1 to a few ulp).
-        // Ranges: |gamma| > tol 2^-100 and |beta - alpha| < 2^7, so zeta stays finite.
-        const float rg = ml_rsqrt(ml_fabs(ga));
-        const float az = 0.5f * ml_fabs(be - al) * (rg * rg);
-        float d = 2.0f * az;
-        if (az < 1.0e18f) {
-          const float h = 1.0f + az * az;
-          d = az + h * ml_rsqrt(h);
-        }
-        const float rd = ml_rsqrt(d);
-        t = ((be < al) != (ga < 0.0f)) ? -(rd * rd) : rd * rd;  // sign of zeta
-        c = ml_rsqrt(1.0f + t * t);
+        ml_svds_angle(ga, al, be, &c, &t);
         rot = true;
       }
       rotated = rotated || rot;
@@ -225,7 +233,7 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
       // flow; a matrix without a rotation of its own (bit 0) or done leaves its data as it is.
       const int vote = it < 4 ? 3 : ml_simd_vote_seg<GS>(ctx, rot);
       if (vote & 2) {
-        const bool apply = !done && (vote & 1) != 0;
+        const bool apply = !*done && (vote & 1) != 0;
         const float sg = lower ? -(c * t) : c * t;  // this lane's coefficient of the partner
         if (apply) {
           ML_UNROLL for (int i = 0; i < MR; ++i) w[i] = ml_fma(c, w[i], sg * wq[i]);
@@ -249,12 +257,89 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
     }
     ++it;
     const int vote = ml_simd_vote_seg<GS>(ctx, rotated);
-    if (!done) {
-      ++sweeps;
-      done = (vote & 1) == 0;
+    if (!*done) {
+      ++*sweeps;
+      *done = (vote & 1) == 0;
     }
     go = (vote & 2) != 0;
   }
+}
+
+// Completes U's negligible columns (lone on their lanes) to an orthonormal U. Each in turn
+// (uniform loop): start from the unit vector e_is farthest from the span of the columns already
+// set, then Gram-Schmidt twice against them; every lane computes the same x, lane jt keeps it.
+template <int MR, int GS>
+ML_FN void ml_svds_complete(ML_CTX ctx, int M, int N, bool lone, ML_THREAD float *w) {
+  const int j = ml_simd_lane(ctx);
+  const bool col = j < N;
+  for (int jt = 0; jt < N; ++jt) {
+    if (ml_svds_shfl_own<GS>(ctx, lone ? 1.0f : 0.0f, jt) == 0.0f) continue;
+    const bool used = col && j != jt && (!lone || j < jt);
+    float best = -1.0f;
+    int is = 0;
+    ML_UNROLL for (int i = 0; i < MR; ++i) {
+      const float res = 1.0f - ml_simd_sum(ctx, used ? w[i] * w[i] : 0.0f);
+      if (i < M && res > best) {
+        best = res;
+        is = i;
+      }
+    }
+    float x[MR];
+    ML_UNROLL for (int i = 0; i < MR; ++i) x[i] = i == is ? 1.0f : 0.0f;
+    ML_UNROLL for (int pass = 0; pass < 2; ++pass) {
+      float d = 0.0f;
+      ML_UNROLL for (int i = 0; i < MR; ++i) d = ml_fma(x[i], w[i], d);
+      d = used ? d : 0.0f;
+      ML_UNROLL for (int i = 0; i < MR; ++i) x[i] -= ml_simd_sum(ctx, d * w[i]);
+    }
+    const float inv = 1.0f / ml_sqrt(ml_svds_norm2<MR>(x));
+    if (j == jt) {
+      ML_UNROLL for (int i = 0; i < MR; ++i) w[i] = x[i] * inv;
+    }
+  }
+}
+
+// The lane's U column (w) and V column (v) to output position rk. Tall: u (M x N) = U,
+// vt (N x N) = V^T. Wide: u (N x N) = V, vt (N x M) = U^T.
+template <int MR, int VEC>
+ML_FN void ml_svds_store(int tall, int M, int N, int rk, ML_THREAD const float *w,
+                         ML_THREAD const float *v, ML_DEVICE float *um, ML_DEVICE float *vtm) {
+  if (tall) {
+    ML_UNROLL for (int i = 0; i < MR; ++i) {
+      if (i < M) um[i * N + rk] = w[i];
+    }
+    ML_UNROLL for (int i = 0; i < (VEC ? MR : 1); ++i) {
+      if (i < N) vtm[rk * N + i] = v[i];
+    }
+  } else {
+    ML_UNROLL for (int i = 0; i < (VEC ? MR : 1); ++i) {
+      if (i < N) um[i * N + rk] = v[i];
+    }
+    ML_UNROLL for (int i = 0; i < MR; ++i) {
+      if (i < M) vtm[rk * M + i] = w[i];
+    }
+  }
+}
+
+// One matrix: working shape M x N (N <= M <= MR, N <= simd width). tall: A is M x N (W = A),
+// else A is N x M (W = A^T). VEC = 0: s and info only.
+// live: the group holds a matrix of the batch (false: it only takes part in a shared warp's
+// shuffles).
+template <int MR, int VEC, int GS>
+ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
+                        ML_DEVICE const float *am, ML_DEVICE float *um, ML_DEVICE float *sm,
+                        ML_DEVICE float *vtm, ML_DEVICE int *info, ml_i64 g, bool live) {
+  const int NR = MR;  // V rows per lane (N <= M <= MR)
+  const int j = ml_simd_lane(ctx);
+  const bool col = j < N;
+  float w[MR];
+  bool bad = false;
+  const int ex = ml_svds_load<MR, GS>(ctx, tall, M, N, am, live, w, &bad);
+  float v[VEC ? NR : 1];
+  ML_UNROLL for (int i = 0; i < (VEC ? NR : 1); ++i) v[i] = (VEC && i == j) ? 1.0f : 0.0f;
+  int sweeps = 0;
+  bool done = N < 2 || !live || bad;
+  ml_svds_sweep<MR, VEC, GS>(ctx, M, N, max_sweeps, w, v, &done, &sweeps);
 
   // Singular values: the column norms (rescaled when their squares underflow).
   float n2 = ml_svds_norm2<MR>(w);
@@ -298,53 +383,8 @@ ML_FN void ml_svds_impl(ML_CTX ctx, int tall, int M, int N, int max_sweeps,
     const float inv = 1.0f / sv;
     ML_UNROLL for (int i = 0; i < MR; ++i) w[i] *= inv;
   }
-  if (ml_simd_max(ctx, lone ? 1.0f : 0.0f) > 0.0f) {
-    // Each negligible column in turn (uniform loop): start from the unit vector e_is farthest
-    // from the span of the columns already set, then Gram-Schmidt twice against them; every
-    // lane computes the same x, lane jt keeps it.
-    for (int jt = 0; jt < N; ++jt) {
-      if (ml_svds_shfl_own<GS>(ctx, lone ? 1.0f : 0.0f, jt) == 0.0f) continue;
-      const bool used = col && j != jt && (!lone || j < jt);
-      float best = -1.0f;
-      int is = 0;
-      ML_UNROLL for (int i = 0; i < MR; ++i) {
-        const float res = 1.0f - ml_simd_sum(ctx, used ? w[i] * w[i] : 0.0f);
-        if (i < M && res > best) {
-          best = res;
-          is = i;
-        }
-      }
-      float x[MR];
-      ML_UNROLL for (int i = 0; i < MR; ++i) x[i] = i == is ? 1.0f : 0.0f;
-      ML_UNROLL for (int pass = 0; pass < 2; ++pass) {
-        float d = 0.0f;
-        ML_UNROLL for (int i = 0; i < MR; ++i) d = ml_fma(x[i], w[i], d);
-        d = used ? d : 0.0f;
-        ML_UNROLL for (int i = 0; i < MR; ++i) x[i] -= ml_simd_sum(ctx, d * w[i]);
-      }
-      const float inv = 1.0f / ml_sqrt(ml_svds_norm2<MR>(x));
-      if (j == jt) {
-        ML_UNROLL for (int i = 0; i < MR; ++i) w[i] = x[i] * inv;
-      }
-    }
-  }
-  if (!col) return;
-  // Tall: u (M x N) = U, vt (N x N) = V^T. Wide: u (N x N) = V, vt (N x M) = U^T.
-  if (tall) {
-    ML_UNROLL for (int i = 0; i < MR; ++i) {
-      if (i < M) um[i * N + rk] = w[i];
-    }
-    ML_UNROLL for (int i = 0; i < (VEC ? NR : 1); ++i) {
-      if (i < N) vtm[rk * N + i] = v[i];
-    }
-  } else {
-    ML_UNROLL for (int i = 0; i < (VEC ? NR : 1); ++i) {
-      if (i < N) um[i * N + rk] = v[i];
-    }
-    ML_UNROLL for (int i = 0; i < MR; ++i) {
-      if (i < M) vtm[rk * M + i] = w[i];
-    }
-  }
+  if (ml_simd_max(ctx, lone ? 1.0f : 0.0f) > 0.0f) ml_svds_complete<MR, GS>(ctx, M, N, lone, w);
+  if (col) ml_svds_store<MR, VEC>(tall, M, N, rk, w, v, um, vtm);
 }
 
 // Group size 32 (also the first simdgroup of a larger group) or 16, as a template constant.

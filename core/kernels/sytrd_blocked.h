@@ -181,15 +181,27 @@ ML_FN void ml_trd_update_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, m
   }
 }
 
-ML_FN void ml_step_trd_update(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                              ML_DEVICE const float *a, ML_DEVICE float *o0,
-                              ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_trd_update(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int gs = ctx.group_size, rl = p.m > 0 && p.m < gs ? p.m : gs;
   const ml_i64 gpm = ml_trd_update_groups(p.n, p.i[0], p.i[1], p.i[2], rl);
   const ml_i64 b = ctx.group_id / gpm;
   ml_trd_update_at(ctx, p, ws, b, (int)(ctx.group_id - b * gpm), p.i[1], p.i[3]);
+}
+
+// Output t of trd_symv for column c (its sum s) into vec: y's entry (t < r; *yv += s v_t,
+// v = (1, x[1..] hs)), else the coefficients of V's and W's columns.
+ML_FN void ml_trd_symv_put(ML_DEVICE float *vec, int n, int r, int r0, int c, int jb, int t,
+                           float s, ML_DEVICE const float *x, float hs, ML_THREAD float *yv) {
+  if (t < r) {
+    vec[ML_TRD_Y(n) + r0 + t] = s;
+    *yv += s * (t == 0 ? 1.0f : x[t] * hs);
+  } else if (t < r + c) {
+    vec[ML_TRD_T(n) + (t - r)] = s;
+  } else {
+    vec[ML_TRD_T(n) + jb + (t - r - c)] = s;
+  }
 }
 
 // trd_symv: groups batch x ceil((r + 2c) / i[3]), r = n - 1 - i rows below column i = j0 + c;
@@ -276,14 +288,7 @@ ML_FN void ml_trd_symv_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
     if (tiled) {
       if (sl == 0) tp[(t - t0) * nsg + sid] = s;
     } else if (sl == 0) {
-      if (t < r) {
-        vec[ML_TRD_Y(n) + r0 + t] = s;
-        yv += s * (t == 0 ? 1.0f : x[t] * hs);
-      } else if (t < r + c) {
-        vec[ML_TRD_T(n) + (t - r)] = s;
-      } else {
-        vec[ML_TRD_T(n) + jb + (t - r - c)] = s;
-      }
+      ml_trd_symv_put(vec, n, r, r0, c, jb, t, s, x, hs, &yv);
     }
   }
   if (tiled) {
@@ -291,23 +296,14 @@ ML_FN void ml_trd_symv_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
     for (int t = t0 + lane; t < t1; t += gs) {
       float s = 0.0f;
       for (int w = 0; w < nsg; ++w) s += tp[(t - t0) * nsg + w];
-      if (t < r) {
-        vec[ML_TRD_Y(n) + r0 + t] = s;
-        yv += s * (t == 0 ? 1.0f : x[t] * hs);
-      } else if (t < r + c) {
-        vec[ML_TRD_T(n) + (t - r)] = s;
-      } else {
-        vec[ML_TRD_T(n) + jb + (t - r - c)] = s;
-      }
+      ml_trd_symv_put(vec, n, r, r0, c, jb, t, s, x, hs, &yv);
     }
   }
   yv = ml_group_sum(ctx, yv, red);
   if (lane == 0) vec[ML_TRD_PS(n) + g] = yv;
 }
 
-ML_FN void ml_step_trd_symv(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                            ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                            ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_trd_symv(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 gpm = ml_trd_symv_groups(p.n, p.i[0], p.i[1], p.i[3]);
@@ -328,9 +324,7 @@ ML_FN void ml_step_trd_symv(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 // trd_symv with flags 2); flags 1: v staged (trd_symv); i[1]: the scratch float past both
 // steps' shared floats that holds the group's ticket. flags 4: only zero the two words (one
 // group), before the panel's launch.
-ML_FN void ml_step_trd_panel(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                             ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                             ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_trd_panel(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   ML_DEVICE float *sync = ws + p.off[3];

@@ -91,9 +91,7 @@ ML_FN void ml_dc_merge_rows(int n, int s, ml_i64 mg, ML_THREAD int *lo, ML_THREA
 // barriers) and applies each rotation to its own column of the leaf's eigenvectors, kept in
 // private memory and written to Q once. A group of fewer lanes than columns repeats the
 // recurrence per batch of columns. n; operands 0 scratch, 3 stat.
-ML_FN void ml_step_dc_leaf(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                           ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                           ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_dc_leaf(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int n = p.n;
@@ -199,9 +197,7 @@ ML_FN int ml_dc_rank(ML_DEVICE const float *x, int len, float v, bool strict) {
 
 // dc_deflate: groups batch x merges. n; i[0] the level's block size s; operands 0 scratch
 // (Q: Q of the level).
-ML_FN void ml_step_dc_deflate(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                              ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                              ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_dc_deflate(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, s = p.i[0];
@@ -328,9 +324,7 @@ ML_FN ml_i64 ml_dc_lane_merge(ML_CTX ctx, ML_STEP_PARAMS p, ML_THREAD int *t,
 
 // dc_secular: groups batch x merges x ceil(s / group size), a lane per root. n; i[0] s;
 // operands 0 scratch.
-ML_FN void ml_step_dc_secular(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                              ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                              ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_dc_secular(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   int r, lo, mid, hi;
@@ -414,9 +408,7 @@ ML_FN void ml_step_dc_secular(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 
 // dc_zhat: groups as dc_secular, lane t: zhat of pole t and the place of root t and of
 // deflated value t in the merged order (D and col of the merge). n; i[0] s; operands 0 scratch.
-ML_FN void ml_step_dc_zhat(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                           ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                           ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_dc_zhat(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   int t, lo, mid, hi;
@@ -455,9 +447,7 @@ ML_FN void ml_step_dc_zhat(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 
 // dc_vec: groups batch x n, a group per column c of the level's U (operand 1: U, n x n, ld
 // n; rows of c's merge). n; i[0] s; operands 0 scratch, 1 U.
-ML_FN void ml_step_dc_vec(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                          ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                          ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_dc_vec(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, s = p.i[0];
@@ -505,9 +495,7 @@ ML_FN void ml_step_dc_vec(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
 // dc_out: groups batch x count: column il + j of Q (operand 1, n x n, ld n) into column j of
 // Z (operand 2, ld[2]) and its value, scaled back, into w[j] (operand 3; none when its offset
 // is negative). n; i[0] il; operands 0 scratch.
-ML_FN void ml_step_dc_out(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                          ML_DEVICE const float *a, ML_DEVICE float *o0, ML_DEVICE float *o1,
-                          ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_dc_out(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, count = p.i[1];

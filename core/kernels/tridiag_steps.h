@@ -76,9 +76,7 @@ ML_FN void ml_tridiag_not_converged(ML_DEVICE float *st) {
 }
 
 // tridiag_prep: a group per matrix. n; operands 0 scratch, 1 d, 2 e (n - 1 entries).
-ML_FN void ml_step_tridiag_prep(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                                ML_DEVICE const float *a, ML_DEVICE float *o0,
-                                ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_tridiag_prep(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id;
@@ -226,9 +224,7 @@ ML_FN void ml_tridiag_multisect(ML_CTX ctx, ML_DEVICE const float *d, ML_DEVICE 
 // ml_tridiag_multisect, for batches too small to fill the device a lane per value). n; i[0]
 // il, i[1] count, i[3] vectors (block assignment too); operands 0 scratch, 1 w, 3 stat; p.k:
 // the step cap (0: ML_BISECT_DEFAULT_CAP).
-ML_FN void ml_step_tridiag_bisect(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                                  ML_DEVICE const float *a, ML_DEVICE float *o0,
-                                  ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_tridiag_bisect(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, il = p.i[0], c = p.i[1], sec = p.i[2] > 1 ? p.i[2] : 1;
@@ -270,17 +266,22 @@ ML_FN void ml_step_tridiag_bisect(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float 
   if (ps >= 0) sc[ml_tridiag_off_pos(n, c) + ps] = (float)j;
 }
 
+// The steps with a lane per value (groups batch x ceil(c / group size)): the lane's value j
+// (returned; >= c: none) of matrix *b.
+ML_FN int ml_tridiag_value_lane(ML_CTX ctx, int c, ML_THREAD ml_i64 *b) {
+  const ml_i64 per = (c + ctx.group_size - 1) / ctx.group_size;
+  *b = ctx.group_id / per;
+  return (int)(ctx.group_id - *b * per) * ctx.group_size + ctx.lane;
+}
+
 // tridiag_link: groups as tridiag_bisect, a lane per value. n; i[1] count; operands 0 scratch,
 // 1 w.
-ML_FN void ml_step_tridiag_link(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                                ML_DEVICE const float *a, ML_DEVICE float *o0,
-                                ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_tridiag_link(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, c = p.i[1];
-  const ml_i64 per = (c + ctx.group_size - 1) / ctx.group_size;
-  const ml_i64 b = ctx.group_id / per;
-  const int j = (int)(ctx.group_id - b * per) * ctx.group_size + ctx.lane;
+  ml_i64 b = 0;
+  const int j = ml_tridiag_value_lane(ctx, c, &b);
   if (j >= c) return;
   ML_DEVICE float *sc = ws + p.off[0] + b * p.stride[0];
   ML_DEVICE const float *w = ws + p.off[1] + b * p.stride[1];
@@ -293,9 +294,7 @@ ML_FN void ml_step_tridiag_link(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *w
 }
 
 // tridiag_zero: groups batch x count, column j of Z (operand 2, n rows, ld[2]) set to 0.
-ML_FN void ml_step_tridiag_zero(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                                ML_DEVICE const float *a, ML_DEVICE float *o0,
-                                ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_tridiag_zero(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id / p.i[1];
@@ -376,15 +375,12 @@ ML_FN float ml_tridiag_solve(ML_DEVICE const float *ds, ML_DEVICE const float *e
 // tridiag_invit: groups as tridiag_bisect, a lane per value alone in its cluster: inverse
 // iteration (ML_TRIDIAG_INVIT_ITERS solves from a hashed start) on its block, into column j
 // of Z (rows of the block; Z was zeroed). n; i[1] count; operands 0 scratch, 1 w, 2 Z (ld[2]).
-ML_FN void ml_step_tridiag_invit(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                                 ML_DEVICE const float *a, ML_DEVICE float *o0,
-                                 ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
+ML_FN void ml_step_tridiag_invit(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, c = p.i[1];
-  const ml_i64 per = (c + ctx.group_size - 1) / ctx.group_size;
-  const ml_i64 b = ctx.group_id / per;
-  const int j = (int)(ctx.group_id - b * per) * ctx.group_size + ctx.lane;
+  ml_i64 b = 0;
+  const int j = ml_tridiag_value_lane(ctx, c, &b);
   if (j >= c) return;
   ML_DEVICE float *sc = ws + p.off[0] + b * p.stride[0];
   ML_DEVICE const float *w = ws + p.off[1] + b * p.stride[1];
@@ -520,10 +516,7 @@ ML_FN void ml_tridiag_cluster_one(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float 
 // from hashed starts) followed by a Gram-Schmidt of the members in ascending order, each
 // against the earlier ones twice, spread over the group. n; i[1] count; p.k: the coefficient
 // buffer (floats of shared memory past the 64 reduction floats); operands as tridiag_invit.
-ML_FN void ml_step_tridiag_cluster(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                                   ML_DEVICE const float *a, ML_DEVICE float *o0,
-                                   ML_DEVICE float *o1, ML_DEVICE float *o2,
-                                   ML_DEVICE int *info) {
+ML_FN void ml_step_tridiag_cluster(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const int n = p.n, c = p.i[1], ldz = p.ld[2];

@@ -126,15 +126,16 @@ ml_status gemm(const Chunk &ch, const Options &o, int flags, int m, int n, int k
 
 void gemm_scalar_access(ml_step_params &p) { ML_GEMM_VEC(p) = 0; }
 
-ml_status larft(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t tau, int r, int jb,
-                int nb, int64_t t, int lanes, int64_t part, int64_t part_floats) {
+ml_status larft_gram(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t tau, int r,
+                     int jb, int nb, int64_t t, int64_t part, int64_t part_floats,
+                     ml_step_params &p) {
   const int below = r - jb;
   if (below > 0) {
     if (ml_status st = gemm(ch, o, ML_GEMM_TRANS_A, jb, jb, below, 1.0f, v + jb, ldv, v + jb, ldv,
                             0.0f, t, nb, part, part_floats))
       return st;
   }
-  ml_step_params p = step_params();
+  p = step_params();
   p.m = r;
   ML_LARFT_COUNT(p) = jb;
   ML_LARFT_LDT(p) = nb;
@@ -143,6 +144,14 @@ ml_status larft(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t t
   p.ld[ML_LARFT_V] = ldv;
   p.off[ML_LARFT_TAU] = tau;
   p.off[ML_LARFT_T] = t;
+  return ML_OK;
+}
+
+ml_status larft(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t tau, int r, int jb,
+                int nb, int64_t t, int lanes, int64_t part, int64_t part_floats) {
+  ml_step_params p;
+  if (ml_status st = larft_gram(ch, o, v, ldv, tau, r, jb, nb, t, part, part_floats, p))
+    return st;
   return ch.launch(kStep_larft_gram, ch.batch, lanes, ml_larft_step_shared_floats(nb), p);
 }
 

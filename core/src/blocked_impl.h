@@ -61,6 +61,11 @@ ml_status gemm(const Chunk &ch, const Options &o, int flags, int m, int n, int k
 // part / part_floats as for gemm().
 ml_status larft(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t tau, int r, int jb,
                 int nb, int64_t t, int lanes, int64_t part = 0, int64_t part_floats = 0);
+// larft()'s first half, also before the qr_larft step: G into T's slot (by the product, when
+// r > jb) and the larft steps' parameters p for those reflectors.
+ml_status larft_gram(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t tau, int r,
+                     int jb, int nb, int64_t t, int64_t part, int64_t part_floats,
+                     ml_step_params &p);
 // A block reflector H = I - V T V^T of `count` reflectors over `rows` rows (compact WY): V
 // (rows x count at v, ld ldv, read in full: its unit diagonal and the zeros above it stored)
 // and T (count x count, upper triangular, at t, ld ldt), as larft() leaves it.

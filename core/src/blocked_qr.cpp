@@ -70,21 +70,9 @@ ml_status outer_t(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t
   const int most = std::min(o.max_group, 1024) / 32 * 32;
   if (!o.qr_row_larft || most < 32 || nb > 64)
     return larft(ch, o, v, ldv, tau, r, jb, nb, t, panel_lanes(r, o), part, part_floats);
-  const int below = r - jb;
-  if (below > 0) {
-    if (ml_status st = gemm(ch, o, ML_GEMM_TRANS_A, jb, jb, below, 1.0f, v + jb, ldv, v + jb, ldv,
-                            0.0f, t, nb, part, part_floats))
-      return st;
-  }
-  ml_step_params p = step_params();
-  p.m = r;
-  ML_LARFT_COUNT(p) = jb;
-  ML_LARFT_LDT(p) = nb;
-  ML_LARFT_HAS_G(p) = below > 0 ? 1 : 0;
-  p.off[ML_LARFT_V] = v;
-  p.ld[ML_LARFT_V] = ldv;
-  p.off[ML_LARFT_TAU] = tau;
-  p.off[ML_LARFT_T] = t;
+  ml_step_params p;
+  if (ml_status st = larft_gram(ch, o, v, ldv, tau, r, jb, nb, t, part, part_floats, p))
+    return st;
   const int lanes = std::min(most, 32 * nb);
   return ch.launch(kStep_qr_larft, ch.batch, lanes, ml_qr_larft_shared_floats(nb), p);
 }

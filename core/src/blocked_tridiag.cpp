@@ -54,6 +54,21 @@ int64_t tridiag_scratch_floats(int64_t n, int64_t count, bool vectors) {
   return use_dc(n, vectors) ? std::max(old, tridiag_dc_scratch_floats(n)) : old;
 }
 
+ml_step_params tridiag_params(int n, int64_t scratch, int64_t d, int64_t e, int64_t stat) {
+  ml_step_params p = step_params();
+  p.n = n;
+  p.off[0] = scratch;
+  p.off[1] = d;
+  p.off[2] = e;
+  p.off[3] = stat;
+  return p;
+}
+
+ml_status tridiag_prep(const Chunk &ch, const Options &o, const ml_step_params &p) {
+  const int pg = std::max(1, std::min(256, o.max_group));
+  return ch.launch(kStep_tridiag_prep, ch.batch, pg, ML_RED_FLOATS, p);
+}
+
 ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int count, int64_t d,
                       int64_t e, int64_t w, int64_t z, int ldz, int64_t scratch, int64_t stat) {
   if (n <= 0 || count <= 0 || ch.batch <= 0) return ML_OK;
@@ -62,19 +77,13 @@ ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int coun
     return fail(ML_INVALID_ARGUMENT, "tridiag_eig", "values %d..%d of order %d, ldz %d", il,
                 il + count - 1, n, ldz);
   ml_status st;
-  ml_step_params p = step_params();
-  p.n = n;
+  ml_step_params p = tridiag_params(n, scratch, d, e, stat);
   p.i[0] = il;
   p.i[1] = count;
   // Divide and conquer: the values by bisection as without vectors, then its vectors.
   const bool dc = use_dc(n, vectors);
   p.i[3] = vectors && !dc ? 1 : 0;
-  p.off[0] = scratch;
-  p.off[1] = d;
-  p.off[2] = e;
-  p.off[3] = stat;
-  const int pg = std::max(1, std::min(256, o.max_group));
-  if ((st = ch.launch(kStep_tridiag_prep, ch.batch, pg, ML_RED_FLOATS, p))) return st;
+  if ((st = tridiag_prep(ch, o, p))) return st;
   const int vl = value_lanes(o);
   const int64_t vgroups = ch.batch * ((count + vl - 1) / vl);
   p.off[1] = w;

@@ -29,6 +29,12 @@ int64_t tridiag_scratch_floats(int64_t n, int64_t count, bool vectors);
 ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int count, int64_t d,
                       int64_t e, int64_t w, int64_t z, int ldz, int64_t scratch, int64_t stat);
 
+// What both solvers start with: the step parameters of order n with operands 0 scratch, 1 d,
+// 2 e, 3 stat (the other fields as step_params()), and the tridiag_prep step for them (the
+// scaled copies of d and e with negligible couplings zeroed, the scale in the scratch header).
+ml_step_params tridiag_params(int n, int64_t scratch, int64_t d, int64_t e, int64_t stat);
+ml_status tridiag_prep(const Chunk &ch, const Options &o, const ml_step_params &p);
+
 // Order from which tridiag_eig computes eigenvectors by divide and conquer: kTridiagDcMinN,
 // or the environment variable METAL_LINALG_TRIDIAG_DC_MIN_N when set (0: never; read once),
 // see docs/routing.md.

@@ -15,15 +15,9 @@ ml_status tridiag_eig_dc(const Chunk &ch, const Options &o, int n, int il, int c
     return fail(ML_INVALID_ARGUMENT, "tridiag_eig_dc", "values %d..%d of order %d, ldz %d", il,
                 il + count - 1, n, ldz);
   ml_status st;
-  ml_step_params p = step_params();
-  p.n = n;
-  p.off[0] = scratch;
-  p.off[1] = d;
-  p.off[2] = e;
-  p.off[3] = stat;
+  ml_step_params p = tridiag_params(n, scratch, d, e, stat);
   // The scaled copies with negligible couplings zeroed, the scale in the header (count 0).
-  const int pg = std::max(1, std::min(256, o.max_group));
-  if ((st = ch.launch(kStep_tridiag_prep, ch.batch, pg, ML_RED_FLOATS, p))) return st;
+  if ((st = tridiag_prep(ch, o, p))) return st;
   const int leaves = (n + ML_DC_LEAF - 1) / ML_DC_LEAF;
   // A simdgroup per leaf: its lanes share the rotations' row updates (ML_DC_LEAF columns).
   const int ll = std::max(1, std::min(ML_DC_LEAF, o.max_group));
