@@ -1,0 +1,190 @@
+#include "cpu_linsys.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace ml::cpu {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Per-thread scratch, kept between matrices up to kKeepBytes.
+struct Scratch {
+  std::vector<float> f;
+  std::vector<int> i;
+};
+thread_local Scratch t_scratch;
+constexpr size_t kKeepBytes = size_t(4) << 20;
+
+float *floats(int64_t count) {
+  if (static_cast<int64_t>(t_scratch.f.size()) < count) t_scratch.f.resize(size_t(count));
+  return t_scratch.f.data();
+}
+
+int *ints(int64_t count) {
+  if (static_cast<int64_t>(t_scratch.i.size()) < count) t_scratch.i.resize(size_t(count));
+  return t_scratch.i.data();
+}
+
+bool finite_all(const float *p, int64_t count) {
+  bool ok = true;
+  for (int64_t k = 0; k < count; ++k) ok &= std::fabs(p[k]) <= FLT_MAX;  // false for NaN too
+  return ok;
+}
+
+// The row-major triangle of an n x n matrix an op reads: lower (j <= i) or upper (j >= i),
+// without the diagonal when !diag.
+bool finite_triangle(const float *a, int64_t n, bool lower, bool diag) {
+  bool ok = true;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t j0 = lower ? 0 : (diag ? i : i + 1), j1 = lower ? (diag ? i + 1 : i) : n;
+    for (int64_t j = j0; j < j1; ++j) ok &= std::fabs(a[i * n + j]) <= FLT_MAX;
+  }
+  return ok;
+}
+
+// Row-major A is column-major A^T, and row-major B (n x r) is column-major B^T (r x n): every
+// routine below works on the column-major view of the caller's buffers, which needs no
+// transposes except for solve's left-hand case.
+
+// A = L L^T from the lower triangle (row-major) is A^T = U^T U from the column-major upper
+// one, and row-major reading of that U is L: spotrf('U') in place; the upper flag likewise
+// with 'L'.
+int32_t cholesky(const lapack::Provider &lp, const float *a, int n, bool upper, float *l,
+                 std::atomic<int> &rejected) {
+  if (!finite_triangle(a, n, !upper, true)) return ML_INFO_LS_NONFINITE;
+  const int64_t nn = int64_t(n) * n;
+  std::copy(a, a + nn, l);
+  const char uplo = upper ? 'L' : 'U';
+  int info = 0;
+  lp.spotrf(&uplo, &n, l, &n, &info, 1);
+  if (info < 0) rejected.store(info);
+  if (info != 0) return info;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      if (upper ? j < i : j > i) l[i * n + j] = 0.f;
+  return 0;
+}
+
+// sgetrf of the column-major view factors A^T. X A = B is A^T X^T = B^T: sgetrs('N') on the
+// caller's B as it lies. A X = B: sgetrs('T') on the column-major n x r copy of B.
+int32_t solve(const lapack::Provider &lp, const float *a, const float *b, int n, int r,
+              bool right, float *x, std::atomic<int> &rejected) {
+  const int64_t nn = int64_t(n) * n, nr = int64_t(n) * r;
+  if (!finite_all(a, nn) || !finite_all(b, nr)) return ML_INFO_LS_NONFINITE;
+  float *lu = floats(nn + (right ? 0 : nr));
+  int *ipiv = ints(n);
+  std::copy(a, a + nn, lu);
+  int info = 0;
+  lp.sgetrf(&n, &n, lu, &n, ipiv, &info);
+  if (info < 0) rejected.store(info);
+  if (info != 0) return info;
+  if (right) {
+    std::copy(b, b + nr, x);
+    lp.sgetrs("N", &n, &r, lu, &n, ipiv, x, &n, &info, 1);
+  } else {
+    float *t = lu + nn;
+    for (int64_t p = 0; p < n; ++p)
+      for (int64_t q = 0; q < r; ++q) t[p + q * n] = b[p * r + q];
+    lp.sgetrs("T", &n, &r, lu, &n, ipiv, t, &n, &info, 1);
+    for (int64_t p = 0; p < n; ++p)
+      for (int64_t q = 0; q < r; ++q) x[p * r + q] = t[p + q * n];
+  }
+  if (info < 0) rejected.store(info);
+  return info;
+}
+
+// The column-major inverse of A^T is (A^-1)^T: row-major, A^-1. In place in x.
+int32_t inv(const lapack::Provider &lp, const float *a, int n, int lwork, float *x,
+            std::atomic<int> &rejected) {
+  const int64_t nn = int64_t(n) * n;
+  if (!finite_all(a, nn)) return ML_INFO_LS_NONFINITE;
+  float *work = floats(lwork);
+  int *ipiv = ints(n);
+  std::copy(a, a + nn, x);
+  int info = 0;
+  lp.sgetrf(&n, &n, x, &n, ipiv, &info);
+  if (info < 0) rejected.store(info);
+  if (info != 0) return info;
+  lp.sgetri(&n, x, &n, ipiv, work, &lwork, &info);
+  if (info < 0) rejected.store(info);
+  return info;
+}
+
+// A X = B is X^T A^T = B^T: strsm from the right on the caller's B (r x n column-major) with
+// the column-major A^T, whose triangle is the other one; X A = B is A^T X^T = B^T, from the
+// left. An exact zero on A's diagonal is reported as k (strtrs' info) instead of dividing.
+int32_t solve_triangular(const lapack::Provider &lp, const float *a, const float *b, int n, int r,
+                         int32_t flags, float *x) {
+  const bool upper = flags & ML_LS_UPPER, right = flags & ML_LS_RIGHT, unit = flags & ML_LS_UNIT;
+  const int64_t nr = int64_t(n) * r;
+  if (!finite_triangle(a, n, !upper, !unit) || !finite_all(b, nr)) return ML_INFO_LS_NONFINITE;
+  if (!unit)
+    for (int k = 0; k < n; ++k)
+      if (a[int64_t(k) * n + k] == 0.f) return k + 1;
+  std::copy(b, b + nr, x);
+  const char side = right ? 'L' : 'R', uplo = upper ? 'L' : 'U', trans = 'N',
+             diag = unit ? 'U' : 'N';
+  const int rows = right ? n : r, cols = right ? r : n, ldb = rows;
+  const float one = 1.f;
+  lp.strsm(&side, &uplo, &trans, &diag, &rows, &cols, &one, a, &n, x, &ldb, 1, 1, 1, 1);
+  return 0;
+}
+
+}  // namespace
+
+const char *linsys_missing(const lapack::Provider &lp, int32_t op) {
+  switch (op) {
+    case ML_OP_CHOLESKY: return lp.spotrf ? nullptr : "spotrf";
+    case ML_OP_SOLVE: return !lp.sgetrf ? "sgetrf" : !lp.sgetrs ? "sgetrs" : nullptr;
+    case ML_OP_INV: return !lp.sgetrf ? "sgetrf" : !lp.sgetri ? "sgetri" : nullptr;
+    case ML_OP_SOLVE_TRIANGULAR: return lp.strsm ? nullptr : "strsm";
+    default: return nullptr;
+  }
+}
+
+int linsys_lwork(const lapack::Provider &lp, const Call &c, int *rejected) {
+  *rejected = 0;
+  if (c.op != ML_OP_INV) return 1;
+  const int n = static_cast<int>(c.n), minus1 = -1;
+  int info = 0, ipiv = 0;
+  float q = 0.f, dummy = 0.f;
+  lp.sgetri(&n, &dummy, &n, &ipiv, &q, &minus1, &info);
+  if (info < 0) *rejected = info;
+  // The queried size, within a 32-bit int and at least the documented minimum n.
+  const double v = static_cast<double>(q) + 1;
+  const int64_t want = v > 0 && v < 2.0e9 ? static_cast<int64_t>(v) : 0;
+  return static_cast<int>(std::max<int64_t>(want, std::max<int64_t>(n, 1)));
+}
+
+void linsys_matrix(const lapack::Provider &lp, const Call &c, int64_t i, int lwork,
+                   std::atomic<int> &rejected) {
+  const int n = static_cast<int>(c.n), r = static_cast<int>(c.nrhs);
+  int64_t out_count[3];
+  output_floats(c.op, c.m, c.n, c.flags, out_count, c.nrhs);
+  const float *a = c.a + i * int64_t(n) * n;
+  const float *b = c.b ? c.b + i * int64_t(n) * r : nullptr;
+  float *x = c.out0 + i * out_count[0];
+  int32_t info = 0;
+  switch (c.op) {
+    case ML_OP_CHOLESKY:
+      info = cholesky(lp, a, n, c.flags & ML_LS_UPPER, x, rejected);
+      break;
+    case ML_OP_SOLVE: info = solve(lp, a, b, n, r, c.flags & ML_LS_RIGHT, x, rejected); break;
+    case ML_OP_INV: info = inv(lp, a, n, lwork, x, rejected); break;
+    case ML_OP_SOLVE_TRIANGULAR: info = solve_triangular(lp, a, b, n, r, c.flags, x); break;
+    default: break;
+  }
+  if (info != 0) std::fill(x, x + out_count[0], kNaN);
+  if (c.info) c.info[i] = info < 0 ? 0 : info;
+}
+
+void linsys_trim_scratch() {
+  if (t_scratch.f.capacity() * sizeof(float) > kKeepBytes) std::vector<float>().swap(t_scratch.f);
+  if (t_scratch.i.capacity() * sizeof(int) > kKeepBytes) std::vector<int>().swap(t_scratch.i);
+}
+
+}  // namespace ml::cpu
