@@ -46,9 +46,22 @@ bool finite_triangle(const float *a, int64_t n, bool lower, bool diag) {
   return ok;
 }
 
-// Row-major A is column-major A^T, and row-major B (n x r) is column-major B^T (r x n): every
-// routine below works on the column-major view of the caller's buffers, which needs no
-// transposes except for solve's left-hand case.
+// Row-major A is column-major A^T, and row-major B (n x r) is column-major B^T (r x n): the
+// routines work on the column-major view of the caller's buffers where the transpose is the
+// problem itself (cholesky, solve_triangular), and factor a column-major copy of A itself
+// where LAPACK's info must be that of A's LU (solve, inv: torch's info).
+
+// The column-major copy of row-major rows x cols src.
+void to_column_major(const float *src, int64_t rows, int64_t cols, float *dst) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) dst[i + j * rows] = src[i * cols + j];
+}
+
+// The row-major copy of column-major rows x cols src.
+void to_row_major(const float *src, int64_t rows, int64_t cols, float *dst) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = src[i + j * rows];
+}
 
 // A = L L^T from the lower triangle (row-major) is A^T = U^T U from the column-major upper
 // one, and row-major reading of that U is L: spotrf('U') in place; the upper flag likewise
@@ -69,48 +82,56 @@ int32_t cholesky(const lapack::Provider &lp, const float *a, int n, bool upper, 
   return 0;
 }
 
-// sgetrf of the column-major view factors A^T. X A = B is A^T X^T = B^T: sgetrs('N') on the
-// caller's B as it lies. A X = B: sgetrs('T') on the column-major n x r copy of B.
+// After sgetrf's info k > 0: the first exact zero on U's diagonal (LAPACK's documented info;
+// a provider's blocked or recursive sgetrf may report another one), 1-based.
+int first_zero_pivot(const float *lu, int n, int info) {
+  for (int k = 0; k < n; ++k)
+    if (lu[int64_t(k) * n + k] == 0.f) return k + 1;
+  return info;
+}
+
+// A = P L U (sgetrf of the column-major copy). A X = B: sgetrs('N') on the column-major copy
+// of B. X A = B is A^T X^T = B^T: sgetrs('T') on the caller's B as it lies (column-major B^T).
 int32_t solve(const lapack::Provider &lp, const float *a, const float *b, int n, int r,
               bool right, float *x, std::atomic<int> &rejected) {
   const int64_t nn = int64_t(n) * n, nr = int64_t(n) * r;
   if (!finite_all(a, nn) || !finite_all(b, nr)) return ML_INFO_LS_NONFINITE;
   float *lu = floats(nn + (right ? 0 : nr));
   int *ipiv = ints(n);
-  std::copy(a, a + nn, lu);
+  to_column_major(a, n, n, lu);
   int info = 0;
   lp.sgetrf(&n, &n, lu, &n, ipiv, &info);
   if (info < 0) rejected.store(info);
-  if (info != 0) return info;
+  if (info != 0) return info < 0 ? info : first_zero_pivot(lu, n, info);
   if (right) {
     std::copy(b, b + nr, x);
-    lp.sgetrs("N", &n, &r, lu, &n, ipiv, x, &n, &info, 1);
+    lp.sgetrs("T", &n, &r, lu, &n, ipiv, x, &n, &info, 1);
   } else {
     float *t = lu + nn;
-    for (int64_t p = 0; p < n; ++p)
-      for (int64_t q = 0; q < r; ++q) t[p + q * n] = b[p * r + q];
-    lp.sgetrs("T", &n, &r, lu, &n, ipiv, t, &n, &info, 1);
-    for (int64_t p = 0; p < n; ++p)
-      for (int64_t q = 0; q < r; ++q) x[p * r + q] = t[p + q * n];
+    to_column_major(b, n, r, t);
+    lp.sgetrs("N", &n, &r, lu, &n, ipiv, t, &n, &info, 1);
+    to_row_major(t, n, r, x);
   }
   if (info < 0) rejected.store(info);
   return info;
 }
 
-// The column-major inverse of A^T is (A^-1)^T: row-major, A^-1. In place in x.
+// sgetrf and sgetri of the column-major copy of A, written back row-major.
 int32_t inv(const lapack::Provider &lp, const float *a, int n, int lwork, float *x,
             std::atomic<int> &rejected) {
   const int64_t nn = int64_t(n) * n;
   if (!finite_all(a, nn)) return ML_INFO_LS_NONFINITE;
-  float *work = floats(lwork);
+  float *t = floats(nn + lwork);
+  float *work = t + nn;
   int *ipiv = ints(n);
-  std::copy(a, a + nn, x);
+  to_column_major(a, n, n, t);
   int info = 0;
-  lp.sgetrf(&n, &n, x, &n, ipiv, &info);
+  lp.sgetrf(&n, &n, t, &n, ipiv, &info);
   if (info < 0) rejected.store(info);
-  if (info != 0) return info;
-  lp.sgetri(&n, x, &n, ipiv, work, &lwork, &info);
+  if (info != 0) return info < 0 ? info : first_zero_pivot(t, n, info);
+  lp.sgetri(&n, t, &n, ipiv, work, &lwork, &info);
   if (info < 0) rejected.store(info);
+  to_row_major(t, n, n, x);
   return info;
 }
 

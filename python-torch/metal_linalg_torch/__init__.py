@@ -8,6 +8,14 @@ Functions take torch.linalg's arguments and return its result types:
     svd(A, full_matrices=False)    -> torch.return_types.linalg_svd (U, S, Vh)
     svdvals(A)                     -> Tensor
 
+and the linear systems, on the CPU through LAPACK (CUDA tensors through a host copy: no GPU
+kernels yet), with torch.linalg's errors (LinAlgError) and gradients:
+
+    cholesky(A, *, upper=False), cholesky_ex(A, *, upper=False, check_errors=False)
+    solve(A, B, *, left=True), solve_ex(A, B, *, left=True, check_errors=False)
+    inv(A), inv_ex(A, *, check_errors=False)
+    solve_triangular(A, B, *, upper, left=True, unitriangular=False)
+
 Results are float32 on the input's device (other real dtypes are converted, complex raises
 TypeError); mode="complete" / full_matrices=True need square matrices (NotImplementedError).
 A matrix with NaN/Inf gives NaN for that matrix only, as does one whose iteration did not
@@ -82,6 +90,18 @@ from .svd import svd, svd_ex, svdvals, svdvals_ex
 
 __version__ = "0.1.0"
 
+# The linear systems (CPU through LAPACK; CUDA tensors through a host copy).
+from .linsys import (
+    cholesky,
+    cholesky_ex,
+    inv,
+    inv_ex,
+    solve,
+    solve_ex,
+    solve_triangular,
+)
+from .queries import cholesky_backend, inv_backend, solve_backend, solve_triangular_backend
+
 __all__ = [
     "CalibrationWarning",
     "MetalLinalgError",
@@ -144,6 +164,19 @@ from ._lib import lib as _core
 from .queries import cpu_only, gpu_core_count, set_cpu_only
 
 __all__ += ["cpu_only", "gpu_core_count", "set_cpu_only"]
+__all__ += [
+    "cholesky",
+    "cholesky_backend",
+    "cholesky_ex",
+    "inv",
+    "inv_backend",
+    "inv_ex",
+    "solve",
+    "solve_backend",
+    "solve_ex",
+    "solve_triangular",
+    "solve_triangular_backend",
+]
 _register_dtensor()
 
 _core.ml_policy_source(0)

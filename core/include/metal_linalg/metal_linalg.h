@@ -97,7 +97,7 @@ typedef enum ml_memory { ML_MEMORY_HOST = 0, ML_MEMORY_CUDA = 1, ML_MEMORY_METAL
 
 /* The linear-system ops' info word is LAPACK's instead: 0 (success); k > 0, LAPACK's
  * info (cholesky: the leading minor of order k is not positive definite; solve, inv: U(k,k)
- * of the LU factorization is exactly zero; solve_triangular: A(k,k) is exactly zero); or
+ * of the LU factorization is exactly zero, the first such k; solve_triangular: A(k,k) is exactly zero); or
  * ML_INFO_LS_NONFINITE (A or B has a NaN/Inf entry, in the part the op reads). Each such
  * matrix gets NaN in every entry of its output; the rest of the batch is unaffected. */
 #define ML_INFO_LS_NONFINITE 0x40000000
