@@ -135,6 +135,30 @@ int32_t inv(const lapack::Provider &lp, const float *a, int n, int lwork, float 
   return info;
 }
 
+// A = P L U of the column-major copy of m x n A, written back row-major; pivots as LAPACK's.
+// A singular matrix keeps its factorization (info: the first zero on U's diagonal).
+int32_t lu_factor(const lapack::Provider &lp, const float *a, int m, int n, float *lu,
+                  int32_t *pivots, std::atomic<int> &rejected) {
+  const int64_t mn = int64_t(m) * n;
+  const int k = std::min(m, n);
+  if (!finite_all(a, mn)) {
+    for (int i = 0; i < k; ++i) pivots[i] = i + 1;
+    return ML_INFO_LS_NONFINITE;
+  }
+  float *t = floats(mn);
+  int *ipiv = ints(k);
+  to_column_major(a, m, n, t);
+  int info = 0;
+  lp.sgetrf(&m, &n, t, &m, ipiv, &info);
+  if (info < 0) rejected.store(info);
+  to_row_major(t, m, n, lu);
+  for (int i = 0; i < k; ++i) pivots[i] = ipiv[i];
+  if (info > 0)
+    for (int i = 0; i < k; ++i)
+      if (t[int64_t(i) * m + i] == 0.f) return i + 1;
+  return info;
+}
+
 // A X = B is X^T A^T = B^T: strsm from the right on the caller's B (r x n column-major) with
 // the column-major A^T, whose triangle is the other one; X A = B is A^T X^T = B^T, from the
 // left. An exact zero on A's diagonal is reported as k (strtrs' info) instead of dividing.
@@ -163,6 +187,7 @@ const char *linsys_missing(const lapack::Provider &lp, int32_t op) {
     case ML_OP_SOLVE: return !lp.sgetrf ? "sgetrf" : !lp.sgetrs ? "sgetrs" : nullptr;
     case ML_OP_INV: return !lp.sgetrf ? "sgetrf" : !lp.sgetri ? "sgetri" : nullptr;
     case ML_OP_SOLVE_TRIANGULAR: return lp.strsm ? nullptr : "strsm";
+    case ML_OP_LU_FACTOR: return lp.sgetrf ? nullptr : "sgetrf";
     default: return nullptr;
   }
 }
@@ -183,10 +208,10 @@ int linsys_lwork(const lapack::Provider &lp, const Call &c, int *rejected) {
 
 void linsys_matrix(const lapack::Provider &lp, const Call &c, int64_t i, int lwork,
                    std::atomic<int> &rejected) {
-  const int n = static_cast<int>(c.n), r = static_cast<int>(c.nrhs);
+  const int m = static_cast<int>(c.m), n = static_cast<int>(c.n), r = static_cast<int>(c.nrhs);
   int64_t out_count[3];
   output_floats(c.op, c.m, c.n, c.flags, out_count, c.nrhs);
-  const float *a = c.a + i * int64_t(n) * n;
+  const float *a = c.a + i * int64_t(m) * n;
   const float *b = c.b ? c.b + i * int64_t(n) * r : nullptr;
   float *x = c.out0 + i * out_count[0];
   int32_t info = 0;
@@ -197,9 +222,16 @@ void linsys_matrix(const lapack::Provider &lp, const Call &c, int64_t i, int lwo
     case ML_OP_SOLVE: info = solve(lp, a, b, n, r, c.flags & ML_LS_RIGHT, x, rejected); break;
     case ML_OP_INV: info = inv(lp, a, n, lwork, x, rejected); break;
     case ML_OP_SOLVE_TRIANGULAR: info = solve_triangular(lp, a, b, n, r, c.flags, x); break;
+    case ML_OP_LU_FACTOR: {
+      int32_t *pivots = reinterpret_cast<int32_t *>(c.out1) + i * out_count[1];
+      info = lu_factor(lp, a, m, n, x, pivots, rejected);
+      break;
+    }
     default: break;
   }
-  if (info != 0) std::fill(x, x + out_count[0], kNaN);
+  // A singular matrix's LU is a factorization all the same (LAPACK's, torch's lu_factor_ex).
+  const bool keep = c.op == ML_OP_LU_FACTOR && info != ML_INFO_LS_NONFINITE;
+  if (info != 0 && !keep) std::fill(x, x + out_count[0], kNaN);
   if (c.info) c.info[i] = info < 0 ? 0 : info;
 }
 

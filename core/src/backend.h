@@ -16,6 +16,7 @@ namespace ml {
 //                eigh: out0 = w, out1 = v;  eigvalsh: out0 = w
 //                svd: out0 = u, out1 = s, out2 = vt;  svdvals: out1 = s
 //                cholesky, solve, inv, solve_triangular: out0 = the result
+//                lu_factor: out0 = lu, out1 = pivots (int32)
 // Floats per matrix of each: output_floats() (ops.h).
 // flags: qr mode / eigh uplo / svd full_matrices / the linear systems' ml_ls_flag bits.
 // The ops with two inputs (op_desc(op).inputs == 2) also have b, the right-hand sides

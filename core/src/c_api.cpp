@@ -135,6 +135,13 @@ ML_API ml_status ml_solve_triangular(const ml_exec *exec, const float *a, const 
   return run(exec, ML_OP_SOLVE_TRIANGULAR, in, sizes, flags, out, info);
 }
 
+ML_API ml_status ml_lu_factor(const ml_exec *exec, const float *a, int64_t batch, int64_t m,
+                              int64_t n, float *lu, int32_t *pivots, int32_t *info) {
+  const int64_t sizes[3] = {batch, m, n};
+  float *const out[] = {lu, reinterpret_cast<float *>(pivots)};
+  return run(exec, ML_OP_LU_FACTOR, &a, sizes, 0, out, info);
+}
+
 ML_API ml_status ml_plan(const ml_exec *exec, int32_t op, const int64_t *sizes, int32_t flags,
                          int32_t *memory, int64_t *workspace_bytes, const char **name) {
   ml::clear_error();

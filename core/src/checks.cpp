@@ -63,7 +63,7 @@ LapackSizes lapack_sizes(int32_t op, int32_t flags, int64_t m, int64_t n, int64_
       s.array_what = mul_sat(n, nrhs) > mul_sat(n, n) ? "B" : "A";
       s.min_lwork = 0;
       break;
-    default:  // cholesky (spotrf), inv (sgetrf; sgetri: a workspace of n)
+    default:  // cholesky (spotrf), inv (sgetrf; sgetri: a workspace of n), lu_factor (sgetrf)
       s.array = mul_sat(m, n);
       s.array_what = "A";
       s.min_lwork = op == ML_OP_INV ? n : 0;

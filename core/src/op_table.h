@@ -124,6 +124,9 @@ inline constexpr OpDesc kOpTable[] = {
   {ML_OP_SOLVE_TRIANGULAR, "solve_triangular", "SOLVE_TRIANGULAR", 2, true,
    FlagKind::kTriangular, -1, 1,
    {{"x", Dim::kRhsRows, Dim::kRhsCols, ML_DTYPE_FLOAT32, 0, -1}}, true, Info::kLapack},
+  {ML_OP_LU_FACTOR, "lu_factor", "LU_FACTOR", 1, false, FlagKind::kNone, -1, 2,
+   {{"lu", Dim::kM, Dim::kN, ML_DTYPE_FLOAT32, 0, -1},
+    {"pivots", Dim::kK, Dim::kNone, ML_DTYPE_INT32, 1, -1}}, true, Info::kLapack},
 };
 // clang-format on
 

@@ -15,6 +15,7 @@ kernels yet), with torch.linalg's errors (LinAlgError) and gradients:
     solve(A, B, *, left=True), solve_ex(A, B, *, left=True, check_errors=False)
     inv(A), inv_ex(A, *, check_errors=False)
     solve_triangular(A, B, *, upper, left=True, unitriangular=False)
+    lu_factor(A, *, pivot=True), lu_factor_ex(A, *, pivot=True, check_errors=False)
 
 Results are float32 on the input's device (other real dtypes are converted, complex raises
 TypeError); mode="complete" / full_matrices=True need square matrices (NotImplementedError).
@@ -96,6 +97,8 @@ from .linsys import (
     cholesky_ex,
     inv,
     inv_ex,
+    lu_factor,
+    lu_factor_ex,
     solve,
     solve_ex,
     solve_triangular,
@@ -171,6 +174,8 @@ __all__ += [
     "inv",
     "inv_backend",
     "inv_ex",
+    "lu_factor",
+    "lu_factor_ex",
     "solve",
     "solve_backend",
     "solve_ex",

@@ -29,6 +29,9 @@ ML_QR_COMPLETE = 2
 ML_LOWER = 0
 ML_UPPER = 1
 
+ML_DTYPE_FLOAT32 = 0
+ML_DTYPE_INT32 = 1
+
 _f32p = ctypes.c_void_p  # raw addresses from tensor.data_ptr()
 _i64 = ctypes.c_int64
 _i32 = ctypes.c_int32

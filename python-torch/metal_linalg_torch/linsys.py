@@ -1,4 +1,4 @@
-"""The linear systems: cholesky, solve, inv, solve_triangular (and their *_ex forms) with
+"""The linear systems: cholesky, solve, inv, solve_triangular, lu_factor (and the *_ex forms) with
 torch.linalg's arguments, results and errors. The core computes them on the CPU through
 LAPACK; CUDA tensors go through a host copy (the core has no GPU kernels for them yet, and its
 plan says so) and come back on their device.
@@ -11,15 +11,15 @@ grad, vjp, jacrev, vmap). Forward-mode AD (jvp, jacfwd) is not implemented: a ta
 input raises, never a silently dropped derivative.
 
 The info word (the *_ex functions): 0; LAPACK's info k > 0 (cholesky: the leading minor of
-order k is not positive definite; solve, inv: U(k,k) is exactly zero; as torch); or
-INFO_NONFINITE (the input has a NaN/Inf entry where the op reads it; torch reports 0 there).
-Either way that matrix's result is NaN, the rest of the batch is unaffected.
+order k is not positive definite; solve, inv, lu_factor: U(k,k) is exactly zero, the first
+such k; as torch); or INFO_NONFINITE (the input has a NaN/Inf entry where the op reads it;
+torch reports 0 there). Either way that matrix's result is NaN (lu_factor: only for NaN/Inf
+input; a singular matrix keeps its factorization), the rest of the batch is unaffected.
 """
 
 from __future__ import annotations
 
 import ctypes
-from typing import NamedTuple
 
 import torch
 
@@ -91,12 +91,42 @@ def _check_rhs(A, B, left: bool, name: str) -> None:
 # ---- the call into the core ----
 
 
-def _output_shape(op: str, flags: int, n: int, nrhs: int) -> tuple:
-    """The result's matrix shape from the core's op table ('n', and 'r' for the right-hand
-    side's columns)."""
-    (symbols,) = _lib.output_symbols(_lib.OP_ID[op], flags)
-    values = {"n": n, "r": nrhs}
-    return tuple(values[s] for s in symbols)
+_DTYPES = {_lib.ML_DTYPE_FLOAT32: torch.float32, _lib.ML_DTYPE_INT32: torch.int32}
+_OUTPUTS = {}
+
+
+def _outputs(op: str, flags: int) -> list:
+    """Per output of op under flags, from the core's op table: its dimensions as symbols ('m',
+    'n', 'k' = min(m, n), 'r' = the right-hand side's columns) and its torch dtype."""
+    key = (op, flags)
+    if key not in _OUTPUTS:
+        out = []
+        for i, symbols in enumerate(_lib.output_symbols(_lib.OP_ID[op], flags)):
+            dtype, ndim = ctypes.c_int32(0), ctypes.c_int32(0)
+            _lib.check(
+                lib.ml_output_desc(
+                    _lib.OP_ID[op],
+                    flags,
+                    i,
+                    None,
+                    ctypes.byref(ndim),
+                    None,
+                    ctypes.addressof(dtype),
+                ),
+                op,
+            )
+            out.append((symbols, _DTYPES[dtype.value]))
+        _OUTPUTS[key] = out
+    return _OUTPUTS[key]
+
+
+def _shapes(op: str, flags: int, batch_shape, m, n, nrhs) -> list:
+    """(shape, dtype) of each output of op for this call."""
+    values = {"m": m, "n": n, "k": min(m, n), "r": nrhs}
+    return [
+        ((*batch_shape, *(values[s] for s in symbols)), dtype)
+        for symbols, dtype in _outputs(op, flags)
+    ]
 
 
 def _host_route(A: torch.Tensor, op: str, sizes, flags: int) -> None:
@@ -126,28 +156,29 @@ def _host_route(A: torch.Tensor, op: str, sizes, flags: int) -> None:
 
 
 def run(op: str, A: torch.Tensor, B, flags: int) -> tuple:
-    """op on A (and the right-hand sides B, whose batch dimensions broadcast with A's): the
-    float32 result on A's device and the per-matrix info words (int32, the batch shape)."""
-    n = A.shape[-1]
+    """op on A (and the right-hand sides B, whose batch dimensions broadcast with A's): its
+    outputs on A's device (float32; lu_factor's pivots int32) and the per-matrix info words
+    (int32, the batch shape), last."""
+    m, n = A.shape[-2], A.shape[-1]
     if B is not None:
         batch_shape = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
         nrhs = B.shape[-2] if flags & ML_LS_RIGHT else B.shape[-1]
     else:
         batch_shape, nrhs = A.shape[:-2], 1
-    shape = (*batch_shape, *_output_shape(op, flags, n, nrhs))
+    shapes = _shapes(op, flags, batch_shape, m, n, nrhs)
     device = A.device
     batch = 1
     for dim in batch_shape:
         batch *= dim
-    if batch == 0 or n == 0 or nrhs == 0:
-        X = torch.zeros(shape, dtype=torch.float32, device=device)
-        return X, torch.zeros(batch_shape, dtype=torch.int32, device=device)
-    sizes = _I4(batch, n, n, nrhs)
+    if batch == 0 or m == 0 or n == 0 or nrhs == 0:
+        outs = [torch.zeros(shape, dtype=dtype, device=device) for shape, dtype in shapes]
+        return (*outs, torch.zeros(batch_shape, dtype=torch.int32, device=device))
+    sizes = _I4(batch, m, n, nrhs)
     _host_route(A, op, sizes, flags)
-    a = d._readable(A.expand(*batch_shape, n, n)).cpu()
-    X = torch.empty(shape, dtype=torch.float32)
+    a = d._readable(A.expand(*batch_shape, m, n)).cpu()
+    outs = [torch.empty(shape, dtype=dtype) for shape, dtype in shapes]
     info = torch.empty(batch_shape, dtype=torch.int32)
-    outs = _P1(X.data_ptr())
+    ptrs = (ctypes.c_void_p * len(outs))(*(t.data_ptr() for t in outs))
     if B is None:
         ins = _P1(a.data_ptr())
     else:
@@ -159,13 +190,13 @@ def run(op: str, A: torch.Tensor, B, flags: int) -> tuple:
         ctypes.addressof(ins),
         ctypes.addressof(sizes),
         flags,
-        ctypes.addressof(outs),
+        ctypes.addressof(ptrs),
         info.data_ptr(),
     )
     _lib.check(status, op)
     if device.type != "cpu":
-        return X.to(device), info.to(device)
-    return X, info
+        return (*(t.to(device) for t in outs), info.to(device))
+    return (*outs, info)
 
 
 # ---- errors as torch.linalg raises them ----
@@ -244,6 +275,19 @@ def _inv_errors(info: torch.Tensor) -> None:
     )
 
 
+def _lu_factor_errors(info: torch.Tensor) -> None:
+    _raise(
+        "torch.linalg.lu_factor",
+        info,
+        _singular,
+        lambda k: (
+            f"U[{k},{k}] is zero and using it on lu_solve would result in a division by "
+            "zero. If you still want to perform the factorization, consider calling "
+            "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"
+        ),
+    )
+
+
 # ---- backward formulas (torch.linalg's), in torch ops ----
 
 
@@ -308,8 +352,8 @@ def _fake_rhs(op: str, A, B, flags: int):
     batch_shape = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     n = A.shape[-1]
     nrhs = B.shape[-2] if flags & ML_LS_RIGHT else B.shape[-1]
-    shape = (*batch_shape, *_output_shape(op, flags, n, nrhs))
-    return A.new_empty(shape, dtype=torch.float32), A.new_empty(batch_shape, dtype=torch.int32)
+    ((shape, dtype),) = _shapes(op, flags, batch_shape, n, n, nrhs)
+    return A.new_empty(shape, dtype=dtype), A.new_empty(batch_shape, dtype=torch.int32)
 
 
 @torch.library.custom_op(
@@ -465,6 +509,58 @@ solve_triangular_op.register_autograd(_triangular_backward, setup_context=_trian
 _vmap(solve_triangular_op, 2, 1)
 
 
+@torch.library.custom_op(
+    "metal_linalg::lu_factor", mutates_args=(), schema="(Tensor A) -> (Tensor, Tensor, Tensor)"
+)
+def lu_factor_op(A: torch.Tensor):
+    _check_tensor(A, "lu_factor")
+    d.check_no_tangent(A, "lu_factor")
+    LU, pivots, info = run("lu_factor", A, None, 0)
+    return LU, pivots, info
+
+
+@lu_factor_op.register_fake
+def _(A):
+    _check_tensor(A, "lu_factor")
+    m, n = A.shape[-2], A.shape[-1]
+    k = torch.sym_min(m, n)
+    batch = A.shape[:-2]
+    return (
+        A.new_empty(A.shape, dtype=torch.float32),
+        A.new_empty((*batch, k), dtype=torch.int32),
+        A.new_empty(batch, dtype=torch.int32),
+    )
+
+
+def lu_factor_vjp(LU, pivots, gLU):
+    """A = P L U (square): gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T with gL, gU the
+    strictly lower and upper parts of gLU."""
+    if LU.shape[-1] != LU.shape[-2]:
+        raise NotImplementedError(
+            "[metal_linalg.lu_factor] the gradient of the LU factorization of non-square "
+            f"matrices is not implemented (got {LU.shape[-2]}x{LU.shape[-1]})"
+        )
+    P, L, U = torch.lu_unpack(LU, pivots)
+    phi = (L.mT @ gLU.tril(-1)).tril(-1) + (gLU.triu() @ U.mT).triu()
+    phi = torch.linalg.solve_triangular(U.mT, phi, upper=False, left=False)
+    phi = torch.linalg.solve_triangular(L.mT, phi, upper=True, left=True, unitriangular=True)
+    return P @ phi
+
+
+def _lu_setup(ctx, inputs, output):
+    ctx.dtype = inputs[0].dtype
+    ctx.save_for_backward(output[0], output[1])
+
+
+def _lu_backward(ctx, gLU, _gpivots, _ginfo):
+    LU, pivots = ctx.saved_tensors
+    return lu_factor_vjp(LU, pivots, gLU).to(ctx.dtype)
+
+
+lu_factor_op.register_autograd(_lu_backward, setup_context=_lu_setup)
+_vmap(lu_factor_op, 1, 3)
+
+
 # ---- autograd.Functions: the public functions' differentiable path outside eager, compile and
 # tracing (backward and torch.func transforms over the custom ops; no jvp: forward-mode AD
 # raises torch's NotImplementedError) ----
@@ -542,6 +638,24 @@ class _SolveTriangular(torch.autograd.Function):
         return _triangular_backward(ctx, gX)
 
 
+class _LuFactor(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(A):
+        return torch.ops.metal_linalg.lu_factor(A)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_non_differentiable(output[1], output[2])
+        ctx.save_for_backward(output[0], output[1])
+
+    @staticmethod
+    def backward(ctx, gLU, _gpivots, _ginfo):
+        LU, pivots = ctx.saved_tensors
+        return lu_factor_vjp(LU, pivots, gLU)
+
+
 # ---- the public functions ----
 
 
@@ -555,21 +669,6 @@ def _bool(value, what: str, name: str) -> bool:
     if not isinstance(value, (bool, int)) or isinstance(value, int) and value not in (0, 1):
         raise TypeError(f"[metal_linalg.{name}] {what} must be a bool, got {value!r}")
     return bool(value)
-
-
-class CholeskyEx(NamedTuple):
-    L: torch.Tensor
-    info: torch.Tensor
-
-
-class SolveEx(NamedTuple):
-    result: torch.Tensor
-    info: torch.Tensor
-
-
-class InvEx(NamedTuple):
-    inverse: torch.Tensor
-    info: torch.Tensor
 
 
 def _cholesky(A, upper: bool):
@@ -593,12 +692,14 @@ def cholesky(A: torch.Tensor, *, upper: bool = False) -> torch.Tensor:
     return L
 
 
-def cholesky_ex(A: torch.Tensor, *, upper: bool = False, check_errors: bool = False) -> CholeskyEx:
+def cholesky_ex(
+    A: torch.Tensor, *, upper: bool = False, check_errors: bool = False
+) -> torch.return_types.linalg_cholesky_ex:
     """cholesky and the per-matrix info (module docstring); a failed matrix's L is all NaN."""
     L, info = _cholesky(A, upper)
     if check_errors:
         _cholesky_errors(info)
-    return CholeskyEx(L, info)
+    return torch.return_types.linalg_cholesky_ex((L, info))
 
 
 def _solve(A, B, left: bool):
@@ -632,12 +733,12 @@ def solve(A: torch.Tensor, B: torch.Tensor, *, left: bool = True) -> torch.Tenso
 
 def solve_ex(
     A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_errors: bool = False
-) -> SolveEx:
+) -> torch.return_types.linalg_solve_ex:
     """solve and the per-matrix info (module docstring); a failed matrix's result is NaN."""
     X, info = _solve(A, B, left)
     if check_errors:
         _solve_errors(info)
-    return SolveEx(X, info)
+    return torch.return_types.linalg_solve_ex((X, info))
 
 
 def _inv(A):
@@ -659,12 +760,12 @@ def inv(A: torch.Tensor) -> torch.Tensor:
     return X
 
 
-def inv_ex(A: torch.Tensor, *, check_errors: bool = False) -> InvEx:
+def inv_ex(A: torch.Tensor, *, check_errors: bool = False) -> torch.return_types.linalg_inv_ex:
     """inv and the per-matrix info (module docstring); a failed matrix's inverse is NaN."""
     X, info = _inv(A)
     if check_errors:
         _inv_errors(info)
-    return InvEx(X, info)
+    return torch.return_types.linalg_inv_ex((X, info))
 
 
 def solve_triangular(
@@ -692,3 +793,40 @@ def solve_triangular(
     if d.capturing():
         return torch.ops.metal_linalg.solve_triangular(A, B, upper, left, unit)
     return _SolveTriangular.apply(A, B, upper, left, unit)
+
+
+def _lu_factor(A, pivot: bool):
+    _check_tensor(A, "lu_factor")
+    if not _bool(pivot, "pivot", "lu_factor"):
+        raise NotImplementedError(
+            "[metal_linalg.lu_factor] pivot=False (LU without pivoting) is not implemented "
+            "(torch has it on CUDA only)"
+        )
+    A = d.to_float32(A)
+    if _direct(A):
+        return run("lu_factor", A, None, 0)
+    if d.capturing():
+        return torch.ops.metal_linalg.lu_factor(A)
+    return _LuFactor.apply(A)
+
+
+def lu_factor(A: torch.Tensor, *, pivot: bool = True) -> torch.return_types.linalg_lu_factor:
+    """A = P L U with partial pivoting for [..., M, N] (sgetrf), like torch.linalg.lu_factor:
+    LU (L's unit diagonal not stored) and pivots (int32, LAPACK's 1-based row interchanges).
+    Raises torch.linalg.LinAlgError with torch's message when U has an exact zero on its
+    diagonal; a NaN/Inf entry gives a NaN LU (pivots 1..k) for that matrix only. Gradients for
+    square A; pivot=False raises NotImplementedError."""
+    LU, pivots, info = _lu_factor(A, pivot)
+    _lu_factor_errors(info)
+    return torch.return_types.linalg_lu_factor((LU, pivots))
+
+
+def lu_factor_ex(
+    A: torch.Tensor, *, pivot: bool = True, check_errors: bool = False
+) -> torch.return_types.linalg_lu_factor_ex:
+    """lu_factor and the per-matrix info (module docstring): a singular matrix keeps its
+    factorization, info the first zero on U's diagonal (as torch)."""
+    LU, pivots, info = _lu_factor(A, pivot)
+    if check_errors:
+        _lu_factor_errors(info)
+    return torch.return_types.linalg_lu_factor_ex((LU, pivots, info))

@@ -626,7 +626,7 @@ static void test_op_table_and_run(void) {
   expect_ok(ml_output_desc(ML_OP_SVD, 0, 3, NULL, &nd, dims, NULL), "desc svd #3");
   CHECK(nd == 0, "svd has 3 outputs\n");
   expect_invalid(ml_output_desc(ML_OP_SVDVALS, 1, 0, NULL, &nd, dims, NULL), "desc svdvals 1");
-  expect_invalid(ml_output_desc(9, 0, 0, NULL, &nd, dims, NULL), "desc op 9");
+  expect_invalid(ml_output_desc(ML_OP_COUNT, 0, 0, NULL, &nd, dims, NULL), "desc op count");
 
   in[0] = a;
   expect_ok(ml_qr(NULL, a, b, m, n, ML_QR_REDUCED, x[0], x[1], NULL), "qr");

@@ -107,7 +107,7 @@ static void test_table(void) {
   const int64_t sizes[4] = {5, N, N, R};
   const char *plan = NULL;
   int op;
-  for (op = ML_OP_CHOLESKY; op <= ML_OP_SOLVE_TRIANGULAR; ++op) {
+  for (op = ML_OP_CHOLESKY; op <= ML_OP_LU_FACTOR; ++op) {
     CHECK(ml_op_kernels(op) == 0, "op %d claims GPU kernels\n", op);
     CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, N, N, 100), "cpu:lapack") == 0, "op %d: %s\n",
           op, ml_backend(op, ML_MEMORY_HOST, N, N, 100));
@@ -139,19 +139,24 @@ static void test_table(void) {
   CHECK(nd == 2 && d2[0] == N && d2[1] == N, "chol dims\n");
   expect(ml_output_shape(ML_OP_SOLVE, N, N, 0, 0, &nd, d2), ML_INVALID_ARGUMENT, "shape solve");
   CHECK(strstr(ml_last_error(), "ml_output_dims") != NULL, "message '%s'\n", ml_last_error());
+  expect(ml_output_desc(ML_OP_LU_FACTOR, 0, 1, &name, &nd, dims, &dtype), ML_OK, "desc piv");
+  CHECK(nd == 1 && dims[0] == 'k' && strcmp(name, "pivots") == 0 && dtype == ML_DTYPE_INT32,
+        "pivots %c %s %d\n", dims[0], name, dtype);
+  expect(ml_output_shape(ML_OP_LU_FACTOR, 5, 3, 0, 1, &nd, d2), ML_OK, "shape pivots");
+  CHECK(nd == 1 && d2[0] == 3, "pivots of 5 x 3: %ld\n", (long)d2[0]);
   expect(ml_output_shape(ML_OP_INV, N, N, 0, 0, &nd, d2), ML_OK, "shape inv");
   CHECK(nd == 2 && d2[0] == N && d2[1] == N, "inv shape\n");
 }
 
 static void test_checks(void) {
-  float a[N * N], b[N * R], x[N * R];
+  float a[N * N], b[N * R + 1], x[N * N];
   int32_t info[1];
   const int64_t bad_sizes[4] = {1, N, N, 0};
   const float *in[2];
   float *out[1];
   int i;
   for (i = 0; i < N * N; ++i) a[i] = rnd();
-  for (i = 0; i < N * R; ++i) b[i] = rnd();
+  for (i = 0; i <= N * R; ++i) b[i] = rnd();
   in[0] = a;
   in[1] = b;
   out[0] = x;
@@ -305,7 +310,52 @@ static void test_solve_triangular(void) {
   }
 }
 
+/* P L U = A: the rows of A interchanged as the pivots say, against L U. */
+static void test_lu_factor(void) {
+  static const int shapes[3][2] = {{6, 6}, {7, 4}, {4, 7}};
+  float a[B * N * N], lu[B * N * N];
+  int32_t piv[B * N], info[B];
+  int s, k, i, j, p;
+  for (s = 0; s < 3; ++s) {
+    const int m = shapes[s][0], n = shapes[s][1], kk = m < n ? m : n;
+    for (i = 0; i < B * m * n; ++i) a[i] = rnd();
+    for (i = 0; i < m; ++i) a[1 * m * n + i * n + 1] = 0.f; /* U(2,2) = 0: info 2, kept */
+    a[2 * m * n + 3] = NAN;
+    expect(ml_lu_factor(NULL, a, B, m, n, lu, piv, info), ML_OK, "lu_factor");
+    CHECK(info[0] == 0 && info[1] == 2 && info[2] == ML_INFO_LS_NONFINITE && info[3] == 0,
+          "%dx%d infos %d %d %d %d\n", m, n, info[0], info[1], info[2], info[3]);
+    CHECK(all_nan(lu + 2 * m * n, m * n), "NaN input: LU not NaN\n");
+    for (i = 0; i < kk; ++i) CHECK(piv[2 * kk + i] == i + 1, "NaN input pivots\n");
+    for (k = 0; k < B; ++k) {
+      double pa[N * N], prod[N * N];
+      const float *f = lu + k * m * n;
+      if (k == 2) continue;
+      for (i = 0; i < m * n; ++i) pa[i] = a[k * m * n + i];
+      for (i = 0; i < kk; ++i) { /* LAPACK's interchanges, in order */
+        const int r = piv[k * kk + i] - 1;
+        CHECK(r >= i && r < m, "pivot %d of row %d\n", r, i);
+        for (j = 0; j < n; ++j) {
+          const double t = pa[i * n + j];
+          pa[i * n + j] = pa[r * n + j];
+          pa[r * n + j] = t;
+        }
+      }
+      for (i = 0; i < m; ++i)
+        for (j = 0; j < n; ++j) {
+          double sum = 0;
+          for (p = 0; p <= (i < j ? i : j) && p < kk; ++p)
+            sum += (p == i ? 1.0 : (double)f[i * n + p]) * (p <= j ? f[p * n + j] : 0.0);
+          prod[i * n + j] = sum - pa[i * n + j];
+        }
+      CHECK(norm1(prod, m, n) / (n * norm1f(a + k * m * n, m, n) * EPS) < THRESH,
+            "%dx%d matrix %d: LU ratio %g\n", m, n, k,
+            norm1(prod, m, n) / (n * norm1f(a + k * m * n, m, n) * EPS));
+    }
+  }
+}
+
 int main(void) {
+  test_lu_factor();
   test_table();
   test_checks();
   test_cholesky();

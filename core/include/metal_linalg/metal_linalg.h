@@ -61,9 +61,10 @@ typedef enum ml_op {
   ML_OP_CHOLESKY = 5,
   ML_OP_SOLVE = 6,
   ML_OP_INV = 7,
-  ML_OP_SOLVE_TRIANGULAR = 8
+  ML_OP_SOLVE_TRIANGULAR = 8,
+  ML_OP_LU_FACTOR = 9
 } ml_op;
-#define ML_OP_COUNT 9
+#define ML_OP_COUNT 10
 
 typedef enum ml_qr_mode {
   ML_QR_REDUCED = 0,  /* Q: m x k, R: k x n, k = min(m, n) */
@@ -96,10 +97,12 @@ typedef enum ml_memory { ML_MEMORY_HOST = 0, ML_MEMORY_CUDA = 1, ML_MEMORY_METAL
 #define ML_INFO_SWEEPS_SHIFT 16
 
 /* The linear-system ops' info word is LAPACK's instead: 0 (success); k > 0, LAPACK's
- * info (cholesky: the leading minor of order k is not positive definite; solve, inv: U(k,k)
- * of the LU factorization is exactly zero, the first such k; solve_triangular: A(k,k) is exactly zero); or
+ * info (cholesky: the leading minor of order k is not positive definite; solve, inv,
+ * lu_factor: U(k,k) of the LU factorization is exactly zero, the first such k; solve_triangular: A(k,k) is exactly zero); or
  * ML_INFO_LS_NONFINITE (A or B has a NaN/Inf entry, in the part the op reads). Each such
- * matrix gets NaN in every entry of its output; the rest of the batch is unaffected. */
+ * matrix gets NaN in every entry of its output (lu_factor: only for a NaN/Inf input, whose
+ * pivots are then 1..k; a singular matrix keeps its factorization, as LAPACK's); the rest of
+ * the batch is unaffected. */
 #define ML_INFO_LS_NONFINITE 0x40000000
 
 /* Execution descriptor. Zero-initialise it (or pass NULL) for host memory.
@@ -198,7 +201,10 @@ ML_API ml_status ml_svdvals(const ml_exec *exec, const float *a, int64_t batch, 
  *                   nrhs x n (ML_LS_RIGHT); LU with partial pivoting (sgetrf, sgetrs).
  * inv:              x[n][n] = A^-1 (sgetrf, sgetri).
  * solve_triangular: as solve with A triangular (ML_LS_UPPER: upper, else lower;
- *                   ML_LS_UNIT: unit diagonal); the other triangle is not read (strsm). */
+ *                   ML_LS_UNIT: unit diagonal); the other triangle is not read (strsm).
+ * lu_factor:        A (m x n) = P L U with partial pivoting (sgetrf): lu[m][n] holds L
+ *                   (unit diagonal, not stored) below the diagonal and U on and above it,
+ *                   pivots[k] (int32, k = min(m, n)) LAPACK's 1-based row interchanges. */
 ML_API ml_status ml_cholesky(const ml_exec *exec, const float *a, int64_t batch, int64_t n,
                              int32_t flags, float *l, int32_t *info);
 ML_API ml_status ml_solve(const ml_exec *exec, const float *a, const float *b, int64_t batch,
@@ -208,6 +214,8 @@ ML_API ml_status ml_inv(const ml_exec *exec, const float *a, int64_t batch, int6
 ML_API ml_status ml_solve_triangular(const ml_exec *exec, const float *a, const float *b,
                                      int64_t batch, int64_t n, int64_t nrhs, int32_t flags,
                                      float *x, int32_t *info);
+ML_API ml_status ml_lu_factor(const ml_exec *exec, const float *a, int64_t batch, int64_t m,
+                              int64_t n, float *lu, int32_t *pivots, int32_t *info);
 
 /* ---- the generic entry point ----
  * ml_run(exec, op, inputs, sizes, flags, outputs, info) computes any op:

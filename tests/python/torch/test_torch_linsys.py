@@ -177,6 +177,22 @@ def test_solve_triangular_backward_error(upper, left, unit):
     assert float(rel[0]) < 1e-3
 
 
+@pytest.mark.parametrize("shape", [(6, 6), (9, 4), (4, 9), (1, 1), (40, 40)])
+def test_lu_factor_residual(shape):
+    m, n = shape
+    mats = [general(f, max(m, n), i)[:m, :n] for i, f in enumerate(FAMILIES)]
+    A = torch.stack([_t(a) for a in mats])
+    LU, piv = mlt.lu_factor(A.float())
+    assert LU.shape == A.shape and piv.shape == (len(FAMILIES), min(m, n))
+    assert piv.dtype == torch.int32
+    P, L, U = torch.lu_unpack(LU.to(F64), piv)
+    ratio = _norm1(P @ L @ U - A) / (n * _norm1(A) * ULP)
+    assert float(ratio.max()) < LIMIT, ratio
+    ref_lu, ref_piv = torch.linalg.lu_factor(A[:1])  # the random matrix: the same pivots
+    assert torch.equal(piv[:1], ref_piv)
+    torch.testing.assert_close(LU[:1].to(F64), ref_lu, rtol=1e-4, atol=1e-5)
+
+
 # ---- failures: NaN for that matrix only, info set, torch's errors ----
 
 
@@ -251,6 +267,29 @@ def test_inv_singular_and_nan_in_a_batch():
     assert str(mine.value) == str(theirs.value)
     with pytest.raises(torch.linalg.LinAlgError, match="^linalg.inv: The diagonal element 1"):
         mlt.inv_ex(A[1].float(), check_errors=True)
+
+
+def test_lu_factor_singular_and_nan_in_a_batch():
+    A = _batch(general, ("random",) * 3, 5)
+    A[1, :, 2] = 0.0  # U(3,3) = 0: the factorization is kept, info 3
+    A[2, 1, 1] = float("nan")
+    LU, piv, info = mlt.lu_factor_ex(A.float())
+    ref = torch.linalg.lu_factor_ex(A[:2])
+    assert info.tolist() == [0, 3, NONFINITE] and info[:2].tolist() == ref.info.tolist()
+    assert torch.isfinite(LU[:2]).all() and torch.isnan(LU[2]).all()
+    assert piv[2].tolist() == [1, 2, 3, 4, 5]
+    P, L, U = torch.lu_unpack(LU[1].to(F64), piv[1])
+    torch.testing.assert_close(P @ L @ U, A[1], rtol=1e-5, atol=1e-5)
+    with pytest.raises(torch.linalg.LinAlgError) as mine:
+        mlt.lu_factor(A[:2].float())
+    with pytest.raises(RuntimeError) as theirs:
+        torch.linalg.lu_factor(A[:2])
+    assert str(mine.value) == str(theirs.value)
+    with pytest.raises(torch.linalg.LinAlgError, match="U\\[3,3\\] is zero"):
+        mlt.lu_factor_ex(A[1].float(), check_errors=True)
+    mlt.lu_factor(A[2].float())  # NaN input: no error (as torch), a NaN LU
+    with pytest.raises(NotImplementedError, match="pivot=False"):
+        mlt.lu_factor(A[0], pivot=False)
 
 
 def test_solve_triangular_zero_diagonal_and_nan():
@@ -394,6 +433,20 @@ def test_solve_triangular_gradient(upper, left, unit):
     )
 
 
+def test_lu_factor_gradient():
+    A = torch.randn(3, 5, 5, dtype=F64)
+    _close(
+        _grads(lambda X: mlt.lu_factor(X).LU, A),
+        _grads(lambda X: torch.linalg.lu_factor(X).LU, A),
+    )
+    _close(
+        _grads(lambda X: mlt.lu_factor_ex(X).LU, A),
+        _grads(lambda X: torch.linalg.lu_factor_ex(X).LU, A),
+    )
+    with pytest.raises(NotImplementedError, match="non-square"):
+        _grads(lambda X: mlt.lu_factor(X).LU, torch.randn(5, 3, dtype=F64))
+
+
 def test_double_backward_runs_through_torch_ops():
     A = (torch.randn(4, 4, dtype=F64) + 4 * torch.eye(4, dtype=F64)).requires_grad_(True)
     (g,) = torch.autograd.grad(mlt.inv(A).sum(), A, create_graph=True)
@@ -439,6 +492,8 @@ OPCHECK = [
         "solve_triangular",
         lambda: (torch.randn(4, 4) + 4 * torch.eye(4), torch.randn(3, 4), False, False, True),
     ),
+    ("lu_factor", lambda: (torch.randn(3, 4, 4, requires_grad=True),)),
+    ("lu_factor", lambda: (torch.randn(2, 6, 3),)),
 ]
 
 
@@ -459,6 +514,7 @@ def test_compile_fullgraph_matches_eager():
         (lambda x, b: mlt.solve_ex(x, b.mT, left=False).result, A, B),
         (lambda x, b: mlt.inv_ex(x).inverse, A, B),
         (lambda x, b: mlt.solve_triangular(x, b, upper=False, unitriangular=True), A, B),
+        (lambda x, b: tuple(mlt.lu_factor_ex(x)), A, B),
     ]
     for fn, x, b in cases:
         torch._dynamo.reset()
@@ -506,8 +562,9 @@ def test_vmap_and_jit_trace():
         lambda a: mlt.inv(a),
         lambda a: mlt.solve(a, torch.ones(3, 1)),
         lambda a: mlt.solve_triangular(a, torch.ones(3, 1), upper=True),
+        lambda a: mlt.lu_factor(a),
     ],
-    ids=["cholesky", "inv", "solve", "solve_triangular"],
+    ids=["cholesky", "inv", "solve", "solve_triangular", "lu_factor"],
 )
 def test_forward_mode_ad_is_a_clear_error(fn):
     A = torch.randn(3, 3) + 3 * torch.eye(3)
