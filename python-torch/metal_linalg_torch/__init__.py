@@ -16,6 +16,7 @@ kernels yet), with torch.linalg's errors (LinAlgError) and gradients:
     inv(A), inv_ex(A, *, check_errors=False)
     solve_triangular(A, B, *, upper, left=True, unitriangular=False)
     lu_factor(A, *, pivot=True), lu_factor_ex(A, *, pivot=True, check_errors=False)
+    det(A), slogdet(A)                (from lu_factor)
 
 Results are float32 on the input's device (other real dtypes are converted, complex raises
 TypeError); mode="complete" / full_matrices=True need square matrices (NotImplementedError).
@@ -95,10 +96,12 @@ __version__ = "0.1.0"
 from .linsys import (
     cholesky,
     cholesky_ex,
+    det,
     inv,
     inv_ex,
     lu_factor,
     lu_factor_ex,
+    slogdet,
     solve,
     solve_ex,
     solve_triangular,
@@ -171,11 +174,13 @@ __all__ += [
     "cholesky",
     "cholesky_backend",
     "cholesky_ex",
+    "det",
     "inv",
     "inv_backend",
     "inv_ex",
     "lu_factor",
     "lu_factor_ex",
+    "slogdet",
     "solve",
     "solve_backend",
     "solve_ex",

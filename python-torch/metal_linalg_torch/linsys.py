@@ -830,3 +830,31 @@ def lu_factor_ex(
     if check_errors:
         _lu_factor_errors(info)
     return torch.return_types.linalg_lu_factor_ex((LU, pivots, info))
+
+
+def _lu_diagonal_and_sign(A, name: str):
+    """U's diagonal of A = P L U (lu_factor) and the permutation's sign, +-1."""
+    _check_square(A, name)
+    LU, pivots, _ = _lu_factor(A, True)
+    diag = LU.diagonal(dim1=-2, dim2=-1)
+    steps = torch.arange(1, LU.shape[-1] + 1, device=pivots.device, dtype=pivots.dtype)
+    swaps = (pivots != steps).sum(-1)
+    return diag, 1.0 - 2.0 * (swaps % 2).to(diag.dtype)
+
+
+def det(A: torch.Tensor) -> torch.Tensor:
+    """The determinant of square [..., N, N] from its LU factorization (lu_factor: the product
+    of U's diagonal and the permutation's sign), like torch.linalg.det: 0 for an exactly
+    singular matrix, NaN for one with a NaN/Inf entry. Gradients through lu_factor's (defined
+    where A is invertible; at an exactly singular matrix they are not finite, unlike torch's)."""
+    diag, sign = _lu_diagonal_and_sign(A, "det")
+    return sign * diag.prod(-1)
+
+
+def slogdet(A: torch.Tensor) -> torch.return_types.linalg_slogdet:
+    """(sign, log|det|) of square [..., N, N] from its LU factorization, like
+    torch.linalg.slogdet: (0, -inf) for an exactly singular matrix, NaN for one with a NaN/Inf
+    entry. Gradients of logabsdet through lu_factor's (A invertible)."""
+    diag, sign = _lu_diagonal_and_sign(A, "slogdet")
+    sign = sign * diag.sign().prod(-1)
+    return torch.return_types.linalg_slogdet((sign, diag.abs().log().sum(-1)))

@@ -98,11 +98,11 @@ typedef enum ml_memory { ML_MEMORY_HOST = 0, ML_MEMORY_CUDA = 1, ML_MEMORY_METAL
 
 /* The linear-system ops' info word is LAPACK's instead: 0 (success); k > 0, LAPACK's
  * info (cholesky: the leading minor of order k is not positive definite; solve, inv,
- * lu_factor: U(k,k) of the LU factorization is exactly zero, the first such k; solve_triangular: A(k,k) is exactly zero); or
- * ML_INFO_LS_NONFINITE (A or B has a NaN/Inf entry, in the part the op reads). Each such
- * matrix gets NaN in every entry of its output (lu_factor: only for a NaN/Inf input, whose
- * pivots are then 1..k; a singular matrix keeps its factorization, as LAPACK's); the rest of
- * the batch is unaffected. */
+ * lu_factor: U(k,k) of the LU factorization is exactly zero, the first such k;
+ * solve_triangular: A(k,k) is exactly zero); or ML_INFO_LS_NONFINITE (A or B has a
+ * NaN/Inf entry, in the part the op reads). Each such matrix gets NaN in every entry of
+ * its output (lu_factor: only for a NaN/Inf input, whose pivots are then 1..k; a singular
+ * matrix keeps its factorization, as LAPACK's); the rest of the batch is unaffected. */
 #define ML_INFO_LS_NONFINITE 0x40000000
 
 /* Execution descriptor. Zero-initialise it (or pass NULL) for host memory.
@@ -194,7 +194,7 @@ ML_API ml_status ml_svdvals(const ml_exec *exec, const float *a, int64_t batch, 
                             int64_t n, float *s, int32_t *info);
 
 /* ---- linear systems (torch.linalg's semantics; info: ML_INFO_LS_NONFINITE above) ----
- * a (n x n) and b are never modified. info may be NULL.
+ * a (n x n; lu_factor: m x n) and b are never modified. info may be NULL.
  * cholesky:         l[n][n] = L with A = L L^T from A's lower triangle (flags 0), or U with
  *                   A = U^T U from its upper triangle (ML_LS_UPPER); the other triangle 0.
  * solve:            x = A^-1 B, B and x n x nrhs (flags 0), or x = B A^-1, B and x

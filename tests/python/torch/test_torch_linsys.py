@@ -292,6 +292,32 @@ def test_lu_factor_singular_and_nan_in_a_batch():
         mlt.lu_factor(A[0], pivot=False)
 
 
+def test_det_and_slogdet():
+    A = _batch(general, ("random", "graded", "tiny", "random", "random"), 6)
+    A[3, :, 4] = 0.0  # exactly singular: det 0, slogdet (0, -inf)
+    A[4, 2, 2] = float("nan")
+    got = mlt.det(A.float()).to(F64)
+    ref = torch.linalg.det(A)
+    sign, logabs = mlt.slogdet(A.float())
+    rsign, rlogabs = torch.linalg.slogdet(A)
+    assert torch.equal(sign[:4].to(F64), rsign[:4]) and got[3] == 0 and torch.isnan(got[4])
+    assert logabs[3] == -float("inf") and torch.isnan(logabs[4])
+    # log|det| to a few ulp of log-magnitude per entry of U (n of them), whatever the scale
+    assert float((logabs[:3].to(F64) - rlogabs[:3]).abs().max()) < 6 * 64 * ULP
+    torch.testing.assert_close(got[:1], ref[:1], rtol=1e-5, atol=0)
+    assert mlt.det(torch.randn(2, 0, 0)).tolist() == [1.0, 1.0]
+    assert mlt.det(torch.randn(0, 3, 3)).shape == (0,)
+
+
+def test_det_and_slogdet_gradients():
+    A = torch.randn(3, 5, 5, dtype=F64) + 2 * torch.eye(5, dtype=F64)
+    _close(_grads(mlt.det, A), _grads(torch.linalg.det, A))
+    _close(
+        _grads(lambda X: mlt.slogdet(X).logabsdet, A),
+        _grads(lambda X: torch.linalg.slogdet(X).logabsdet, A),
+    )
+
+
 def test_solve_triangular_zero_diagonal_and_nan():
     A = torch.randn(3, 5, 5, dtype=F64).triu() + 3 * torch.eye(5, dtype=F64)
     A[1, 2, 2] = 0.0
