@@ -19,6 +19,7 @@
 
 #include "checks.h"
 #include "cpu_kernels.h"
+#include "cpu_linsys.h"
 #include "errors.h"
 #include "lapack.h"
 #include "ops.h"
@@ -39,7 +40,7 @@ struct Sizes {
 
 Sizes sizes_of(const Call &c) {
   int64_t out[3];
-  output_floats(c.op, c.m, c.n, c.flags, out);
+  output_floats(c.op, c.m, c.n, c.flags, out, c.nrhs);
   return {c.m * c.n, out[0], out[1], out[2]};
 }
 
@@ -425,6 +426,17 @@ void one_matrix(Job &job, int64_t i) {
   const Call &c = *job.c;
   // MKL keeps its thread count per calling thread: one matrix per worker, one thread each.
   if (job.lp && job.lp->set_threads_local && !job.lapack_threaded) job.lp->set_threads_local(1);
+  if (is_linsys(c.op)) {  // cpu_linsys.cpp: LAPACK's info, no scaling
+    try {
+      linsys_matrix(*job.lp, c, i, job.lw.lwork, job.lapack_info);
+    } catch (...) {
+      int expected = 0;
+      job.failed.compare_exchange_strong(expected, ML_OUT_OF_MEMORY);
+      return;
+    }
+    linsys_trim_scratch();
+    return;
+  }
   const Sizes &sz = job.sz;
   const float *a = c.a + i * sz.in;
   float *o0 = c.out0 ? c.out0 + i * sz.out0 : nullptr;
@@ -623,14 +635,19 @@ ml_status run(const Call &c, const policy::Resolved &pol, const char *where) {
     if (!job.lp) return ML_RUNTIME_ERROR;
   }
   ensure_fork_handlers(job.lp);
-  if (!job.kernel) {
+  if (is_linsys(c.op)) {
+    if (const char *missing = linsys_missing(*job.lp, c.op))
+      return fail(ML_RUNTIME_ERROR, where, "the LAPACK provider %s lacks %s, which %s needs",
+                  job.lp->description, missing, op_name(c.op));
+    job.lw.lwork = linsys_lwork(*job.lp, c, &job.lw.rejected);
+  } else if (!job.kernel) {
     job.lw = query(*job.lp, c);
-    if (job.lw.rejected)
-      return fail(ML_RUNTIME_ERROR, where,
-                  "LAPACK rejected argument %d of a workspace query (%s, %lld x %lld)",
-                  -job.lw.rejected, op_name(c.op), static_cast<long long>(c.m),
-                  static_cast<long long>(c.n));
   }
+  if (job.lw.rejected)
+    return fail(ML_RUNTIME_ERROR, where,
+                "LAPACK rejected argument %d of a workspace query (%s, %lld x %lld)",
+                -job.lw.rejected, op_name(c.op), static_cast<long long>(c.m),
+                static_cast<long long>(c.n));
   try {
     // Few large matrices (a lone one on a small machine) would leave cores idle
     // with one matrix per worker: run them in turn on OpenBLAS's threads instead.

@@ -77,6 +77,11 @@ const Provider *load(const char *path, const char *prefix, const char *suffix, s
   p->slasq1 = reinterpret_cast<slasq1_fn>(find(handle, pre + "slasq1" + suf));
   p->ssytrd = reinterpret_cast<ssytrd_fn>(find(handle, pre + "ssytrd" + suf));
   p->ssterf = reinterpret_cast<ssterf_fn>(find(handle, pre + "ssterf" + suf));
+  p->spotrf = reinterpret_cast<spotrf_fn>(find(handle, pre + "spotrf" + suf));
+  p->sgetrf = reinterpret_cast<sgetrf_fn>(find(handle, pre + "sgetrf" + suf));
+  p->sgetrs = reinterpret_cast<sgetrs_fn>(find(handle, pre + "sgetrs" + suf));
+  p->sgetri = reinterpret_cast<sgetri_fn>(find(handle, pre + "sgetri" + suf));
+  p->strsm = reinterpret_cast<strsm_fn>(find(handle, pre + "strsm" + suf));
   if (!p->sgebrd || !p->slasq1) p->sgebrd = nullptr, p->slasq1 = nullptr;
   if (!p->ssytrd || !p->ssterf) p->ssytrd = nullptr, p->ssterf = nullptr;
   p->set_threads = reinterpret_cast<void (*)(int)>(find(handle, pre + "openblas_set_num_threads"));

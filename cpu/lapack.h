@@ -29,6 +29,21 @@ using ssytrd_fn = void (*)(const char *uplo, const int *n, float *a, const int *
                            size_t uplo_len);
 using ssterf_fn = void (*)(const int *n, float *d, float *e, int *info);
 
+// The linear systems (cpu_linsys.cpp); strsm is BLAS, exported by the same providers.
+using spotrf_fn = void (*)(const char *uplo, const int *n, float *a, const int *lda, int *info,
+                           size_t uplo_len);
+using sgetrf_fn = void (*)(const int *m, const int *n, float *a, const int *lda, int *ipiv,
+                           int *info);
+using sgetrs_fn = void (*)(const char *trans, const int *n, const int *nrhs, const float *a,
+                           const int *lda, const int *ipiv, float *b, const int *ldb, int *info,
+                           size_t trans_len);
+using sgetri_fn = void (*)(const int *n, float *a, const int *lda, const int *ipiv, float *work,
+                           const int *lwork, int *info);
+using strsm_fn = void (*)(const char *side, const char *uplo, const char *transa, const char *diag,
+                          const int *m, const int *n, const float *alpha, const float *a,
+                          const int *lda, float *b, const int *ldb, size_t side_len,
+                          size_t uplo_len, size_t transa_len, size_t diag_len);
+
 struct Provider {
   sgeqrf_fn sgeqrf;
   sorgqr_fn sorgqr;
@@ -39,6 +54,13 @@ struct Provider {
   slasq1_fn slasq1;
   ssytrd_fn ssytrd;
   ssterf_fn ssterf;
+  // The linear systems' routines (null when the provider lacks one: those ops then fail
+  // with a message naming it).
+  spotrf_fn spotrf;
+  sgetrf_fn sgetrf;
+  sgetrs_fn sgetrs;
+  sgetri_fn sgetri;
+  strsm_fn strsm;
   // OpenBLAS thread control (process-wide); null for providers without it.
   void (*set_threads)(int);
   int (*get_threads)();

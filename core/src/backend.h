@@ -15,8 +15,12 @@ namespace ml {
 // Outputs by op: qr: out0 = q (may be null for ML_QR_R), out1 = r
 //                eigh: out0 = w, out1 = v;  eigvalsh: out0 = w
 //                svd: out0 = u, out1 = s, out2 = vt;  svdvals: out1 = s
+//                cholesky, solve, inv, solve_triangular: out0 = the result
+//                lu_factor: out0 = lu, out1 = pivots (int32)
 // Floats per matrix of each: output_floats() (ops.h).
-// flags: qr mode / eigh uplo / svd full_matrices.
+// flags: qr mode / eigh uplo / svd full_matrices / the linear systems' ml_ls_flag bits.
+// The ops with two inputs (op_desc(op).inputs == 2) also have b, the right-hand sides
+// (n x nrhs, nrhs x n under ML_LS_RIGHT); queries that take no nrhs leave it 1.
 struct Call {
   int32_t op;
   int64_t batch, m, n;
@@ -24,6 +28,8 @@ struct Call {
   const float *a;
   float *out0, *out1, *out2;
   int32_t *info;
+  const float *b = nullptr;
+  int64_t nrhs = 1;
 };
 
 // How a GPU kernel of core/kernels/kernel_table.h runs a call (routing.h decides).

@@ -8,6 +8,7 @@
 #include "device.h"
 #include "dispatch.h"
 #include "errors.h"
+#include "kernel_table.h"
 #include "metal_linalg/metal_linalg.h"
 #include "ops.h"
 #include "policy.h"
@@ -41,9 +42,21 @@ ml_status run(const ml_exec *exec, int32_t op, const float *const *inputs, const
     return ml::fail(ML_INVALID_ARGUMENT, d.name, "inputs, sizes or outputs is NULL");
   float *slot[3] = {nullptr, nullptr, nullptr};
   for (int i = 0; i < d.outputs; ++i) slot[d.out[i].slot] = outputs[i];
-  const ml::Call c{op, sizes[0], sizes[1], sizes[2], flags, inputs[0], slot[0], slot[1], slot[2],
-                   info};
+  ml::Call c{op, sizes[0], sizes[1], sizes[2], flags, inputs[0], slot[0], slot[1], slot[2],
+             info};
+  if (d.inputs > 1) {
+    c.b = inputs[1];
+    c.nrhs = sizes[3];
+  }
   return guarded(d.name, [&] { return ml::dispatch(d.name, exec, c); });
+}
+
+// A Call of ml_run's sizes without buffers (queries): nrhs from sizes[3] for two inputs.
+ml::Call sizes_call(int32_t op, const int64_t *sizes, int32_t flags) {
+  ml::Call c{op, sizes[0], sizes[1], sizes[2], flags, nullptr, nullptr, nullptr, nullptr,
+             nullptr};
+  if (ml::valid_op(op) && ml::op_desc(op).inputs > 1) c.nrhs = sizes[3];
+  return c;
 }
 
 }  // namespace
@@ -91,15 +104,77 @@ ML_API ml_status ml_svdvals(const ml_exec *exec, const float *a, int64_t batch, 
   return run(exec, ML_OP_SVDVALS, &a, sizes, 0, out, info);
 }
 
+ML_API ml_status ml_cholesky(const ml_exec *exec, const float *a, int64_t batch, int64_t n,
+                             int32_t flags, float *l, int32_t *info) {
+  const int64_t sizes[3] = {batch, n, n};
+  float *const out[] = {l};
+  return run(exec, ML_OP_CHOLESKY, &a, sizes, flags, out, info);
+}
+
+ML_API ml_status ml_solve(const ml_exec *exec, const float *a, const float *b, int64_t batch,
+                          int64_t n, int64_t nrhs, int32_t flags, float *x, int32_t *info) {
+  const int64_t sizes[4] = {batch, n, n, nrhs};
+  const float *const in[] = {a, b};
+  float *const out[] = {x};
+  return run(exec, ML_OP_SOLVE, in, sizes, flags, out, info);
+}
+
+ML_API ml_status ml_inv(const ml_exec *exec, const float *a, int64_t batch, int64_t n, float *x,
+                        int32_t *info) {
+  const int64_t sizes[3] = {batch, n, n};
+  float *const out[] = {x};
+  return run(exec, ML_OP_INV, &a, sizes, 0, out, info);
+}
+
+ML_API ml_status ml_solve_triangular(const ml_exec *exec, const float *a, const float *b,
+                                     int64_t batch, int64_t n, int64_t nrhs, int32_t flags,
+                                     float *x, int32_t *info) {
+  const int64_t sizes[4] = {batch, n, n, nrhs};
+  const float *const in[] = {a, b};
+  float *const out[] = {x};
+  return run(exec, ML_OP_SOLVE_TRIANGULAR, in, sizes, flags, out, info);
+}
+
+ML_API ml_status ml_lu_factor(const ml_exec *exec, const float *a, int64_t batch, int64_t m,
+                              int64_t n, float *lu, int32_t *pivots, int32_t *info) {
+  const int64_t sizes[3] = {batch, m, n};
+  float *const out[] = {lu, reinterpret_cast<float *>(pivots)};
+  return run(exec, ML_OP_LU_FACTOR, &a, sizes, 0, out, info);
+}
+
 ML_API ml_status ml_plan(const ml_exec *exec, int32_t op, const int64_t *sizes, int32_t flags,
                          int32_t *memory, int64_t *workspace_bytes, const char **name) {
   ml::clear_error();
   if (!sizes) return ml::fail(ML_INVALID_ARGUMENT, "plan", "sizes is NULL");
   return guarded("plan", [&] {
-    const ml::Call c{op, sizes[0], sizes[1], sizes[2], flags, nullptr, nullptr, nullptr, nullptr,
-                     nullptr};
-    return ml::plan_query(exec, c, memory, workspace_bytes, name);
+    return ml::plan_query(exec, sizes_call(op, sizes, flags), memory, workspace_bytes, name);
   });
+}
+
+ML_API int32_t ml_op_inputs(int32_t op) { return ml::valid_op(op) ? ml::op_desc(op).inputs : 0; }
+
+ML_API int32_t ml_op_kernels(int32_t op) {
+  try {
+    return ml::valid_op(op) && ml::op_has_kernels(op) ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+ML_API ml_status ml_output_dims(int32_t op, const int64_t *sizes, int32_t flags, int32_t index,
+                                int32_t *ndim, int64_t dims[2]) {
+  ml::clear_error();
+  const char *where = "output_dims";
+  if (!ndim || !dims || !sizes)
+    return ml::fail(ML_INVALID_ARGUMENT, where, "sizes, ndim or dims is NULL");
+  *ndim = 0;
+  dims[0] = dims[1] = 0;
+  ml::Call probe = sizes_call(op, sizes, flags);
+  probe.batch = 0;  // shapes only: no buffers to check
+  if (ml_status st = ml::check_call(where, probe)) return st;
+  if (index < 0) return ml::fail(ML_INVALID_ARGUMENT, where, "index must be >= 0, got %d", index);
+  *ndim = ml::output_shape(op, probe.m, probe.n, flags, index, dims, probe.nrhs);
+  return ML_OK;
 }
 
 ML_API int32_t ml_op_count(void) { return ML_OP_COUNT; }
@@ -154,6 +229,10 @@ ML_API ml_status ml_output_shape(int32_t op, int64_t m, int64_t n, int32_t flags
   const ml::Call probe{op, 0, m, n, flags, nullptr, nullptr, nullptr, nullptr, nullptr};
   if (ml_status st = ml::check_call(where, probe)) return st;
   if (index < 0) return ml::fail(ML_INVALID_ARGUMENT, where, "index must be >= 0, got %d", index);
+  if (ml::output_uses_nrhs(op, index))
+    return ml::fail(ML_INVALID_ARGUMENT, where,
+                    "%s's output %s depends on the right-hand side's columns: use ml_output_dims",
+                    ml::op_name(op), ml::op_desc(op).out[index].name);
   *ndim = ml::output_shape(op, m, n, flags, index, dims);
   return ML_OK;
 }

@@ -25,7 +25,7 @@ int64_t sat(double v) { return v >= 9.0e18 ? INT64_MAX : static_cast<int64_t>(v)
 
 }  // namespace
 
-LapackSizes lapack_sizes(int32_t op, int32_t flags, int64_t m, int64_t n) {
+LapackSizes lapack_sizes(int32_t op, int32_t flags, int64_t m, int64_t n, int64_t nrhs) {
   const int64_t k = std::min(m, n), big = std::max(m, n);
   const double kd = static_cast<double>(k), nd = static_cast<double>(n);
   const double bigd = static_cast<double>(big);
@@ -50,11 +50,23 @@ LapackSizes lapack_sizes(int32_t op, int32_t flags, int64_t m, int64_t n) {
       // sgesdd (jobz = 'S'): 4k^2 + 7k, plus max(m, n) on the path without a QR first.
       s.min_lwork = sat(4 * kd * kd + 7 * kd + bigd);
       break;
-    default:
+    case ML_OP_SVDVALS:
       s.array = mul_sat(m, n);
       s.array_what = "A";
       // sgesdd (jobz = 'N'): 3k + max(max(m, n), 7k); sgebrd + slasq1 need less.
       s.min_lwork = sat(3 * kd + std::max(bigd, 7 * kd));
+      break;
+    case ML_OP_SOLVE:
+    case ML_OP_SOLVE_TRIANGULAR:
+      // A (n x n) and the right-hand sides (n x nrhs), each its own array.
+      s.array = std::max(mul_sat(n, n), mul_sat(n, nrhs));
+      s.array_what = mul_sat(n, nrhs) > mul_sat(n, n) ? "B" : "A";
+      s.min_lwork = 0;
+      break;
+    default:  // cholesky (spotrf), inv (sgetrf; sgetri: a workspace of n), lu_factor (sgetrf)
+      s.array = mul_sat(m, n);
+      s.array_what = "A";
+      s.min_lwork = op == ML_OP_INV ? n : 0;
       break;
   }
   return s;
@@ -83,8 +95,9 @@ ml_status check_exec(const char *where, const ml_exec &exec) {
               exec.memory);
 }
 
-ml_status check_lapack_sizes(const char *where, int32_t op, int32_t flags, int64_t m, int64_t n) {
-  const LapackSizes s = lapack_sizes(op, flags, m, n);
+ml_status check_lapack_sizes(const char *where, int32_t op, int32_t flags, int64_t m, int64_t n,
+                             int64_t nrhs) {
+  const LapackSizes s = lapack_sizes(op, flags, m, n, nrhs);
   if (s.array > kLapackMax)
     return fail(ML_INVALID_ARGUMENT, where,
                 "%s of %lld x %lld: %s would have %lld elements, more than 32-bit LAPACK "
@@ -101,7 +114,7 @@ ml_status check_lapack_sizes(const char *where, int32_t op, int32_t flags, int64
 }
 
 ml_status check_shape(const char *where, int32_t op, int64_t batch, int64_t m, int64_t n,
-                      int32_t flags) {
+                      int32_t flags, int64_t nrhs) {
   if (!valid_op(op)) return fail(ML_INVALID_ARGUMENT, where, "invalid op %d", op);
   const OpDesc &d = op_desc(op);
   if (batch < 0)
@@ -114,12 +127,16 @@ ml_status check_shape(const char *where, int32_t op, int64_t batch, int64_t m, i
   if (d.square && m != n)
     return fail(ML_INVALID_ARGUMENT, where, "%s needs a square matrix, got %lld x %lld",
                 op_name(op), static_cast<long long>(m), static_cast<long long>(n));
-  if (ml_status st = check_lapack_sizes(where, op, flags, m, n)) return st;
+  if (d.inputs > 1 && nrhs <= 0)
+    return fail(ML_INVALID_ARGUMENT, where,
+                "nrhs (the right-hand side's columns, sizes[3]) must be positive, got %lld",
+                static_cast<long long>(nrhs));
+  if (ml_status st = check_lapack_sizes(where, op, flags, m, n, nrhs)) return st;
   // The largest per-matrix buffer the call reads or writes, times batch, in 64-bit bytes.
-  int64_t per = mul_sat(m, n);
+  int64_t per = std::max(mul_sat(m, n), d.inputs > 1 ? mul_sat(n, nrhs) : 0);
   for (int i = 0; i < d.outputs; ++i) {
     int64_t dims[2];
-    const int nd = output_shape(op, m, n, flags, i, dims);
+    const int nd = output_shape(op, m, n, flags, i, dims, nrhs);
     if (nd > 0) per = std::max(per, nd == 1 ? dims[0] : mul_sat(dims[0], dims[1]));
   }
   if (!mul_fits(batch, per, INT64_MAX / 4))
@@ -132,6 +149,18 @@ ml_status check_shape(const char *where, int32_t op, int64_t batch, int64_t m, i
 ml_status check_flags(const char *where, int32_t op, int64_t m, int64_t n, int32_t flags) {
   const OpDesc &d = op_desc(op);
   const FlagKindDesc &k = flag_kind_desc(d.flag_kind);
+  if (k.bits != 0) {
+    if ((flags & ~k.bits) == 0) return ML_OK;
+    // "flags must be 0 or a combination of ML_LS_UPPER (1), ML_LS_RIGHT (2), ..., got 9"
+    std::string allowed;
+    for (int32_t bit = 1; bit <= k.bits; bit <<= 1) {
+      if (!(k.bits & bit)) continue;
+      if (!allowed.empty()) allowed += ", ";
+      allowed += std::string(ls_flag_name(bit)) + " (" + std::to_string(bit) + ")";
+    }
+    return fail(ML_INVALID_ARGUMENT, where, "%s of %s must be 0 or a bitwise or of %s, got %d",
+                k.arg, d.name, allowed.c_str(), flags);
+  }
   if (flags < 0 || flags >= k.count) {
     // "mode must be ML_QR_REDUCED (0), ML_QR_R (1) or ML_QR_COMPLETE (2), got 7"
     std::string allowed;
@@ -152,7 +181,7 @@ ml_status check_flags(const char *where, int32_t op, int64_t m, int64_t n, int32
 }
 
 ml_status check_call(const char *where, const Call &c) {
-  if (ml_status st = check_shape(where, c.op, c.batch, c.m, c.n, c.flags)) return st;
+  if (ml_status st = check_shape(where, c.op, c.batch, c.m, c.n, c.flags, c.nrhs)) return st;
   if (ml_status st = check_flags(where, c.op, c.m, c.n, c.flags)) return st;
   const OpDesc &d = op_desc(c.op);
   float *const slots[3] = {c.out0, c.out1, c.out2};
@@ -163,6 +192,7 @@ ml_status check_call(const char *where, const Call &c) {
   // Empty batches touch no memory: their pointers may be anything.
   if (c.batch == 0) return ML_OK;
   if (!c.a) return fail(ML_INVALID_ARGUMENT, where, "a is NULL");
+  if (d.inputs > 1 && !c.b) return fail(ML_INVALID_ARGUMENT, where, "b is NULL");
   for (int i = 0; i < d.outputs; ++i)
     if (has_output(c.op, c.flags, i) && !slots[d.out[i].slot])
       return fail(ML_INVALID_ARGUMENT, where, "%s is NULL", d.out[i].name);
@@ -170,7 +200,7 @@ ml_status check_call(const char *where, const Call &c) {
   const struct {
     const void *p;
     const char *name;
-  } bufs[] = {{c.a, "a"}, {c.out0, "first output"}, {c.out1, "second output"},
+  } bufs[] = {{c.a, "a"}, {c.b, "b"}, {c.out0, "first output"}, {c.out1, "second output"},
               {c.out2, "third output"}, {c.info, "info"}};
   for (const auto &b : bufs)
     if (reinterpret_cast<uintptr_t>(b.p) % 4 != 0)

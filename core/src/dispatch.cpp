@@ -2,6 +2,7 @@
 
 #include "checks.h"
 #include "errors.h"
+#include "kernel_table.h"
 #include "ops.h"
 #include "policy.h"
 #include "routing.h"
@@ -25,6 +26,11 @@ ml_status dispatch(const char *where, const ml_exec *exec_in, const Call &c) {
   // Device buffers run wherever a kernel covers the shape; the frontends ask ml_backend
   // first and copy to the host when it names the CPU.
   const Backend *gpu = backend_for_memory(exec.memory);
+  if (!r.backend && !op_has_kernels(c.op))
+    return fail(ML_INVALID_ARGUMENT, where,
+                "%s has no GPU kernels yet (it runs through LAPACK on the CPU): ml_plan answers "
+                "ML_MEMORY_HOST for it; pass host buffers",
+                op_name(c.op));
   if (!r.backend && gpu->scratch_budget(exec.device) <= 0)
     return fail(ML_INVALID_ARGUMENT, where, "exec->device %d is not a usable %s device",
                 exec.device, gpu->name());

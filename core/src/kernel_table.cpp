@@ -25,4 +25,10 @@ const KernelInfo *kernel_table(int *n) {
   return kTable;
 }
 
+bool op_has_kernels(int32_t op) {
+  for (const KernelInfo &k : kTable)
+    if (k.op == op) return true;
+  return false;
+}
+
 }  // namespace ml

@@ -24,4 +24,7 @@ struct KernelInfo {
 // The table, in its order; count in *n.
 const KernelInfo *kernel_table(int *n);
 
+// Whether the table has a line of op (ml_op_kernels): an op without one runs on the CPU only.
+bool op_has_kernels(int32_t op);
+
 }  // namespace ml

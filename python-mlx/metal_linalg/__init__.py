@@ -87,3 +87,22 @@ __all__ += _queries.PUBLIC  # noqa: PLE0605 (names made from the op table)
 # Before anything reads the policy: the core's warnings become MetalLinalgWarning, not stderr.
 _claim_warnings()
 warn_untuned()
+
+
+class _NotInMlx(NotImplementedError, AttributeError):
+    """An op of the core without an MLX function yet: NotImplementedError for the caller, an
+    AttributeError for hasattr and introspection."""
+
+
+def __getattr__(name: str):
+    """The core's ops without an MLX function yet (the linear systems, torch package only) say
+    so instead of a bare AttributeError."""
+    from ._shared.queries import ALL_OPS, OPS
+
+    base = name.removesuffix("_ex")
+    if base in ALL_OPS and base not in OPS:
+        raise _NotInMlx(
+            f"metal_linalg.{name}: the linear systems have no MLX functions yet "
+            "(metal_linalg_torch has them, on the CPU through LAPACK)"
+        )
+    raise AttributeError(f"module 'metal_linalg' has no attribute {name!r}")

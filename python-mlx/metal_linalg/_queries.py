@@ -12,7 +12,7 @@ import mlx.core as mx
 from ._loader import ext
 from ._ops import resolve_stream
 from ._shared import queries as _shared
-from ._shared.queries import OP_ID, OPS, CalibrationWarning  # noqa: F401 (re-exported)
+from ._shared.queries import ALL_OPS, OP_ID, OPS, CalibrationWarning  # noqa: F401 (re-exported)
 
 PACKAGE = "metal_linalg"
 
@@ -68,10 +68,10 @@ def _route(op: int, m: int, n: int, batch: int, stream) -> str:
     if isinstance(stream, str):
         if stream not in ("cpu", "gpu", "cuda"):
             raise ValueError(
-                f"[metal_linalg.{OPS[op]}_backend] device must be 'cpu' or 'gpu', got {stream!r}"
+                f"[metal_linalg.{ALL_OPS[op]}_backend] device must be 'cpu' or 'gpu', got {stream!r}"
             )
         stream = mx.cpu if stream == "cpu" else mx.gpu
-    s = resolve_stream(stream, f"{OPS[op]}_backend", warn=False)
+    s = resolve_stream(stream, f"{ALL_OPS[op]}_backend", warn=False)
     if s.device.type == mx.DeviceType.gpu:
         placed = ext.placement(op, 0, [batch, m, n], s)
         if placed.device.type == mx.DeviceType.gpu:

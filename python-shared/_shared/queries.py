@@ -21,10 +21,14 @@ import operator
 import os
 import warnings
 
-# Op names in ml_op order, as the core's op table has them (a frontend fills these in place
-# with bind_ops when it loads the core, so every module sees the same objects); also the names
-# used in policy files and environment variables.
+# The decompositions with GPU kernels, in ml_op order, as the core's op table has them (a
+# frontend fills these in place with bind_ops when it loads the core, so every module sees the
+# same objects); also the names used in policy files and environment variables. Calibration,
+# the benchmark, the command line and the calibration notice cover these. ALL_OPS adds the ops
+# the core runs on the CPU only (the linear systems, ml_op_kernels = 0); OP_ID maps every name
+# of ALL_OPS to its ml_op value.
 OPS: list = []
+ALL_OPS: list = []
 OP_ID: dict = {}
 # Per op name: its outputs' dimensions under the default flags, each a tuple of 'm', 'n', 'k'
 # (= min(m, n)) symbols, in the table's order.
@@ -56,14 +60,16 @@ OP_QUERIES = (
 )
 
 
-def bind_ops(names, outputs) -> None:
-    """The core's op names, in ml_op order, and outputs(op_id) -> the op's output symbols
-    (see OUTPUTS); the frontends call this once at import."""
-    OPS[:] = list(names)
+def bind_ops(names, outputs, kernels) -> None:
+    """The core's op names, in ml_op order, outputs(op_id) -> the op's output symbols (see
+    OUTPUTS) and kernels(op_id) -> whether it has GPU kernels (ml_op_kernels); the frontends
+    call this once at import."""
+    ALL_OPS[:] = list(names)
+    OPS[:] = [name for i, name in enumerate(ALL_OPS) if kernels(i)]
     OP_ID.clear()
-    OP_ID.update({name: i for i, name in enumerate(OPS)})
+    OP_ID.update({name: i for i, name in enumerate(ALL_OPS)})
     OUTPUTS.clear()
-    OUTPUTS.update({name: tuple(outputs(i)) for i, name in enumerate(OPS)})
+    OUTPUTS.update({name: tuple(outputs(i)) for i, name in enumerate(ALL_OPS)})
 
 
 class CalibrationWarning(UserWarning):
@@ -72,7 +78,7 @@ class CalibrationWarning(UserWarning):
 
 def op_id(op: str) -> int:
     if op not in OP_ID:
-        raise ValueError(f"[metal_linalg] unknown op {op!r}; ops: {', '.join(OPS)}")
+        raise ValueError(f"[metal_linalg] unknown op {op!r}; ops: {', '.join(ALL_OPS)}")
     return OP_ID[op]
 
 
@@ -133,16 +139,20 @@ class CpuOnly:
 class Queries:
     """The public query/setting functions of one package over its core adapter."""
 
-    def __init__(self, core, package: str, where: str = "device"):
+    def __init__(self, core, package: str, where: str = "device", cpu_ops: bool = False):
         self.core = core
         self.package = package
         self.where = where
-        for op in OPS:
+        self.cpu_ops = cpu_ops
+        for op in ALL_OPS:
             self._make(op)
 
     def public(self) -> list:
-        """The names a package exports at its top level: TOP_LEVEL, then each op's five."""
-        return [*TOP_LEVEL, *(q.format(op=op) for op in OPS for q in OP_QUERIES)]
+        """The names a package exports at its top level: TOP_LEVEL, then each op's five; with
+        cpu_ops (a package that has functions for the ops without GPU kernels) also their
+        {op}_backend (they have no policy to query or set)."""
+        cpu = [f"{op}_backend" for op in ALL_OPS if op not in OPS] if self.cpu_ops else []
+        return [*TOP_LEVEL, *(q.format(op=op) for op in OPS for q in OP_QUERIES), *cpu]
 
     def export(self, namespace: dict) -> None:
         """Every query function into namespace (a queries module's globals()): the public ones
@@ -192,7 +202,8 @@ class Queries:
         return self.core.policy_source(op_id(op))
 
     def calibration_status(self) -> dict:
-        """{op: "tuned" | "untuned"} for every decomposition."""
+        """{op: "tuned" | "untuned"} for every decomposition (the ops with GPU kernels: the
+        linear systems run through LAPACK only and have nothing to calibrate)."""
         return {op: self.core.calibration_status(OP_ID[op]) for op in OPS}
 
     def policy_file(self) -> str:
@@ -257,13 +268,14 @@ class Queries:
         return stream if device is None else device
 
     def _make(self, op: str) -> None:
-        dims = "n" if op.startswith("eig") else "m, n"
+        square = op.startswith("eig") or op not in OPS  # the linear systems: n x n
+        dims = "n" if square else "m, n"
 
-        if op.startswith("eig") and self.where == "stream":
+        if square and self.where == "stream":
 
             def backend(n: int, batch: int = 1, *, stream=None, device=None) -> str:
                 return self.backend(op, n, n, batch, self._stream_or_device(op, stream, device))
-        elif op.startswith("eig"):
+        elif square:
 
             def backend(n: int, batch: int = 1, *, device=None) -> str:
                 return self.backend(op, n, n, batch, device)

@@ -8,6 +8,16 @@ Functions take torch.linalg's arguments and return its result types:
     svd(A, full_matrices=False)    -> torch.return_types.linalg_svd (U, S, Vh)
     svdvals(A)                     -> Tensor
 
+and the linear systems, on the CPU through LAPACK (CUDA tensors through a host copy: no GPU
+kernels yet), with torch.linalg's errors (LinAlgError) and gradients:
+
+    cholesky(A, *, upper=False), cholesky_ex(A, *, upper=False, check_errors=False)
+    solve(A, B, *, left=True), solve_ex(A, B, *, left=True, check_errors=False)
+    inv(A), inv_ex(A, *, check_errors=False)
+    solve_triangular(A, B, *, upper, left=True, unitriangular=False)
+    lu_factor(A, *, pivot=True), lu_factor_ex(A, *, pivot=True, check_errors=False)
+    det(A), slogdet(A)                (from lu_factor)
+
 Results are float32 on the input's device (other real dtypes are converted, complex raises
 TypeError); mode="complete" / full_matrices=True need square matrices (NotImplementedError).
 A matrix with NaN/Inf gives NaN for that matrix only, as does one whose iteration did not
@@ -47,19 +57,46 @@ from .svd import svd, svd_ex, svdvals, svdvals_ex
 
 __version__ = "0.1.0"
 
-# The queries (device_name, set_cpu_threads, ..., each op's qr_backend, qr_policy, ...).
+# The linear systems (CPU through LAPACK; CUDA tensors through a host copy).
+from .linsys import (
+    cholesky,
+    cholesky_ex,
+    det,
+    inv,
+    inv_ex,
+    lu_factor,
+    lu_factor_ex,
+    slogdet,
+    solve,
+    solve_ex,
+    solve_triangular,
+)
+
+# The queries (device_name, set_cpu_threads, ..., each op's qr_backend, qr_policy, ...;
+# cholesky_backend, ... for the linear systems).
 globals().update({name: getattr(_queries, name) for name in _queries.PUBLIC})
 
 __all__ = [
     "CalibrationWarning",
     "MetalLinalgError",
     "MetalLinalgWarning",
+    "cholesky",
+    "cholesky_ex",
+    "det",
     "eigh",
     "eigh_ex",
     "eigvalsh",
     "eigvalsh_ex",
+    "inv",
+    "inv_ex",
+    "lu_factor",
+    "lu_factor_ex",
     "qr",
     "qr_ex",
+    "slogdet",
+    "solve",
+    "solve_ex",
+    "solve_triangular",
     "svd",
     "svd_ex",
     "svdvals",

@@ -385,7 +385,7 @@ def register_values_only(op, name: str, vectors: str) -> None:
 def info_op(A: torch.Tensor, op: str, flags: int) -> torch.Tensor:
     """The per-matrix info words of op on A (the *_ex functions outside the eager fast path:
     an op of its own, so compile, jit.trace and vmap see it)."""
-    if op not in _lib.OP_ID:
+    if op not in _lib.OPS:  # the decompositions (the linear systems return their info)
         raise ValueError(f"[metal_linalg.info] unknown op {op!r}; ops: {', '.join(_lib.OPS)}")
     if not -(2**31) <= flags < 2**31:  # keeps ctypes from truncating a huge int
         raise ValueError(f"[metal_linalg.info] invalid flags {flags} for {op}")

@@ -29,6 +29,9 @@ ML_QR_COMPLETE = 2
 ML_LOWER = 0
 ML_UPPER = 1
 
+ML_DTYPE_FLOAT32 = 0
+ML_DTYPE_INT32 = 1
+
 _f32p = ctypes.c_void_p  # raw addresses from tensor.data_ptr()
 _i64 = ctypes.c_int64
 _i32 = ctypes.c_int32
@@ -62,6 +65,8 @@ _SIGNATURES = {
     "ml_op_count": (_i32, []),
     "ml_op_name": (ctypes.c_char_p, [_i32]),
     "ml_output_count": (_i32, [_i32]),
+    "ml_op_inputs": (_i32, [_i32]),
+    "ml_op_kernels": (_i32, [_i32]),
     "ml_output_desc": (
         _i32,
         [_i32, _i32, _i32, ctypes.c_void_p, ctypes.POINTER(_i32), ctypes.c_char_p, ctypes.c_void_p],
@@ -193,9 +198,12 @@ def text(raw: bytes | None) -> str:
 lib = _load()
 
 # Op names in ml_op order, from the core's op table; also the names of policy files and
-# environment variables.
-OPS = tuple(text(lib.ml_op_name(i)) for i in range(lib.ml_op_count()))
-OP_ID = {name: i for i, name in enumerate(OPS)}
+# environment variables. OPS: the decompositions with GPU kernels (what calibration, the
+# benchmark and the GPU tests cover); ALL_OPS adds the ops the core runs on the CPU only (the
+# linear systems, linsys.py); OP_ID: the ml_op value of every name.
+ALL_OPS = tuple(text(lib.ml_op_name(i)) for i in range(lib.ml_op_count()))
+OPS = tuple(name for i, name in enumerate(ALL_OPS) if lib.ml_op_kernels(i))
+OP_ID = {name: i for i, name in enumerate(ALL_OPS)}
 
 
 def output_symbols(op: int, flags: int) -> tuple:
@@ -205,9 +213,9 @@ def output_symbols(op: int, flags: int) -> tuple:
     for i in range(lib.ml_output_count(op)):
         ndim = _i32(0)
         dims = ctypes.create_string_buffer(2)
-        check(lib.ml_output_desc(op, flags, i, None, ctypes.byref(ndim), dims, None), OPS[op])
+        check(lib.ml_output_desc(op, flags, i, None, ctypes.byref(ndim), dims, None), ALL_OPS[op])
         out.append(tuple(dims.raw[: ndim.value].decode()) if ndim.value else None)
     return tuple(out)
 
 
-bind_ops(OPS, lambda op: [d for d in output_symbols(op, 0) if d is not None])
+bind_ops(ALL_OPS, lambda op: [d for d in output_symbols(op, 0) if d is not None], lib.ml_op_kernels)

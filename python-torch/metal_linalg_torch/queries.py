@@ -10,7 +10,7 @@ from . import _lib
 from ._dispatch import CUDA_CORE
 from ._lib import lib
 from ._shared import queries as _shared
-from ._shared.queries import OP_ID, OPS, CalibrationWarning  # noqa: F401 (re-exported)
+from ._shared.queries import ALL_OPS, OP_ID, OPS, CalibrationWarning  # noqa: F401 (re-exported)
 
 PACKAGE = "metal_linalg_torch"
 
@@ -70,7 +70,7 @@ class _Core:
 
     @staticmethod
     def backend(op: int, m: int, n: int, batch: int, device) -> str:
-        label = f"{OPS[op]}_backend"
+        label = f"{ALL_OPS[op]}_backend"
         m, n, batch = (
             _c_int(v, INT64_MAX, w, label) for v, w in ((m, "m"), (n, "n"), (batch, "batch"))
         )
@@ -87,20 +87,22 @@ class _Core:
         while True:
             buf = ctypes.create_string_buffer(size)
             needed = ctypes.c_size_t(0)
-            _lib.check(lib.ml_policy_get(op, buf, size, ctypes.byref(needed)), f"{OPS[op]}_policy")
+            _lib.check(
+                lib.ml_policy_get(op, buf, size, ctypes.byref(needed)), f"{ALL_OPS[op]}_policy"
+            )
             if needed.value < size:
                 return buf.value.decode()
             size = needed.value + 1
 
     @staticmethod
     def policy_set(op: int, field: str, value: int) -> None:
-        label = f"set_{OPS[op]}_policy"
+        label = f"set_{ALL_OPS[op]}_policy"
         value = _c_int(value, INT64_MAX, field, label)
         _lib.check(lib.ml_policy_set(op, field.encode(), value), label)
 
     @staticmethod
     def policy_reset(op: int) -> None:
-        _lib.check(lib.ml_policy_reset(op), f"reset_{OPS[op]}_policy")
+        _lib.check(lib.ml_policy_reset(op), f"reset_{ALL_OPS[op]}_policy")
 
     @staticmethod
     def policy_reload() -> None:
@@ -112,7 +114,7 @@ class _Core:
         _lib.check(lib.ml_set_cpu_threads(n), "set_cpu_threads")
 
 
-_q = _shared.Queries(_Core(), PACKAGE)
+_q = _shared.Queries(_Core(), PACKAGE, cpu_ops=True)
 
 # device_name(), ..., policy("qr"), ... and each op's own: qr_backend, qr_policy, set_qr_policy, ...
 _q.export(globals())

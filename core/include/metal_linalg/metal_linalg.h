@@ -1,6 +1,7 @@
 /* metal-linalg public C API (C99).
  *
- * Batched float32 QR, symmetric eigendecomposition and SVD of row-major matrices.
+ * Batched float32 QR, symmetric eigendecomposition and SVD of row-major matrices, and
+ * the linear systems (Cholesky, LU, solve, inverse, triangular solve; CPU through LAPACK).
  * A batch is `batch` matrices stored back to back; every size is 64-bit.
  * The caller allocates every output. All functions are thread-safe.
  *
@@ -54,9 +55,16 @@ typedef enum ml_op {
   ML_OP_EIGH = 1,
   ML_OP_EIGVALSH = 2,
   ML_OP_SVD = 3,
-  ML_OP_SVDVALS = 4
+  ML_OP_SVDVALS = 4,
+  /* The linear systems: LAPACK on the CPU (no GPU kernels yet: ml_plan answers
+   * ML_MEMORY_HOST for device buffers, so frontends copy). */
+  ML_OP_CHOLESKY = 5,
+  ML_OP_SOLVE = 6,
+  ML_OP_INV = 7,
+  ML_OP_SOLVE_TRIANGULAR = 8,
+  ML_OP_LU_FACTOR = 9
 } ml_op;
-#define ML_OP_COUNT 5
+#define ML_OP_COUNT 10
 
 typedef enum ml_qr_mode {
   ML_QR_REDUCED = 0,  /* Q: m x k, R: k x n, k = min(m, n) */
@@ -65,6 +73,16 @@ typedef enum ml_qr_mode {
 } ml_qr_mode;
 
 typedef enum ml_uplo { ML_LOWER = 0, ML_UPPER = 1 } ml_uplo;
+
+/* Flags of the linear-system ops: a bit set, 0 being torch.linalg's defaults. Each op
+ * accepts only its own bits (cholesky: UPPER; solve: RIGHT; solve_triangular: UPPER,
+ * RIGHT, UNIT; inv: none). */
+typedef enum ml_ls_flag {
+  ML_LS_UPPER = 1, /* cholesky: read A's upper triangle, A = U^T U, the output is U;
+                      solve_triangular: A is upper triangular (else lower) */
+  ML_LS_RIGHT = 2, /* solve, solve_triangular: X A = B (torch's left=False), else A X = B */
+  ML_LS_UNIT = 4   /* solve_triangular: A's diagonal is taken to be ones (not read) */
+} ml_ls_flag;
 
 /* Element types of outputs (ml_output_desc). */
 typedef enum ml_dtype { ML_DTYPE_FLOAT32 = 0, ML_DTYPE_INT32 = 1 } ml_dtype;
@@ -77,6 +95,15 @@ typedef enum ml_memory { ML_MEMORY_HOST = 0, ML_MEMORY_CUDA = 1, ML_MEMORY_METAL
 #define ML_INFO_NONFINITE 0x2
 #define ML_INFO_RANK_DEFICIENT 0x4
 #define ML_INFO_SWEEPS_SHIFT 16
+
+/* The linear-system ops' info word is LAPACK's instead: 0 (success); k > 0, LAPACK's
+ * info (cholesky: the leading minor of order k is not positive definite; solve, inv,
+ * lu_factor: U(k,k) of the LU factorization is exactly zero, the first such k;
+ * solve_triangular: A(k,k) is exactly zero); or ML_INFO_LS_NONFINITE (A or B has a
+ * NaN/Inf entry, in the part the op reads). Each such matrix gets NaN in every entry of
+ * its output (lu_factor: only for a NaN/Inf input, whose pivots are then 1..k; a singular
+ * matrix keeps its factorization, as LAPACK's); the rest of the batch is unaffected. */
+#define ML_INFO_LS_NONFINITE 0x40000000
 
 /* Execution descriptor. Zero-initialise it (or pass NULL) for host memory.
  * For ML_MEMORY_CUDA: every buffer argument is a device pointer on `device`,
@@ -166,14 +193,44 @@ ML_API ml_status ml_svd(const ml_exec *exec, const float *a, int64_t batch, int6
 ML_API ml_status ml_svdvals(const ml_exec *exec, const float *a, int64_t batch, int64_t m,
                             int64_t n, float *s, int32_t *info);
 
+/* ---- linear systems (torch.linalg's semantics; info: ML_INFO_LS_NONFINITE above) ----
+ * a (n x n; lu_factor: m x n) and b are never modified. info may be NULL.
+ * cholesky:         l[n][n] = L with A = L L^T from A's lower triangle (flags 0), or U with
+ *                   A = U^T U from its upper triangle (ML_LS_UPPER); the other triangle 0.
+ * solve:            x = A^-1 B, B and x n x nrhs (flags 0), or x = B A^-1, B and x
+ *                   nrhs x n (ML_LS_RIGHT); LU with partial pivoting (sgetrf, sgetrs).
+ * inv:              x[n][n] = A^-1 (sgetrf, sgetri).
+ * solve_triangular: as solve with A triangular (ML_LS_UPPER: upper, else lower;
+ *                   ML_LS_UNIT: unit diagonal); the other triangle is not read (strsm).
+ * lu_factor:        A (m x n) = P L U with partial pivoting (sgetrf): lu[m][n] holds L
+ *                   (unit diagonal, not stored) below the diagonal and U on and above it,
+ *                   pivots[k] (int32, k = min(m, n)) LAPACK's 1-based row interchanges. */
+ML_API ml_status ml_cholesky(const ml_exec *exec, const float *a, int64_t batch, int64_t n,
+                             int32_t flags, float *l, int32_t *info);
+ML_API ml_status ml_solve(const ml_exec *exec, const float *a, const float *b, int64_t batch,
+                          int64_t n, int64_t nrhs, int32_t flags, float *x, int32_t *info);
+ML_API ml_status ml_inv(const ml_exec *exec, const float *a, int64_t batch, int64_t n, float *x,
+                        int32_t *info);
+ML_API ml_status ml_solve_triangular(const ml_exec *exec, const float *a, const float *b,
+                                     int64_t batch, int64_t n, int64_t nrhs, int32_t flags,
+                                     float *x, int32_t *info);
+ML_API ml_status ml_lu_factor(const ml_exec *exec, const float *a, int64_t batch, int64_t m,
+                              int64_t n, float *lu, int32_t *pivots, int32_t *info);
+
 /* ---- the generic entry point ----
  * ml_run(exec, op, inputs, sizes, flags, outputs, info) computes any op:
- * inputs[0] = a (the op's input matrices, ml_output_desc's order); sizes =
- * {batch, m, n} (eigh, eigvalsh: m = n); flags as for the op's function;
+ * inputs = the op's input matrices (ml_op_inputs of them): {a}, or {a, b} for
+ * the ops with a right-hand side (solve, solve_triangular);
+ * sizes = {batch, m, n} for one input (eigh, eigvalsh, cholesky, inv: m = n),
+ * {batch, n, n, nrhs} for two: A is n x n, B and the output n x nrhs (nrhs x n
+ * under ML_LS_RIGHT), nrhs >= 1 (ml_output_desc names it 'r'); only the
+ * entries the op uses are read;
+ * flags as for the op's function;
  * outputs[i] = output i in the op's table order (ml_output_desc; svdvals: s
  * is outputs[0]), NULL for an output the op does not have under flags (q in
- * mode ML_QR_R). Each per-op function above is this call with its arguments
- * in this order. */
+ * mode ML_QR_R); an int32 output (ml_output_desc's dtype) is passed cast to
+ * float *. Each per-op function above is this call with its arguments in this
+ * order. */
 ML_API ml_status ml_run(const ml_exec *exec, int32_t op, const float *const *inputs,
                         const int64_t *sizes, int32_t flags, float *const *outputs,
                         int32_t *info);
@@ -189,19 +246,32 @@ ML_API ml_status ml_plan(const ml_exec *exec, int32_t op, const int64_t *sizes, 
 
 /* ---- the op table ----
  * ml_op_count: ML_OP_COUNT of the library. ml_op_name: "qr", "eigh", "eigvalsh",
- * "svd", "svdvals" (the names of policy files and METAL_LINALG_<OP>_* variables,
- * in upper case there); NULL for an invalid op. ml_op_by_name: the op, or -1.
+ * "svd", "svdvals", "cholesky", ... (the names of policy files and
+ * METAL_LINALG_<OP>_* variables, in upper case there); NULL for an invalid op.
+ * ml_op_by_name: the op, or -1.
  * ml_output_desc: output `index` of op under flags: *name ("q"), *ndim (1, 2, or
- * 0 when the op has no such output), dims: 'm', 'n' or 'k' (= min(m, n)) for
- * each dimension ('\0' past ndim), *dtype (ml_dtype); any may be NULL except
- * ndim. ml_output_count: how many outputs op has (also those absent under
- * some flags). */
+ * 0 when the op has no such output), dims: 'm', 'n', 'k' (= min(m, n)) or 'r'
+ * (nrhs, the right-hand side's column count) for each dimension ('\0' past
+ * ndim), *dtype (ml_dtype); any may be NULL except ndim. ml_output_count: how
+ * many outputs op has (also those absent under some flags).
+ * ml_op_inputs: the input matrices op takes (1: a; 2: a and b), 0 for an
+ * invalid op. ml_op_kernels: 1 when op has GPU kernels (the GPU backends, the
+ * routing policy's GPU fields and calibration apply to it), 0 when it runs
+ * through LAPACK on the CPU only (device buffers: ml_plan answers
+ * ML_MEMORY_HOST; ml_run with device buffers fails with a message saying so).
+ * ml_output_dims: the numbers of ml_output_desc for a call's sizes (ml_run's
+ * sizes array); like ml_output_shape, which cannot give the shapes that
+ * depend on nrhs and refuses the ops with two inputs. */
 ML_API int32_t ml_op_count(void);
 ML_API const char *ml_op_name(int32_t op);
 ML_API int32_t ml_op_by_name(const char *name);
 ML_API int32_t ml_output_count(int32_t op);
 ML_API ml_status ml_output_desc(int32_t op, int32_t flags, int32_t index, const char **name,
                                 int32_t *ndim, char dims[2], int32_t *dtype);
+ML_API int32_t ml_op_inputs(int32_t op);
+ML_API int32_t ml_op_kernels(int32_t op);
+ML_API ml_status ml_output_dims(int32_t op, const int64_t *sizes, int32_t flags, int32_t index,
+                                int32_t *ndim, int64_t dims[2]);
 
 /* Bytes of workspace a call with these arguments needs (0 is possible).
  * flags: qr mode / eigh uplo / svd full_matrices, as for the call. Nonzero
@@ -282,7 +352,7 @@ ML_API const char *ml_calibration_status(int32_t op);
 /* The per-machine policy file a calibration writes and the core reads
  * (METAL_LINALG_POLICY_FILE, else $XDG_CACHE_HOME or ~/.cache
  * /metal_linalg/<device>.policy). Lines: "<op> <field> <value>", '#' comments,
- * op in qr|eigh|eigvalsh|svd|svdvals. ml_policy_reload() re-reads it. */
+ * op one of the ml_op_name names. ml_policy_reload() re-reads it. */
 ML_API const char *ml_policy_file(void);
 ML_API ml_status ml_policy_reload(void);
 

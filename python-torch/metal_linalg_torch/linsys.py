@@ -1,0 +1,860 @@
+"""The linear systems: cholesky, solve, inv, solve_triangular, lu_factor (and the *_ex forms) with
+torch.linalg's arguments, results and errors. The core computes them on the CPU through
+LAPACK; CUDA tensors go through a host copy (the core has no GPU kernels for them yet, and its
+plan says so) and come back on their device.
+
+Each is a torch.library custom op (torch.ops.metal_linalg.<op>) with a fake, a backward
+(torch.linalg's formulas, computed with torch ops, so double backward works) and a vmap rule;
+the public functions call the core directly for plain eager tensors and the op otherwise
+(torch.compile, torch.jit.trace) or an autograd.Function over it (backward, torch.func's
+grad, vjp, jacrev, vmap). Forward-mode AD (jvp, jacfwd) is not implemented: a tangent on an
+input raises, never a silently dropped derivative.
+
+The info word (the *_ex functions): 0; LAPACK's info k > 0 (cholesky: the leading minor of
+order k is not positive definite; solve, inv, lu_factor: U(k,k) is exactly zero, the first
+such k; as torch); or INFO_NONFINITE (the input has a NaN/Inf entry where the op reads it;
+torch reports 0 there). Either way that matrix's result is NaN (lu_factor: only for NaN/Inf
+input; a singular matrix keeps its factorization), the rest of the batch is unaffected.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+from . import _dispatch as d
+from . import _lib
+from ._lib import lib
+
+ML_LS_UPPER = 1
+ML_LS_RIGHT = 2
+ML_LS_UNIT = 4
+# ML_INFO_LS_NONFINITE of metal_linalg.h: a NaN/Inf entry in a matrix the op reads.
+INFO_NONFINITE = 0x40000000
+
+_P2 = ctypes.c_void_p * 2
+_P1 = ctypes.c_void_p * 1
+_I4 = ctypes.c_int64 * 4
+
+
+def _check_tensor(A, name: str, what: str = "A", min_dim: int = 2) -> None:
+    if not isinstance(A, torch.Tensor):
+        raise TypeError(
+            f"[metal_linalg.{name}] expected a torch.Tensor for {what}, got {type(A).__name__}"
+        )
+    if A.is_complex():
+        raise TypeError(
+            f"[metal_linalg.{name}] complex input ({A.dtype}) is not supported: "
+            "metal-linalg computes real float32"
+        )
+    if A.dim() < min_dim:
+        raise ValueError(
+            f"[metal_linalg.{name}] {what} must have at least {min_dim} dimensions, "
+            f"got shape {tuple(A.shape)}"
+        )
+
+
+def _check_square(A, name: str) -> None:
+    _check_tensor(A, name)
+    if A.shape[-1] != A.shape[-2]:
+        raise ValueError(
+            f"[metal_linalg.{name}] A must be batches of square matrices, got shape "
+            f"{tuple(A.shape)}"
+        )
+
+
+def _check_rhs(A, B, left: bool, name: str) -> None:
+    """B's matrix shape against A's for AX = B (left) or XA = B."""
+    _check_tensor(B, name, "B")
+    if B.device != A.device:
+        raise ValueError(
+            f"[metal_linalg.{name}] A and B must be on the same device, got {A.device} and "
+            f"{B.device}"
+        )
+    n = A.shape[-1]
+    if B.shape[-2 if left else -1] != n:
+        eq = "AX = B" if left else "XA = B"
+        raise ValueError(
+            f"[metal_linalg.{name}] incompatible shapes of A and B for the equation {eq} "
+            f"({A.shape[-2]}x{n} and {B.shape[-2]}x{B.shape[-1]})"
+        )
+    try:
+        torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"[metal_linalg.{name}] the batch dimensions of A {tuple(A.shape[:-2])} and B "
+            f"{tuple(B.shape[:-2])} do not broadcast"
+        ) from None
+
+
+# ---- the call into the core ----
+
+
+_DTYPES = {_lib.ML_DTYPE_FLOAT32: torch.float32, _lib.ML_DTYPE_INT32: torch.int32}
+_OUTPUTS = {}
+
+
+def _outputs(op: str, flags: int) -> list:
+    """Per output of op under flags, from the core's op table: its dimensions as symbols ('m',
+    'n', 'k' = min(m, n), 'r' = the right-hand side's columns) and its torch dtype."""
+    key = (op, flags)
+    if key not in _OUTPUTS:
+        out = []
+        for i, symbols in enumerate(_lib.output_symbols(_lib.OP_ID[op], flags)):
+            dtype, ndim = ctypes.c_int32(0), ctypes.c_int32(0)
+            _lib.check(
+                lib.ml_output_desc(
+                    _lib.OP_ID[op],
+                    flags,
+                    i,
+                    None,
+                    ctypes.byref(ndim),
+                    None,
+                    ctypes.addressof(dtype),
+                ),
+                op,
+            )
+            out.append((symbols, _DTYPES[dtype.value]))
+        _OUTPUTS[key] = out
+    return _OUTPUTS[key]
+
+
+def _shapes(op: str, flags: int, batch_shape, m, n, nrhs) -> list:
+    """(shape, dtype) of each output of op for this call."""
+    values = {"m": m, "n": n, "k": min(m, n), "r": nrhs}
+    return [
+        ((*batch_shape, *(values[s] for s in symbols)), dtype)
+        for symbols, dtype in _outputs(op, flags)
+    ]
+
+
+def _host_route(A: torch.Tensor, op: str, sizes, flags: int) -> None:
+    """CUDA tensors: the core's plan must answer host memory for these ops (no GPU kernels
+    yet), so the data is copied; anything else would be a device path this package lacks."""
+    if not (A.is_cuda and d.CUDA_CORE):
+        return
+    ex = d._cuda_exec(A)
+    memory = ctypes.c_int32(0)
+    _lib.check(
+        lib.ml_plan(
+            ctypes.byref(ex),
+            _lib.OP_ID[op],
+            ctypes.addressof(sizes),
+            flags,
+            ctypes.byref(memory),
+            None,
+            None,
+        ),
+        op,
+    )
+    if memory.value != _lib.ML_MEMORY_HOST:
+        raise RuntimeError(
+            f"[metal_linalg.{op}] the core plans {op} in device memory, which this package "
+            "does not run yet"
+        )
+
+
+def run(op: str, A: torch.Tensor, B, flags: int) -> tuple:
+    """op on A (and the right-hand sides B, whose batch dimensions broadcast with A's): its
+    outputs on A's device (float32; lu_factor's pivots int32) and the per-matrix info words
+    (int32, the batch shape), last."""
+    m, n = A.shape[-2], A.shape[-1]
+    if B is not None:
+        batch_shape = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+        nrhs = B.shape[-2] if flags & ML_LS_RIGHT else B.shape[-1]
+    else:
+        batch_shape, nrhs = A.shape[:-2], 1
+    shapes = _shapes(op, flags, batch_shape, m, n, nrhs)
+    device = A.device
+    batch = 1
+    for dim in batch_shape:
+        batch *= dim
+    if batch == 0 or m == 0 or n == 0 or nrhs == 0:
+        outs = [torch.zeros(shape, dtype=dtype, device=device) for shape, dtype in shapes]
+        return (*outs, torch.zeros(batch_shape, dtype=torch.int32, device=device))
+    sizes = _I4(batch, m, n, nrhs)
+    _host_route(A, op, sizes, flags)
+    a = d._readable(A.expand(*batch_shape, m, n)).cpu()
+    outs = [torch.empty(shape, dtype=dtype) for shape, dtype in shapes]
+    info = torch.empty(batch_shape, dtype=torch.int32)
+    ptrs = (ctypes.c_void_p * len(outs))(*(t.data_ptr() for t in outs))
+    if B is None:
+        ins = _P1(a.data_ptr())
+    else:
+        b = d._readable(B.expand(*batch_shape, *B.shape[-2:])).cpu()
+        ins = _P2(a.data_ptr(), b.data_ptr())
+    status = lib.ml_run(
+        None,
+        _lib.OP_ID[op],
+        ctypes.addressof(ins),
+        ctypes.addressof(sizes),
+        flags,
+        ctypes.addressof(ptrs),
+        info.data_ptr(),
+    )
+    _lib.check(status, op)
+    if device.type != "cpu":
+        return (*(t.to(device) for t in outs), info.to(device))
+    return (*outs, info)
+
+
+# ---- errors as torch.linalg raises them ----
+
+
+def _first_failure(info: torch.Tensor, failed):
+    """(flat batch index, info) of the first matrix whose info `failed` accepts, or None."""
+    bad = failed(info)
+    if not bool(bad.any()):
+        return None
+    flat = info.reshape(-1).cpu()
+    i = int(bad.reshape(-1).nonzero()[0, 0])
+    return i, int(flat[i])
+
+
+def _under_vmap(t: torch.Tensor) -> bool:
+    """Whether t is batched by vmap at any level of torch.func's wrappers."""
+    f = torch._C._functorch
+    while f.is_functorch_wrapped_tensor(t):
+        if f.is_batchedtensor(t):
+            return True
+        t = f.get_unwrapped(t)
+    return False
+
+
+def _raise(fn: str, info: torch.Tensor, failed, message) -> None:
+    if _under_vmap(info) or torch._C._get_tracing_state() is not None:
+        # Under vmap and jit.trace the info words cannot steer Python: a failed matrix's
+        # result is NaN (the *_ex forms return the info to inspect after the transform).
+        return
+    hit = _first_failure(info, failed)
+    if hit is None:
+        return
+    i, k = hit
+    where = f"(Batch element {i}): " if info.dim() > 0 else ""
+    raise torch.linalg.LinAlgError(f"{fn}: {where}{message(k)}")
+
+
+def _cholesky_errors(info: torch.Tensor) -> None:
+    _raise(
+        "linalg.cholesky",
+        info,
+        lambda t: t != 0,
+        lambda k: (
+            "The factorization could not be completed because the input has NaN or Inf entries."
+            if k == INFO_NONFINITE
+            else "The factorization could not be completed because the input is not "
+            f"positive-definite (the leading minor of order {k} is not positive-definite)."
+        ),
+    )
+
+
+def _singular(info: torch.Tensor):
+    """LAPACK's zero pivots; a NaN/Inf input is no error (a NaN result, as in torch)."""
+    return (info != 0) & (info != INFO_NONFINITE)
+
+
+def _solve_errors(info: torch.Tensor) -> None:
+    _raise(
+        "torch.linalg.solve",
+        info,
+        _singular,
+        lambda k: "The solver failed because the input matrix is singular.",
+    )
+
+
+def _inv_errors(info: torch.Tensor) -> None:
+    _raise(
+        "linalg.inv",
+        info,
+        _singular,
+        lambda k: (
+            f"The diagonal element {k} is zero, the inversion could not be completed "
+            "because the input matrix is singular."
+        ),
+    )
+
+
+def _lu_factor_errors(info: torch.Tensor) -> None:
+    _raise(
+        "torch.linalg.lu_factor",
+        info,
+        _singular,
+        lambda k: (
+            f"U[{k},{k}] is zero and using it on lu_solve would result in a division by "
+            "zero. If you still want to perform the factorization, consider calling "
+            "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"
+        ),
+    )
+
+
+# ---- backward formulas (torch.linalg's), in torch ops ----
+
+
+def cholesky_vjp(L: torch.Tensor, gL: torch.Tensor, upper: bool) -> torch.Tensor:
+    """A = L L^T: gA = L^-T Phi(L^T gL) L^-1 with Phi the lower triangle, diagonal halved,
+    made symmetric."""
+    if upper:
+        L, gL = L.mT, gL.mT
+    P = (L.mT @ gL).tril()
+    P = 0.5 * (P + P.tril(-1).mT)
+    P = torch.linalg.solve_triangular(L.mT, P, upper=True, left=True)
+    return torch.linalg.solve_triangular(L, P, upper=False, left=False)
+
+
+def solve_vjp(A, X, gX, left: bool):
+    """AX = B: gB = A^-T gX, gA = -gB X^T; XA = B: gB = gX A^-T, gA = -X^T gB."""
+    gB = torch.linalg.solve(A.mT, gX, left=left)
+    gA = -(gB @ X.mT) if left else -(X.mT @ gB)
+    return gA, gB
+
+
+def triangular_vjp(A, X, gX, upper: bool, left: bool, unit: bool):
+    gB = torch.linalg.solve_triangular(A.mT, gX, upper=not upper, left=left, unitriangular=unit)
+    gA = -(gB @ X.mT) if left else -(X.mT @ gB)
+    offset = 1 if unit else 0
+    gA = gA.triu(offset) if upper else gA.tril(-offset)
+    return gA, gB
+
+
+def _reduce(g, shape, dtype):
+    """A gradient of the broadcast input back to its shape and dtype."""
+    return g.sum_to_size(shape).to(dtype)
+
+
+# ---- the custom ops ----
+
+
+def _vmap(op, n_tensors: int, n_outputs: int):
+    """vmap over an op: the ops are batched already (and broadcast A's batch dims against B's),
+    so the mapped dims move to the front, followed by singleton dims that align the inputs'
+    own batch dims for that broadcast; an unmapped input gets a broadcast mapped dim."""
+
+    def rule(info, in_dims, *args):
+        tensors, rest = args[:n_tensors], args[n_tensors:]
+        dims = in_dims[:n_tensors]
+        if all(dim is None for dim in dims):
+            out = op(*args)
+            return out, (None,) * n_outputs if n_outputs > 1 else None
+        own = [t.dim() - 2 - (dim is not None) for t, dim in zip(tensors, dims)]
+        width = max(own)
+        moved = []
+        for t, dim, k in zip(tensors, dims, own):
+            t = t.movedim(dim, 0) if dim is not None else t.expand(info.batch_size, *t.shape)
+            moved.append(t.reshape(t.shape[0], *([1] * (width - k)), *t.shape[1:]))
+        out = op(*moved, *rest)
+        return out, (0,) * n_outputs if n_outputs > 1 else 0
+
+    torch.library.register_vmap(op, rule)
+
+
+def _fake_rhs(op: str, A, B, flags: int):
+    batch_shape = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    n = A.shape[-1]
+    nrhs = B.shape[-2] if flags & ML_LS_RIGHT else B.shape[-1]
+    ((shape, dtype),) = _shapes(op, flags, batch_shape, n, n, nrhs)
+    return A.new_empty(shape, dtype=dtype), A.new_empty(batch_shape, dtype=torch.int32)
+
+
+@torch.library.custom_op(
+    "metal_linalg::cholesky", mutates_args=(), schema="(Tensor A, bool upper) -> (Tensor, Tensor)"
+)
+def cholesky_op(A: torch.Tensor, upper: bool):
+    _check_square(A, "cholesky")
+    d.check_no_tangent(A, "cholesky")
+    L, info = run("cholesky", A, None, ML_LS_UPPER if upper else 0)
+    return L, info
+
+
+@cholesky_op.register_fake
+def _(A, upper):
+    _check_square(A, "cholesky")
+    return A.new_empty(A.shape, dtype=torch.float32), A.new_empty(A.shape[:-2], dtype=torch.int32)
+
+
+def _cholesky_setup(ctx, inputs, output):
+    ctx.upper = inputs[1]
+    ctx.dtype = inputs[0].dtype
+    ctx.save_for_backward(output[0])
+
+
+def _cholesky_backward(ctx, gL, _ginfo):
+    (L,) = ctx.saved_tensors
+    return cholesky_vjp(L, gL, ctx.upper).to(ctx.dtype), None
+
+
+cholesky_op.register_autograd(_cholesky_backward, setup_context=_cholesky_setup)
+_vmap(cholesky_op, 1, 2)
+
+
+@torch.library.custom_op(
+    "metal_linalg::solve",
+    mutates_args=(),
+    schema="(Tensor A, Tensor B, bool left) -> (Tensor, Tensor)",
+)
+def solve_op(A: torch.Tensor, B: torch.Tensor, left: bool):
+    _check_square(A, "solve")
+    _check_rhs(A, B, left, "solve")
+    d.check_no_tangent(A, "solve")
+    d.check_no_tangent(B, "solve")
+    X, info = run("solve", A, B, 0 if left else ML_LS_RIGHT)
+    return X, info
+
+
+@solve_op.register_fake
+def _(A, B, left):
+    _check_square(A, "solve")
+    _check_rhs(A, B, left, "solve")
+    return _fake_rhs("solve", A, B, 0 if left else ML_LS_RIGHT)
+
+
+def _save_rhs(ctx, A, B, X):
+    """What the backward of an op with a right-hand side needs: A (float32) and the result,
+    and the inputs' shapes and dtypes to reduce the broadcast gradients to."""
+    ctx.shapes = (A.shape, A.dtype), (B.shape, B.dtype)
+    ctx.save_for_backward(d.to_float32(A), X)
+
+
+def _solve_setup(ctx, inputs, output):
+    A, B, ctx.left = inputs
+    _save_rhs(ctx, A, B, output[0])
+
+
+def _solve_backward(ctx, gX, _ginfo):
+    A, X = ctx.saved_tensors
+    gA, gB = solve_vjp(A, X, gX, ctx.left)
+    (a_shape, a_dtype), (b_shape, b_dtype) = ctx.shapes
+    return _reduce(gA, a_shape, a_dtype), _reduce(gB, b_shape, b_dtype), None
+
+
+solve_op.register_autograd(_solve_backward, setup_context=_solve_setup)
+_vmap(solve_op, 2, 2)
+
+
+@torch.library.custom_op(
+    "metal_linalg::inv", mutates_args=(), schema="(Tensor A) -> (Tensor, Tensor)"
+)
+def inv_op(A: torch.Tensor):
+    _check_square(A, "inv")
+    d.check_no_tangent(A, "inv")
+    X, info = run("inv", A, None, 0)
+    return X, info
+
+
+@inv_op.register_fake
+def _(A):
+    _check_square(A, "inv")
+    return A.new_empty(A.shape, dtype=torch.float32), A.new_empty(A.shape[:-2], dtype=torch.int32)
+
+
+def _inv_setup(ctx, inputs, output):
+    ctx.dtype = inputs[0].dtype
+    ctx.save_for_backward(output[0])
+
+
+def _inv_backward(ctx, gX, _ginfo):
+    (X,) = ctx.saved_tensors
+    return (-(X.mT @ gX @ X.mT)).to(ctx.dtype)
+
+
+inv_op.register_autograd(_inv_backward, setup_context=_inv_setup)
+_vmap(inv_op, 1, 2)
+
+
+@torch.library.custom_op(
+    "metal_linalg::solve_triangular",
+    mutates_args=(),
+    schema="(Tensor A, Tensor B, bool upper, bool left, bool unitriangular) -> Tensor",
+)
+def solve_triangular_op(
+    A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool, unitriangular: bool
+):
+    _check_square(A, "solve_triangular")
+    _check_rhs(A, B, left, "solve_triangular")
+    d.check_no_tangent(A, "solve_triangular")
+    d.check_no_tangent(B, "solve_triangular")
+    X, _ = run("solve_triangular", A, B, _triangular_flags(upper, left, unitriangular))
+    return X
+
+
+@solve_triangular_op.register_fake
+def _(A, B, upper, left, unitriangular):
+    _check_square(A, "solve_triangular")
+    _check_rhs(A, B, left, "solve_triangular")
+    flags = _triangular_flags(upper, left, unitriangular)
+    return _fake_rhs("solve_triangular", A, B, flags)[0]
+
+
+def _triangular_flags(upper: bool, left: bool, unitriangular: bool) -> int:
+    return (
+        (ML_LS_UPPER if upper else 0)
+        | (0 if left else ML_LS_RIGHT)
+        | (ML_LS_UNIT if unitriangular else 0)
+    )
+
+
+def _triangular_setup(ctx, inputs, output):
+    A, B, ctx.upper, ctx.left, ctx.unit = inputs
+    _save_rhs(ctx, A, B, output)
+
+
+def _triangular_backward(ctx, gX):
+    A, X = ctx.saved_tensors
+    gA, gB = triangular_vjp(A, X, gX, ctx.upper, ctx.left, ctx.unit)
+    (a_shape, a_dtype), (b_shape, b_dtype) = ctx.shapes
+    return _reduce(gA, a_shape, a_dtype), _reduce(gB, b_shape, b_dtype), None, None, None
+
+
+solve_triangular_op.register_autograd(_triangular_backward, setup_context=_triangular_setup)
+_vmap(solve_triangular_op, 2, 1)
+
+
+@torch.library.custom_op(
+    "metal_linalg::lu_factor", mutates_args=(), schema="(Tensor A) -> (Tensor, Tensor, Tensor)"
+)
+def lu_factor_op(A: torch.Tensor):
+    _check_tensor(A, "lu_factor")
+    d.check_no_tangent(A, "lu_factor")
+    LU, pivots, info = run("lu_factor", A, None, 0)
+    return LU, pivots, info
+
+
+@lu_factor_op.register_fake
+def _(A):
+    _check_tensor(A, "lu_factor")
+    m, n = A.shape[-2], A.shape[-1]
+    k = torch.sym_min(m, n)
+    batch = A.shape[:-2]
+    return (
+        A.new_empty(A.shape, dtype=torch.float32),
+        A.new_empty((*batch, k), dtype=torch.int32),
+        A.new_empty(batch, dtype=torch.int32),
+    )
+
+
+def lu_factor_vjp(LU, pivots, gLU):
+    """A = P L U (square): gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T with gL, gU the
+    strictly lower and upper parts of gLU."""
+    if LU.shape[-1] != LU.shape[-2]:
+        raise NotImplementedError(
+            "[metal_linalg.lu_factor] the gradient of the LU factorization of non-square "
+            f"matrices is not implemented (got {LU.shape[-2]}x{LU.shape[-1]})"
+        )
+    P, L, U = torch.lu_unpack(LU, pivots)
+    phi = (L.mT @ gLU.tril(-1)).tril(-1) + (gLU.triu() @ U.mT).triu()
+    phi = torch.linalg.solve_triangular(U.mT, phi, upper=False, left=False)
+    phi = torch.linalg.solve_triangular(L.mT, phi, upper=True, left=True, unitriangular=True)
+    return P @ phi
+
+
+def _lu_setup(ctx, inputs, output):
+    ctx.dtype = inputs[0].dtype
+    ctx.save_for_backward(output[0], output[1])
+
+
+def _lu_backward(ctx, gLU, _gpivots, _ginfo):
+    LU, pivots = ctx.saved_tensors
+    return lu_factor_vjp(LU, pivots, gLU).to(ctx.dtype)
+
+
+lu_factor_op.register_autograd(_lu_backward, setup_context=_lu_setup)
+_vmap(lu_factor_op, 1, 3)
+
+
+# ---- autograd.Functions: the public functions' differentiable path outside eager, compile and
+# tracing (backward and torch.func transforms over the custom ops; no jvp: forward-mode AD
+# raises torch's NotImplementedError) ----
+
+
+class _Cholesky(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(A, upper):
+        return torch.ops.metal_linalg.cholesky(A, upper)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.upper = inputs[1]
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(output[0])
+
+    @staticmethod
+    def backward(ctx, gL, _ginfo):
+        (L,) = ctx.saved_tensors
+        return cholesky_vjp(L, gL, ctx.upper), None
+
+
+class _Solve(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(A, B, left):
+        return torch.ops.metal_linalg.solve(A, B, left)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        A, B, ctx.left = inputs
+        ctx.mark_non_differentiable(output[1])
+        _save_rhs(ctx, A, B, output[0])
+
+    @staticmethod
+    def backward(ctx, gX, _ginfo):
+        return _solve_backward(ctx, gX, None)
+
+
+class _Inv(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(A):
+        return torch.ops.metal_linalg.inv(A)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(output[0])
+
+    @staticmethod
+    def backward(ctx, gX, _ginfo):
+        (X,) = ctx.saved_tensors
+        return -(X.mT @ gX @ X.mT)
+
+
+class _SolveTriangular(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(A, B, upper, left, unit):
+        return torch.ops.metal_linalg.solve_triangular(A, B, upper, left, unit)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        A, B, ctx.upper, ctx.left, ctx.unit = inputs
+        _save_rhs(ctx, A, B, output)
+
+    @staticmethod
+    def backward(ctx, gX):
+        return _triangular_backward(ctx, gX)
+
+
+class _LuFactor(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(A):
+        return torch.ops.metal_linalg.lu_factor(A)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_non_differentiable(output[1], output[2])
+        ctx.save_for_backward(output[0], output[1])
+
+    @staticmethod
+    def backward(ctx, gLU, _gpivots, _ginfo):
+        LU, pivots = ctx.saved_tensors
+        return lu_factor_vjp(LU, pivots, gLU)
+
+
+# ---- the public functions ----
+
+
+def _direct(*tensors) -> bool:
+    """Plain eager tensors with no autograd: call the core directly (the op's own checks were
+    made by the caller)."""
+    return all(d.eager(t) for t in tensors)
+
+
+def _bool(value, what: str, name: str) -> bool:
+    if not isinstance(value, (bool, int)) or isinstance(value, int) and value not in (0, 1):
+        raise TypeError(f"[metal_linalg.{name}] {what} must be a bool, got {value!r}")
+    return bool(value)
+
+
+def _cholesky(A, upper: bool):
+    _check_square(A, "cholesky")
+    upper = _bool(upper, "upper", "cholesky")
+    A = d.to_float32(A)
+    if _direct(A):
+        return run("cholesky", A, None, ML_LS_UPPER if upper else 0)
+    if d.capturing():
+        return torch.ops.metal_linalg.cholesky(A, upper)
+    return _Cholesky.apply(A, upper)
+
+
+def cholesky(A: torch.Tensor, *, upper: bool = False) -> torch.Tensor:
+    """The Cholesky factor of symmetric positive-definite [..., N, N] (float32), like
+    torch.linalg.cholesky: L with A = L L^T from A's lower triangle, or U with A = U^T U from
+    its upper triangle (upper=True). Raises torch.linalg.LinAlgError naming the first matrix
+    that is not positive definite (or has a NaN/Inf entry)."""
+    L, info = _cholesky(A, upper)
+    _cholesky_errors(info)
+    return L
+
+
+def cholesky_ex(
+    A: torch.Tensor, *, upper: bool = False, check_errors: bool = False
+) -> torch.return_types.linalg_cholesky_ex:
+    """cholesky and the per-matrix info (module docstring); a failed matrix's L is all NaN."""
+    L, info = _cholesky(A, upper)
+    if check_errors:
+        _cholesky_errors(info)
+    return torch.return_types.linalg_cholesky_ex((L, info))
+
+
+def _solve(A, B, left: bool):
+    _check_square(A, "solve")
+    _check_tensor(B, "solve", "B", min_dim=1)
+    left = _bool(left, "left", "solve")
+    # torch.linalg.solve's vector case: B of shape (n,) or A's shape without its last dim.
+    vector = B.dim() == 1 or (B.dim() == A.dim() - 1 and B.shape == A.shape[:-1])
+    if vector:
+        B = B.unsqueeze(-1)
+    _check_rhs(A, B, left, "solve")
+    A, B = d.to_float32(A), d.to_float32(B)
+    if _direct(A, B):
+        X, info = run("solve", A, B, 0 if left else ML_LS_RIGHT)
+    elif d.capturing():
+        X, info = torch.ops.metal_linalg.solve(A, B, left)
+    else:
+        X, info = _Solve.apply(A, B, left)
+    return (X.squeeze(-1) if vector else X), info
+
+
+def solve(A: torch.Tensor, B: torch.Tensor, *, left: bool = True) -> torch.Tensor:
+    """X with A X = B (left) or X A = B (left=False) for square [..., N, N] A, like
+    torch.linalg.solve (LU with partial pivoting): batch dimensions broadcast, B [..., N] is a
+    batch of vectors where torch says so. Raises torch.linalg.LinAlgError for an exactly
+    singular matrix; a NaN/Inf entry gives a NaN result for that matrix only."""
+    X, info = _solve(A, B, left)
+    _solve_errors(info)
+    return X
+
+
+def solve_ex(
+    A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_errors: bool = False
+) -> torch.return_types.linalg_solve_ex:
+    """solve and the per-matrix info (module docstring); a failed matrix's result is NaN."""
+    X, info = _solve(A, B, left)
+    if check_errors:
+        _solve_errors(info)
+    return torch.return_types.linalg_solve_ex((X, info))
+
+
+def _inv(A):
+    _check_square(A, "inv")
+    A = d.to_float32(A)
+    if _direct(A):
+        return run("inv", A, None, 0)
+    if d.capturing():
+        return torch.ops.metal_linalg.inv(A)
+    return _Inv.apply(A)
+
+
+def inv(A: torch.Tensor) -> torch.Tensor:
+    """The inverse of square [..., N, N], like torch.linalg.inv (LU with partial pivoting).
+    Raises torch.linalg.LinAlgError for an exactly singular matrix; a NaN/Inf entry gives a NaN
+    inverse for that matrix only."""
+    X, info = _inv(A)
+    _inv_errors(info)
+    return X
+
+
+def inv_ex(A: torch.Tensor, *, check_errors: bool = False) -> torch.return_types.linalg_inv_ex:
+    """inv and the per-matrix info (module docstring); a failed matrix's inverse is NaN."""
+    X, info = _inv(A)
+    if check_errors:
+        _inv_errors(info)
+    return torch.return_types.linalg_inv_ex((X, info))
+
+
+def solve_triangular(
+    A: torch.Tensor,
+    B: torch.Tensor,
+    *,
+    upper: bool,
+    left: bool = True,
+    unitriangular: bool = False,
+) -> torch.Tensor:
+    """X with A X = B (left) or X A = B for triangular [..., N, N] A, like
+    torch.linalg.solve_triangular: only A's upper (upper=True) or lower triangle is read, its
+    diagonal taken as ones with unitriangular=True; B [..., N, K] (or [..., K, N] with
+    left=False); batch dimensions broadcast. A zero on the diagonal, or a NaN/Inf entry, gives
+    a NaN result for that matrix (torch gives inf/NaN there too)."""
+    _check_square(A, "solve_triangular")
+    _check_tensor(B, "solve_triangular", "B")
+    upper = _bool(upper, "upper", "solve_triangular")
+    left = _bool(left, "left", "solve_triangular")
+    unit = _bool(unitriangular, "unitriangular", "solve_triangular")
+    _check_rhs(A, B, left, "solve_triangular")
+    A, B = d.to_float32(A), d.to_float32(B)
+    if _direct(A, B):
+        return run("solve_triangular", A, B, _triangular_flags(upper, left, unit))[0]
+    if d.capturing():
+        return torch.ops.metal_linalg.solve_triangular(A, B, upper, left, unit)
+    return _SolveTriangular.apply(A, B, upper, left, unit)
+
+
+def _lu_factor(A, pivot: bool):
+    _check_tensor(A, "lu_factor")
+    if not _bool(pivot, "pivot", "lu_factor"):
+        raise NotImplementedError(
+            "[metal_linalg.lu_factor] pivot=False (LU without pivoting) is not implemented "
+            "(torch has it on CUDA only)"
+        )
+    A = d.to_float32(A)
+    if _direct(A):
+        return run("lu_factor", A, None, 0)
+    if d.capturing():
+        return torch.ops.metal_linalg.lu_factor(A)
+    return _LuFactor.apply(A)
+
+
+def lu_factor(A: torch.Tensor, *, pivot: bool = True) -> torch.return_types.linalg_lu_factor:
+    """A = P L U with partial pivoting for [..., M, N] (sgetrf), like torch.linalg.lu_factor:
+    LU (L's unit diagonal not stored) and pivots (int32, LAPACK's 1-based row interchanges).
+    Raises torch.linalg.LinAlgError with torch's message when U has an exact zero on its
+    diagonal; a NaN/Inf entry gives a NaN LU (pivots 1..k) for that matrix only. Gradients for
+    square A; pivot=False raises NotImplementedError."""
+    LU, pivots, info = _lu_factor(A, pivot)
+    _lu_factor_errors(info)
+    return torch.return_types.linalg_lu_factor((LU, pivots))
+
+
+def lu_factor_ex(
+    A: torch.Tensor, *, pivot: bool = True, check_errors: bool = False
+) -> torch.return_types.linalg_lu_factor_ex:
+    """lu_factor and the per-matrix info (module docstring): a singular matrix keeps its
+    factorization, info the first zero on U's diagonal (as torch)."""
+    LU, pivots, info = _lu_factor(A, pivot)
+    if check_errors:
+        _lu_factor_errors(info)
+    return torch.return_types.linalg_lu_factor_ex((LU, pivots, info))
+
+
+def _lu_diagonal_and_sign(A, name: str):
+    """U's diagonal of A = P L U (lu_factor) and the permutation's sign, +-1."""
+    _check_square(A, name)
+    LU, pivots, _ = _lu_factor(A, True)
+    diag = LU.diagonal(dim1=-2, dim2=-1)
+    steps = torch.arange(1, LU.shape[-1] + 1, device=pivots.device, dtype=pivots.dtype)
+    swaps = (pivots != steps).sum(-1)
+    return diag, 1.0 - 2.0 * (swaps % 2).to(diag.dtype)
+
+
+def det(A: torch.Tensor) -> torch.Tensor:
+    """The determinant of square [..., N, N] from its LU factorization (lu_factor: the product
+    of U's diagonal and the permutation's sign), like torch.linalg.det: 0 for an exactly
+    singular matrix, NaN for one with a NaN/Inf entry. Gradients through lu_factor's (defined
+    where A is invertible; at an exactly singular matrix they are not finite, unlike torch's)."""
+    diag, sign = _lu_diagonal_and_sign(A, "det")
+    return sign * diag.prod(-1)
+
+
+def slogdet(A: torch.Tensor) -> torch.return_types.linalg_slogdet:
+    """(sign, log|det|) of square [..., N, N] from its LU factorization, like
+    torch.linalg.slogdet: (0, -inf) for an exactly singular matrix, NaN for one with a NaN/Inf
+    entry. Gradients of logabsdet through lu_factor's (A invertible)."""
+    diag, sign = _lu_diagonal_and_sign(A, "slogdet")
+    sign = sign * diag.sign().prod(-1)
+    return torch.return_types.linalg_slogdet((sign, diag.abs().log().sum(-1)))
