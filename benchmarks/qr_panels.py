@@ -34,6 +34,7 @@ _M = "METAL_LINALG_BLOCKED_QR_TSQR_MIN_ROWS"
 _U = "METAL_LINALG_BLOCKED_QR_PANEL_FUSED"
 _UL = "METAL_LINALG_BLOCKED_QR_FUSED_LANES"
 _O = "METAL_LINALG_BLOCKED_QR_OUTER_MIN_BATCH"
+_R = "METAL_LINALG_BLOCKED_QR_PANEL_REG"
 # name: (op, environment); a variant sets every option it names, the rest as built.
 VARIANTS = {
     # The one-group panels by the fused factorisation (as built) or a warp per column (unfused),
@@ -47,6 +48,12 @@ VARIANTS = {
     "fused_l512": ("qr", {_UL: "512"}),
     "fused_gramlarft": ("qr", {"METAL_LINALG_BLOCKED_QR_ROW_LARFT": "0"}),
     "baseline": ("qr", {_U: "0", "METAL_LINALG_BLOCKED_QR_ROW_LARFT": "0"}),
+    # The panels in registers (qr_panel_reg): as built otherwise, one level
+    # (METAL_LINALG_BLOCKED_NB_OUTER=0), without spread panels; shared-memory panels (noreg).
+    "reg": ("qr", {_R: "1"}),
+    "reg_one": ("qr", {_R: "1", "METAL_LINALG_BLOCKED_NB_OUTER": "0"}),
+    "reg_notsqr": ("qr", {_R: "1", _T: "0"}),
+    "noreg": ("qr", {_R: "0"}),
     "old": ("qr", {_T: "0", _S: "0", _L: "0"}),
     "split": ("qr", {_T: "0", _S: "1", _L: "0"}),
     "split1024": ("qr", {_T: "0", _S: "1", _L: "1024"}),

@@ -227,6 +227,12 @@ const blocked::Options &blocked_options() {
       x.qr_panel_lanes = std::max(0, std::atoi(v));
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_PANEL_FUSED"))
       x.qr_panel_fused = std::atoi(v) != 0;
+    // The QR panels in registers from 2048 rows: H200, benchmarks/results/nvidia-h200-qr-reg.md
+    // (qr 2048 x1 17.7 -> 15.1 ms, 4096 x1 48.8 -> 41.1, 3000x500 x1 5.8 -> 4.6, 4096x1024 x1
+    // 13.1 -> 11.1, 2048 x8 24.7 -> 22.2; 1024 x1 6.2 -> 6.8 and 512 x1 2.8 -> 3.2 slower).
+    x.qr_panel_reg = 2048;
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_PANEL_REG"))
+      x.qr_panel_reg = std::max(0, std::atoi(v));
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_FUSED_LANES"))
       x.qr_fused_lanes = std::max(0, std::atoi(v));
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_ROW_LARFT"))

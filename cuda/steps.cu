@@ -37,6 +37,13 @@ struct ml_cuda_step_bounds<ml_cuda_step_id_sb_block> {
   static constexpr int lanes = 512, groups = 1;
 };
 
+// The QR panel in registers (core/kernels/qr_panel_reg.h): 64 floats of the panel a lane plus
+// its partial sums, 128 registers a lane at 512 lanes.
+template <>
+struct ml_cuda_step_bounds<ml_cuda_step_id_qr_panel_reg> {
+  static constexpr int lanes = ML_QRR_MAX_LANES, groups = 1;
+};
+
 #define ML_CUDA_STEP_ENTRY(name, fn)                                                       \
   __global__ void __launch_bounds__(ml_cuda_step_bounds<ml_cuda_step_id_##name>::lanes,    \
                                     ml_cuda_step_bounds<ml_cuda_step_id_##name>::groups)   \

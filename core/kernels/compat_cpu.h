@@ -73,6 +73,7 @@ ML_FN float ml_simd_shuffle(ML_CTX, float x, int) { return x; }
 ML_FN float ml_simd_shuffle_xor(ML_CTX, float x, int) { return x; }
 ML_FN float ml_simd_broadcast(ML_CTX, float x, int) { return x; }
 ML_FN float ml_simd_shuffle_full(ML_CTX, float x, int) { return x; }
+ML_FN float ml_simd_shuffle_xor_full(ML_CTX, float x, int) { return x; }
 template <int GS>
 ML_FN float ml_simd_shuffle_seg(ML_CTX, float x, int) {
   return x;
@@ -101,6 +102,9 @@ ML_FN float ml_simd_broadcast(ML_CTX ctx, float x, int src) { return ml_cpu_simd
 // ml_simd_shuffle for a group that is one whole simdgroup of 32 lanes, all active.
 ML_FN float ml_simd_shuffle_full(ML_CTX ctx, float x, int src) {
   return ml_cpu_simd(ctx, 3, x, src);
+}
+ML_FN float ml_simd_shuffle_xor_full(ML_CTX ctx, float x, int mask) {
+  return ml_cpu_simd(ctx, 4, x, mask);
 }
 // Segmented forms (compat_cuda.h): a runner group never shares its simdgroup, so the group is
 // the segment and both vote bits are the group's.

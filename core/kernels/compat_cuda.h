@@ -131,6 +131,11 @@ ML_FN float ml_simd_broadcast(ML_CTX ctx, float x, int src) {
 ML_FN float ml_simd_shuffle_full(ML_CTX, float x, int src) {
   return __shfl_sync(0xffffffffu, x, src);
 }
+// ml_simd_shuffle_xor with the same contract as ml_simd_shuffle_full (whole simdgroups, every
+// lane at the call).
+ML_FN float ml_simd_shuffle_xor_full(ML_CTX, float x, int mask) {
+  return __shfl_xor_sync(0xffffffffu, x, mask);
+}
 // Segmented forms for SIMD kernels of GS (16 or 32) lanes whose groups sharing a warp run the
 // same control flow, every lane of the warp calling: a constant full mask with the group as
 // the shuffle's segment (one SHFL; a half-warp mask would cost a WARPSYNC and mask arithmetic

@@ -78,6 +78,9 @@ ML_FN float ml_simd_broadcast(ML_CTX ctx, float x, int src) {
 ML_FN float ml_simd_shuffle_full(ML_CTX, float x, int src) {
   return metal::simd_shuffle(x, (ushort)src);
 }
+ML_FN float ml_simd_shuffle_xor_full(ML_CTX, float x, int mask) {
+  return metal::simd_shuffle_xor(x, (ushort)mask);
+}
 // Segmented forms (compat_cuda.h): Metal groups are never below 32 lanes, so the group is the
 // segment and both vote bits are the simdgroup's.
 template <int GS>

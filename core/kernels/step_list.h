@@ -49,7 +49,8 @@
   X(sb_back_t, ml_step_sb_back_t)       \
   X(sb_back, ml_step_sb_back)           \
   X(sb_block, ml_step_sb_block)         \
-  X(sb_block_wide, ml_step_sb_block)
+  X(sb_block_wide, ml_step_sb_block)     \
+  X(qr_panel_reg, ml_step_qr_panel_reg)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

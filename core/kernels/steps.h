@@ -17,6 +17,7 @@
 #include "gemm.h"
 #include "larft.h"
 #include "qr_blocked.h"
+#include "qr_panel_reg.h"
 #include "qr_tsqr.h"
 #include "sb2st.h"
 #include "sb2st_back.h"

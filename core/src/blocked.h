@@ -81,6 +81,11 @@ struct Options {
   // 4096 x1 78.1 vs 48.5 ms, 1024 x1 7.26 vs 6.25).
   int qr_panel_fused = 0;
   int qr_fused_lanes = 0;
+  // QR: the one-group panels in registers (qr_panel_reg, core/kernels/qr_panel_reg.h) for
+  // matrices of at least this many rows (0: never) where the rows fit them (panels of 32
+  // columns up to 1024 rows, 16 up to 2048, 8 up to 4096 with 512 lanes), before the spread
+  // (tsqr), fused and shared-memory panels.
+  int qr_panel_reg = 0;
   // QR: two levels (outer panels of nb_outer columns) from this batch even where the panels
   // need no narrowing.
   int qr_outer_min_batch = 8;

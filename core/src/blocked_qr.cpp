@@ -80,9 +80,11 @@ ml_status outer_t(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t
 struct QrLayout {
   int64_t m, n, k, kq, rrows, np;
   int nb;  // panel width: o.nb, or narrower so that the first (tallest) panel fits shared memory
+           // (or, in registers, the registers)
   int NB;  // outer panel width (== nb: one level)
   bool want_q;
   bool tsqr;   // panels of >= 2 o.qr_tsqr_rows rows spread over groups (one level)
+  bool reg;    // one-group panels in registers (qr_panel_reg)
   int max_nl;  // most row blocks of a spread panel
   int64_t stat, w, v, t, tin, tau, q, x1, x2, part, part_floats, ts;
   int64_t per;
@@ -108,8 +110,13 @@ QrLayout layout(const Call &c, int32_t kf, const Options &o) {
     if (t.nl == 0 && ml_qr_panel_shared_floats(r, o.nb, panel_gs(r, o)) > o.shared_floats)
       L.tsqr = false;
   }
-  L.tsqr = L.tsqr && L.max_nl > 0;
-  L.nb = L.tsqr ? o.nb : ml_qr_panel_width(m, o.nb, panel_gs(m, o), o.shared_floats);
+  const int reg_nb =
+      o.qr_panel_reg > 0 && m >= o.qr_panel_reg ? ml_qrr_width(m, o.nb, o.max_group) : 0;
+  L.reg = reg_nb > 0;
+  L.tsqr = L.tsqr && L.max_nl > 0 && !L.reg;
+  L.nb = L.tsqr  ? o.nb
+         : L.reg ? reg_nb
+                 : ml_qr_panel_width(m, o.nb, panel_gs(m, o), o.shared_floats);
   // Two levels where the panels had to be narrowed (tall matrices) or the batch makes the
   // trailing products dominate (H200, outer panels of 64: qr 4096 x1 158 -> 96 ms, 2048 x8
   // 86 -> 49; but 1024 x1 8.4 -> 11.3, 2048 x1 25 -> 30: the extra steps cost one matrix more
@@ -210,6 +217,10 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
       const Tsqr ts = L.tsqr ? tsqr_plan(r, nb, o) : Tsqr{};
       if (ts.nl > 0) {
         if ((st = tsqr_panel(ch, o, L, j, jb, ts, tp))) return st;
+      } else if (L.reg) {
+        const int pg = ml_qrr_lanes(r, nb, o.max_group);
+        if ((st = ch.launch(kStep_qr_panel_reg, ch.batch, pg, ml_qrr_shared_floats(nb, pg), p)))
+          return st;
       } else {
         const int pg = panel_gs(r, o);
         if ((st = ch.launch(kStep_qr_panel, ch.batch, pg, ml_qr_panel_shared_floats(r, nb, pg), p)))

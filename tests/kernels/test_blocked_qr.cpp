@@ -5,7 +5,7 @@
 // caps the number of blocks. LAPACK-style ratios (docs/design.md section 7) on the hard
 // families plus zero and graded columns, NaN/Inf isolation in a batch, info bits, R against
 // the unblocked group kernel up to the signs of its rows.
-// Usage: test_blocked_qr tsqr|split|fused
+// Usage: test_blocked_qr tsqr|split|fused|reg
 #include "kernel_runner.h"  // first: the dialect of the kernel headers below
 
 #include "../../core/kernels/qr_householder.h"
@@ -26,9 +26,10 @@ constexpr double kAgreeLimit = 60;  // R vs the unblocked kernel, as test_blocke
 class CountingRunner final : public ml::blocked::Runner {
  public:
   kt::CpuStepRunner inner;
-  int leaves = 0, fused = 0, unfused = 0;
+  int leaves = 0, fused = 0, unfused = 0, reg = 0;
   ml_status launch(const ml::blocked::StepLaunch &l) override {
     if (l.step == ml::blocked::kStep_tsqr_leaf) ++leaves;
+    if (l.step == ml::blocked::kStep_qr_panel_reg) ++reg;
     if (l.step == ml::blocked::kStep_qr_panel) ++((l.p.flags & ML_QR_FUSED) ? fused : unfused);
     return inner.launch(l);
   }
@@ -53,9 +54,11 @@ kt::Families families(int m, int n, std::mt19937_64 &rng) {
 }
 
 // One batch of the families (plus a NaN and an Inf matrix) through the blocked QR under o;
-// spread: whether the run must have spread panels.
+// spread: whether the run must have spread panels; reg: whether its one-group panels must be
+// in registers (qr_panel_reg: all of them, or none).
 void qr_case(Report &rep, kt::QrWorst &worst, int m, int n, int mode,
-             const ml::blocked::Options &o, bool spread, std::mt19937_64 &rng) {
+             const ml::blocked::Options &o, bool spread, std::mt19937_64 &rng,
+             bool reg = false) {
   const kt::QrShape s(m, n, mode);
   const kt::NamedBatch in = kt::nan_inf_batch(families(m, n, rng), m, n,
                                               std::numeric_limits<float>::infinity(), rng);
@@ -65,8 +68,10 @@ void qr_case(Report &rep, kt::QrWorst &worst, int m, int n, int mode,
   rep.expect((run.leaves > 0) == spread, where(s.op, m, n, spread ? "spread" : "not spread", 0));
   // The one-group panels take the fused factorisation exactly when o asks for it.
   const bool want_fused = o.qr_panel_fused != 0 && o.max_group >= 32;
-  rep.expect(want_fused ? run.unfused == 0 : run.fused == 0,
+  rep.expect(want_fused || reg ? run.unfused == 0 : run.fused == 0,
              where(s.op, m, n, want_fused ? "fused panels" : "unfused panels", 0));
+  rep.expect(reg ? run.reg > 0 && run.fused == 0 : run.reg == 0,
+             where(s.op, m, n, reg ? "register panels" : "no register panels", 0));
   kt::run_qr_kernel(qr_group_entry, 32, in.size(), ml_qr_householder_scratch_floats(m, n), s, in,
                     ref, true);
 
@@ -230,9 +235,59 @@ int suite_fused() {
   return finish("fused", rep, worst);
 }
 
+// The panels in registers (Options::qr_panel_reg, core/kernels/qr_panel_reg.h): every register
+// class (32, 16 and 8 columns) up to its most rows per lane (2, 4, 8; groups of 32 lanes stand in
+// for the GPU's 512), panel widths below the class, one and two levels, every mode, wide and
+// tall shapes; before spread panels; a matrix too tall for the registers, or below the rows
+// the option names, keeps the shared-memory panels.
+int suite_reg() {
+  Report rep;
+  kt::QrWorst worst;
+  std::mt19937_64 rng(41);
+  struct Case {
+    int m, n, mode, nb, lanes;
+  };
+  const Case cases[] = {
+      {64, 40, ML_K_QR_REDUCED, 32, 32},    // class 32, 2 rows a lane, a panel of 8 last
+      {30, 30, ML_K_QR_COMPLETE, 32, 64},   // class 32, one row a lane, idle lanes
+      {100, 37, ML_K_QR_REDUCED, 32, 32},   // class 16, 4 rows a lane: two levels
+      {200, 30, ML_K_QR_R, 32, 32},         // class 8, 8 rows a lane: two levels
+      {90, 90, ML_K_QR_REDUCED, 20, 64},    // width 20 in class 32
+      {45, 70, ML_K_QR_COMPLETE, 12, 32},   // wide, width 12 in class 16
+      {150, 60, ML_K_QR_COMPLETE, 32, 96},  // 2 rows a lane over 3 simdgroups
+  };
+  for (const Case &x : cases) {
+    ml::blocked::Options o = kt::blocked_options(x.nb, 4, x.lanes);
+    o.qr_panel_reg = 1;
+    kt::Timer t("qr reg", x.m, x.n, x.lanes);
+    qr_case(rep, worst, x.m, x.n, x.mode, o, false, rng, true);
+  }
+  // One level where the width needs no narrowing; the fused and the spread panels asked for too
+  // (the register panels take precedence); too many rows for the registers, and fewer rows than
+  // the option names (shared-memory panels).
+  ml::blocked::Options one = kt::blocked_options(16, 4, 64);
+  one.qr_panel_reg = 1;
+  one.nb_outer = 0;
+  qr_case(rep, worst, 120, 50, ML_K_QR_REDUCED, one, false, rng, true);
+  ml::blocked::Options both = one;
+  both.qr_panel_fused = 1;
+  both.qr_tsqr_rows = 16;
+  qr_case(rep, worst, 110, 17, ML_K_QR_REDUCED, both, false, rng, true);
+  ml::blocked::Options tall = kt::blocked_options(8, 4, 32);
+  tall.qr_panel_reg = 1;
+  qr_case(rep, worst, 300, 12, ML_K_QR_REDUCED, tall, false, rng, false);
+  ml::blocked::Options below = one;
+  below.qr_panel_reg = 100;
+  qr_case(rep, worst, 60, 30, ML_K_QR_COMPLETE, below, false, rng, false);
+  return finish("reg", rep, worst);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
-  return kt::run_suite(argc, argv, "test_blocked_qr tsqr|split|fused",
-                       {{"tsqr", suite_tsqr}, {"split", suite_split}, {"fused", suite_fused}});
+  return kt::run_suite(argc, argv, "test_blocked_qr tsqr|split|fused|reg",
+                       {{"tsqr", suite_tsqr},
+                        {"split", suite_split},
+                        {"fused", suite_fused},
+                        {"reg", suite_reg}});
 }
