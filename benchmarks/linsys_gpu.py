@@ -1,0 +1,158 @@
+"""The linear systems on one CUDA device against torch.linalg and CuPy, in one run: cholesky,
+solve (1 and 16 right-hand sides), inv, lu_factor and solve_triangular on batches of small
+matrices. Each point is timed with CUDA events after a warm-up (best and median of the timed
+calls); the backend each call of ours takes is printed with it, and a residual in float64 checks
+the result: cholesky ||A - L L^T|| / (n ||A|| eps), solve ||A X - B|| / (||A|| ||X|| n eps), inv
+||A X - I|| / (||A|| ||X|| n eps), solve_triangular as solve. Writes <slug>.json and <slug>.md.
+
+    python3 benchmarks/linsys_gpu.py --out bench-out [--slug nvidia-h200-linsys]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import metal_linalg_torch as mlt
+import torch
+from cuda_events import best_and_median_ms
+
+EPS = 2.0**-24
+# (op, n, batch, nrhs)
+POINTS = [
+    ("cholesky", 8, 16384, 0),
+    ("cholesky", 32, 16384, 0),
+    ("cholesky", 64, 1024, 0),
+    ("cholesky", 128, 1024, 0),
+    ("cholesky", 32, 1, 0),
+    ("cholesky", 64, 64, 0),
+    ("solve", 16, 16384, 1),
+    ("solve", 64, 4096, 1),
+    ("solve", 64, 4096, 16),
+    ("solve", 128, 1024, 16),
+    ("solve", 64, 64, 1),
+    ("inv", 32, 4096, 0),
+    ("inv", 64, 1024, 0),
+    ("inv", 128, 256, 0),
+    ("lu_factor", 64, 4096, 0),
+    ("solve_triangular", 64, 4096, 16),
+]
+
+
+def _spd(batch: int, n: int) -> torch.Tensor:
+    a = torch.randn(batch, n, n, device="cuda")
+    return a @ a.mT / n + torch.eye(n, device="cuda")
+
+
+def _inputs(op: str, n: int, batch: int, nrhs: int):
+    if op == "cholesky":
+        return (_spd(batch, n),)
+    a = torch.randn(batch, n, n, device="cuda") + n**0.5 * torch.eye(n, device="cuda")
+    if op in ("inv", "lu_factor"):
+        return (a,)
+    b = torch.randn(batch, n, nrhs, device="cuda")
+    if op == "solve_triangular":
+        return (torch.tril(a), b)
+    return (a, b)
+
+
+def _ours(op: str):
+    if op == "solve_triangular":
+        return lambda a, b: mlt.solve_triangular(a, b, upper=False)
+    if op == "lu_factor":
+        return lambda a: mlt.lu_factor(a)[0]
+    return getattr(mlt, op)
+
+
+def _torch(op: str):
+    if op == "solve_triangular":
+        return lambda a, b: torch.linalg.solve_triangular(a, b, upper=False)
+    if op == "lu_factor":
+        return lambda a: torch.linalg.lu_factor(a)[0]
+    return getattr(torch.linalg, op)
+
+
+def _cupy(op: str):
+    try:
+        import cupy as cp
+    except ImportError:
+        return None
+    if op == "cholesky":
+        return lambda a: cp.linalg.cholesky(cp.asarray(a))
+    if op == "solve":
+        return lambda a, b: cp.linalg.solve(cp.asarray(a), cp.asarray(b))
+    if op == "inv":
+        return lambda a: cp.linalg.inv(cp.asarray(a))
+    return None
+
+
+def _resid(op: str, args, out) -> float:
+    a = args[0].double()
+    na = torch.linalg.matrix_norm(a, ord=1)
+    n = a.shape[-1]
+    if op == "cholesky":
+        lo = out.double()
+        r = torch.linalg.matrix_norm(a - lo @ lo.mT, ord=1) / (n * na * EPS)
+    elif op == "lu_factor":
+        return float("nan")  # checked by the tests against P A = L U
+    else:
+        x = out.double()
+        b = args[1].double() if op != "inv" else torch.eye(n, dtype=torch.float64, device="cuda")
+        nx = torch.linalg.matrix_norm(x, ord=1)
+        r = torch.linalg.matrix_norm(a @ x - b, ord=1) / (na * nx * n * EPS)
+    return float(r.max())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--slug", default="nvidia-h200-linsys")
+    ap.add_argument("--reps", type=int, default=10)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for op, n, batch, nrhs in POINTS:
+        x = _inputs(op, n, batch, nrhs)
+        backend = getattr(mlt, f"{op}_backend")(n, batch, device="cuda")
+        row = {"op": op, "n": n, "batch": batch, "nrhs": nrhs, "backend": backend}
+        for name, make in (("ours", _ours), ("torch", _torch), ("cupy", _cupy)):
+            fn = make(op)
+            if fn is None:
+                continue
+            try:
+                fn(*x)  # warm-up
+                torch.cuda.synchronize()
+                best, med = best_and_median_ms(lambda fn=fn, x=x: fn(*x), args.reps)
+                row[f"{name}_ms"], row[f"{name}_median_ms"] = best, med
+            except (RuntimeError, ValueError, TypeError) as e:  # a peer without this shape
+                row[f"{name}_error"] = f"{type(e).__name__}: {e}"[:160]
+        row["resid"] = _resid(op, x, _ours(op)(*x))
+        peers = [row[k] for k in ("torch_ms", "cupy_ms") if k in row]
+        if "ours_ms" in row and peers:
+            row["speedup"] = min(peers) / row["ours_ms"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    (out / f"{args.slug}.json").write_text(json.dumps(rows, indent=1))
+    lines = [
+        "| op | n | batch | nrhs | backend | ours ms | torch ms | cupy ms | speedup | residual |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def f(v):
+        return "-" if v is None else f"{v:.3f}"
+
+    for r in rows:
+        sp = f"{r['speedup']:.2f}x" if "speedup" in r else "-"
+        lines.append(
+            f"| {r['op']} | {r['n']} | {r['batch']} | {r['nrhs'] or '-'} | {r['backend']} | "
+            f"{f(r.get('ours_ms'))} | {f(r.get('torch_ms'))} | {f(r.get('cupy_ms'))} | {sp} | "
+            f"{r['resid']:.3g} |"
+        )
+    (out / f"{args.slug}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
