@@ -17,7 +17,7 @@
 
 namespace lsk {
 
-constexpr double kLimit = 30;  // docs/design.md section 7: the linear systems (LAPACK's)
+constexpr double kLimit = kt::kLinsysLimit;  // docs/design.md section 7 (LAPACK's own)
 
 // The arguments every entry of the table receives (as the backends pass them: B in out2).
 struct Args {
