@@ -73,6 +73,7 @@ inline int group_size_svdvals_jacobi_simd(int m, int n, int64_t) {
 // the trailing block at the first steps), whole simdgroups, at most 256.
 inline int linsys_group_size(int n) { return simdgroups_of(2 * n, 256); }
 inline int group_size_cholesky_group(int, int n, int64_t) { return linsys_group_size(n); }
+inline int group_size_cholesky_simd(int m, int n, int64_t) { return simd_group_size(m, n); }
 inline int group_size_solve_group(int, int n, int64_t) { return linsys_group_size(n); }
 inline int group_size_inv_group(int, int n, int64_t) { return linsys_group_size(n); }
 inline int group_size_solve_triangular_group(int, int n, int64_t) { return linsys_group_size(n); }

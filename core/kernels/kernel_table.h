@@ -38,6 +38,7 @@
 #include "eigh_jacobi_small.h"
 #include "eigh_tridiag_ql.h"
 #include "linsys_cholesky.h"
+#include "linsys_cholesky_simd.h"
 #include "linsys_lu.h"
 #include "linsys_triangular.h"
 #include "qr_householder.h"
@@ -112,6 +113,8 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
   X(svdvals_bidiag_qr, ML_OP_SVDVALS, ml_svdvals_bidiag_qr, O1, GROUP,                        \
     ml_svdvals_bidiag_qr_scratch_floats_flags, ml_svdvals_bidiag_qr_fits_flags,               \
     ml_svdvals_bidiag_qr_choose_flags)                                                        \
+  X(cholesky_simd, ML_OP_CHOLESKY, ml_cholesky_simd, O0, SIMD,                               \
+    ml_cholesky_simd_scratch_floats_flags, ml_cholesky_simd_fits_flags, ml_flags_unchanged)   \
   X(cholesky_group, ML_OP_CHOLESKY, ml_cholesky_group, O0, GROUP,                             \
     ml_cholesky_group_scratch_floats_flags, ml_cholesky_group_fits_flags, ml_flags_unchanged) \
   X(solve_group, ML_OP_SOLVE, ml_solve_group, O0B, GROUP,                                     \

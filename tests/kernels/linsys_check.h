@@ -31,6 +31,7 @@ struct Args {
 struct Line {
   const char *name;
   int op;
+  bool simd;  // a SIMD line: one simdgroup (32 lanes, or 16 for n <= 16) per matrix
   int (*scratch)(int, int, int);
   int (*fits)(int, int, int, int);
   int (*choose)(int, int, int, int);
@@ -44,14 +45,20 @@ struct Line {
     (void)o0, (void)o1, (void)o2;                              \
     fn(ctx, x.p, x.a, ML_KERNEL_OUTS_##outs, x.info);          \
   }
+#define LSK_SIMD_GROUP false
+#define LSK_SIMD_REGISTER false
+#define LSK_SIMD_SIMD true
 #define LSK_LINE(name, op, fn, outs, kind, scratch, fits, choose) \
-  {#name, op, scratch, fits, choose, LSK_RUN(fn, outs)},
+  {#name, op, LSK_SIMD_##kind, scratch, fits, choose, LSK_RUN(fn, outs)},
 inline const std::vector<Line> &table() {
   static const std::vector<Line> all = {ML_KERNEL_TABLE(LSK_LINE)};
   return all;
 }
 #undef LSK_LINE
 #undef LSK_RUN
+#undef LSK_SIMD_GROUP
+#undef LSK_SIMD_REGISTER
+#undef LSK_SIMD_SIMD
 
 inline bool is_linsys(int op) {
   return op == ML_OP_CHOLESKY || op == ML_OP_SOLVE || op == ML_OP_INV ||
@@ -59,11 +66,12 @@ inline bool is_linsys(int op) {
 }
 inline bool two_inputs(int op) { return op == ML_OP_SOLVE || op == ML_OP_SOLVE_TRIANGULAR; }
 
-// The first line of op in the table (nullptr if none).
-inline const Line *line_of(int op) {
+// The lines of op in the table, in order.
+inline std::vector<const Line *> lines_of(int op) {
+  std::vector<const Line *> out;
   for (const Line &l : table())
-    if (l.op == op) return &l;
-  return nullptr;
+    if (l.op == op) out.push_back(&l);
+  return out;
 }
 
 // A call: m x n A (m = n but for lu_factor), nrhs right-hand sides, flags (ml_ls_flag bits).

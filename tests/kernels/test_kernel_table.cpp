@@ -158,7 +158,7 @@ void run_and_check(kt::Report &rep, const Entry &e, int m, int n, int flags, int
                    int scratch_budget, const char *launch) {
   std::mt19937_64 rng(1234 + 17 * m + n);
   if (lsk::is_linsys(e.op)) {  // three gaussian matrices (SPD for cholesky), B with 3 columns
-    const lsk::Line l{e.name, e.op, e.scratch, e.fits, e.choose, e.run};
+    const lsk::Line l{e.name, e.op, e.kind == KT_IS_SIMD, e.scratch, e.fits, e.choose, e.run};
     const lsk::Shape s{e.op, m, n, 3, flags};
     std::vector<float> a, b;
     for (int i = 0; i < 3; ++i) {

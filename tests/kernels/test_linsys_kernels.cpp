@@ -4,7 +4,9 @@
 // batch mixes every family with failing matrices (indefinite, singular, NaN/Inf in what the op
 // reads) so that a failing matrix's NaN output and info stay its own; NaN in the part an op
 // does not read must change nothing. Group sizes: the CUDA and Metal launch configuration's,
-// one lane per matrix, an odd 37; the right-hand sides also in chunks narrower than nrhs.
+// one lane per matrix, an odd 37 (SIMD lines: 16 and 32 lanes); the right-hand sides also in
+// chunks narrower than nrhs. Past n = 17 the solves run the CUDA launch and the narrow chunk
+// only (the CPU runner's thread per lane makes the larger groups slow on CI's two cores).
 // Suites: cholesky, lu, solve, inv, triangular.
 #include <cstdio>
 #include <random>
@@ -174,6 +176,13 @@ struct Launch {
   const char *what;
 };
 std::vector<Launch> launches(const lsk::Line &l, int m, int n, int km, int flags) {
+  std::vector<Launch> out;
+  if (l.simd) {  // one simdgroup per matrix: 32 lanes (CUDA, Metal), 16 where CUDA uses them
+    if (!l.fits(km, n, flags, 0)) return out;
+    out.push_back({ml::cuda::group_size_cholesky_simd(m, n, 16384, 132), 0, "cuda-simd"});
+    if (out.back().gs != 32) out.push_back({32, 0, "metal-simd"});
+    return out;
+  }
   int cuda = 0, metal = 0;
   switch (l.op) {
     case ML_OP_CHOLESKY: cuda = ml::cuda::group_size_cholesky_group(m, n, 16384, 132);
@@ -187,7 +196,6 @@ std::vector<Launch> launches(const lsk::Line &l, int m, int n, int km, int flags
     default: cuda = ml::cuda::group_size_solve_triangular_group(m, n, 16384, 132);
       metal = ml::metal::group_size_solve_triangular_group(m, n, 16384);
   }
-  std::vector<Launch> out;
   if (l.fits(km, n, flags, kH200)) out.push_back({cuda, kH200, "cuda"});
   if (l.fits(km, n, flags, ML_METAL_SCRATCH_FLOATS))
     out.push_back({metal, ML_METAL_SCRATCH_FLOATS, "metal"});
@@ -230,39 +238,42 @@ std::vector<int> lapack_info(const lsk::Shape &s, const Batch &bt, int batch,
 // Runs op's line on the batch at every launch (and, with right-hand sides, a chunk width
 // below nrhs), checking each matrix against LAPACK's info (and pivots) and the ratios.
 void run_batch(kt::Report &rep, const lsk::Shape &s, const Batch &bt, bool all_launches) {
-  const lsk::Line *l = lsk::line_of(s.op);
-  rep.expect(l != nullptr, "a kernel-table line for the op");
-  if (!l) return;
+  const std::vector<const lsk::Line *> lines = lsk::lines_of(s.op);
+  rep.expect(!lines.empty(), "a kernel-table line for the op");
   const int batch = int(bt.fams.size());
   std::vector<int> piv;
   const std::vector<int> want = lapack_info(s, bt, batch, &piv);
   const int km = lsk::two_inputs(s.op) ? s.nrhs : s.m;
-  std::vector<Launch> ls = launches(*l, s.m, s.n, km, s.flags);
-  if (!all_launches) ls.resize(1);
-  if (s.op == ML_OP_SOLVE || s.op == ML_OP_INV || s.op == ML_OP_SOLVE_TRIANGULAR) {
-    // A chunk of 3 right-hand sides (the smallest budget that takes 3 columns).
-    int budget = 1;
-    while (l->choose(km, s.n, s.flags, budget) >> ML_K_LS_CHUNK_SHIFT < std::min(3, km)) ++budget;
-    ls.push_back({ls[0].gs, budget, "chunk3"});
-  }
-  for (const Launch &L : ls) {
-    const lsk::Out o = lsk::run(*l, s, bt.a, bt.b, batch, L.gs, L.budget);
-    for (int i = 0; i < batch; ++i) {
-      char at[200];
-      std::snprintf(at, sizeof at, "%s %dx%d nrhs=%d flags=%d %s gs=%d %s #%d", l->name, s.m, s.n,
-                    s.nrhs, s.flags, L.what, L.gs, bt.fams[i].c_str(), i);
-      const float *a = bt.a.data() + size_t(i) * s.m * s.n;
-      const float *b = lsk::two_inputs(s.op) ? bt.b.data() + size_t(i) * s.x_floats() : nullptr;
-      lsk::check(rep, at, s, a, b, o, i, want[i]);
-      // Pivots as LAPACK's, but for the ill-conditioned families: there, candidates within
-      // rounding of each other are common, and LAPACK's blocked sgetrf rounds differently.
-      const std::string &fam = bt.fams[i];
-      const bool near_ties = fam.rfind("cond", 0) == 0 || fam.rfind("nearsing", 0) == 0;
-      if (s.op == ML_OP_LU_FACTOR && want[i] != ML_INFO_LS_NONFINITE && !near_ties) {
-        bool same = true;
-        for (int k = 0; k < s.k(); ++k)
-          same = same && o.piv[size_t(i) * s.k() + k] == piv[size_t(i) * s.k() + k];
-        rep.expect(same, std::string(at) + " pivots as LAPACK's");
+  for (const lsk::Line *l : lines) {
+    std::vector<Launch> ls = launches(*l, s.m, s.n, km, s.flags);
+    if (ls.empty()) continue;
+    if (!all_launches) ls.resize(1);
+    if (s.op == ML_OP_SOLVE || s.op == ML_OP_INV || s.op == ML_OP_SOLVE_TRIANGULAR) {
+      // A chunk of 3 right-hand sides (the smallest budget that takes 3 columns).
+      int budget = 1;
+      while (l->choose(km, s.n, s.flags, budget) >> ML_K_LS_CHUNK_SHIFT < std::min(3, km))
+        ++budget;
+      ls.push_back({ls[0].gs, budget, "chunk3"});
+    }
+    for (const Launch &L : ls) {
+      const lsk::Out o = lsk::run(*l, s, bt.a, bt.b, batch, L.gs, L.budget);
+      for (int i = 0; i < batch; ++i) {
+        char at[200];
+        std::snprintf(at, sizeof at, "%s %dx%d nrhs=%d flags=%d %s gs=%d %s #%d", l->name, s.m,
+                      s.n, s.nrhs, s.flags, L.what, L.gs, bt.fams[i].c_str(), i);
+        const float *a = bt.a.data() + size_t(i) * s.m * s.n;
+        const float *b = lsk::two_inputs(s.op) ? bt.b.data() + size_t(i) * s.x_floats() : nullptr;
+        lsk::check(rep, at, s, a, b, o, i, want[i]);
+        // Pivots as LAPACK's, but for the ill-conditioned families: there, candidates within
+        // rounding of each other are common, and LAPACK's blocked sgetrf rounds differently.
+        const std::string &fam = bt.fams[i];
+        const bool near_ties = fam.rfind("cond", 0) == 0 || fam.rfind("nearsing", 0) == 0;
+        if (s.op == ML_OP_LU_FACTOR && want[i] != ML_INFO_LS_NONFINITE && !near_ties) {
+          bool same = true;
+          for (int k = 0; k < s.k(); ++k)
+            same = same && o.piv[size_t(i) * s.k() + k] == piv[size_t(i) * s.k() + k];
+          rep.expect(same, std::string(at) + " pivots as LAPACK's");
+        }
       }
     }
   }
@@ -314,7 +325,7 @@ void suite_solve(kt::Report &rep) {
         kt::Timer t("solve", n, nrhs, 0);
         Batch bt = general_batch(n, rng);
         add_rhs(bt, n, nrhs, rng);
-        run_batch(rep, {ML_OP_SOLVE, n, n, nrhs, flags}, bt, true);
+        run_batch(rep, {ML_OP_SOLVE, n, n, nrhs, flags}, bt, n <= 17);
       }
   Batch bt = general_batch(64, rng);
   add_rhs(bt, 64, 16, rng);
@@ -325,7 +336,7 @@ void suite_inv(kt::Report &rep) {
   std::mt19937_64 rng(14);
   for (int n : kSizes) {
     kt::Timer t("inv", n, n, 0);
-    run_batch(rep, {ML_OP_INV, n, n, n, 0}, general_batch(n, rng), true);
+    run_batch(rep, {ML_OP_INV, n, n, n, 0}, general_batch(n, rng), n <= 17);
   }
   run_batch(rep, {ML_OP_INV, 64, 64, 64, 0}, general_batch(64, rng), false);
 }

@@ -42,7 +42,15 @@ def gpu_policy():
 @pytest.mark.parametrize("op", sorted(KERNELS))
 @pytest.mark.parametrize("n", [8, 32, 64, 100, 128])
 def test_routes_to_the_kernel(op: str, n: int) -> None:
-    assert route(op, n, 1024) == KERNELS[op]
+    want = "cuda:cholesky_simd" if op == "cholesky" and n <= 32 else KERNELS[op]
+    assert route(op, n, 1024) == want
+
+
+def test_cholesky_simd_window() -> None:
+    """The SIMD line follows the policy's gpu_simd_max_n like the decompositions' SIMD lines."""
+    op = _lib.OP_ID["cholesky"]
+    assert _lib.lib.ml_policy_set(op, b"gpu_simd_max_n", 0) == 0
+    assert route("cholesky", 32, 16384) == "cuda:cholesky_group"
 
 
 def _norm1(x: torch.Tensor) -> torch.Tensor:
