@@ -322,9 +322,10 @@ ml_status launch_global(const Plan &pl, int dev, const Call &c, cudaStream_t str
   if (!k.global_entry) return fail(ML_RUNTIME_ERROR, kWhere, "%s has no global entry", k.name);
   const KernelState &st = prepare(pl.kernel, dev, kEntryGlobal);
   if (st.err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, k.name, st.err);
+  const KernelArgs ka = kernel_args(c);
   ml_params p;
   std::memset(&p, 0, sizeof p);
-  p.m = static_cast<int>(c.m);
+  p.m = static_cast<int>(ka.m);
   p.n = static_cast<int>(c.n);
   p.flags = pl.kernel_flags;
   global_scratch_floats(c, pl, &p.flags);
@@ -336,8 +337,8 @@ ml_status launch_global(const Plan &pl, int dev, const Call &c, cudaStream_t str
     return fail(ML_RUNTIME_ERROR, kWhere, "%s: global launch without a workspace", k.name);
   const int threads =
       threads_per_group(group_size_global(p.m, p.n), forced_group_size(), st.max_threads);
-  const float *a = c.a;
-  float *o0 = c.out0, *o1 = c.out1, *o2 = c.out2;
+  const float *a = ka.a;
+  float *o0 = ka.out[0], *o1 = ka.out[1], *o2 = ka.out[2];
   int *info = c.info;
   void *args[] = {&p, &a, &o0, &o1, &o2, &info, &ws, &stride};
   for (int64_t off = 0; off < c.batch; off += in_flight) {
@@ -444,7 +445,8 @@ ml_status launch(const Plan &pl, int dev, const Call &c, cudaStream_t stream, fl
   const bool lane = pl.launch != Launch::kBlock;
   const KernelState &st = prepare(pl.kernel, dev, lane ? kEntryLane : kEntryBlock);
   if (st.err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, k.name, st.err);
-  const int m = static_cast<int>(c.m), n = static_cast<int>(c.n);
+  const KernelArgs ka = kernel_args(c);  // the ops with a right-hand side: nrhs, B in out2
+  const int m = static_cast<int>(ka.m), n = static_cast<int>(c.n);
   const int budget = device_info(dev).budget_floats;
   ml_params p;
   std::memset(&p, 0, sizeof p);
@@ -477,8 +479,8 @@ ml_status launch(const Plan &pl, int dev, const Call &c, cudaStream_t stream, fl
     smem = static_cast<size_t>(groups > 1 ? groups * ((scratch + 31) / 32 * 32) : scratch) *
            sizeof(float);
   }
-  const float *a = c.a;
-  float *o0 = c.out0, *o1 = c.out1, *o2 = c.out2;
+  const float *a = ka.a;
+  float *o0 = ka.out[0], *o1 = ka.out[1], *o2 = ka.out[2];
   int *info = c.info;
   void *args[] = {&p, &a, &o0, &o1, &o2, &info};
   constexpr int64_t kMaxGrid = int64_t{1} << 30;  // gridDim.x allows 2^31 - 1

@@ -102,6 +102,22 @@ inline int group_size_svdvals_bidiag_bisect(int m, int n, int64_t batch, int uni
   return group_size_svdvals_bidiag_qr(m, n, batch, units);
 }
 
+// ---- the linear systems (core/kernels/linsys_*.h) ----
+// Right-looking factorizations and column-oriented substitutions: a lane per entry of a
+// trailing block of about n^2 / 2 (cholesky) or n^2 (LU) entries at the first steps, so about
+// two lanes per row in whole warps, at most 256. Not measured yet.
+inline int linsys_group_size(int n) { return warps_of(2 * n, 256); }
+inline int group_size_cholesky_group(int, int n, int64_t, int) { return linsys_group_size(n); }
+// cholesky SIMD line (n <= 32): one simdgroup per matrix, a lane per row (16 lanes for n <= 16).
+inline int group_size_cholesky_simd(int m, int n, int64_t, int) { return simd_group_size(m, n); }
+inline int group_size_solve_group(int, int n, int64_t, int) { return linsys_group_size(n); }
+inline int group_size_inv_group(int, int n, int64_t, int) { return linsys_group_size(n); }
+inline int group_size_solve_triangular_group(int, int n, int64_t, int) {
+  return linsys_group_size(n);
+}
+inline int group_size_lu_factor_group(int m, int n, int64_t, int) {
+  return linsys_group_size(m > n ? m : n);
+}
 // ---- global launches (Launch::kGlobal: a group kernel's scratch in device memory) ----
 
 // Threads of a global launch's block (one matrix per block) for any GROUP kernel: a lane per

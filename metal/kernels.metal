@@ -1,6 +1,7 @@
 // The Metal entry points of every line of core/kernels/kernel_table.h, generated (nothing here
 // is written per kernel). Buffers follow core/src/backend.h's Call: 0 a, 1 out0, 2 out1,
-// 3 out2, 4 info, 5 params; an entry declares only the outputs its kernel takes.
+// 3 out2, 4 info, 5 params; an entry declares only the outputs its kernel takes (the ops with
+// a right-hand side take B at 3, the out2 slot: kernel_table.h's O0B).
 //  ml_metal_<name>       GROUP lines: one threadgroup per matrix, its lanes cooperating in the
 //                        threadgroup scratch (ML_METAL_SCRATCH_FLOATS, 32 KB);
 //  ml_metal_<name>_lane  GROUP lines: one thread per matrix, each in its own odd-sized slice of
@@ -18,6 +19,9 @@
 #define ML_METAL_OUT_ARGS_O012 \
   device float *o0 [[buffer(1)]], device float *o1 [[buffer(2)]], device float *o2 [[buffer(3)]],
 #define ML_METAL_OUT_ARGS_O1 device float *o1 [[buffer(2)]],
+// The ops with a right-hand side: X in out0, B (read only) in the out2 slot.
+#define ML_METAL_OUT_ARGS_O0B \
+  device float *o0 [[buffer(1)]], device const float *o2 [[buffer(3)]],
 
 #define ML_METAL_BLOCK_ENTRY(name, fn, outs)                                                  \
   kernel void ml_metal_##name(device const float *a [[buffer(0)]], ML_METAL_OUT_ARGS_##outs   \

@@ -69,6 +69,17 @@ inline int group_size_svdvals_jacobi_simd(int m, int n, int64_t) {
   return simd_group_size(m, n);
 }
 
+// The linear systems (core/kernels/linsys_*.h): about two lanes per row (a lane per entry of
+// the trailing block at the first steps), whole simdgroups, at most 256.
+inline int linsys_group_size(int n) { return simdgroups_of(2 * n, 256); }
+inline int group_size_cholesky_group(int, int n, int64_t) { return linsys_group_size(n); }
+inline int group_size_cholesky_simd(int m, int n, int64_t) { return simd_group_size(m, n); }
+inline int group_size_solve_group(int, int n, int64_t) { return linsys_group_size(n); }
+inline int group_size_inv_group(int, int n, int64_t) { return linsys_group_size(n); }
+inline int group_size_solve_triangular_group(int, int n, int64_t) { return linsys_group_size(n); }
+inline int group_size_lu_factor_group(int m, int n, int64_t) {
+  return linsys_group_size(m > n ? m : n);
+}
 // Slice of the threadgroup scratch one thread of a lane-per-matrix threadgroup of `threads`
 // threads gets (compat_metal.h's ml_lane_slice: odd, so equal offsets hit distinct banks).
 inline int lane_slice(int threads) {

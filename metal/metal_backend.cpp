@@ -291,7 +291,8 @@ ml_status MetalBackend::encode(const Sink &out, const Call &c, const Plan &pl,
                                const char *where) {
   int n_table = 0;
   const KernelInfo &kt = kernel_table(&n_table)[pl.kernel];
-  const int m = static_cast<int>(c.m), n = static_cast<int>(c.n);
+  // The ops with a right-hand side: nrhs as m (the caller bound B at index 3).
+  const int m = static_cast<int>(kernel_rows(c)), n = static_cast<int>(c.n);
   bool lane = pl.launch != Launch::kBlock;
   ml_params p;
   std::memset(&p, 0, sizeof p);
@@ -350,7 +351,7 @@ ml_status MetalBackend::run_device(const ml_exec &exec, const Call &c, const Pla
   if (s->encoder_ops && (!s->encoder_ops->set_pipeline || !s->encoder_ops->set_buffer ||
                          !s->encoder_ops->set_bytes || !s->encoder_ops->dispatch_threadgroups))
     return fail(ML_INVALID_ARGUMENT, where, "every callback of ml_metal_encoder_ops must be set");
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 3; ++i)
     if (s->reserved[i] != 0)
       return fail(ML_INVALID_ARGUMENT, where, "ml_metal_stream.reserved[%d] must be zero", i);
   // out_offset is in the op table's output order; Call holds the outputs in their slots.
@@ -358,13 +359,16 @@ ml_status MetalBackend::run_device(const ml_exec &exec, const Call &c, const Pla
   for (int i = 0; i < op_desc(c.op).outputs; ++i)
     slot_offset[op_desc(c.op).out[i].slot] = s->out_offset[i];
   int64_t floats[3];
-  output_floats(c.op, c.m, c.n, c.flags, floats);
-  const void *ptrs[5] = {c.a, c.out0, c.out1, c.out2, c.info};
-  const int64_t offsets[5] = {s->a_offset, slot_offset[0], slot_offset[1], slot_offset[2],
-                              s->info_offset};
+  output_floats(c.op, c.m, c.n, c.flags, floats, c.nrhs);
+  // The ops with a right-hand side take b in the out2 slot (kernel_args).
+  const bool rhs = rhs_op(c);
+  const void *ptrs[5] = {c.a, c.out0, c.out1, rhs ? c.b : c.out2, c.info};
+  const int64_t offsets[5] = {s->a_offset, slot_offset[0], slot_offset[1],
+                              rhs ? s->b_offset : slot_offset[2], s->info_offset};
   const int64_t bytes[5] = {c.batch * c.m * c.n * 4, c.batch * floats[0] * 4,
-                            c.batch * floats[1] * 4, c.batch * floats[2] * 4, c.batch * 4};
-  const char *names[5] = {"a", "output 0", "output 1", "output 2", "info"};
+                            c.batch * floats[1] * 4,
+                            c.batch * (rhs ? c.n * c.nrhs : floats[2]) * 4, c.batch * 4};
+  const char *names[5] = {"a", "output 0", "output 1", rhs ? "b" : "output 2", "info"};
   Arg args[5];
   for (int i = 0; i < 5; ++i) {
     if (!ptrs[i]) continue;

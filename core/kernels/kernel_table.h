@@ -13,8 +13,9 @@
 //   op            ML_OP_* (C API enum; only host code expands it)
 //   fn            the kernel function: fn(ctx, p, a, <outs>, info)
 //   outs          which of the call's outputs fn takes, in order: O01 (out0, out1), O0 (out0),
-//                 O012 (out0, out1, out2), O1 (out1); as ml::Call: qr q r, eigh w v,
-//                 eigvalsh w, svd u s vt, svdvals s
+//                 O012 (out0, out1, out2), O1 (out1), O0B (out0, then the second input B
+//                 from the out2 slot); as ml::Call: qr q r, eigh w v, eigvalsh w, svd u s vt,
+//                 svdvals s, cholesky / inv / solve / solve_triangular x, lu_factor lu piv
 //   kind          GROUP: a group of lanes per matrix in shared scratch (a block entry, plus a
 //                 lane entry: one thread per matrix in its own slice of the scratch);
 //                 REGISTER: one thread per matrix in registers (lane entry only);
@@ -36,6 +37,10 @@
 #include "eigh_jacobi_simd.h"
 #include "eigh_jacobi_small.h"
 #include "eigh_tridiag_ql.h"
+#include "linsys_cholesky.h"
+#include "linsys_cholesky_simd.h"
+#include "linsys_lu.h"
+#include "linsys_triangular.h"
 #include "qr_householder.h"
 #include "qr_householder_simd.h"
 #include "qr_householder_small.h"
@@ -107,7 +112,21 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
     ml_flags_unchanged)                                                                       \
   X(svdvals_bidiag_qr, ML_OP_SVDVALS, ml_svdvals_bidiag_qr, O1, GROUP,                        \
     ml_svdvals_bidiag_qr_scratch_floats_flags, ml_svdvals_bidiag_qr_fits_flags,               \
-    ml_svdvals_bidiag_qr_choose_flags)
+    ml_svdvals_bidiag_qr_choose_flags)                                                        \
+  X(cholesky_simd, ML_OP_CHOLESKY, ml_cholesky_simd, O0, SIMD,                               \
+    ml_cholesky_simd_scratch_floats_flags, ml_cholesky_simd_fits_flags, ml_flags_unchanged)   \
+  X(cholesky_group, ML_OP_CHOLESKY, ml_cholesky_group, O0, GROUP,                             \
+    ml_cholesky_group_scratch_floats_flags, ml_cholesky_group_fits_flags, ml_flags_unchanged) \
+  X(solve_group, ML_OP_SOLVE, ml_solve_group, O0B, GROUP,                                     \
+    ml_solve_group_scratch_floats_flags, ml_solve_group_fits_flags,                           \
+    ml_solve_group_choose_flags)                                                              \
+  X(inv_group, ML_OP_INV, ml_inv_group, O0, GROUP, ml_solve_group_scratch_floats_flags,       \
+    ml_inv_group_fits_flags, ml_inv_group_choose_flags)                                       \
+  X(solve_triangular_group, ML_OP_SOLVE_TRIANGULAR, ml_solve_triangular_group, O0B, GROUP,    \
+    ml_solve_triangular_group_scratch_floats_flags, ml_solve_triangular_group_fits_flags,     \
+    ml_solve_triangular_group_choose_flags)                                                   \
+  X(lu_factor_group, ML_OP_LU_FACTOR, ml_lu_factor_group, O01, GROUP,                         \
+    ml_lu_factor_group_scratch_floats_flags, ml_lu_factor_group_fits_flags, ml_flags_unchanged)
 // clang-format on
 
 // The output arguments of each `outs` code, for entry points that name their pointers
@@ -116,5 +135,8 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
 #define ML_KERNEL_OUTS_O0 o0
 #define ML_KERNEL_OUTS_O012 o0, o1, o2
 #define ML_KERNEL_OUTS_O1 o1
+// The ops with a right-hand side: out0 the result, then B, which the entries receive in the
+// out2 slot (linsys_common.h; the backends pass Call::b there).
+#define ML_KERNEL_OUTS_O0B o0, o2
 
 #endif  // ML_KERNELS_KERNEL_TABLE_H

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "metal_linalg/metal_linalg.h"
+#include "op_table.h"
 #include "policy.h"
 
 namespace ml {
@@ -31,6 +32,23 @@ struct Call {
   const float *b = nullptr;
   int64_t nrhs = 1;
 };
+
+// What a kernel-table entry receives for c (docs/design.md section 5.1): ml_params.m and the
+// pointers a, out0, out1, out2. The ops with a right-hand side pass nrhs as m (A is n x n)
+// and B in the out2 slot (their one output is out0; the table's outs code O0B); every other
+// op passes the Call as it is.
+struct KernelArgs {
+  int64_t m;
+  const float *a;
+  float *out[3];
+};
+inline bool rhs_op(const Call &c) { return valid_op(c.op) && op_desc(c.op).inputs > 1; }
+inline KernelArgs kernel_args(const Call &c) {
+  if (rhs_op(c)) return {c.nrhs, c.a, {c.out0, c.out1, const_cast<float *>(c.b)}};
+  return {c.m, c.a, {c.out0, c.out1, c.out2}};
+}
+// The m a kernel's size functions (scratch, fits, choose_flags) see for c: kernel_args' m.
+inline int64_t kernel_rows(const Call &c) { return rhs_op(c) ? c.nrhs : c.m; }
 
 // How a GPU kernel of core/kernels/kernel_table.h runs a call (routing.h decides).
 enum class Launch : int32_t {

@@ -161,6 +161,10 @@ ML_API int32_t ml_op_kernels(int32_t op) {
   }
 }
 
+ML_API int32_t ml_op_linear_system(int32_t op) {
+  return ml::valid_op(op) && ml::op_desc(op).info_kind == ml::Info::kLapack ? 1 : 0;
+}
+
 ML_API ml_status ml_output_dims(int32_t op, const int64_t *sizes, int32_t flags, int32_t index,
                                 int32_t *ndim, int64_t dims[2]) {
   ml::clear_error();

@@ -1,6 +1,7 @@
 #include "routing.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "blocked.h"
@@ -46,6 +47,14 @@ bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget,
     return true;
   };
   if (blocked_ok && big >= blocked_min) return take_blocked();
+  // The m the kernels' size functions see (nrhs for the ops with a right-hand side, whose
+  // kernels take any number of columns in chunks: only A's order bounds them).
+  const int64_t km = kernel_rows(c);
+  const bool rhs = rhs_op(c);
+  if (rhs && (km < 0 || km > INT32_MAX)) return false;
+  auto in_range = [&](int64_t bound) {
+    return rhs ? shape_in_range(n, n, bound) : shape_in_range(m, n, bound);
+  };
   int count = 0;
   const KernelInfo *table = kernel_table(&count);
   for (int i = 0; i < count; ++i) {
@@ -57,8 +66,8 @@ bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget,
       continue;
     const bool covers =
         m == 0 || n == 0 ||  // nothing to compute: the backend only writes info
-        (shape_in_range(m, n, budget) &&
-         k.fits(static_cast<int>(m), static_cast<int>(n), kf, static_cast<int>(budget)));
+        (in_range(budget) &&
+         k.fits(static_cast<int>(km), static_cast<int>(n), kf, static_cast<int>(budget)));
     if (!covers) continue;
     out->kernel = i;
     out->kernel_flags = kf;
@@ -84,8 +93,8 @@ bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget,
     if (k.op != c.op || k.kind != KernelKind::kGroup || (has_kernel && !has_kernel(i)) ||
         !has_global(i))
       continue;
-    if (!shape_in_range(m, n, kGlobalScratchFloats) ||
-        !k.fits(static_cast<int>(m), static_cast<int>(n), kf,
+    if (!in_range(kGlobalScratchFloats) ||
+        !k.fits(static_cast<int>(km), static_cast<int>(n), kf,
                 static_cast<int>(kGlobalScratchFloats)))
       continue;
     out->kernel = i;
@@ -110,7 +119,7 @@ int64_t global_scratch_floats(const Call &c, const Plan &p, int32_t *flags) {
       std::max(c.m, c.n) > kGlobalMaxDim)
     return 0;
   const KernelInfo &k = table[p.kernel];
-  const int m = static_cast<int>(c.m), n = static_cast<int>(c.n);
+  const int m = static_cast<int>(kernel_rows(c)), n = static_cast<int>(c.n);
   const int f = k.choose_flags(m, n, p.kernel_flags, static_cast<int>(kGlobalScratchFloats));
   if (flags) *flags = f;
   return k.scratch(m, n, f);
@@ -158,6 +167,12 @@ Route route(const Call &c, int32_t memory, int32_t device, const policy::Resolve
     }
     r.backend = gpu;
     r.plan = p;
+    return r;
+  }
+  // Host buffers of the linear systems stay with LAPACK on the CPU (the GPU backends' host
+  // paths stage one input only).
+  if (op_desc(c.op).info_kind == Info::kLapack) {
+    r.backend = &cpu_backend();
     return r;
   }
   Backend *gpu = host_gpu_backend();

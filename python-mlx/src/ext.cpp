@@ -84,9 +84,10 @@ NB_MODULE(_ext, m) {
     for (int op = 0; op < ml_op_count(); ++op) names.emplace_back(ml_op_name(op));
     return names;
   });
-  // Whether op has GPU kernels (ml_op_kernels): the linear systems have none and no MLX
-  // functions yet.
-  m.def("op_kernels", [](int op) { return ml_op_kernels(op) != 0; });
+  // Whether op has GPU kernels (ml_op_kernels) and is a decomposition: the linear systems
+  // (ml_op_linear_system) have no MLX functions yet.
+  m.def("op_kernels",
+        [](int op) { return ml_op_kernels(op) != 0 && ml_op_linear_system(op) == 0; });
   // Per output of op under flags (the table's order): its dimensions as "m", "n", "k"
   // symbols ("" where the op has no such output).
   m.def("output_symbols", [](int op, int flags) {

@@ -67,6 +67,7 @@ _SIGNATURES = {
     "ml_output_count": (_i32, [_i32]),
     "ml_op_inputs": (_i32, [_i32]),
     "ml_op_kernels": (_i32, [_i32]),
+    "ml_op_linear_system": (_i32, [_i32]),
     "ml_output_desc": (
         _i32,
         [_i32, _i32, _i32, ctypes.c_void_p, ctypes.POINTER(_i32), ctypes.c_char_p, ctypes.c_void_p],
@@ -199,10 +200,17 @@ lib = _load()
 
 # Op names in ml_op order, from the core's op table; also the names of policy files and
 # environment variables. OPS: the decompositions with GPU kernels (what calibration, the
-# benchmark and the GPU tests cover); ALL_OPS adds the ops the core runs on the CPU only (the
-# linear systems, linsys.py); OP_ID: the ml_op value of every name.
+# benchmark and the GPU tests cover); ALL_OPS adds the linear systems (linsys.py, LAPACK's
+# info words: ml_op_linear_system; on CUDA tensors they run the core's kernels where it has
+# them); OP_ID: the ml_op value of every name.
 ALL_OPS = tuple(text(lib.ml_op_name(i)) for i in range(lib.ml_op_count()))
-OPS = tuple(name for i, name in enumerate(ALL_OPS) if lib.ml_op_kernels(i))
+
+
+def _covered(op: int) -> bool:
+    return bool(lib.ml_op_kernels(op)) and not lib.ml_op_linear_system(op)
+
+
+OPS = tuple(name for i, name in enumerate(ALL_OPS) if _covered(i))
 OP_ID = {name: i for i, name in enumerate(ALL_OPS)}
 
 
@@ -218,4 +226,4 @@ def output_symbols(op: int, flags: int) -> tuple:
     return tuple(out)
 
 
-bind_ops(ALL_OPS, lambda op: [d for d in output_symbols(op, 0) if d is not None], lib.ml_op_kernels)
+bind_ops(ALL_OPS, lambda op: [d for d in output_symbols(op, 0) if d is not None], _covered)

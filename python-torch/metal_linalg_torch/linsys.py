@@ -129,13 +129,15 @@ def _shapes(op: str, flags: int, batch_shape, m, n, nrhs) -> list:
     ]
 
 
-def _host_route(A: torch.Tensor, op: str, sizes, flags: int) -> None:
-    """CUDA tensors: the core's plan must answer host memory for these ops (no GPU kernels
-    yet), so the data is copied; anything else would be a device path this package lacks."""
+def _cuda_route(A: torch.Tensor, op: str, sizes, flags: int):
+    """CUDA tensors: the core's exec descriptor when its plan keeps the call on the device
+    (its kernels cover the shape; no workspace), else None (the data goes through host memory,
+    LAPACK on the CPU)."""
     if not (A.is_cuda and d.CUDA_CORE):
-        return
+        return None
     ex = d._cuda_exec(A)
     memory = ctypes.c_int32(0)
+    nbytes = ctypes.c_int64(0)
     _lib.check(
         lib.ml_plan(
             ctypes.byref(ex),
@@ -143,16 +145,19 @@ def _host_route(A: torch.Tensor, op: str, sizes, flags: int) -> None:
             ctypes.addressof(sizes),
             flags,
             ctypes.byref(memory),
-            None,
+            ctypes.byref(nbytes),
             None,
         ),
         op,
     )
-    if memory.value != _lib.ML_MEMORY_HOST:
-        raise RuntimeError(
-            f"[metal_linalg.{op}] the core plans {op} in device memory, which this package "
-            "does not run yet"
-        )
+    if memory.value != _lib.ML_MEMORY_CUDA:
+        return None
+    if nbytes.value > 0:
+        workspace = torch.empty(nbytes.value, dtype=torch.uint8, device=A.device)
+        ex.workspace = workspace.data_ptr()
+        ex.workspace_bytes = nbytes.value
+        ex._keep = workspace  # stream-ordered allocator: freed after the call is enqueued
+    return ex
 
 
 def run(op: str, A: torch.Tensor, B, flags: int) -> tuple:
@@ -174,7 +179,30 @@ def run(op: str, A: torch.Tensor, B, flags: int) -> tuple:
         outs = [torch.zeros(shape, dtype=dtype, device=device) for shape, dtype in shapes]
         return (*outs, torch.zeros(batch_shape, dtype=torch.int32, device=device))
     sizes = _I4(batch, m, n, nrhs)
-    _host_route(A, op, sizes, flags)
+    ex = _cuda_route(A, op, sizes, flags)
+    if ex is not None:  # the core's kernels on torch's current stream, no copies
+        if B is not None and B.device != device:
+            raise ValueError(f"[metal_linalg.{op}] A and B must be on the same device")
+        a = d._readable(A.expand(*batch_shape, m, n))
+        outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in shapes]
+        info = torch.empty(batch_shape, dtype=torch.int32, device=device)
+        ptrs = (ctypes.c_void_p * len(outs))(*(t.data_ptr() for t in outs))
+        if B is None:
+            ins = _P1(a.data_ptr())
+        else:
+            b = d._readable(B.expand(*batch_shape, *B.shape[-2:]))
+            ins = _P2(a.data_ptr(), b.data_ptr())
+        status = lib.ml_run(
+            ctypes.byref(ex),
+            _lib.OP_ID[op],
+            ctypes.addressof(ins),
+            ctypes.addressof(sizes),
+            flags,
+            ctypes.addressof(ptrs),
+            info.data_ptr(),
+        )
+        _lib.check(status, op)
+        return (*outs, info)
     a = d._readable(A.expand(*batch_shape, m, n)).cpu()
     outs = [torch.empty(shape, dtype=dtype) for shape, dtype in shapes]
     info = torch.empty(batch_shape, dtype=torch.int32)

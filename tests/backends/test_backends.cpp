@@ -322,7 +322,7 @@ void test_global_routing() {
   for (int i = 0; i < count; ++i) {
     if (t[i].kind != KernelKind::kGroup) continue;
     const int d = static_cast<int>(kGlobalMaxDim);
-    const int square = t[i].op == ML_OP_EIGH || t[i].op == ML_OP_EIGVALSH;
+    const int square = ml::op_desc(t[i].op).square;
     const int shapes[3][2] = {{d, d}, {d, square ? d : 1}, {square ? d : 1, d}};
     for (const auto &sh : shapes) {
       const int kf = t[i].op == ML_OP_QR ? ML_QR_COMPLETE : 0;

@@ -108,10 +108,12 @@ static void test_table(void) {
   const char *plan = NULL;
   int op;
   for (op = ML_OP_CHOLESKY; op <= ML_OP_LU_FACTOR; ++op) {
-    CHECK(ml_op_kernels(op) == 0, "op %d claims GPU kernels\n", op);
+    /* GPU kernels (core/kernels/linsys_*.h) for device memory; LAPACK's info words. */
+    CHECK(ml_op_kernels(op) == 1 && ml_op_linear_system(op) == 1, "op %d: kernels\n", op);
     CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, N, N, 100), "cpu:lapack") == 0, "op %d: %s\n",
           op, ml_backend(op, ML_MEMORY_HOST, N, N, 100));
-    /* Device memory is served through the host (the frontends copy). */
+    /* Without a CUDA backend, device memory is served through the host (the frontends
+     * copy); host memory always runs LAPACK. */
     CHECK(strcmp(ml_backend(op, ML_MEMORY_CUDA, N, N, 100), "cpu:lapack") == 0, "op %d cuda\n", op);
     memory = -1;
     expect(ml_plan(NULL, op, sizes, 0, &memory, &ws, &plan), ML_OK, "plan");
@@ -119,6 +121,9 @@ static void test_table(void) {
           memory, plan);
   }
   CHECK(ml_op_kernels(ML_OP_QR) == 1 && ml_op_kernels(-1) == 0, "qr has kernels\n");
+  CHECK(ml_op_linear_system(ML_OP_QR) == 0 && ml_op_linear_system(-1) == 0 &&
+            ml_op_linear_system(ML_OP_COUNT) == 0,
+        "qr is no linear system\n");
   CHECK(ml_op_inputs(ML_OP_SOLVE) == 2 && ml_op_inputs(ML_OP_SOLVE_TRIANGULAR) == 2 &&
             ml_op_inputs(ML_OP_CHOLESKY) == 1 && ml_op_inputs(ML_OP_INV) == 1 &&
             ml_op_inputs(ML_OP_QR) == 1 && ml_op_inputs(ML_OP_COUNT) == 0,

@@ -10,6 +10,7 @@ constexpr double kUlp = 1.1920928955078125e-07;  // float32 epsilon, 2^-23
 constexpr double kEigLimit = 60;   // eigh / eigvalsh
 constexpr double kSvdLimit = 35;   // svd / svdvals
 constexpr double kQrLimit = 30;    // qr
+constexpr double kLinsysLimit = 30;  // cholesky, lu_factor, solve, solve_triangular, inv
 // The blocked products (core/kernels/gemm.h): |C - C_ref| / (k ulp (|alpha| |A| |B| + |beta C|)),
 // entrywise.
 constexpr double kGemmLimit = 4;

@@ -21,6 +21,7 @@
 #include "../../metal/launch_config.h"
 #include "kernel_runner.h"
 #include "kernel_test_util.h"
+#include "linsys_check.h"
 #include "metal_linalg/metal_linalg.h"
 
 namespace {
@@ -68,6 +69,10 @@ constexpr int kH200Units = 132;
 
 int flags_for(int op, int variant) {
   if (op == ML_OP_QR) return variant;  // reduced, R, complete
+  if (op == ML_OP_CHOLESKY) return variant ? ML_LS_UPPER : 0;
+  if (op == ML_OP_SOLVE) return variant ? ML_LS_RIGHT : 0;
+  if (op == ML_OP_SOLVE_TRIANGULAR) return variant ? ML_LS_UPPER | ML_LS_RIGHT : ML_LS_UNIT;
+  if (lsk::is_linsys(op)) return 0;
   return variant == 1 && (op == ML_OP_EIGH || op == ML_OP_EIGVALSH) ? ML_K_UPPER : 0;
 }
 
@@ -152,6 +157,31 @@ void run_mats(kt::Report &rep, const Entry &e, const std::vector<kt::Mat> &input
 void run_and_check(kt::Report &rep, const Entry &e, int m, int n, int flags, int gs,
                    int scratch_budget, const char *launch) {
   std::mt19937_64 rng(1234 + 17 * m + n);
+  if (lsk::is_linsys(e.op)) {  // three gaussian matrices (SPD for cholesky), B with 3 columns
+    const lsk::Line l{e.name, e.op, e.kind == KT_IS_SIMD, e.scratch, e.fits, e.choose, e.run};
+    const lsk::Shape s{e.op, m, n, 3, flags};
+    std::vector<float> a, b;
+    for (int i = 0; i < 3; ++i) {
+      kt::Mat g = kt::gaussian(rng, m, n);
+      if (e.op == ML_OP_CHOLESKY) {
+        g = kt::matmul(g, kt::transpose(g));
+        for (int d = 0; d < n; ++d) g(d, d) += n;
+      }
+      if (e.op == ML_OP_SOLVE_TRIANGULAR)
+        for (int d = 0; d < n; ++d) g(d, d) = 2 + std::fabs(g(d, d));
+      const auto f = kt::to_float(g), fb = kt::to_float(kt::gaussian(rng, n, 3));
+      a.insert(a.end(), f.begin(), f.end());
+      b.insert(b.end(), fb.begin(), fb.end());
+    }
+    const lsk::Out o = lsk::run(l, s, a, b, 3, gs, scratch_budget);
+    for (int i = 0; i < 3; ++i) {
+      char at[200];
+      std::snprintf(at, sizeof at, "%s %dx%d flags=%d %s gs=%d #%d", e.name, m, n, flags, launch,
+                    gs, i);
+      lsk::check(rep, at, s, a.data() + size_t(i) * m * n, b.data() + size_t(i) * n * 3, o, i, 0);
+    }
+    return;
+  }
   std::vector<kt::Mat> mats;
   for (int b = 0; b < 3; ++b) {
     kt::Mat g = kt::gaussian(rng, m, n);
@@ -173,6 +203,15 @@ constexpr int kGlobalBudget = 1 << 28;
 void run_global(kt::Report &rep) {
   for (const Entry &e : kEntries) {
     if (e.kind != KT_IS_GROUP) continue;
+    if (lsk::is_linsys(e.op)) {  // one shape past the shared window, 512 lanes
+      const int n = 245;
+      const int flags = flags_for(e.op, 1);
+      rep.expect(!e.fits(n, n, flags, kH200Budget) && e.fits(n, n, flags, kGlobalBudget),
+                 std::string(e.name) + " global shape past the shared window, in the global one");
+      kt::Timer t(e.name, n, n, 512);
+      run_and_check(rep, e, n, n, flags, 512, kGlobalBudget, "global");
+      continue;
+    }
     const bool eig = e.op == ML_OP_EIGH || e.op == ML_OP_EIGVALSH;
     // Two shapes per line (the CI machine has 2 cores and the runner one OS thread per lane:
     // about 3 matrices per line keep this suite near a minute there): 512 lanes on two
@@ -345,6 +384,7 @@ int main(int argc, char **argv) {
     int covered = 0;
     for (const auto &s : shapes) {
       const int m = s[0], n = s[1];
+      if (lsk::two_inputs(e.op) && m != n) continue;  // A square; m is nrhs for these lines
       for (int variant = 0; variant < (e.op == ML_OP_QR ? 3 : 2); ++variant) {
         const int flags = flags_for(e.op, variant);
         if (!e.fits(m, n, flags, ML_METAL_SCRATCH_FLOATS) || !e.fits(m, n, flags, kH200Budget))
@@ -381,7 +421,7 @@ int main(int argc, char **argv) {
   // Metal block sizes; register kernels lane per matrix), SVD with V in shared and in device
   // memory.
   for (const Entry &e : kEntries) {
-    if (e.op == ML_OP_QR) continue;
+    if (e.op == ML_OP_QR || lsk::is_linsys(e.op)) continue;  // no iterations
     const bool eig = e.op == ML_OP_EIGH || e.op == ML_OP_EIGVALSH;
     const int big = e.kind == KT_IS_REGISTER ? 8 : 12, small = e.kind == KT_IS_REGISTER ? 5 : 7;
     const int shapes[][2] = {{big, big}, {big, small}, {small, big}, {small, small}};

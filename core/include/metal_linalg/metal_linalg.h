@@ -156,9 +156,10 @@ typedef struct ml_metal_encoder_ops {
  * Nothing is committed or waited for: the work runs when the caller commits.
  * Offsets are in bytes, each a multiple of 4: a_offset for a; out_offset[i]
  * for the i-th output argument of the function (qr: q, r; eigh: w, v;
- * eigvalsh: w; svd: u, s, vt; svdvals: s); info_offset for info. Buffer
- * indices the kernels use: 0 a, 1..3 the outputs as stored (svdvals' s and
- * svd's s at 2), 4 info, 5 parameters (set_bytes). Long batches are split
+ * eigvalsh: w; svd: u, s, vt; svdvals: s); info_offset for info; b_offset
+ * for b (the ops with a right-hand side; b is then an MTL::Buffer* too).
+ * Buffer indices the kernels use: 0 a, 1..3 the outputs as stored (svdvals'
+ * s and svd's s at 2; b at 3), 4 info, 5 parameters (set_bytes). Long batches are split
  * into several dispatches (bounded work each, for macOS's GPU watchdog); all
  * go into the given encoder or command buffer. Blocked plans (large matrices,
  * ml_workspace_size > 0) take exec->workspace as an MTL::Buffer* of at least
@@ -171,7 +172,8 @@ typedef struct ml_metal_stream {
   int64_t a_offset;
   int64_t out_offset[3];
   int64_t info_offset;
-  int64_t reserved[4];                      /* must be zero */
+  int64_t b_offset;                         /* b (solve, solve_triangular) */
+  int64_t reserved[3];                      /* must be zero */
 } ml_metal_stream;
 
 /* ---- decompositions ----
@@ -259,6 +261,10 @@ ML_API ml_status ml_plan(const ml_exec *exec, int32_t op, const int64_t *sizes, 
  * routing policy's GPU fields and calibration apply to it), 0 when it runs
  * through LAPACK on the CPU only (device buffers: ml_plan answers
  * ML_MEMORY_HOST; ml_run with device buffers fails with a message saying so).
+ * ml_op_linear_system: 1 for the linear systems (cholesky, solve, inv,
+ * solve_triangular, lu_factor: LAPACK's info words), 0 for the decompositions
+ * (ML_INFO_* bits) and an invalid op; the frontends' calibration and
+ * benchmark cover the decompositions with kernels.
  * ml_output_dims: the numbers of ml_output_desc for a call's sizes (ml_run's
  * sizes array); like ml_output_shape, which cannot give the shapes that
  * depend on nrhs and refuses the ops with two inputs. */
@@ -270,6 +276,7 @@ ML_API ml_status ml_output_desc(int32_t op, int32_t flags, int32_t index, const 
                                 int32_t *ndim, char dims[2], int32_t *dtype);
 ML_API int32_t ml_op_inputs(int32_t op);
 ML_API int32_t ml_op_kernels(int32_t op);
+ML_API int32_t ml_op_linear_system(int32_t op);
 ML_API ml_status ml_output_dims(int32_t op, const int64_t *sizes, int32_t flags, int32_t index,
                                 int32_t *ndim, int64_t dims[2]);
 

@@ -1,0 +1,102 @@
+// Cholesky factorization of one n x n matrix (n <= 32) per simdgroup, the matrix in the lanes'
+// registers: lane i holds row i of the lower triangle (A's, or A's upper triangle transposed
+// under ML_K_LS_UPPER) in a register array of R = 16 or 32 floats, every loop over it unrolled
+// (no dynamic indexing, no shared memory, no barriers). Right-looking: step k takes the pivot
+// d = A[k][k] from lane k (one shuffle), each lane i > k scales its entry l_ik = a_ik / sqrt(d)
+// and updates its row with column k, a_ij -= l_ik l_jk for k < j, l_jk fetched from lane j by
+// one shuffle (the lanes' entries right of the diagonal take garbage, never read). About
+// n^2 / 2 shuffles and FMAs per lane in all. info and NaN as ml_cholesky_group (LAPACK's).
+// Group sizes: 32, or 16 (R = 16) for n <= 16 as CUDA's sub-warp groups; a SIMD table line.
+#ifndef ML_KERNELS_LINSYS_CHOLESKY_SIMD_H
+#define ML_KERNELS_LINSYS_CHOLESKY_SIMD_H
+
+#include "linsys_common.h"
+
+ML_HOST_FN int ml_cholesky_simd_scratch_floats_flags(int m, int n, int flags) {
+  (void)m;
+  (void)n;
+  (void)flags;
+  return 0;
+}
+ML_HOST_FN int ml_cholesky_simd_fits_flags(int m, int n, int flags, int scratch_floats) {
+  (void)scratch_floats;
+  return m == n && n >= 1 && n <= 32 && (flags & ~ML_K_LS_UPPER) == 0;
+}
+
+// A shuffle within the group of GS lanes (at 32 the constant-mask form: every lane of the
+// simdgroup calls, all branches around the calls being group-uniform).
+template <int GS>
+ML_FN float ml_chs_shfl(ML_CTX ctx, float x, int src) {
+  return GS == 32 ? ml_simd_shuffle_full(ctx, x, src) : ml_simd_shuffle(ctx, x, src);
+}
+
+template <int R, int GS>
+ML_FN void ml_chs_impl(ML_CTX ctx, int n, int upper, ML_DEVICE const float *am,
+                       ML_DEVICE float *lm, ML_DEVICE int *info, ml_i64 g) {
+  const int i = ctx.lane;  // this lane's row (lanes >= n hold zeros and follow along)
+  float row[R];
+  float bad = 0.0f;
+  ML_UNROLL
+  for (int j = 0; j < R; ++j) {
+    float x = 0.0f;
+    if (i < n && j <= i) {
+      x = upper ? am[(ml_i64)j * n + i] : am[(ml_i64)i * n + j];
+      if (!ml_isfinite(x)) bad = 1.0f;
+    }
+    row[j] = x;
+  }
+  int status = ml_simd_max(ctx, bad) != 0.0f ? ML_INFO_LS_NONFINITE : 0;
+  float diag = 0.0f;  // L[i][i]
+  ML_UNROLL
+  for (int k = 0; k < R; ++k) {
+    if (k < n && status == 0) {  // uniform: n and status are the group's
+      const float d = ml_chs_shfl<GS>(ctx, row[k], k);
+      if (!(d > 0.0f)) {
+        status = k + 1;
+      } else {
+        const float s = ml_sqrt(d), r = 1.0f / s;
+        if (i == k) diag = s;
+        const float l = i > k ? row[k] * r : 0.0f;
+        row[k] = l;
+        ML_UNROLL
+        for (int j = k + 1; j < R; ++j) {
+          if (j < n) {
+            const float lj = ml_chs_shfl<GS>(ctx, l, j);
+            row[j] -= l * lj;
+          }
+        }
+      }
+    }
+  }
+  const float qnan = ml_nan();
+  ML_UNROLL
+  for (int j = 0; j < R; ++j) {
+    if (i < n && j < n) {
+      const float v = status != 0 ? qnan : (j < i ? row[j] : (j == i ? diag : 0.0f));
+      if (upper)
+        lm[(ml_i64)j * n + i] = v;  // U = L^T: lanes along a row of U
+      else
+        lm[(ml_i64)i * n + j] = v;
+    }
+  }
+  if (info && i == 0) info[g] = status;
+}
+
+// l: n x n as ml_cholesky_group's. ctx.group_size must be 16 (n <= 16) or 32 and equal to
+// ml_simd_width(ctx) (a SIMD line's launch); shapes outside fits() are left untouched.
+ML_FN void ml_cholesky_simd(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                            ML_DEVICE float *l, ML_DEVICE int *info) {
+  if (ctx.group_id >= p.batch) return;
+  const int n = p.n;
+  if (n < 1 || n > ctx.group_size || p.m != n) return;
+  const int upper = (p.flags & ML_K_LS_UPPER) != 0;
+  const ml_i64 g = ctx.group_id;
+  ML_DEVICE const float *am = a + g * (ml_i64)n * n;
+  ML_DEVICE float *lm = l + g * (ml_i64)n * n;
+  if (ctx.group_size == 32)
+    ml_chs_impl<32, 32>(ctx, n, upper, am, lm, info, g);
+  else
+    ml_chs_impl<16, 16>(ctx, n, upper, am, lm, info, g);
+}
+
+#endif  // ML_KERNELS_LINSYS_CHOLESKY_SIMD_H

@@ -1,0 +1,130 @@
+"""The linear systems' GPU kernels (core/kernels/linsys_*.h) on CUDA tensors: the core routes
+device memory to them (by name, under an explicit policy), the torch package runs them on the
+current stream without host copies, and the results meet LAPACK's ratios (docs/design.md
+section 7) with a failing matrix isolated in its batch. Skips without a CUDA device (CI): the
+kernels' logic is tested on the CPU runner (tests/kernels/test_linsys_kernels.cpp); a CPU
+tensor never reaches these kernels (host memory stays with LAPACK)."""
+
+from __future__ import annotations
+
+import _cuda  # noqa: F401 (the module-level skips)
+import pytest
+from _cuda import DEV, _lib, mlt, torch
+from accuracy import THRESH, ULP
+
+LIMIT = THRESH["linsys"]  # docs/design.md section 7
+
+KERNELS = {
+    "cholesky": "cuda:cholesky_group",
+    "solve": "cuda:solve_group",
+    "inv": "cuda:inv_group",
+    "solve_triangular": "cuda:solve_triangular_group",
+    "lu_factor": "cuda:lu_factor_group",
+}
+
+
+def route(op: str, n: int, batch: int) -> str:
+    return _lib.text(_lib.lib.ml_backend(_lib.OP_ID[op], _lib.ML_MEMORY_CUDA, n, n, batch))
+
+
+@pytest.fixture(autouse=True)
+def gpu_policy():
+    """Every shape to the GPU kernels, whatever the batch (an explicit policy: no tuned table
+    or environment decides these tests' routes)."""
+    for op in KERNELS:
+        for field, value in (("gpu_min_batch", 1), ("gpu_max_n", 1 << 20), ("gpu_lane_max_n", 0)):
+            assert _lib.lib.ml_policy_set(_lib.OP_ID[op], field.encode(), value) == 0
+    yield
+    for op in KERNELS:
+        _lib.lib.ml_policy_reset(_lib.OP_ID[op])
+
+
+@pytest.mark.parametrize("op", sorted(KERNELS))
+@pytest.mark.parametrize("n", [8, 32, 64, 100, 128])
+def test_routes_to_the_kernel(op: str, n: int) -> None:
+    want = "cuda:cholesky_simd" if op == "cholesky" and n <= 32 else KERNELS[op]
+    assert route(op, n, 1024) == want
+
+
+def test_cholesky_simd_window() -> None:
+    """The SIMD line follows the policy's gpu_simd_max_n like the decompositions' SIMD lines."""
+    op = _lib.OP_ID["cholesky"]
+    assert _lib.lib.ml_policy_set(op, b"gpu_simd_max_n", 0) == 0
+    assert route("cholesky", 32, 16384) == "cuda:cholesky_group"
+
+
+def _norm1(x: torch.Tensor) -> torch.Tensor:
+    return x.abs().sum(-2).amax(-1)
+
+
+def _spd(batch: int, n: int) -> torch.Tensor:
+    g = torch.randn(batch, n, n, device=DEV, dtype=torch.float64)
+    return (g @ g.mT + n * torch.eye(n, device=DEV, dtype=torch.float64)).float()
+
+
+@pytest.mark.parametrize("n", [8, 17, 32, 64, 128])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky(n: int, upper: bool) -> None:
+    a = _spd(64, n)
+    a[3] = -a[3]  # indefinite: info 1
+    a[5, 0, 0] = float("nan")
+    out, info = mlt.cholesky_ex(a, upper=upper)
+    assert out.is_cuda and info.is_cuda
+    info = info.cpu()
+    assert info[3] == 1 and info[5] != 0 and bool(out[3].isnan().all()) and bool(out[5].isnan().all())
+    ok = [i for i in range(64) if i not in (3, 5)]
+    assert (info[ok] == 0).all()
+    l = out[ok].double()
+    lt = l.mT @ l if upper else l @ l.mT
+    ad = a[ok].double()
+    ratio = _norm1(ad - lt) / (n * _norm1(ad) * ULP)
+    assert float(ratio.max()) < LIMIT
+
+
+@pytest.mark.parametrize("n", [8, 33, 64, 128])
+@pytest.mark.parametrize(("nrhs", "left"), [(1, True), (16, True), (16, False)])
+def test_solve(n: int, nrhs: int, left: bool) -> None:
+    a = torch.randn(256, n, n, device=DEV)
+    b = torch.randn(256, n, nrhs, device=DEV) if left else torch.randn(256, nrhs, n, device=DEV)
+    a[7] = 0  # singular: info 1, NaN
+    x, info = mlt.solve_ex(a, b, left=left)
+    info = info.cpu()
+    assert info[7] == 1 and bool(x[7].isnan().all())
+    ok = [i for i in range(256) if i != 7]
+    ad, xd, bd = a[ok].double(), x[ok].double(), b[ok].double()
+    r = ad @ xd - bd if left else xd @ ad - bd
+    ratio = _norm1(r) / (_norm1(ad) * _norm1(xd) * n * ULP)
+    assert float(ratio.max()) < LIMIT
+
+
+@pytest.mark.parametrize("n", [8, 45, 64, 128])
+def test_inv_and_lu_factor(n: int) -> None:
+    a = torch.randn(128, n, n, device=DEV)
+    x, info = mlt.inv_ex(a)
+    assert bool((info == 0).all())
+    ad, xd = a.double(), x.double()
+    eye = torch.eye(n, device=DEV, dtype=torch.float64)
+    ratio = _norm1(ad @ xd - eye) / (n * _norm1(ad) * _norm1(xd) * ULP)
+    assert float(ratio.max()) < LIMIT
+    lu, piv, info = mlt.lu_factor_ex(a)
+    ref_lu, ref_piv = torch.linalg.lu_factor(a.cpu())
+    assert piv.dtype == torch.int32 and bool((info == 0).all())
+    assert float((piv.cpu() == ref_piv).float().mean()) > 0.99  # ties may round differently
+    p, l, u = torch.lu_unpack(lu.double(), piv)
+    ratio = _norm1(p @ l @ u - ad) / (n * _norm1(ad) * ULP)
+    assert float(ratio.max()) < LIMIT
+
+
+@pytest.mark.parametrize("n", [8, 64, 128])
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("left", [False, True])
+def test_solve_triangular(n: int, upper: bool, left: bool) -> None:
+    a = torch.randn(64, n, n, device=DEV) / n**0.5
+    a = a + 2 * torch.eye(n, device=DEV)
+    t = a.triu() if upper else a.tril()
+    b = torch.randn(64, n, 4, device=DEV) if left else torch.randn(64, 4, n, device=DEV)
+    x = mlt.solve_triangular(t, b, upper=upper, left=left)
+    td, xd, bd = t.double(), x.double(), b.double()
+    r = td @ xd - bd if left else xd @ td - bd
+    ratio = _norm1(r) / (_norm1(td) * _norm1(xd) * n * ULP)
+    assert float(ratio.max()) < LIMIT
