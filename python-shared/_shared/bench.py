@@ -20,6 +20,7 @@ import os
 import platform
 import re
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -350,17 +351,14 @@ def run_grid(
     # floor: a point whose probe failed (estimated free) still moves the bar
     weights = [max(w, 1e-3) for w in weights] if weights else [1.0] * len(points)
     records = []
-    bar = task = None
+    bar = task = lines = None
     if progress:
-        from rich.progress import (
-            BarColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        bar = _rich_progress(console)
+        lines = None if bar else _ProgressLines(weights)
+    if bar:
+        from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-        bar = Progress(
+        bar = bar(
             TextColumn("{task.fields[done]}/{task.fields[count]} points"),
             BarColumn(),
             TextColumn("{task.description}"),
@@ -413,10 +411,47 @@ def run_grid(
                 on_record(records)
             if bar:
                 bar.update(task, advance=weights[i], done=i + 1)
+            elif lines:
+                lines.point_done(i, f"{point.op} {point.m}x{point.n} x{point.batch}")
     finally:
         if bar:
             bar.stop()
     return records
+
+
+def _rich_progress(console):
+    """rich's Progress class where it can draw a live bar (rich installed, a terminal), else
+    None (plain lines instead)."""
+    try:
+        from rich.console import Console
+        from rich.progress import Progress
+    except ImportError:
+        return None
+    if not (console or Console()).is_terminal:
+        return None  # piped or captured: a live bar would print nothing
+    return Progress
+
+
+class _ProgressLines:
+    """The progress as one plain line per point on stderr: points done, elapsed and remaining
+    time (the remaining time from the points' expected weights, as the bar's)."""
+
+    def __init__(self, weights):
+        self.weights = weights
+        self.total = sum(weights)
+        self.done = 0.0
+        self.start = time.perf_counter()
+
+    def point_done(self, i: int, what: str) -> None:
+        self.done += self.weights[i]
+        elapsed = time.perf_counter() - self.start
+        left = elapsed * (self.total - self.done) / self.done if self.done > 0 else math.nan
+        print(
+            f"{i + 1}/{len(self.weights)} points ({what}): elapsed {elapsed:.0f} s, "
+            f"remaining about {left:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def noisy_lines(records) -> list:
@@ -544,7 +579,8 @@ def summary(records) -> str:
     all_ = [r.speedup for r in records]
     small = [r.speedup for r in records if r.batch >= 64 and max(r.m, r.n) <= 32]
     slower = sum(1 for s in all_ if not math.isnan(s) and s < 1)
-    text = f"geometric-mean speedup vs best peer: {geomean(all_):.2f}x over {_count(all_)} points"
+    over = plural(_count(all_), "point")
+    text = f"geometric-mean speedup vs best peer: {geomean(all_):.2f}x over {over}"
     if _count(small):
         text += f" (batch >= 64 and n <= 32: {geomean(small):.2f}x)"
     return text + f"; slower than the best peer on {slower}"

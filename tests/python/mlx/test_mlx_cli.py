@@ -6,6 +6,7 @@ from __future__ import annotations
 import filecmp
 import json
 import math
+import sys
 import textwrap
 from pathlib import Path
 
@@ -463,3 +464,28 @@ def test_plot_names_peers_and_shares_one_y_range(tmp_path):
 def test_plural():
     assert bench.plural(1, "point") == "1 point" and bench.plural(2, "point") == "2 points"
     assert bench.plural(0, "point") == "0 points"
+
+
+def test_summary_counts_one_point_in_the_singular():
+    one = bench.Record("qr", 4, 4, 1, "cpu:x", {"metal_linalg": {"best_ms": 1.0}})
+    one.times["numpy"] = {"best_ms": 2.0}
+    text = bench.summary([one])
+    assert "over 1 point;" in text and "points" not in text, text
+
+
+def test_progress_is_plain_lines_without_a_terminal(capsys, monkeypatch):
+    fe = _FakeFrontend([bench.Impl("metal_linalg", lambda a: a, lambda op: lambda x: None)])
+    points = bench.grid(["qr"], [(4, 4)], [1, 8], 10**9)
+    for rich_missing in (False, True):
+        if rich_missing:
+            monkeypatch.setitem(sys.modules, "rich.progress", None)
+        bench.run_grid(fe, points, "cpu", min_runs=1, budget_s=0.0, weights=[1.0, 3.0])
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == 2, lines
+        assert (
+            lines[0].startswith("1/2 points (qr 4x4 x1): elapsed ")
+            and "remaining about" in lines[0]
+        )
+        assert lines[1].startswith("2/2 points (qr 4x4 x8)") and lines[1].endswith(
+            "remaining about 0 s"
+        )
