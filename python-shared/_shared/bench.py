@@ -596,6 +596,16 @@ def bar_spans(values) -> list:
     return [(min(1.0, v), max(1.0, v)) for v in values]
 
 
+def bar_label(speedup: float, noisy: bool = False) -> str:
+    """The number over a bar: two significant digits, three where two would round a speedup
+    near 1x to "1" (0.997x is a loss), "!" where the point's timed runs spread by more than
+    SPREAD_LIMIT."""
+    text = f"{speedup:.0f}" if speedup >= 100 else f"{speedup:.2g}"
+    if text == "1" and speedup != 1:
+        text = f"{speedup:.3g}"
+    return text + ("!" if noisy else "")
+
+
 PEER_COLOURS = ("tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:cyan", "tab:olive")
 
 
@@ -658,9 +668,9 @@ def plot(records, path: str, title: str) -> dict:
         ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
         ax.yaxis.set_minor_formatter(ticker.NullFormatter())
         ax.tick_params(axis="y", labelsize=9)
-        for i, v in enumerate(values):
+        for i, (r, v) in enumerate(zip(rows, values)):
             ax.annotate(
-                f"{v:.0f}" if v >= 100 else f"{v:.2g}",
+                bar_label(v, bool(r.noisy)),
                 (i, v),
                 xytext=(0, 2 if v >= 1 else -2),
                 textcoords="offset points",
@@ -678,6 +688,9 @@ def plot(records, path: str, title: str) -> dict:
         drawn[op] = [(b.get_y(), b.get_y() + b.get_height()) for b in bars]
     handles = [Patch(facecolor=colour[p], edgecolor="black", label=f"best peer: {p}") for p in best]
     handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="peer faster"))
+    if any(r.noisy for rows in rows_of.values() for r in rows):
+        label = f"! runs spread > {SPREAD_LIMIT:g}x"
+        handles.append(Patch(facecolor="white", edgecolor="white", label=label))
     fig.legend(handles=handles, loc="upper right", ncol=len(handles), fontsize=9, frameon=False)
     fig.suptitle(
         f"{title}\nmetal_linalg vs the fastest of: {', '.join(peers) or 'no peer'}",

@@ -489,3 +489,24 @@ def test_progress_is_plain_lines_without_a_terminal(capsys, monkeypatch):
         assert lines[1].startswith("2/2 points (qr 4x4 x8)") and lines[1].endswith(
             "remaining about 0 s"
         )
+
+
+def test_bar_labels_tell_a_near_1x_loss_and_mark_noisy_points(tmp_path):
+    assert [bench.bar_label(v) for v in (0.997, 1.02, 1.0, 2.41, 173.2)] == [
+        "0.997",
+        "1.02",
+        "1",
+        "2.4",
+        "173",
+    ]
+    assert bench.bar_label(3.0, noisy=True) == "3!"
+    noisy = bench.Record(
+        "qr",
+        8,
+        8,
+        1,
+        "cpu:x",
+        {"metal_linalg": {"best_ms": 1.0, "spread": 3.0}, "numpy": {"best_ms": 2.0}},
+    )
+    bench.plot([noisy], str(tmp_path / "p.png"), "t")
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
