@@ -1,6 +1,7 @@
 """The Python path of a small call on the default stream: few Python frames (the per-call cost
 of a 1x4x4 matrix is mostly Python) and no stream resolution when the default device is the
-CPU (nothing to check there); an explicit stream is still resolved and checked."""
+CPU (nothing to check there); an explicit stream is still resolved, without the GPU checks for
+the CPU."""
 
 from __future__ import annotations
 
@@ -56,6 +57,9 @@ def test_default_stream_call_enters_few_python_frames(op, monkeypatch):
     a = _sym(4)
     frames = _package_frames(lambda: CALLS[op](a))
     assert "resolve_stream" not in frames and len(frames) <= MAX_FRAMES[op], frames
+    # the CPU stream given explicitly: resolved, with no GPU checks or warning to make
+    frames = _package_frames(lambda: CALLS[op](a, stream=mx.cpu))
+    assert "resolve_stream" in frames and "_note_cpu_placement" not in frames, frames
     # an explicit stream still goes through resolve_stream (its checks and warning)
     seen = []
     resolve = _ops.resolve_stream
