@@ -45,6 +45,12 @@ QUICK_MIN_RUNS, QUICK_BUDGET_S = 2, 0.3
 POINT_OVERHEAD_S = 0.02
 # A point whose slowest timed run took more than this many times its fastest is flagged.
 SPREAD_LIMIT = 2.0
+# A timed run lasts at least this long: shorter calls (a few microseconds on the CPU) are timed in
+# groups of calls, each completed (synced) before the next, so that the timer's resolution and
+# one-off stalls of a microsecond call do not make the runs spread (clocked with CUDA events,
+# the calls are timed one at a time).
+MIN_RUN_S = 2e-4
+GROUP_MAX = 1000
 
 
 @dataclass
@@ -188,26 +194,33 @@ def planned_runs(warm_s: float, min_runs: int, budget_s: float, slow_s: float) -
     return max(min_runs, min(RUNS_MAX, int(budget_s / max(warm_s, 1e-6))))
 
 
-def time_runs(call, x, impl: Impl, min_runs: int, budget_s: float, slow_s: float) -> list:
-    """Per-run milliseconds after one warm-up; fewer runs for slow points."""
+def _timed_calls(call, x, sync, count: int) -> float:
+    """Seconds of `count` calls, each completed (synced) before the next."""
     t0 = time.perf_counter()
-    call(x)
-    if impl.sync:
-        impl.sync()
-    warm = time.perf_counter() - t0
+    for _ in range(count):
+        call(x)
+        if sync:
+            sync()
+    return time.perf_counter() - t0
+
+
+def time_runs(call, x, impl: Impl, min_runs: int, budget_s: float, slow_s: float) -> list:
+    """Milliseconds per call of each timed run after one warm-up; fewer runs for slow points;
+    a run of a call shorter than MIN_RUN_S times a group of calls (see MIN_RUN_S)."""
+    warm = _timed_calls(call, x, impl.sync, 1)
     runs = planned_runs(warm, min_runs, budget_s, slow_s)
     if runs == 0:
         return [warm * 1e3]
+    group = 1
+    if not impl.timer and warm < MIN_RUN_S:
+        again = _timed_calls(call, x, impl.sync, 1)  # a first call can be slower than the rest
+        group = min(GROUP_MAX, max(1, math.ceil(MIN_RUN_S / max(again, 1e-7))))
     out = []
     for _ in range(runs):
         if impl.timer:
             out.append(impl.timer(call, x))
-            continue
-        t0 = time.perf_counter()
-        call(x)
-        if impl.sync:
-            impl.sync()
-        out.append((time.perf_counter() - t0) * 1e3)
+        else:
+            out.append(_timed_calls(call, x, impl.sync, group) * 1e3 / group)
     return out
 
 
@@ -218,7 +231,7 @@ def estimate_seconds(points, per_call_s, names, min_runs, budget_s, slow_s) -> f
     for p in points:
         for name in names:
             t = per_call_s(name, p)
-            total += t * (1 + planned_runs(t, min_runs, budget_s, slow_s))
+            total += t + max(t, MIN_RUN_S) * planned_runs(t, min_runs, budget_s, slow_s)
     return total
 
 

@@ -510,3 +510,39 @@ def test_bar_labels_tell_a_near_1x_loss_and_mark_noisy_points(tmp_path):
     )
     bench.plot([noisy], str(tmp_path / "p.png"), "t")
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_microsecond_calls_are_timed_in_groups():
+    import time
+
+    calls = []
+
+    def make(seconds):
+        return lambda op: lambda x: calls.append(time.sleep(seconds) if seconds else 0)
+
+    # a call of about a microsecond: each run times a group of calls (at least MIN_RUN_S)
+    fast = bench.Impl("fast", lambda a: a, make(0.0))
+    groups = []
+    for _ in range(3):  # the group is sized from one call, which a busy machine may stall
+        calls.clear()
+        ms = bench.time_runs(fast.run("qr"), None, fast, 3, 0.001, 10.0)
+        groups.append((len(calls) - 2) / len(ms))  # less the warm-up and the sizing call
+        assert len(ms) >= 3 and groups[-1] == int(groups[-1]), (len(calls), len(ms))
+        if groups[-1] > 10:
+            break
+    assert groups[-1] > 10, groups
+    assert min(ms) < 0.05  # milliseconds per call, not per group
+    # a call longer than MIN_RUN_S: one call per run, no sizing call
+    calls.clear()
+    slow = bench.Impl("slow", lambda a: a, make(2 * bench.MIN_RUN_S))
+    ms = bench.time_runs(slow.run("qr"), None, slow, 3, 0.001, 10.0)
+    assert len(calls) == 1 + len(ms) and min(ms) >= 2 * bench.MIN_RUN_S * 1e3
+    # clocked by the implementation (CUDA events): one call per run
+    calls.clear()
+    timed = bench.Impl("timed", lambda a: a, make(0.0), timer=lambda call, x: call(x) or 0.001)
+    ms = bench.time_runs(timed.run("qr"), None, timed, 3, 0.001, 10.0)
+    assert len(calls) == 1 + len(ms) and ms == [0.001] * len(ms)
+    # the estimate counts a run of a short call as MIN_RUN_S
+    points = bench.grid(["qr"], [(4, 4)], [1], 10**9)
+    est = bench.estimate_seconds(points, lambda n, p: 1e-6, ["a"], 3, 1.0, 10.0)
+    assert math.isclose(est, 1e-6 + bench.MIN_RUN_S * bench.RUNS_MAX)
