@@ -247,9 +247,12 @@ def probe_rates(impls, ops, probe_n: int = 32, probe_batch: int = 64) -> dict:
                 times = []
                 for n, batch in ((8, 1), (probe_n, probe_batch)):
                     x = impl.prepare(make_input(Point(op, n, n, batch)))
-                    # The median of 5 or more: a grid's time is the sum of its runs (typical
-                    # ones, not the fastest), and one preempted run does not skew it.
-                    times.append(statistics.median(time_runs(call, x, impl, 5, 0.05, 1.0)) / 1e3)
+                    # The lower quartile of 5 or more runs: a grid's time is the sum of its
+                    # runs (typical ones, not the fastest), but on a busy machine stalls can
+                    # last through most of a probe's few milliseconds (torch's MKL threads on a
+                    # loaded 2-core machine: the median then overestimated a quick grid 6x).
+                    ms = sorted(time_runs(call, x, impl, 5, 0.05, 1.0))
+                    times.append(ms[len(ms) // 4] / 1e3)
             except Exception as exc:  # noqa: BLE001 (the grid run records the failure)
                 rates[(impl.name, op)] = (0.0, math.inf)
                 rates.setdefault("failed", {})[(impl.name, op)] = repr(exc)[:200]
