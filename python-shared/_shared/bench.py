@@ -20,6 +20,7 @@ import os
 import platform
 import re
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -44,6 +45,12 @@ QUICK_MIN_RUNS, QUICK_BUDGET_S = 2, 0.3
 POINT_OVERHEAD_S = 0.02
 # A point whose slowest timed run took more than this many times its fastest is flagged.
 SPREAD_LIMIT = 2.0
+# A timed run lasts at least this long: shorter calls (a few microseconds on the CPU) are timed in
+# groups of calls, each completed (synced) before the next, so that the timer's resolution and
+# one-off stalls of a microsecond call do not make the runs spread (clocked with CUDA events,
+# the calls are timed one at a time).
+MIN_RUN_S = 2e-4
+GROUP_MAX = 1000
 
 
 @dataclass
@@ -187,26 +194,33 @@ def planned_runs(warm_s: float, min_runs: int, budget_s: float, slow_s: float) -
     return max(min_runs, min(RUNS_MAX, int(budget_s / max(warm_s, 1e-6))))
 
 
-def time_runs(call, x, impl: Impl, min_runs: int, budget_s: float, slow_s: float) -> list:
-    """Per-run milliseconds after one warm-up; fewer runs for slow points."""
+def _timed_calls(call, x, sync, count: int) -> float:
+    """Seconds of `count` calls, each completed (synced) before the next."""
     t0 = time.perf_counter()
-    call(x)
-    if impl.sync:
-        impl.sync()
-    warm = time.perf_counter() - t0
+    for _ in range(count):
+        call(x)
+        if sync:
+            sync()
+    return time.perf_counter() - t0
+
+
+def time_runs(call, x, impl: Impl, min_runs: int, budget_s: float, slow_s: float) -> list:
+    """Milliseconds per call of each timed run after one warm-up; fewer runs for slow points;
+    a run of a call shorter than MIN_RUN_S times a group of calls (see MIN_RUN_S)."""
+    warm = _timed_calls(call, x, impl.sync, 1)
     runs = planned_runs(warm, min_runs, budget_s, slow_s)
     if runs == 0:
         return [warm * 1e3]
+    group = 1
+    if not impl.timer and warm < MIN_RUN_S:
+        again = _timed_calls(call, x, impl.sync, 1)  # a first call can be slower than the rest
+        group = min(GROUP_MAX, max(1, math.ceil(MIN_RUN_S / max(again, 1e-7))))
     out = []
     for _ in range(runs):
         if impl.timer:
             out.append(impl.timer(call, x))
-            continue
-        t0 = time.perf_counter()
-        call(x)
-        if impl.sync:
-            impl.sync()
-        out.append((time.perf_counter() - t0) * 1e3)
+        else:
+            out.append(_timed_calls(call, x, impl.sync, group) * 1e3 / group)
     return out
 
 
@@ -217,7 +231,7 @@ def estimate_seconds(points, per_call_s, names, min_runs, budget_s, slow_s) -> f
     for p in points:
         for name in names:
             t = per_call_s(name, p)
-            total += t * (1 + planned_runs(t, min_runs, budget_s, slow_s))
+            total += t + max(t, MIN_RUN_S) * planned_runs(t, min_runs, budget_s, slow_s)
     return total
 
 
@@ -233,9 +247,12 @@ def probe_rates(impls, ops, probe_n: int = 32, probe_batch: int = 64) -> dict:
                 times = []
                 for n, batch in ((8, 1), (probe_n, probe_batch)):
                     x = impl.prepare(make_input(Point(op, n, n, batch)))
-                    # The median of 5 or more: a grid's time is the sum of its runs (typical
-                    # ones, not the fastest), and one preempted run does not skew it.
-                    times.append(statistics.median(time_runs(call, x, impl, 5, 0.05, 1.0)) / 1e3)
+                    # The lower quartile of 5 or more runs: a grid's time is the sum of its
+                    # runs (typical ones, not the fastest), but on a busy machine stalls can
+                    # last through most of a probe's few milliseconds (torch's MKL threads on a
+                    # loaded 2-core machine: the median then overestimated a quick grid 6x).
+                    ms = sorted(time_runs(call, x, impl, 5, 0.05, 1.0))
+                    times.append(ms[len(ms) // 4] / 1e3)
             except Exception as exc:  # noqa: BLE001 (the grid run records the failure)
                 rates[(impl.name, op)] = (0.0, math.inf)
                 rates.setdefault("failed", {})[(impl.name, op)] = repr(exc)[:200]
@@ -350,17 +367,14 @@ def run_grid(
     # floor: a point whose probe failed (estimated free) still moves the bar
     weights = [max(w, 1e-3) for w in weights] if weights else [1.0] * len(points)
     records = []
-    bar = task = None
+    bar = task = lines = None
     if progress:
-        from rich.progress import (
-            BarColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        bar = _rich_progress(console)
+        lines = None if bar else _ProgressLines(weights)
+    if bar:
+        from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-        bar = Progress(
+        bar = bar(
             TextColumn("{task.fields[done]}/{task.fields[count]} points"),
             BarColumn(),
             TextColumn("{task.description}"),
@@ -413,10 +427,47 @@ def run_grid(
                 on_record(records)
             if bar:
                 bar.update(task, advance=weights[i], done=i + 1)
+            elif lines:
+                lines.point_done(i, f"{point.op} {point.m}x{point.n} x{point.batch}")
     finally:
         if bar:
             bar.stop()
     return records
+
+
+def _rich_progress(console):
+    """rich's Progress class where it can draw a live bar (rich installed, a terminal), else
+    None (plain lines instead)."""
+    try:
+        from rich.console import Console
+        from rich.progress import Progress
+    except ImportError:
+        return None
+    if not (console or Console()).is_terminal:
+        return None  # piped or captured: a live bar would print nothing
+    return Progress
+
+
+class _ProgressLines:
+    """The progress as one plain line per point on stderr: points done, elapsed and remaining
+    time (the remaining time from the points' expected weights, as the bar's)."""
+
+    def __init__(self, weights):
+        self.weights = weights
+        self.total = sum(weights)
+        self.done = 0.0
+        self.start = time.perf_counter()
+
+    def point_done(self, i: int, what: str) -> None:
+        self.done += self.weights[i]
+        elapsed = time.perf_counter() - self.start
+        left = elapsed * (self.total - self.done) / self.done if self.done > 0 else math.nan
+        print(
+            f"{i + 1}/{len(self.weights)} points ({what}): elapsed {elapsed:.0f} s, "
+            f"remaining about {left:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def noisy_lines(records) -> list:
@@ -544,7 +595,8 @@ def summary(records) -> str:
     all_ = [r.speedup for r in records]
     small = [r.speedup for r in records if r.batch >= 64 and max(r.m, r.n) <= 32]
     slower = sum(1 for s in all_ if not math.isnan(s) and s < 1)
-    text = f"geometric-mean speedup vs best peer: {geomean(all_):.2f}x over {_count(all_)} points"
+    over = plural(_count(all_), "point")
+    text = f"geometric-mean speedup vs best peer: {geomean(all_):.2f}x over {over}"
     if _count(small):
         text += f" (batch >= 64 and n <= 32: {geomean(small):.2f}x)"
     return text + f"; slower than the best peer on {slower}"
@@ -558,6 +610,16 @@ def bar_spans(values) -> list:
     """(bottom, top) of each speedup bar: bars start at 1x, so 0.997x is a sliver below the
     1x line and 2x as tall (on the log axis) as 0.5x is deep."""
     return [(min(1.0, v), max(1.0, v)) for v in values]
+
+
+def bar_label(speedup: float, noisy: bool = False) -> str:
+    """The number over a bar: two significant digits, three where two would round a speedup
+    near 1x to "1" (0.997x is a loss), "!" where the point's timed runs spread by more than
+    SPREAD_LIMIT."""
+    text = f"{speedup:.0f}" if speedup >= 100 else f"{speedup:.2g}"
+    if text == "1" and speedup != 1:
+        text = f"{speedup:.3g}"
+    return text + ("!" if noisy else "")
 
 
 PEER_COLOURS = ("tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:cyan", "tab:olive")
@@ -622,9 +684,9 @@ def plot(records, path: str, title: str) -> dict:
         ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
         ax.yaxis.set_minor_formatter(ticker.NullFormatter())
         ax.tick_params(axis="y", labelsize=9)
-        for i, v in enumerate(values):
+        for i, (r, v) in enumerate(zip(rows, values)):
             ax.annotate(
-                f"{v:.0f}" if v >= 100 else f"{v:.2g}",
+                bar_label(v, bool(r.noisy)),
                 (i, v),
                 xytext=(0, 2 if v >= 1 else -2),
                 textcoords="offset points",
@@ -642,6 +704,9 @@ def plot(records, path: str, title: str) -> dict:
         drawn[op] = [(b.get_y(), b.get_y() + b.get_height()) for b in bars]
     handles = [Patch(facecolor=colour[p], edgecolor="black", label=f"best peer: {p}") for p in best]
     handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="peer faster"))
+    if any(r.noisy for rows in rows_of.values() for r in rows):
+        label = f"! runs spread > {SPREAD_LIMIT:g}x"
+        handles.append(Patch(facecolor="white", edgecolor="white", label=label))
     fig.legend(handles=handles, loc="upper right", ncol=len(handles), fontsize=9, frameon=False)
     fig.suptitle(
         f"{title}\nmetal_linalg vs the fastest of: {', '.join(peers) or 'no peer'}",

@@ -78,14 +78,22 @@ def eager(A: torch.Tensor) -> bool:
     return (
         not torch.compiler.is_compiling()
         and type(A) is torch.Tensor
-        and not (A.requires_grad and torch.is_grad_enabled())
+        and not (A.requires_grad and _grad_enabled())
         and (A.is_cpu or A.is_cuda)
         and _fwad._current_level < 0
-        and torch._C._get_tracing_state() is None
-        and torch._C._len_torch_dispatch_stack() == 0
-        and not torch._C._is_torch_function_mode_enabled()
-        and not torch._C._functorch.is_functorch_wrapped_tensor(A)
+        and _tracing_state() is None
+        and _dispatch_depth() == 0
+        and not _function_mode()
+        and not _functorch_wrapped(A)
     )
+
+
+# eager()'s queries, looked up once (they are on every call's path).
+_grad_enabled = torch.is_grad_enabled
+_tracing_state = torch._C._get_tracing_state
+_dispatch_depth = torch._C._len_torch_dispatch_stack
+_function_mode = torch._C._is_torch_function_mode_enabled
+_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 
 
 def capturing() -> bool:
@@ -142,26 +150,6 @@ def _shape_function(op: str, flags: int):
     return eval("lambda b, m, n, k: [" + ", ".join(items) + "]")
 
 
-# Per (op, flags): a function (batch, m, n, k) -> new float32 host tensors of the output
-# shapes (torch.empty(*sizes) without dtype=: the fastest form, with float32 the default dtype).
-_HOST = {}
-
-
-def _host_function(op: str, flags: int):
-    items = ("empty(" + item + ")" for item in _shape_items(op, flags))
-    return eval("lambda b, m, n, k: [" + ", ".join(items) + "]", {"empty": torch.empty})
-
-
-def host_outputs(op: str, batch: tuple, m: int, n: int, flags: int) -> list:
-    """New float32 host tensors of the op's output shapes (see output_shapes)."""
-    if torch.get_default_dtype() != torch.float32:
-        return _host_empty(output_shapes(op, batch, m, n, min(m, n), flags))
-    fn = _HOST.get((op, flags))
-    if fn is None:
-        fn = _HOST[(op, flags)] = _host_function(op, flags)
-    return fn(batch, m, n, min(m, n))
-
-
 def output_shapes(op: str, batch: tuple, m, n, k, flags: int) -> list:
     """Shapes of the op's outputs (torch.linalg's shapes, also for 0-size; an output the op
     does not have under flags is an empty (0,) tensor, as qr mode 'r''s Q); k = min(m, n)."""
@@ -189,13 +177,18 @@ _I3 = ctypes.c_int64 * 3
 _ARGS = threading.local()
 
 
+def _new_args() -> tuple:
+    ins, sizes, ptrs = _P1(), _I3(), _P3()
+    addr = tuple(ctypes.addressof(x) for x in (ins, sizes, ptrs))
+    _ARGS.v = ins, sizes, ptrs, addr
+    return _ARGS.v
+
+
 def _c_call(op, exec_ptr, a, batch, m, n, flags, outs, info) -> None:
     try:
         ins, sizes, ptrs, addr = _ARGS.v
     except AttributeError:
-        ins, sizes, ptrs = _P1(), _I3(), _P3()
-        addr = tuple(ctypes.addressof(x) for x in (ins, sizes, ptrs))
-        _ARGS.v = ins, sizes, ptrs, addr
+        ins, sizes, ptrs, addr = _new_args()
     ins[0] = a
     sizes[:] = batch, m, n
     # outputs in the table's order; an empty Q (qr mode 'r') passes NULL
@@ -203,6 +196,55 @@ def _c_call(op, exec_ptr, a, batch, m, n, flags, outs, info) -> None:
     status = lib.ml_run(exec_ptr, _lib.OP_ID[op], addr[0], addr[1], flags, addr[2], info)
     if status != _lib.ML_OK:  # the core's warnings all arise at import or in settings calls
         _lib.check(status, op)
+
+
+# Per (op, flags): the whole host call of a float32 contiguous CPU tensor as one generated
+# function (A, batch shape, batch, m, n, info pointer) -> the new outputs: the output
+# allocation (torch.empty(*sizes) without dtype=, the fastest form, with float32 the default
+# dtype) and ml_run's argument arrays written out, without loops or lookups. This is the
+# whole Python cost of a small call, which for a few 4x4 matrices is most of its time.
+_CPU = {}
+_F32 = torch.float32
+_default_dtype = torch.get_default_dtype
+
+
+def _cpu_function(op: str, flags: int):
+    items = _shape_items(op, flags)
+    names = [f"o{i}" for i in range(len(items))]
+    body = ["def call(A, b, batch, m, n, info):", "    k = m if m < n else n"]
+    body += [f"    {o} = empty({item})" for o, item in zip(names, items)]
+    body += [
+        "    try:",
+        "        ins, sizes, ptrs, addr = _ARGS.v",
+        "    except AttributeError:",
+        "        ins, sizes, ptrs, addr = _new_args()",
+        "    ins[0] = A.data_ptr()",
+        "    sizes[0] = batch",
+        "    sizes[1] = m",
+        "    sizes[2] = n",
+    ]
+    # an absent output (Q of qr mode 'r') is an empty tensor and a NULL pointer
+    body += [
+        f"    ptrs[{i}] = {'None' if item == '0' else o + '.data_ptr()'}"
+        for i, (o, item) in enumerate(zip(names, items))
+    ]
+    body += [
+        f"    status = ml_run(None, {_lib.OP_ID[op]}, addr[0], addr[1], {flags}, addr[2], info)",
+        "    if status:",
+        f"        check(status, {op!r})",
+        f"    return [{', '.join(names)}]",
+    ]
+    scope = {
+        "empty": torch.empty,
+        "_ARGS": _ARGS,
+        "_new_args": _new_args,
+        "ml_run": lib.ml_run,
+        "check": _lib.check,
+    }
+    # A file name of its own, so that tracebacks and profiles name the op.
+    source = compile("\n".join(body), f"<metal_linalg_torch: {op} host call>", "exec")
+    exec(source, scope)  # noqa: S102 (source from the core's op table only)
+    return scope["call"]
 
 
 # torch's raw current-stream query (CUDA builds of torch), looked up once.
@@ -287,12 +329,16 @@ def run(op: str, A: torch.Tensor, flags: int, with_info: bool = False) -> list:
         if with_info:
             outs.append(torch.zeros(batch_shape, dtype=torch.int32, device=A.device))
         return outs
+    if A.is_cpu and _default_dtype() is _F32:
+        fn = _CPU.get((op, flags))
+        if fn is None:
+            fn = _CPU[(op, flags)] = _cpu_function(op, flags)
+        A = A.contiguous() if A.dtype is _F32 and not A.is_neg() else _readable(A)
+        if with_info:
+            info = torch.empty(batch_shape, dtype=torch.int32)
+            return [*fn(A, batch_shape, batch, m, n, info.data_ptr()), info]
+        return fn(A, batch_shape, batch, m, n, None)
     A = _readable(A)
-    if A.is_cpu:
-        outs = host_outputs(op, batch_shape, m, n, flags)
-        info = torch.empty(batch_shape, dtype=torch.int32) if with_info else None
-        _c_call(op, None, A.data_ptr(), batch, m, n, flags, outs, _ptr(info))
-        return outs + [info] if with_info else outs
     shapes = output_shapes(op, batch_shape, m, n, min(m, n), flags)
     device = A.device
     if A.is_cuda and CUDA_CORE:
@@ -303,7 +349,8 @@ def run(op: str, A: torch.Tensor, flags: int, with_info: bool = False) -> list:
             info = torch.empty(batch_shape, dtype=torch.int32, device=device) if with_info else None
             _run_cuda(op, A, ex, batch, m, n, flags, outs, info, nbytes)
             return outs + [info] if with_info else outs
-    # Anything else (CUDA calls the core routes to the host, MPS, ...) goes through host memory.
+    # Anything else (CUDA calls the core routes to the host, MPS, a default dtype other than
+    # float32, ...) goes through host memory.
     outs = _host_empty(shapes)
     info = torch.empty(batch_shape, dtype=torch.int32) if with_info else None
     host = A.cpu()  # keep the copy alive for the whole call: data_ptr() does not

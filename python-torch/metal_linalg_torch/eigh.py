@@ -150,10 +150,10 @@ def eigh(A: torch.Tensor, UPLO: str = "L") -> torch.return_types.linalg_eigh:
     """Eigenvalues (ascending) and eigenvectors (columns) of symmetric [..., N, N], like torch.linalg.eigh."""
     d.check_input(A, "eigh", square=True)
     d.check_uplo(UPLO, "eigh")
+    if d.eager(A):  # run() converts the dtype
+        return torch.return_types.linalg_eigh(d.run("eigh", A, d.UPLOS[UPLO]))
     A = d.to_float32(A)
-    if d.eager(A):
-        L, V = d.run("eigh", A, d.UPLOS[UPLO])
-    elif d.capturing():
+    if d.capturing():
         L, V = torch.ops.metal_linalg.eigh(A, UPLO)
     else:
         L, V = _Eigh.apply(A, UPLO)
@@ -164,9 +164,9 @@ def eigvalsh(A: torch.Tensor, UPLO: str = "L") -> torch.Tensor:
     """Eigenvalues (ascending) of symmetric [..., N, N], like torch.linalg.eigvalsh."""
     d.check_input(A, "eigvalsh", square=True)
     d.check_uplo(UPLO, "eigvalsh")
-    A = d.to_float32(A)
-    if d.eager(A):
+    if d.eager(A):  # run() converts the dtype
         return d.run("eigvalsh", A, d.UPLOS[UPLO])[0]
+    A = d.to_float32(A)
     if d.capturing():
         if d.grad_wanted(A):
             return torch.ops.metal_linalg.eigh(A, UPLO)[0]

@@ -145,12 +145,11 @@ def qr(A: torch.Tensor, mode: str = "reduced") -> torch.return_types.linalg_qr:
     """
     d.check_input(A, "qr")
     d.check_qr_mode(mode, A.shape[-2], A.shape[-1])
-    A = d.to_float32(A)
     # Square 'complete' equals 'reduced'.
     mode = "reduced" if mode == "complete" else mode
-    if d.eager(A):
-        Q, R = d.run("qr", A, d.QR_MODES[mode])
-        return torch.return_types.linalg_qr((Q, R))
+    if d.eager(A):  # run() converts the dtype
+        return torch.return_types.linalg_qr(d.run("qr", A, d.QR_MODES[mode]))
+    A = d.to_float32(A)
     op = torch.ops.metal_linalg.qr if d.capturing() else _Qr.apply
     if mode == "r" and d.grad_wanted(A):
         # The backward needs Q: compute it, hand back the empty Q torch returns for mode='r'.

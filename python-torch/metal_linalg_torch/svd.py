@@ -184,10 +184,10 @@ def svd(A: torch.Tensor, full_matrices: bool = False) -> torch.return_types.lina
     """
     d.check_input(A, "svd")
     d.check_full_matrices(full_matrices, A.shape[-2], A.shape[-1])
+    if d.eager(A):  # run() converts the dtype
+        return torch.return_types.linalg_svd(d.run("svd", A, 0))
     A = d.to_float32(A)
-    if d.eager(A):
-        U, S, Vh = d.run("svd", A, 0)
-    elif d.capturing():
+    if d.capturing():
         U, S, Vh = torch.ops.metal_linalg.svd(A, False)
     else:
         U, S, Vh = _Svd.apply(A)
@@ -197,9 +197,9 @@ def svd(A: torch.Tensor, full_matrices: bool = False) -> torch.return_types.lina
 def svdvals(A: torch.Tensor) -> torch.Tensor:
     """Singular values (descending) of [..., M, N], like torch.linalg.svdvals."""
     d.check_input(A, "svdvals")
-    A = d.to_float32(A)
-    if d.eager(A):
+    if d.eager(A):  # run() converts the dtype
         return d.run("svdvals", A, 0)[0]
+    A = d.to_float32(A)
     if d.capturing():
         if d.grad_wanted(A):
             return torch.ops.metal_linalg.svd(A, False)[1]

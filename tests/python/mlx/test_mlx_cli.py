@@ -6,6 +6,7 @@ from __future__ import annotations
 import filecmp
 import json
 import math
+import sys
 import textwrap
 from pathlib import Path
 
@@ -463,3 +464,85 @@ def test_plot_names_peers_and_shares_one_y_range(tmp_path):
 def test_plural():
     assert bench.plural(1, "point") == "1 point" and bench.plural(2, "point") == "2 points"
     assert bench.plural(0, "point") == "0 points"
+
+
+def test_summary_counts_one_point_in_the_singular():
+    one = bench.Record("qr", 4, 4, 1, "cpu:x", {"metal_linalg": {"best_ms": 1.0}})
+    one.times["numpy"] = {"best_ms": 2.0}
+    text = bench.summary([one])
+    assert "over 1 point;" in text and "points" not in text, text
+
+
+def test_progress_is_plain_lines_without_a_terminal(capsys, monkeypatch):
+    fe = _FakeFrontend([bench.Impl("metal_linalg", lambda a: a, lambda op: lambda x: None)])
+    points = bench.grid(["qr"], [(4, 4)], [1, 8], 10**9)
+    for rich_missing in (False, True):
+        if rich_missing:
+            monkeypatch.setitem(sys.modules, "rich.progress", None)
+        bench.run_grid(fe, points, "cpu", min_runs=1, budget_s=0.0, weights=[1.0, 3.0])
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == 2, lines
+        assert (
+            lines[0].startswith("1/2 points (qr 4x4 x1): elapsed ")
+            and "remaining about" in lines[0]
+        )
+        assert lines[1].startswith("2/2 points (qr 4x4 x8)") and lines[1].endswith(
+            "remaining about 0 s"
+        )
+
+
+def test_bar_labels_tell_a_near_1x_loss_and_mark_noisy_points(tmp_path):
+    assert [bench.bar_label(v) for v in (0.997, 1.02, 1.0, 2.41, 173.2)] == [
+        "0.997",
+        "1.02",
+        "1",
+        "2.4",
+        "173",
+    ]
+    assert bench.bar_label(3.0, noisy=True) == "3!"
+    noisy = bench.Record(
+        "qr",
+        8,
+        8,
+        1,
+        "cpu:x",
+        {"metal_linalg": {"best_ms": 1.0, "spread": 3.0}, "numpy": {"best_ms": 2.0}},
+    )
+    bench.plot([noisy], str(tmp_path / "p.png"), "t")
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_microsecond_calls_are_timed_in_groups():
+    import time
+
+    calls = []
+
+    def make(seconds):
+        return lambda op: lambda x: calls.append(time.sleep(seconds) if seconds else 0)
+
+    # a call of about a microsecond: each run times a group of calls (at least MIN_RUN_S)
+    fast = bench.Impl("fast", lambda a: a, make(0.0))
+    groups = []
+    for _ in range(3):  # the group is sized from one call, which a busy machine may stall
+        calls.clear()
+        ms = bench.time_runs(fast.run("qr"), None, fast, 3, 0.001, 10.0)
+        groups.append((len(calls) - 2) / len(ms))  # less the warm-up and the sizing call
+        assert len(ms) >= 3 and groups[-1] == int(groups[-1]), (len(calls), len(ms))
+        if groups[-1] > 10:
+            break
+    assert groups[-1] > 10, groups
+    assert min(ms) < 0.05  # milliseconds per call, not per group
+    # a call longer than MIN_RUN_S: one call per run, no sizing call
+    calls.clear()
+    slow = bench.Impl("slow", lambda a: a, make(2 * bench.MIN_RUN_S))
+    ms = bench.time_runs(slow.run("qr"), None, slow, 3, 0.001, 10.0)
+    assert len(calls) == 1 + len(ms) and min(ms) >= 2 * bench.MIN_RUN_S * 1e3
+    # clocked by the implementation (CUDA events): one call per run
+    calls.clear()
+    timed = bench.Impl("timed", lambda a: a, make(0.0), timer=lambda call, x: call(x) or 0.001)
+    ms = bench.time_runs(timed.run("qr"), None, timed, 3, 0.001, 10.0)
+    assert len(calls) == 1 + len(ms) and ms == [0.001] * len(ms)
+    # the estimate counts a run of a short call as MIN_RUN_S
+    points = bench.grid(["qr"], [(4, 4)], [1], 10**9)
+    est = bench.estimate_seconds(points, lambda n, p: 1e-6, ["a"], 3, 1.0, 10.0)
+    assert math.isclose(est, 1e-6 + bench.MIN_RUN_S * bench.RUNS_MAX)

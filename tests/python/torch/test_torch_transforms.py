@@ -256,7 +256,9 @@ def test_forward_ad_through_custom_op_raises(name):
 # ---- torch.func ----
 
 LOSSES = {
-    "qr": lambda qr, A: (qr(A).R ** 2 * torch.arange(A.shape[-1], dtype=A.dtype)).sum(),
+    "qr": lambda qr, A: (
+        (qr(A).R ** 2 * torch.arange(A.shape[-1], dtype=A.dtype)).sum() + (qr(A).Q ** 3).sum()
+    ),
     "eigh": lambda eigh, A: (eigh(A)[0] ** 2).sum() + (eigh(A)[1] ** 4).sum(),
     "eigvalsh": lambda f, A: (f(A) * torch.arange(A.shape[-1], dtype=A.dtype)).sum(),
     "svd": lambda svd, A: (
