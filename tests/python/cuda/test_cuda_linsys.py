@@ -71,7 +71,9 @@ def test_cholesky(n: int, upper: bool) -> None:
     out, info = mlt.cholesky_ex(a, upper=upper)
     assert out.is_cuda and info.is_cuda
     info = info.cpu()
-    assert info[3] == 1 and info[5] != 0 and bool(out[3].isnan().all()) and bool(out[5].isnan().all())
+    assert (
+        info[3] == 1 and info[5] != 0 and bool(out[3].isnan().all()) and bool(out[5].isnan().all())
+    )
     ok = [i for i in range(64) if i not in (3, 5)]
     assert (info[ok] == 0).all()
     l = out[ok].double()

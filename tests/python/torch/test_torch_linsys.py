@@ -618,7 +618,5 @@ def test_cuda_tensors_stay_on_the_device():
     torch.testing.assert_close(X.cpu(), mlt.solve(A.cpu(), B.cpu()), rtol=1e-5, atol=1e-5)
     L = mlt.cholesky(A @ A.mT)
     assert L.is_cuda
-    torch.testing.assert_close(
-        L.cpu(), mlt.cholesky((A @ A.mT).cpu()), rtol=1e-5, atol=1e-5
-    )
+    torch.testing.assert_close(L.cpu(), mlt.cholesky((A @ A.mT).cpu()), rtol=1e-5, atol=1e-5)
     assert mlt.inv(A).is_cuda and mlt.solve_triangular(A, B, upper=True).is_cuda
