@@ -60,7 +60,7 @@ def test_policy_get_set_reset(op):
         assert getattr(ml, f"{op}_policy_source")() == "user"
         backend = getattr(ml, f"{op}_backend")
         args = (4, 1) if op.startswith("eig") else (4, 4, 1)
-        assert backend(*args) == "cpu:lapack"
+        assert backend(*args, stream=mx.cpu) == "cpu:lapack"
         with pytest.raises(ValueError, match="unknown field"):
             getattr(ml, f"set_{op}_policy")(no_such_field=1)
         with pytest.raises(TypeError):
@@ -73,19 +73,20 @@ def test_policy_get_set_reset(op):
 
 def test_backend_queries():
     # Host data under an explicitly set policy: never sent to a GPU (host_gpu_min_work=0), the
-    # CPU backend's own kernels up to n = 16 (register kernels below their own caps), else LAPACK.
+    # CPU backend's own kernels up to n = 16 (register kernels below their own caps), else LAPACK;
+    # asked for the CPU stream (the default stream is the GPU's where MLX has one).
     ops = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
     try:
         for op in ops:
             getattr(ml, f"set_{op}_policy")(host_gpu_min_work=0, cpu_kernel_max_n=16)
-        assert ml.qr_backend(64, 32) == "cpu:lapack"
-        assert ml.qr_backend(16, 16, 64) == "cpu:kernel:qr_householder"
-        assert ml.qr_backend(8, 8, 64) == "cpu:kernel:qr_householder_small"
-        assert ml.svd_backend(8, 8, 1024) == "cpu:kernel:svd_bidiag_qr"
-        assert ml.svd_backend(5, 5, 1024) == "cpu:kernel:svd_jacobi_small"
-        assert ml.svdvals_backend(3, 5) == "cpu:kernel:svd_bidiag_qr"
-        assert ml.eigh_backend(16, 64) == "cpu:kernel:eigh_tridiag_ql"
-        assert ml.eigvalsh_backend(300) == "cpu:lapack"
+        assert ml.qr_backend(64, 32, stream=mx.cpu) == "cpu:lapack"
+        assert ml.qr_backend(16, 16, 64, stream=mx.cpu) == "cpu:kernel:qr_householder"
+        assert ml.qr_backend(8, 8, 64, stream=mx.cpu) == "cpu:kernel:qr_householder_small"
+        assert ml.svd_backend(8, 8, 1024, stream=mx.cpu) == "cpu:kernel:svd_bidiag_qr"
+        assert ml.svd_backend(5, 5, 1024, stream=mx.cpu) == "cpu:kernel:svd_jacobi_small"
+        assert ml.svdvals_backend(3, 5, stream=mx.cpu) == "cpu:kernel:svd_bidiag_qr"
+        assert ml.eigh_backend(16, 64, stream=mx.cpu) == "cpu:kernel:eigh_tridiag_ql"
+        assert ml.eigvalsh_backend(300, stream=mx.cpu) == "cpu:lapack"
     finally:
         for op in ops:
             getattr(ml, f"reset_{op}_policy")()
@@ -140,8 +141,9 @@ def test_calibration_warning_once_per_untuned_op_and_silenced():
 
 def test_environment_overrides_policy():
     code = (
-        "import metal_linalg as ml\n"
-        "print(ml.eigh_policy_source(), ml.eigh_policy()['cpu_kernel_max_n'], ml.eigh_backend(4))\n"
+        "import metal_linalg as ml, mlx.core as mx\n"
+        "print(ml.eigh_policy_source(), ml.eigh_policy()['cpu_kernel_max_n'],"
+        " ml.eigh_backend(4, stream=mx.cpu))\n"
     )
     out = run_python(
         code, {"METAL_LINALG_EIGH_CPU_KERNEL_MAX_N": "0", "METAL_LINALG_NO_CALIBRATION_NOTICE": "1"}
