@@ -426,9 +426,14 @@ void test_eigh(Report &rep) {
   for (int gs : {1, 7, 32}) check_eig_cap(rep, gs, rng);
   check_eig(rep, metal_n, ML_K_LOWER, ml::metal::group_size_eigh_tridiag_ql(metal_n, metal_n, 1), rng, kCore);
   check_eig(rep, metal_n, ML_K_UPPER, 1, rng, kAll);
+  // Square sizes up to the Metal limit sequentially: every n up to 20, then every third one
+  // and the last two before the limit (the limit itself runs above), both triangles in turn; an
+  // odd group size (37) at n 12, 24, ..., 84 and at n = 37, 38 (a row per lane, and one row
+  // more). The sizes left out take the same paths as their neighbours.
   for (int n = 1; n <= metal_n; ++n) {
-    check_eig(rep, n, n & 1 ? ML_K_LOWER : ML_K_UPPER, 1, rng, kFew);
-    if (n % 6 == 0) check_eig(rep, n, ML_K_LOWER, 37, rng, kFew);
+    if (n <= 20 || n % 3 == 0 || n >= metal_n - 2)
+      check_eig(rep, n, n & 1 ? ML_K_LOWER : ML_K_UPPER, 1, rng, kFew);
+    if (n % 12 == 0 || n == 37 || n == 38) check_eig(rep, n, ML_K_LOWER, 37, rng, kFew);
   }
   check_eig(rep, metal_n + 1, ML_K_UPPER, 64, rng, kFew);
   check_eig(rep, cuda_n, ML_K_LOWER, 1, rng, kFew);
