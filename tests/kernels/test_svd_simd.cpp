@@ -275,7 +275,7 @@ int main(int argc, char **argv) {
     // families per shape (an eighth beyond n = 16), rotating, so every family meets every fourth
     // size up to 16 and one of the eight sizes past it; gaussian, NaN and Inf at all.
     // (`compare` runs every family at 32 x 32.) Past 16 (the 32-row register path) the sample
-    // keeps its edges 17 and 32, 31 (odd: a fixed column in the round-robin at the largest odd
+    // keeps its edges 17 and 32, 31 (odd: the round-robin's dummy column at the largest odd
     // n), 24 and 25 (the middle, even and odd) and 18, 21, 28; the sizes in between take the
     // same path.
     const bool full = std::getenv("KT_FULL") != nullptr;
