@@ -185,10 +185,12 @@ int suite_sytrd() {
   Worst worst;
   std::mt19937_64 rng(31);
   ml::blocked::Options o = kt::blocked_options(8, 4, 32);
-  // Panel boundaries inside the matrix, a last panel of one or two columns, n = 1, 2.
+  // Panel boundaries inside the matrix, a last panel of one or two columns, n = 1, 2. Every
+  // family up to n 33 (four panels, both triangles between 17 and 33), three at 67 like the
+  // larger cases below (the runner's time grows with the batch).
   int uplo = ML_K_LOWER;
   for (int n : {1, 2, 3, 8, 17, 33, 67}) {
-    sytrd_case(rep, worst, n, uplo, o, rng);
+    sytrd_case(rep, worst, n, uplo, o, rng, n <= 33);
     uplo = uplo == ML_K_LOWER ? ML_K_UPPER : ML_K_LOWER;
   }
   // The GPU's panel width, bigger groups (several simdgroups per product group), a last panel
@@ -551,6 +553,7 @@ double reflectors_residual(const Mat &B, const Mat &T, const std::vector<float> 
 // threads, and the tridiagonal's eigenvalues against the band's in double.
 void chase_case(Report &rep, Worst &worst, int n, int bw, int batch, int lanes, int nan,
                 std::mt19937_64 &rng) {
+  kt::Timer timer("chase bw" , n, bw, lanes);
   ml::blocked::Options o = small_two_stage(bw, 0);
   o.max_group = lanes;
   o.eigh_chase_lanes = lanes;
@@ -631,6 +634,7 @@ bool same_bits_or_nan(const std::vector<float> &x, const std::vector<float> &y) 
 // the wavefront launches at 32 lanes (the same tasks in registers) to the bit, the tridiagonal
 // and the stored reflectors, also with the batch's groups on concurrent threads.
 void block_case(Report &rep, int n, int bw, int batch, int lanes, int nan, std::mt19937_64 &rng) {
+  kt::Timer timer("block chase bw", n, bw, lanes);
   ml::blocked::Options o = small_two_stage(bw, 1);
   o.max_group = 32;
   o.eigh_chase_lanes = 32;
@@ -703,11 +707,16 @@ int suite_chase() {
   chase_case(rep, worst, 101, 32, 2, 32, 1, rng);
   chase_case(rep, worst, 34, 32, 1, 32, -1, rng);
   chase_case(rep, worst, 31, 13, 1, 32, -1, rng);
-  // The chase of each matrix in one group: a NaN matrix in the middle of each batch; n past
-  // several rings of progress words (n 130 at bw 2: 128 sweeps over a ring of 2 G words).
+  // The chase of each matrix in one group: a NaN matrix in the middle of each batch, groups of
+  // 1, 2 and 4 simdgroups in turn; n past several rings of progress words (n 130 at bw 2: 128
+  // sweeps over a ring of 2 G words; n 37 at bw 16 in 4 simdgroups: 35 sweeps over 8 words).
+  // At n 130 the bands 8 and 16 run in 1 and 2 simdgroups (4 are the slowest in the
+  // thread-per-lane runner, and take the same path at n 37), the NaN matrix at bands 2 and 8.
   int k = 0;
-  for (int n : {3, 4, 37, 130})
+  for (int n : {3, 4, 37})
     for (int bw : {2, 8, 16}) block_case(rep, n, bw, 3, 32 << (k++ % 3), 1, rng);
+  block_case(rep, 130, 2, 3, 32, 1, rng);
+  block_case(rep, 130, 8, 2, 64, 1, rng);
   block_case(rep, 130, 8, 2, 32, -1, rng);
   block_case(rep, 130, 16, 1, 64, -1, rng);
   block_case(rep, 37, 16, 1, 128, -1, rng);

@@ -169,8 +169,9 @@ int suite_brd() {
     brd_case(rep, worst, s[0], s[1], o, rng);
   }
   {
-    kt::Timer t("brd nb32", 100, 70, 64);
-    brd_case(rep, worst, 100, 70, options(32, 8, 64), rng);
+    // The GPU's panel width: a last panel of one column, rows over three row blocks of 32.
+    kt::Timer t("brd nb32", 70, 33, 64);
+    brd_case(rep, worst, 70, 33, options(32, 8, 64), rng);
   }
   std::printf("brd: %d checks, %d failures; worst |A-QBP^T| %.3g, |I-Q^TQ| %.3g, |I-P^TP| %.3g, "
               "sigma(B) %.3g (limit %g)\n",
@@ -315,20 +316,22 @@ int suite_svd(bool reference) {
     svd_case(rep, worst, s[0], s[1], o, rng, reference);
   }
   {
-    kt::Timer t("svd nb32", 50, 40, 64);
-    svd_case(rep, worst, 50, 40, options(32, 8, 64), rng, reference);
+    // The GPU's panel width: a last panel of one column, rows past one row block of 32 lanes.
+    kt::Timer t("svd nb32", 40, 33, 64);
+    svd_case(rep, worst, 40, 33, options(32, 8, 64), rng, reference);
   }
   ml::blocked::Options chunked = o;  // one matrix per chunk
   chunked.max_workspace_bytes = 1;
   if (!reference) svd_case(rep, worst, 20, 13, chunked, rng, reference);
-  // brd_tgk_fix's projections a warp per column (groups of 2 and 3 warps).
-  const int fix_lanes[] = {64, 96};
-  for (int lanes : fix_lanes) {
+  // brd_tgk_fix's projections a warp per column (groups of 2 and 3 warps): a tall shape in
+  // groups of 2, a wide one in groups of 3 (every other step in groups of up to 96 lanes, the
+  // slowest in the thread-per-lane runner).
+  for (const int lanes : {64, 96}) {
     ml::blocked::Options fix = options(8, 4, 96);
     fix.svd_fix_lanes = lanes;
-    kt::Timer t("svd fix", 40, 24, lanes);
-    svd_case(rep, worst, 40, 24, fix, rng, reference);
-    svd_case(rep, worst, 17, 33, fix, rng, reference);
+    const int m = lanes == 64 ? 40 : 17, n = lanes == 64 ? 24 : 33;
+    kt::Timer t("svd fix", m, n, lanes);
+    svd_case(rep, worst, m, n, fix, rng, reference);
   }
   std::printf("%s: %d checks, %d failures; worst |A-USVt| %.3g, |I-UtU| %.3g, |I-VVt| %.3g, "
               "s %.3g (limit %g)\n",

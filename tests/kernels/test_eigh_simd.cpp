@@ -1,6 +1,7 @@
 // Tests of the SIMD kernel core/kernels/eigh_jacobi_simd.h (eigh / eigvalsh, n <= 32, one
 // simdgroup per matrix) through the CPU runner (one thread per lane, real shuffles) at group
-// size 32 for every n 1..32 and at group size 16 for n <= 16 (CUDA's sub-warp groups; bitwise
+// size 32 for every n 1..17 and a sample of n 18..32 (every register path's edges; KT_FULL=1:
+// every n) and at group size 16 for n <= 16 (CUDA's sub-warp groups; bitwise
 // the results of group size 32): both triangles, the symmetric families of test_kernels (plus
 // all ones and graded positive definite matrices, 1e-30 / 1e37 scales, NaN garbage in the
 // unread triangle, NaN / Inf matrices inside a batch), judged by LAPACK's ratios in double as
@@ -274,12 +275,19 @@ int main() {
   Report rep;
   std::mt19937_64 rng(2026);
   const int reps = std::getenv("KT_REPS") ? std::atoi(std::getenv("KT_REPS")) : 1;
-  // KT_FULL=1: every family in both triangles with eigvalsh and group size 16 (about 4x the
-  // time); default: every family in the lower triangle, a subset in the upper one with the
-  // eigvalsh and group-size-16 comparisons.
+  // KT_FULL=1: every n, every family in both triangles with eigvalsh and group size 16 (about
+  // 8x the time); default: the sizes below, every family in the lower triangle, a subset in the
+  // upper one with the eigvalsh and group-size-16 comparisons.
   const bool full = std::getenv("KT_FULL") && std::atoi(std::getenv("KT_FULL"));
   Stats st;
-  for (int n = 1; n <= 32; ++n) {
+  // Every n up to 17 (the 8- and 16-row register paths, their edges 8 / 9 and 16 / 17, and the
+  // whole 16-lane range); past 17 the edges of the 24- and 32-row paths (24, 25, 32) and an odd
+  // n inside each (21, and 31: the schedule's dummy player at the largest odd n). The sizes in
+  // between take the same paths; KT_FULL=1 runs every n 1..32.
+  std::vector<int> sizes;
+  for (int n = 1; n <= 32; ++n)
+    if (full || n <= 17 || n == 21 || n == 24 || n == 25 || n >= 31) sizes.push_back(n);
+  for (int n : sizes) {
     kt::Timer timer("eigh_simd", n, n, 32);
     for (int r = 0; r < reps; ++r) {
       check_batch(rep, n, ML_K_LOWER, rng, st, false, full);
