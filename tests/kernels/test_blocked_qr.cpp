@@ -252,9 +252,8 @@ int suite_reg() {
       {30, 30, ML_K_QR_COMPLETE, 32, 64},   // class 32, one row a lane, idle lanes
       {100, 37, ML_K_QR_REDUCED, 32, 32},   // class 16, 4 rows a lane: two levels
       {200, 30, ML_K_QR_R, 32, 32},         // class 8, 8 rows a lane: two levels
-      {90, 90, ML_K_QR_REDUCED, 20, 64},    // width 20 in class 32
       {45, 70, ML_K_QR_COMPLETE, 12, 32},   // wide, width 12 in class 16
-      {150, 60, ML_K_QR_COMPLETE, 32, 96},  // 2 rows a lane over 3 simdgroups
+      {120, 40, ML_K_QR_COMPLETE, 20, 96},  // width 20 in class 32, 2 rows a lane, 3 simdgroups
   };
   for (const Case &x : cases) {
     ml::blocked::Options o = kt::blocked_options(x.nb, 4, x.lanes);
