@@ -180,40 +180,22 @@ def run(op: str, A: torch.Tensor, B, flags: int) -> tuple:
         return (*outs, torch.zeros(batch_shape, dtype=torch.int32, device=device))
     sizes = _I4(batch, m, n, nrhs)
     ex = _cuda_route(A, op, sizes, flags)
-    if ex is not None:  # the core's kernels on torch's current stream, no copies
-        if B is not None and B.device != device:
-            raise ValueError(f"[metal_linalg.{op}] A and B must be on the same device")
-        a = d._readable(A.expand(*batch_shape, m, n))
-        outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in shapes]
-        info = torch.empty(batch_shape, dtype=torch.int32, device=device)
-        ptrs = (ctypes.c_void_p * len(outs))(*(t.data_ptr() for t in outs))
-        if B is None:
-            ins = _P1(a.data_ptr())
-        else:
-            b = d._readable(B.expand(*batch_shape, *B.shape[-2:]))
-            ins = _P2(a.data_ptr(), b.data_ptr())
-        status = lib.ml_run(
-            ctypes.byref(ex),
-            _lib.OP_ID[op],
-            ctypes.addressof(ins),
-            ctypes.addressof(sizes),
-            flags,
-            ctypes.addressof(ptrs),
-            info.data_ptr(),
-        )
-        _lib.check(status, op)
-        return (*outs, info)
-    a = d._readable(A.expand(*batch_shape, m, n)).cpu()
-    outs = [torch.empty(shape, dtype=dtype) for shape, dtype in shapes]
-    info = torch.empty(batch_shape, dtype=torch.int32)
+    # The core's kernels on torch's current stream with no copies, or the host route (LAPACK)
+    # through CPU copies that go back to A's device.
+    if ex is not None and B is not None and B.device != device:
+        raise ValueError(f"[metal_linalg.{op}] A and B must be on the same device")
+    run_on = device if ex is not None else torch.device("cpu")
+    a = d._readable(A.expand(*batch_shape, m, n)).to(run_on)
+    outs = [torch.empty(shape, dtype=dtype, device=run_on) for shape, dtype in shapes]
+    info = torch.empty(batch_shape, dtype=torch.int32, device=run_on)
     ptrs = (ctypes.c_void_p * len(outs))(*(t.data_ptr() for t in outs))
     if B is None:
         ins = _P1(a.data_ptr())
     else:
-        b = d._readable(B.expand(*batch_shape, *B.shape[-2:])).cpu()
+        b = d._readable(B.expand(*batch_shape, *B.shape[-2:])).to(run_on)
         ins = _P2(a.data_ptr(), b.data_ptr())
     status = lib.ml_run(
-        None,
+        ctypes.byref(ex) if ex is not None else None,
         _lib.OP_ID[op],
         ctypes.addressof(ins),
         ctypes.addressof(sizes),
@@ -222,7 +204,7 @@ def run(op: str, A: torch.Tensor, B, flags: int) -> tuple:
         info.data_ptr(),
     )
     _lib.check(status, op)
-    if device.type != "cpu":
+    if run_on != device:
         return (*(t.to(device) for t in outs), info.to(device))
     return (*outs, info)
 
