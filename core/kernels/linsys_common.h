@@ -44,6 +44,15 @@ ML_HOST_FN int ml_ls_chunk(int flags) {
 // Row stride of a chunk of w right-hand sides in shared memory (odd: conflict-free columns).
 ML_HOST_FN int ml_ls_chunk_ld(int w) { return w | 1; }
 
+// Scratch of a chunked kernel: base floats plus the n x ld(W) chunk that flags carry; and
+// whether the narrowest chunk (W = 1) fits beside base in the budget.
+ML_HOST_FN int ml_ls_chunked_floats(int base, int n, int flags) {
+  return base + n * ml_ls_chunk_ld(ml_ls_chunk(flags));
+}
+ML_HOST_FN int ml_ls_chunk_fits(int base, int n, int budget) {
+  return base + n * ml_ls_chunk_ld(1) <= budget;
+}
+
 // flags with the widest chunk (up to min(cols, ML_LS_CHUNK_PREF)) whose n x ld(W) block fits
 // beside `base` scratch floats in the budget; W = 1 when none fits (fits() rejects that shape).
 ML_HOST_FN int ml_ls_choose_chunk(int cols, int n, int flags, int base, int budget) {

@@ -39,14 +39,14 @@ ML_HOST_FN int ml_ls_lu_base_floats(int n) { return n * ml_shared_ld(n) + 2 * n 
 // m: nrhs (solve) or n (inv).
 ML_HOST_FN int ml_solve_group_scratch_floats_flags(int m, int n, int flags) {
   (void)m;
-  return ml_ls_lu_base_floats(n) + n * ml_ls_chunk_ld(ml_ls_chunk(flags));
+  return ml_ls_chunked_floats(ml_ls_lu_base_floats(n), n, flags);
 }
 ML_HOST_FN int ml_solve_group_choose_flags(int m, int n, int flags, int scratch_floats) {
   return ml_ls_choose_chunk(m, n, flags, ml_ls_lu_base_floats(n), scratch_floats);
 }
 ML_HOST_FN int ml_solve_group_fits_flags(int m, int n, int flags, int scratch_floats) {
   return m >= 0 && n >= 1 && n <= 4096 && (flags & ~ML_K_LS_RIGHT) == 0 &&
-         ml_ls_lu_base_floats(n) + n * ml_ls_chunk_ld(1) <= scratch_floats;
+         ml_ls_chunk_fits(ml_ls_lu_base_floats(n), n, scratch_floats);
 }
 ML_HOST_FN int ml_inv_group_choose_flags(int m, int n, int flags, int scratch_floats) {
   (void)m;
@@ -54,7 +54,7 @@ ML_HOST_FN int ml_inv_group_choose_flags(int m, int n, int flags, int scratch_fl
 }
 ML_HOST_FN int ml_inv_group_fits_flags(int m, int n, int flags, int scratch_floats) {
   return m == n && n >= 1 && n <= 4096 && (flags & ML_K_LS_BITS) == 0 &&
-         ml_ls_lu_base_floats(n) + n * ml_ls_chunk_ld(1) <= scratch_floats;
+         ml_ls_chunk_fits(ml_ls_lu_base_floats(n), n, scratch_floats);
 }
 
 // Loads m x n row-major am into S (stride ld); returns 1 on every lane when an entry is not

@@ -15,14 +15,14 @@ ML_HOST_FN int ml_ls_trsm_base_floats(int n) { return n * ml_shared_ld(n) + ML_L
 // m: nrhs.
 ML_HOST_FN int ml_solve_triangular_group_scratch_floats_flags(int m, int n, int flags) {
   (void)m;
-  return ml_ls_trsm_base_floats(n) + n * ml_ls_chunk_ld(ml_ls_chunk(flags));
+  return ml_ls_chunked_floats(ml_ls_trsm_base_floats(n), n, flags);
 }
 ML_HOST_FN int ml_solve_triangular_group_choose_flags(int m, int n, int flags, int scratch_floats) {
   return ml_ls_choose_chunk(m, n, flags, ml_ls_trsm_base_floats(n), scratch_floats);
 }
 ML_HOST_FN int ml_solve_triangular_group_fits_flags(int m, int n, int flags, int scratch_floats) {
   return m >= 0 && n >= 1 && n <= 4096 && (flags & ~ML_K_LS_BITS) == 0 &&
-         ml_ls_trsm_base_floats(n) + n * ml_ls_chunk_ld(1) <= scratch_floats;
+         ml_ls_chunk_fits(ml_ls_trsm_base_floats(n), n, scratch_floats);
 }
 
 ML_FN void ml_solve_triangular_group(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML_DEVICE float *x,
