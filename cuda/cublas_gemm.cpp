@@ -88,7 +88,8 @@ const char *describe() { return api().what.c_str(); }
 int sgemm_strided_batched(int dev, void *stream, bool trans_a, bool trans_b, int m, int n,
                           int k, float alpha, const float *a, int lda, int64_t stride_a,
                           const float *b, int ldb, int64_t stride_b, float beta, float *c,
-                          int ldc, int64_t stride_c, int batch, const char **what) {
+                          int ldc, int64_t stride_c, int batch, void *work, size_t work_bytes,
+                          const char **what) {
   const Api &x = api();
   *what = "cublas";
   if (!x.sgemm) return -1;
@@ -105,8 +106,8 @@ int sgemm_strided_batched(int dev, void *stream, bool trans_a, bool trans_b, int
   }
   std::lock_guard<std::mutex> g(d.lock);
   int st = x.set_stream(d.h, stream);
-  // cublasSetStream resets the workspace to cuBLAS's default pool: none instead.
-  if (st == 0) st = x.set_workspace(d.h, nullptr, 0);
+  // cublasSetStream resets the workspace to cuBLAS's default pool: the caller's slice instead.
+  if (st == 0) st = x.set_workspace(d.h, work_bytes ? work : nullptr, work ? work_bytes : 0);
   if (st != 0) {
     *what = "cublasSetStream";
     return st;

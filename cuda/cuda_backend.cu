@@ -233,6 +233,11 @@ const blocked::Options &blocked_options() {
     x.qr_panel_reg = 2048;
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_PANEL_REG"))
       x.qr_panel_reg = std::max(0, std::atoi(v));
+    // Thin block reflectors (larfb on at most this many columns) in one step: unmeasured
+    // default, off until measured (METAL_LINALG_BLOCKED_LARFB_COLS=<columns>).
+    x.larfb_cols = 0;
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_LARFB_COLS"))
+      x.larfb_cols = std::max(0, std::atoi(v));
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_FUSED_LANES"))
       x.qr_fused_lanes = std::max(0, std::atoi(v));
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_ROW_LARFT"))
@@ -299,10 +304,27 @@ GemmImpl gemm_impl() {
   return g;
 }
 
+// cuBLAS's workspace in a blocked plan's device workspace, after the steps' part: with one,
+// cuBLAS may split a thin product's k (torch gives it 32 MiB on Hopper; without one it cannot).
+// METAL_LINALG_CUBLAS_WORKSPACE_MB overrides the size (0: none); none when cuBLAS does not serve.
+int64_t cublas_work_bytes() {
+  static const int64_t b = [] {
+    if (gemm_impl() == GemmImpl::kDialect) return int64_t{0};
+    const char *env = std::getenv("METAL_LINALG_CUBLAS_WORKSPACE_MB");
+    const int mb = env ? std::atoi(env) : 32;
+    return int64_t{mb >= 0 && mb <= 1024 ? mb : 32} << 20;
+  }();
+  return b;
+}
+
+// The steps' part of a blocked plan's workspace, rounded up to where cuBLAS's part starts.
+int64_t blocked_steps_bytes(const Call &c, const Plan &pl) {
+  return (blocked::workspace_bytes(c, pl.kernel_flags, blocked_options()) + 255) / 256 * 256;
+}
+
 // Device workspace bytes of plan pl for c: global and blocked plans.
 int64_t global_bytes(const Call &c, const Plan &pl) {
-  if (pl.launch == Launch::kBlocked)
-    return blocked::workspace_bytes(c, pl.kernel_flags, blocked_options());
+  if (pl.launch == Launch::kBlocked) return blocked_steps_bytes(c, pl) + cublas_work_bytes();
   int64_t slice = 0;
   const int64_t in_flight = global_matrices(c, pl, &slice);
   return in_flight * slice * 4;
@@ -356,8 +378,9 @@ ml_status launch_global(const Plan &pl, int dev, const Call &c, cudaStream_t str
 class StepRunner final : public blocked::Runner {
  public:
   StepRunner(int dev, const Call &c, cudaStream_t stream, float *ws,
-             GemmImpl gemm = gemm_impl())
-      : dev_(dev), c_(c), stream_(stream), ws_(ws), gemm_(gemm) {}
+             GemmImpl gemm = gemm_impl(), void *work = nullptr, size_t work_bytes = 0)
+      : dev_(dev), c_(c), stream_(stream), ws_(ws), gemm_(gemm), work_(work),
+        work_bytes_(work_bytes) {}
   bool gemm(const blocked::GemmCall &g, ml_status *st) override {
     if (gemm_ == GemmImpl::kDialect || g.batch > INT32_MAX) return false;
     const bool splittable = g.part_floats >= 2 * int64_t{g.m} * g.n && g.k >= 128;
@@ -367,7 +390,8 @@ class StepRunner final : public blocked::Runner {
     const bool tb = (g.flags & blocked::kGemmTransB) != 0;
     const int err = cublas::sgemm_strided_batched(
         dev_, stream_, ta, tb, g.m, g.n, g.k, g.alpha, ws_ + g.a, g.lda, g.stride, ws_ + g.b,
-        g.ldb, g.stride, g.beta, ws_ + g.c, g.ldc, g.stride, static_cast<int>(g.batch), &what);
+        g.ldb, g.stride, g.beta, ws_ + g.c, g.ldc, g.stride, static_cast<int>(g.batch), work_,
+        work_bytes_, &what);
     *st = err == 0 ? ML_OK
                    : fail(ML_RUNTIME_ERROR, kWhere, "%s failed (cuBLAS status %d)", what, err);
     return true;
@@ -422,6 +446,8 @@ class StepRunner final : public blocked::Runner {
   cudaStream_t stream_;
   float *ws_;
   GemmImpl gemm_;
+  void *work_;
+  size_t work_bytes_;
 };
 
 // Enqueues plan pl for c (device pointers) on stream; the current device is already set.
@@ -436,7 +462,10 @@ ml_status launch(const Plan &pl, int dev, const Call &c, cudaStream_t stream, fl
   if (pl.launch == Launch::kBlocked) {
     if (!ws && global_bytes(c, pl) > 0)
       return fail(ML_RUNTIME_ERROR, kWhere, "blocked plan without a workspace");
-    StepRunner r(dev, c, stream, ws);
+    const int64_t work = cublas_work_bytes();
+    StepRunner r(dev, c, stream, ws, gemm_impl(),
+                 work ? reinterpret_cast<char *>(ws) + blocked_steps_bytes(c, pl) : nullptr,
+                 static_cast<size_t>(work));
     return blocked::run(c, pl.kernel_flags, blocked_options(), r);
   }
   int count = 0;

@@ -44,6 +44,12 @@ struct ml_cuda_step_bounds<ml_cuda_step_id_qr_panel_reg> {
   static constexpr int lanes = ML_QRR_MAX_LANES, groups = 1;
 };
 
+// The thin block reflector (core/kernels/larfb_cols.h): up to 64 sums a lane in registers.
+template <>
+struct ml_cuda_step_bounds<ml_cuda_step_id_larfb_cols> {
+  static constexpr int lanes = 256, groups = 2;
+};
+
 #define ML_CUDA_STEP_ENTRY(name, fn)                                                       \
   __global__ void __launch_bounds__(ml_cuda_step_bounds<ml_cuda_step_id_##name>::lanes,    \
                                     ml_cuda_step_bounds<ml_cuda_step_id_##name>::groups)   \

@@ -15,6 +15,7 @@
 #include "blocked_common.h"
 #include "gebrd_blocked.h"
 #include "gemm.h"
+#include "larfb_cols.h"
 #include "larft.h"
 #include "qr_blocked.h"
 #include "qr_panel_reg.h"

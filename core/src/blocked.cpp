@@ -158,6 +158,28 @@ ml_status larft(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t t
 ml_status larfb(const Chunk &ch, const Options &o, const BlockReflector &h, bool transpose,
                 int64_t c, int ldc, int ncols, const LarfbWork &w) {
   if (ncols <= 0) return ML_OK;
+  if (ncols <= o.larfb_cols && ml_larfb_fits(h.count, 1)) {
+    // One group per few columns: as many columns a group as still gives the device a group
+    // per multiprocessor's share (parallel_groups), at least one.
+    int cp = 64 / ml_larfb_class(h.count);
+    if (cp > 8) cp = 8;
+    while (cp > 1 && ch.batch * ((ncols + cp - 1) / cp) < o.parallel_groups) cp /= 2;
+    ml_step_params p = step_params();
+    p.m = h.rows;
+    p.n = ncols;
+    ML_LARFB_COUNT(p) = h.count;
+    ML_LARFB_CP(p) = cp;
+    ML_LARFB_TRANS(p) = transpose ? 1 : 0;
+    p.off[ML_LARFB_V] = h.v;
+    p.ld[ML_LARFB_V] = h.ldv;
+    p.off[ML_LARFB_T] = h.t;
+    p.ld[ML_LARFB_T] = h.ldt;
+    p.off[ML_LARFB_C] = c;
+    p.ld[ML_LARFB_C] = ldc;
+    const int gs = std::max(32, std::min({256, o.max_group / 32 * 32, (h.rows + 31) / 32 * 32}));
+    return ch.launch(kStep_larfb_cols, ch.batch * ((ncols + cp - 1) / cp), gs,
+                     ml_larfb_shared_floats(gs), p);
+  }
   ml_status st;
   if ((st = gemm(ch, o, ML_GEMM_TRANS_A, h.count, ncols, h.rows, 1.0f, h.v, h.ldv, c, ldc, 0.0f,
                  w.x1, w.ld, w.part, w.part_floats)) ||

@@ -108,6 +108,10 @@ struct Options {
   // of 32, up to 1024: its simdgroups take the sweeps, hand-offs in shared memory, sb2st_block.h)
   // instead of sb_sweeps' groups over the device; 0: off. Needs bw <= 32.
   int eigh_chase_block = 0;
+  // larfb() on at most this many columns (and at most 64 reflectors) by the larfb_cols step
+  // (core/kernels/larfb_cols.h: one launch, a group per few columns over all rows) instead of
+  // three products; 0: always the products.
+  int larfb_cols = 0;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.

@@ -4,7 +4,8 @@
 // column, wide and tall shapes).
 // Suites: gemm (the product step against double), qr (LAPACK-style ratios on the general
 // families, NaN/Inf isolation in a batch, info bits, agreement with the group kernel), larft
-// (T by a product and the larft_gram step against the larft step and double).
+// (T by a product and the larft_gram step against the larft step and double), larfb (a block
+// reflector on a few columns by the larfb_cols step and by three products against double).
 // Usage: test_blocked <suite>
 #include "kernel_runner.h"
 #include "../../core/kernels/qr_householder.h"
@@ -439,9 +440,144 @@ int suite_larft() {
   return rep.failures ? 1 : 0;
 }
 
+// ---- larfb ----
+
+constexpr double kLarfbLimit = 4;  // error / (eps (r + count) componentwise bound)
+
+// C := H C or H^T C (H = I - V T V^T, count reflectors over r rows, ncols columns) for a batch
+// of 2 by ml::blocked::larfb with the larfb_cols step (o.larfb_cols) and with the three
+// products, against double: the componentwise ratio |err| / (eps (r + count) (|C| + |V| |op(T)|
+// |V^T| |C|)). Matrix 1's C has a NaN in column nan_col: that column must come back all NaN,
+// the others as in double; V and C have leading dimensions past their rows; T random upper
+// triangular (zeros below, as larft writes it: the products read all of T).
+void larfb_case(Report &rep, std::mt19937_64 &rng, int r, int count, int ncols, bool trans,
+                int nan_col) {
+  const int batch = 2, ldv = r + 3, ldt = count + 1, ldc = r + 5;
+  ml::blocked::Slice sl;
+  const int64_t ov = sl.add(int64_t(ldv) * count), ot = sl.add(int64_t(ldt) * count),
+                oc = sl.add(int64_t(ldc) * ncols), ox1 = sl.add(int64_t(64) * ncols),
+                ox2 = sl.add(int64_t(64) * ncols);
+  const int64_t stride = sl.floats;
+  std::normal_distribution<double> g;
+  std::vector<float> init(size_t(stride * batch), std::nanf(""));
+  for (int b = 0; b < batch; ++b) {
+    float *V = init.data() + b * stride + ov;
+    float *T = init.data() + b * stride + ot;
+    float *C = init.data() + b * stride + oc;
+    for (int q = 0; q < count; ++q) {
+      for (int i = 0; i < r; ++i)
+        V[int64_t(q) * ldv + i] = i < q ? 0.0f : i == q ? 1.0f : float(g(rng));
+      for (int l = 0; l < count; ++l) T[int64_t(q) * ldt + l] = l <= q ? float(g(rng) * 0.3) : 0.0f;
+    }
+    for (int j = 0; j < ncols; ++j)
+      for (int i = 0; i < r; ++i) C[int64_t(j) * ldc + i] = float(g(rng) * (b ? 1e3 : 1.0));
+    if (b == 1 && nan_col >= 0) C[int64_t(nan_col) * ldc + r / 2] = std::nanf("");
+  }
+  // The reference and its bound in double.
+  std::vector<double> ref(size_t(batch) * r * ncols), bound(ref.size());
+  for (int b = 0; b < batch; ++b) {
+    const float *V = init.data() + b * stride + ov;
+    const float *T = init.data() + b * stride + ot;
+    const float *C = init.data() + b * stride + oc;
+    auto t = [&](int q, int l) {  // op(T)[q][l]
+      const int row = trans ? l : q, col = trans ? q : l;
+      return row <= col ? double(T[int64_t(col) * ldt + row]) : 0.0;
+    };
+    for (int j = 0; j < ncols; ++j) {
+      std::vector<double> x(count), xa(count), y(count), ya(count);
+      for (int q = 0; q < count; ++q)
+        for (int i = 0; i < r; ++i) {
+          x[q] += double(V[int64_t(q) * ldv + i]) * C[int64_t(j) * ldc + i];
+          xa[q] += std::abs(double(V[int64_t(q) * ldv + i]) * C[int64_t(j) * ldc + i]);
+        }
+      for (int q = 0; q < count; ++q)
+        for (int l = 0; l < count; ++l) {
+          y[q] += t(q, l) * x[l];
+          ya[q] += std::abs(t(q, l)) * xa[l];
+        }
+      for (int i = 0; i < r; ++i) {
+        double v = C[int64_t(j) * ldc + i], a = std::abs(v);
+        for (int q = 0; q < count; ++q) {
+          v -= double(V[int64_t(q) * ldv + i]) * y[q];
+          a += std::abs(double(V[int64_t(q) * ldv + i])) * ya[q];
+        }
+        ref[(size_t(b) * ncols + j) * r + i] = v;
+        bound[(size_t(b) * ncols + j) * r + i] = a;
+      }
+    }
+  }
+  const double eps = std::ldexp(1.0, -24);
+  for (int fused = 0; fused < 2; ++fused) {
+    kt::CpuStepRunner run;
+    run.ws = init;
+    ml::blocked::Options o;
+    o.max_group = 1024;
+    o.parallel_groups = 8;  // a few columns per group where ncols allows
+    o.larfb_cols = fused ? ncols : 0;
+    const ml::blocked::Chunk ch{run, 0, batch, stride};
+    const ml::blocked::BlockReflector h{ov, ldv, ot, ldt, r, count};
+    const ml::blocked::LarfbWork w{ox1, ox2, 64, 0, 0};
+    char at[160];
+    std::snprintf(at, sizeof at, "larfb %s r %d count %d ncols %d trans %d", fused ? "step" : "products",
+                  r, count, ncols, int(trans));
+    rep.expect(ml::blocked::larfb(ch, o, h, trans, oc, ldc, ncols, w) == ML_OK,
+               std::string(at) + " status");
+    for (int b = 0; b < batch; ++b) {
+      const float *C = run.ws.data() + b * stride + oc;
+      for (int j = 0; j < ncols; ++j) {
+        const bool nan_here = b == 1 && j == nan_col;
+        bool all_nan = true;
+        double worst = 0;
+        for (int i = 0; i < r; ++i) {
+          const float x = C[int64_t(j) * ldc + i];
+          all_nan = all_nan && std::isnan(x);
+          const size_t e = (size_t(b) * ncols + j) * r + i;
+          if (!nan_here)
+            worst = std::max(worst, std::isfinite(x) ? std::abs(x - ref[e]) /
+                                                           (eps * (r + count) * bound[e] + 1e-300)
+                                                     : 1e300);
+        }
+        if (nan_here) {
+          rep.expect(all_nan, std::string(at) + " NaN column all NaN");
+        } else {
+          char wj[200];
+          std::snprintf(wj, sizeof wj, "%s b %d col %d", at, b, j);
+          rep.ratio(worst, kLarfbLimit, wj);
+        }
+      }
+      // Nothing past the rows of C written (its ld's padding keeps its NaN).
+      for (int j = 0; j < ncols; ++j)
+        rep.expect(std::isnan(C[int64_t(j) * ldc + r]), std::string(at) + " padding untouched");
+    }
+  }
+}
+
+int suite_larfb() {
+  std::mt19937_64 rng(73);
+  Report rep;
+  // Every register class (8, 16, 32, 64 reflectors), partial classes, columns per group 1..8
+  // (parallel_groups 8 above), a column block cut short, rows below and above one group's lanes.
+  larfb_case(rep, rng, 40, 8, 70, true, 3);
+  larfb_case(rep, rng, 300, 5, 9, false, 8);
+  larfb_case(rep, rng, 33, 13, 17, true, 0);
+  larfb_case(rep, rng, 600, 16, 3, false, 1);
+  larfb_case(rep, rng, 64, 30, 40, false, 39);
+  larfb_case(rep, rng, 290, 32, 5, true, 2);
+  larfb_case(rep, rng, 70, 50, 11, true, 10);
+  larfb_case(rep, rng, 64, 64, 2, false, 0);
+  larfb_case(rep, rng, 7, 1, 1, true, 0);
+  std::printf("larfb: %d checks, %d failures; worst ratio %.3g at %s (limit %g)\n", rep.checks,
+              rep.failures, rep.worst, rep.worst_where.c_str(), kLarfbLimit);
+  return rep.failures ? 1 : 0;
+}
+
+
 }  // namespace
 
 int main(int argc, char **argv) {
-  return kt::run_suite(argc, argv, "test_blocked gemm|qr|larft",
-                       {{"gemm", suite_gemm}, {"qr", suite_qr}, {"larft", suite_larft}});
+  return kt::run_suite(argc, argv, "test_blocked gemm|qr|larft|larfb",
+                       {{"gemm", suite_gemm},
+                        {"qr", suite_qr},
+                        {"larft", suite_larft},
+                        {"larfb", suite_larfb}});
 }

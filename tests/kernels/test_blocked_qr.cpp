@@ -278,6 +278,15 @@ int suite_reg() {
   ml::blocked::Options below = one;
   below.qr_panel_reg = 100;
   qr_case(rep, worst, 60, 30, ML_K_QR_COMPLETE, below, false, rng, false);
+  // Every block reflector by the larfb_cols step (the inner and outer updates and Q), with
+  // register and shared-memory panels.
+  ml::blocked::Options cols = kt::blocked_options(32, 4, 32);
+  cols.qr_panel_reg = 1;
+  cols.larfb_cols = 1 << 20;
+  qr_case(rep, worst, 100, 37, ML_K_QR_COMPLETE, cols, false, rng, true);
+  ml::blocked::Options cols_shared = kt::blocked_options(8, 4, 32);
+  cols_shared.larfb_cols = 1 << 20;
+  qr_case(rep, worst, 90, 50, ML_K_QR_REDUCED, cols_shared, false, rng, false);
   return finish("reg", rep, worst);
 }
 
