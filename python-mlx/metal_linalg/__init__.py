@@ -129,4 +129,3 @@ __all__ += _queries.PUBLIC  # noqa: PLE0605 (names made from the op table)
 # Before anything reads the policy: the core's warnings become MetalLinalgWarning, not stderr.
 _claim_warnings()
 warn_untuned()
-

@@ -109,7 +109,9 @@ def _raise(name: str, info: mx.array, failed, message) -> None:
         return
     i = int(bad[0])
     where = f" (batch index {i})" if info.ndim else ""
-    raise LinearSystemError(f"[metal_linalg.{name}] the input matrix{where} {message(int(flat[i]))}")
+    raise LinearSystemError(
+        f"[metal_linalg.{name}] the input matrix{where} {message(int(flat[i]))}"
+    )
 
 
 def _cholesky_errors(info: mx.array, name: str) -> None:
@@ -309,7 +311,9 @@ def solve_triangular(
     a = _as_array(a, name)
     _square(a, name)
     b, vector = _rhs(a, b, name)
-    flags = (ML_LS_UPPER if upper else 0) | (0 if left else ML_LS_RIGHT) | (ML_LS_UNIT if unit else 0)
+    flags = (
+        (ML_LS_UPPER if upper else 0) | (0 if left else ML_LS_RIGHT) | (ML_LS_UNIT if unit else 0)
+    )
     X = ext.solve_rhs(a, b, OP_SOLVE_TRIANGULAR, flags, False, s)[0]
     return mx.squeeze(X, -1, stream=s) if vector else X
 

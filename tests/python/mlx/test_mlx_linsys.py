@@ -18,6 +18,11 @@ import torch
 from _mlx_helpers import general, norm1, orthogonal
 from accuracy import THRESH, ULP
 
+# torch's forward AD scripts its decompositions on first use (torch.func.jvp, the references).
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
+)
+
 CPU = mx.cpu
 LIMIT = THRESH["linsys"]
 NONFINITE = 0x40000000
@@ -257,7 +262,9 @@ def test_cholesky_indefinite_and_nan_in_a_batch():
         ml.cholesky(mxa(A), stream=CPU)
     with pytest.raises(ml.LinAlgError, match=r"\(batch index 1\).*NaN or Inf"):
         ml.cholesky(mxa(A[2:]), stream=CPU)
-    with pytest.raises(ml.LinearSystemError, match="^\\[metal_linalg.cholesky\\] the input matrix is"):
+    with pytest.raises(
+        ml.LinearSystemError, match="^\\[metal_linalg.cholesky\\] the input matrix is"
+    ):
         ml.cholesky(mxa(A[1]), upper=True, stream=CPU)
     with pytest.raises(ValueError, match=r"cholesky_ex\] .*order 3"):
         ml.cholesky_ex(mxa(A), check_errors=True, stream=CPU)
@@ -318,7 +325,9 @@ def test_lu_factor_singular_and_nan_in_a_batch():
     L, U = np.tril(LU[1], -1) + np.eye(5), np.triu(LU[1])
     np.testing.assert_allclose(L @ U, A[1][permutation(piv[1], 5)], rtol=1e-5, atol=1e-5)
     assert_rest_exact(LU, ml.lu_factor(mxa(A[[0, 3]]), stream=CPU)[0], [0, 3])
-    with pytest.raises(ValueError, match=r"lu_factor\] the input matrix \(batch index 1\).*U\[3,3\]"):
+    with pytest.raises(
+        ValueError, match=r"lu_factor\] the input matrix \(batch index 1\).*U\[3,3\]"
+    ):
         ml.lu_factor(mxa(A), stream=CPU)
     with pytest.raises(ValueError, match=r"lu_factor_ex\] .*U\[3,3\]"):
         ml.lu_factor_ex(mxa(A[1]), check_errors=True, stream=CPU)
@@ -360,7 +369,7 @@ def test_broadcasting_vectors_and_views():
     x = ml.solve(mxa(A[0, 0]), mxa(b), stream=CPU)
     assert x.shape == (4,)
     np.testing.assert_allclose(np64(x), np.linalg.solve(A[0, 0], b), rtol=1e-4, atol=1e-5)
-    Ab = np.broadcast_to(A, (2, 3, 4, 4))
+    Ab = np.ascontiguousarray(np.broadcast_to(A, (2, 3, 4, 4)))
     bb = f32(rng.standard_normal((2, 3, 4)))  # A's shape without its last dim: vectors
     tb = torch.linalg.solve(torch.as_tensor(Ab), torch.as_tensor(bb))
     xb = ml.solve(mxa(Ab), mxa(bb), stream=CPU)
@@ -373,19 +382,26 @@ def test_broadcasting_vectors_and_views():
     T = np.triu(A)
     Xt = ml.solve_triangular(mxa(T), mxa(B), upper=True, stream=CPU)
     assert Xt.shape == (2, 3, 4, 2)
-    np.testing.assert_allclose(np64(Xt), np.linalg.solve(np.broadcast_to(T, (2, 3, 4, 4)), B),
-                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        np64(Xt), np.linalg.solve(np.broadcast_to(T, (2, 3, 4, 4)), B), rtol=1e-4, atol=1e-5
+    )
     xt = ml.solve_triangular(mxa(T[0, 0]), mxa(b), upper=True, stream=CPU)  # as mx.linalg
     assert xt.shape == (4,)
     # Non-contiguous views, float64, int and NumPy input are read as float32 values.
     An = mx.swapaxes(mxa(A[:, 0]), -1, -2)
-    np.testing.assert_allclose(np64(ml.inv(-An, stream=CPU)),
-                               np.linalg.inv(-np.swapaxes(A[:, 0], -1, -2)), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(np64(ml.inv(A[0, 0], stream=CPU)),
-                               np.linalg.inv(A[0, 0]), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        np64(ml.inv(-An, stream=CPU)),
+        np.linalg.inv(-np.swapaxes(A[:, 0], -1, -2)),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+    np.testing.assert_allclose(
+        np64(ml.inv(A[0, 0], stream=CPU)), np.linalg.inv(A[0, 0]), rtol=1e-4, atol=1e-5
+    )
     P = mx.array(np.array([[4, 1], [1, 3]], dtype=np.int32))
-    np.testing.assert_allclose(np64(ml.cholesky(P, stream=CPU)),
-                               np.linalg.cholesky([[4.0, 1.0], [1.0, 3.0]]), rtol=1e-6)
+    np.testing.assert_allclose(
+        np64(ml.cholesky(P, stream=CPU)), np.linalg.cholesky([[4.0, 1.0], [1.0, 3.0]]), rtol=1e-6
+    )
 
 
 def test_empty_shapes():
@@ -538,13 +554,20 @@ def test_inv_gradient_jvp_and_second_order():
     A = f32(rng.standard_normal((2, 6, 6)) + 6 * np.eye(6))
     H = hard_matrix(6, rng)[None]
     for X, tol in ((A, TOL), (H, HARD_TOL)):
-        assert_close(mx_grads(lambda Y: ml.inv(Y, stream=CPU), X),
-                     torch_grads(torch.linalg.inv, X), tol)
-        assert_close(mx_grads(lambda Y: ml.inv_ex(Y, stream=CPU)[0], X),
-                     torch_grads(torch.linalg.inv, X), tol)
+        assert_close(
+            mx_grads(lambda Y: ml.inv(Y, stream=CPU), X), torch_grads(torch.linalg.inv, X), tol
+        )
+        assert_close(
+            mx_grads(lambda Y: ml.inv_ex(Y, stream=CPU)[0], X),
+            torch_grads(torch.linalg.inv, X),
+            tol,
+        )
         dX = weights(X.shape, 16)
-        assert_close([mx_jvp(lambda Y: ml.inv(Y, stream=CPU), [X], [dX])],
-                     [torch_jvp(torch.linalg.inv, [X], [dX])], tol)
+        assert_close(
+            [mx_jvp(lambda Y: ml.inv(Y, stream=CPU), [X], [dX])],
+            [torch_jvp(torch.linalg.inv, [X], [dX])],
+            tol,
+        )
     # second order: the gradient's formulas run through the package's own nodes
     gg = mx.grad(lambda Y: mx.grad(lambda Z: ml.inv(Z, stream=CPU).sum())(Y).sum())(mxa(A[0]))
     At = torch.tensor(A[0], dtype=F64, requires_grad=True)
@@ -642,8 +665,9 @@ def test_vmap():
     np.testing.assert_allclose(np64(got), np.linalg.solve(A, B), rtol=1e-5, atol=1e-6)
     # a mapped axis that is not the first, on B only
     Bs = f32(rng.standard_normal((3, 2, 5)))
-    got = mx.vmap(lambda b: ml.solve_triangular(mxa(A), b, upper=True, stream=CPU),
-                  in_axes=2)(mxa(Bs))
+    got = mx.vmap(lambda b: ml.solve_triangular(mxa(A), b, upper=True, stream=CPU), in_axes=2)(
+        mxa(Bs)
+    )
     ref = np.linalg.solve(np.triu(A)[None], np.moveaxis(Bs, 2, 0)[:, None])
     assert got.shape == (5, 4, 3, 2)
     np.testing.assert_allclose(np64(got), ref, rtol=1e-4, atol=1e-5)
@@ -686,8 +710,11 @@ def test_compile():
 def graph_nodes(*outputs) -> list:
     dot = io.StringIO()
     mx.export_to_dot(dot, *outputs)
-    return [line.split('label ="')[1].split('"')[0] for line in dot.getvalue().splitlines()
-            if 'label ="' in line]
+    return [
+        line.split('label ="')[1].split('"')[0]
+        for line in dot.getvalue().splitlines()
+        if 'label ="' in line
+    ]
 
 
 def test_one_lazy_node_per_call():
