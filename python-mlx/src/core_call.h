@@ -108,7 +108,8 @@ inline ml_status plan_step(const ml_exec *exec, const Spec &spec, const Step &st
   int32_t memory = ML_MEMORY_HOST;
   int64_t bytes = 0;
   const ml_status st = ml_plan(exec, step.op, sizes, step.flags, &memory, &bytes, &out->name);
-  out->on_device = st == ML_OK && memory == exec->memory && memory != ML_MEMORY_HOST;
+  out->on_device = st == ML_OK && exec != nullptr && memory == exec->memory &&
+                   memory != ML_MEMORY_HOST;
   out->workspace_bytes = bytes;
   return st;
 }
