@@ -1,4 +1,4 @@
-"""metal_linalg: batched float32 QR, eigh and SVD of MLX arrays [..., M, N].
+"""metal_linalg: batched float32 QR, eigh, SVD and linear systems of MLX arrays [..., M, N].
 
 Functions mirror mx.linalg's names and return float32 mx.array:
 
@@ -7,6 +7,20 @@ Functions mirror mx.linalg's names and return float32 mx.array:
     eigvalsh(a, UPLO="L")                        -> w
     svd(a, compute_uv=True, *, full_matrices=False) -> (U, S, Vt), or S when compute_uv=False
     svdvals(a)                                   -> S (descending)
+
+and the linear systems, with torch.linalg's semantics (info words, broadcasting, gradients):
+
+    cholesky(a, upper=False), cholesky_ex(a, upper=False, check_errors=False) -> L, (L, info)
+    lu_factor(a), lu_factor_ex(a, *, check_errors=False)  -> (LU, pivots int32 1-based)[, info]
+    solve(a, b, *, left=True), solve_ex(a, b, *, left=True, check_errors=False) -> X[, info]
+    inv(a), inv_ex(a, *, check_errors=False)               -> X[, info]
+    solve_triangular(a, b, *, upper=False, left=True, unitriangular=False) -> X
+    tri_inv(a, upper=False), cholesky_inv(L, upper=False)  -> X
+
+(each with the keyword-only stream=). The plain cholesky, lu_factor, solve and inv evaluate the
+call and raise LinearSystemError (a ValueError and a LinAlgError) naming the first matrix that
+is not positive-definite / exactly singular (not under mx.compile / mx.vmap, where such a matrix
+gives NaN); the *_ex forms stay lazy and return LAPACK's info (0x40000000 for NaN/Inf input).
 
 Each call is a lazy MLX primitive: it returns unevaluated arrays that compose with other MLX
 ops in one graph (mx.eval / mx.async_eval run it), with gradients (mx.grad, mx.vjp, mx.jvp),
@@ -30,7 +44,8 @@ raises ValueError. Ignored or adjusted settings raise MetalLinalgWarning.
 Routing queries: device_name(), <op>_backend(..., stream=None) (what a call on that stream
 would run), <op>_policy(), set_<op>_policy(**fields), reset_<op>_policy(), <op>_policy_source(),
 calibration_status(), set_cpu_threads(n), get_cpu_threads(), cpu_only(), set_cpu_only(on) (also
-a context manager: `with ml.set_cpu_only(True): ...`), gpu_core_count(). CLI: `python -m metal_linalg info | bench | calibrate`.
+a context manager: `with ml.set_cpu_only(True): ...`), gpu_core_count(); the linear systems
+have <op>_backend(n, batch=1, *, stream=None) only (no policy). CLI: `python -m metal_linalg info | bench | calibrate`.
 
 Environment variables (read by the core when it loads):
     METAL_LINALG_<OP>_BACKEND=cpu|gpu|auto   force a backend; OP in QR, EIGH, EIGVALSH, SVD, SVDVALS
@@ -42,6 +57,20 @@ Environment variables (read by the core when it loads):
 from __future__ import annotations
 
 from . import _queries
+from ._linsys import (
+    LinearSystemError,
+    cholesky,
+    cholesky_ex,
+    cholesky_inv,
+    inv,
+    inv_ex,
+    lu_factor,
+    lu_factor_ex,
+    solve,
+    solve_ex,
+    solve_triangular,
+    tri_inv,
+)
 from ._loader import check_mlx_version
 from ._ops import (
     LinAlgError,
@@ -60,7 +89,8 @@ from ._ops import (
 from ._queries import CalibrationWarning, MetalLinalgWarning, warn_untuned
 from ._queries import claim_warnings as _claim_warnings
 
-# The queries (device_name, set_cpu_threads, ..., each op's qr_backend, qr_policy, ...).
+# The queries (device_name, set_cpu_threads, ..., each op's qr_backend, qr_policy, ...;
+# cholesky_backend, ... for the linear systems).
 globals().update({name: getattr(_queries, name) for name in _queries.PUBLIC})
 
 __version__ = "0.1.0"
@@ -68,41 +98,34 @@ __version__ = "0.1.0"
 __all__ = [
     "CalibrationWarning",
     "LinAlgError",
+    "LinearSystemError",
     "MetalLinalgWarning",
     "check_mlx_version",
+    "cholesky",
+    "cholesky_ex",
+    "cholesky_inv",
     "eigh",
     "eigh_ex",
     "eigvalsh",
     "eigvalsh_ex",
     "gpu_path",
+    "inv",
+    "inv_ex",
+    "lu_factor",
+    "lu_factor_ex",
     "qr",
     "qr_ex",
+    "solve",
+    "solve_ex",
+    "solve_triangular",
     "svd",
     "svd_ex",
     "svdvals",
     "svdvals_ex",
+    "tri_inv",
 ]
 __all__ += _queries.PUBLIC  # noqa: PLE0605 (names made from the op table)
 
 # Before anything reads the policy: the core's warnings become MetalLinalgWarning, not stderr.
 _claim_warnings()
 warn_untuned()
-
-
-class _NotInMlx(NotImplementedError, AttributeError):
-    """An op of the core without an MLX function yet: NotImplementedError for the caller, an
-    AttributeError for hasattr and introspection."""
-
-
-def __getattr__(name: str):
-    """The core's ops without an MLX function yet (the linear systems, torch package only) say
-    so instead of a bare AttributeError."""
-    from ._shared.queries import ALL_OPS, OPS
-
-    base = name.removesuffix("_ex")
-    if base in ALL_OPS and base not in OPS:
-        raise _NotInMlx(
-            f"metal_linalg.{name}: the linear systems have no MLX functions yet "
-            "(metal_linalg_torch has them, on the CPU through LAPACK)"
-        )
-    raise AttributeError(f"module 'metal_linalg' has no attribute {name!r}")

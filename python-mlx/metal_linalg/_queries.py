@@ -101,9 +101,10 @@ class _Core:
     backend = staticmethod(_route)
 
 
-_q = _shared.Queries(_Core(), PACKAGE, where="stream")
+_q = _shared.Queries(_Core(), PACKAGE, where="stream", cpu_ops=True)
 
-# device_name(), ..., policy("qr"), ... and each op's own: qr_backend, qr_policy, set_qr_policy, ...
+# device_name(), ..., policy("qr"), ... and each op's own: qr_backend, qr_policy, set_qr_policy, ...;
+# the linear systems' cholesky_backend, solve_backend, ... (they have no policy to set).
 _q.export(globals())
 # The names the package exports at its top level.
 PUBLIC = _q.public()

@@ -1,5 +1,5 @@
-// metal_linalg._ext: the nanobind module. The decompositions are lazy MLX primitives
-// (primitive.h); the rest binds the core's C API (policy, routing, CPU threads, LAPACK).
+// metal_linalg._ext: the nanobind module. The decompositions and the linear systems are lazy
+// MLX primitives (primitive.h); the rest binds the core's C API (policy, routing, CPU threads, LAPACK).
 // Argument checks that need Python types (dtypes, mode strings) live in _ops.py.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
@@ -69,6 +69,33 @@ std::vector<mx::array> decompose(const mx::array &a, int op, int flags, bool wit
   }
 }
 
+// The lazy solve / solve_triangular of A X = B (or X A = B): X (and info), batch dimensions
+// broadcast.
+std::vector<mx::array> solve_rhs(const mx::array &a, const mx::array &b, int op, int flags,
+                                 bool with_info, std::optional<mx::Stream> stream) {
+  try {
+    return mlext::build_node({a, b}, mlext::Spec{op, flags, with_info}, stream);
+  } catch (const mlext::CoreError &e) {
+    raise_message(e.status, e.what());
+  }
+}
+
+mx::array tri_inv(const mx::array &a, int flags, std::optional<mx::Stream> stream) {
+  try {
+    return mlext::build_tri_inv(a, flags, stream)[0];
+  } catch (const mlext::CoreError &e) {
+    raise_message(e.status, e.what());
+  }
+}
+
+mx::array cholesky_inv(const mx::array &l, int flags, std::optional<mx::Stream> stream) {
+  try {
+    return mlext::build_cholesky_inv(l, flags, stream)[0];
+  } catch (const mlext::CoreError &e) {
+    raise_message(e.status, e.what());
+  }
+}
+
 }  // namespace
 
 NB_MODULE(_ext, m) {
@@ -77,6 +104,13 @@ NB_MODULE(_ext, m) {
 
   m.def("decompose", &decompose, nb::arg("a"), nb::arg("op"), nb::arg("flags"),
         nb::arg("with_info"), nb::arg("stream").none());
+  m.def("solve_rhs", &solve_rhs, nb::arg("a"), nb::arg("b"), nb::arg("op"), nb::arg("flags"),
+        nb::arg("with_info"), nb::arg("stream").none());
+  m.def("tri_inv", &tri_inv, nb::arg("a"), nb::arg("flags"), nb::arg("stream").none());
+  m.def("cholesky_inv", &cholesky_inv, nb::arg("l"), nb::arg("flags"), nb::arg("stream").none());
+  // Whether a is traced by a transformation (its value may not be readable: mx.compile and
+  // mx.vmap refuse to evaluate what depends on their placeholders).
+  m.def("is_tracer", [](const mx::array &a) { return a.is_tracer(); });
   m.def("gpu_path", [] { return std::string(mlext::gpu_path()); });
   // The core's op names in ml_op order (its op table).
   m.def("op_names", [] {
@@ -84,8 +118,9 @@ NB_MODULE(_ext, m) {
     for (int op = 0; op < ml_op_count(); ++op) names.emplace_back(ml_op_name(op));
     return names;
   });
-  // Whether op has GPU kernels (ml_op_kernels) and is a decomposition: the linear systems
-  // (ml_op_linear_system) have no MLX functions yet.
+  // Whether op has GPU kernels (ml_op_kernels) and is a decomposition (what calibration, the
+  // benchmark and the calibration notice cover): the linear systems (ml_op_linear_system) have
+  // no routing policy to calibrate.
   m.def("op_kernels",
         [](int op) { return ml_op_kernels(op) != 0 && ml_op_linear_system(op) == 0; });
   // Per output of op under flags (the table's order): its dimensions as "m", "n", "k"
@@ -100,9 +135,13 @@ NB_MODULE(_ext, m) {
     }
     return out;
   });
-  m.def("placement", [](int op, int flags, const std::vector<int> &shape, mx::Stream s) {
-    return mlext::placement(mlext::Spec{op, flags, false}, mx::Shape(shape.begin(), shape.end()),
-                            s);
+  // The stream a call runs on; shape: [batch, m, n] (and nrhs for the ops with a right-hand
+  // side, 1 when not given).
+  m.def("placement", [](int op, int flags, const std::vector<int64_t> &shape, mx::Stream s) {
+    if (shape.size() < 3) raise_message(ML_INVALID_ARGUMENT, "[metal_linalg.placement] bad shape");
+    mlext::Sizes sizes{shape[0], shape[1], shape[2], 0};
+    if (ml_op_inputs(op) > 1) sizes.nrhs = shape.size() > 3 ? shape[3] : 1;
+    return mlext::placement(mlext::Spec{op, flags, false}, sizes, s);
   });
   // What a call placed on the GPU stream runs: the route of device buffers of this flavour.
   m.def("gpu_backend", [](int op, int64_t m_, int64_t n, int64_t batch) {

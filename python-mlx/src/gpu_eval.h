@@ -18,29 +18,26 @@ namespace mlext {
 // Which flavour was compiled in: "cuda", "metal" or "none".
 const char *gpu_path();
 
-// True when eval_gpu can run spec for this input shape on the GPU (a CUDA or Metal kernel covers
-// shape and batch under the current policy). When false, build() places the primitive on the CPU.
-bool gpu_covers(const Spec &spec, int64_t batch, int64_t m, int64_t n);
+// True when eval_gpu can run spec for these sizes on the GPU (a CUDA or Metal kernel covers
+// every step's shape and batch under the current policy). When false, build_node() places the
+// primitive on the CPU stream.
+bool gpu_covers(const Spec &spec, const Sizes &sizes);
 
-// eval_gpu's body: inputs[0] is row-contiguous float32 on the primitive's GPU stream.
+// eval_gpu's body: the inputs are row-contiguous float32 on the primitive's GPU stream.
 void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::array> &inputs,
               std::vector<mx::array> &outputs);
 
-// Batch and matrix sizes of eval_gpu's input, which build() made row-contiguous float32.
-struct GpuInput {
-  int64_t batch = 1, m = 0, n = 0;
-};
-
-inline GpuInput gpu_input(const Spec &spec, const mx::array &a) {
-  const auto &s = a.shape();
-  GpuInput in;
-  for (size_t i = 0; i + 2 < s.size(); ++i) in.batch *= s[i];
-  in.m = s[s.size() - 2];
-  in.n = s[s.size() - 1];
-  if (!a.flags().row_contiguous)
-    throw std::runtime_error(std::string("[metal_linalg.") + op_name(spec.op) +
-                             "] internal error: GPU input is not row-contiguous");
-  return in;
+// The sizes of eval_gpu's inputs, which build_node() made row-contiguous float32 with one
+// batch shape.
+inline Sizes gpu_input(const Spec &spec, const std::vector<mx::array> &inputs) {
+  std::vector<mx::Shape> shapes;
+  for (const auto &x : inputs) {
+    if (!x.flags().row_contiguous)
+      throw std::runtime_error(std::string("[metal_linalg.") + spec_name(spec) +
+                               "] internal error: GPU input is not row-contiguous");
+    shapes.push_back(x.shape());
+  }
+  return sizes_of(spec, shapes);
 }
 
 }  // namespace mlext

@@ -1,18 +1,25 @@
 // vjp and jvp of the five decompositions, with the formulas torch.linalg uses for real input
 // (eigh and svd as in torch's linalg_eig_backward/_jvp and svd_backward/linalg_svd_jvp, qr as
 // linalg_qr_backward/_jvp for M >= N), written with MLX ops on the primitive's stream so they
-// compose with mx.compile, mx.vmap and further differentiation.
+// compose with mx.compile, mx.vmap and further differentiation. The linear systems' (cholesky,
+// solve, inv, solve_triangular, lu_factor for square A, and tri_inv / cholesky_inv) follow
+// torch's cholesky_backward/_jvp, linalg_solve_jvp, solve_triangular's and
+// linalg_lu_backward/lu_factor_ex_jvp; their triangular solves and solves are this package's
+// own nodes (build_node), so they run on the primitive's stream and are differentiable again.
 //
 // Conventions (as torch): eigh/eigvalsh differentiate the function of a symmetric matrix (the
 // gradient is symmetric; a tangent is used as given); svd is the thin one; qr needs Q (not
 // mode='r') and M >= N. Where the gradient is undefined (repeated eigen/singular values with a
 // cotangent on the vectors) it is infinite or NaN, as in torch; a zero cotangent contributes zero,
 // also through the S^-1 terms of a non-square svd at a zero singular value.
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "mlx/linalg.h"
 #include "mlx/ops.h"
+#include "core_call.h"
 #include "primitive.h"
 
 namespace mlext {
@@ -59,7 +66,7 @@ struct G {
 };
 
 [[noreturn]] void unsupported(const Spec &spec, const std::string &why) {
-  throw std::invalid_argument(std::string("[metal_linalg.") + op_name(spec.op) + "] " + why);
+  throw std::invalid_argument(std::string("[metal_linalg.") + spec_name(spec) + "] " + why);
 }
 
 void check_qr_differentiable(const Spec &spec, const mx::Shape &in) {
@@ -102,11 +109,226 @@ std::vector<array> svd_jvp(const G &g, const array &u, const array &sv, const ar
   return {g.mT(t[2]), t[1], g.mT(t[0])};
 }
 
+
+// ---- the linear systems ----
+
+bool linear_system(const Spec &spec) {
+  return spec.variant != kCore || ml_op_linear_system(spec.op) != 0;
+}
+
+array tril(const array &x, int k, const mx::Stream &s) { return mx::tril(x, k, s); }
+array triu(const array &x, int k, const mx::Stream &s) { return mx::triu(x, k, s); }
+
+// X with A X = B (flags ML_LS_*) through this package's nodes.
+array solve_node(const array &a, const array &b, int flags, const mx::Stream &s) {
+  return build_node({a, b}, Spec{ML_OP_SOLVE, flags, false}, s)[0];
+}
+array tri_solve(const array &a, const array &b, int flags, const mx::Stream &s) {
+  return build_node({a, b}, Spec{ML_OP_SOLVE_TRIANGULAR, flags, false}, s)[0];
+}
+
+// The triangle solve_triangular reads under flags (its strict part for a unit diagonal).
+array triangle(const array &x, int flags, const mx::Stream &s) {
+  const int unit = (flags & ML_LS_UNIT) ? 1 : 0;
+  return (flags & ML_LS_UPPER) ? triu(x, unit, s) : tril(x, -unit, s);
+}
+
+array zeros_of(const mx::Shape &shape, mx::Dtype dtype, const mx::Stream &s) {
+  return mx::zeros(shape, dtype, s);
+}
+
+mx::Shape batch_shape(const array &x) { return mx::Shape(x.shape().begin(), x.shape().end() - 2); }
+
+void check_lu_differentiable(const Spec &spec, const mx::Shape &in) {
+  const int m = in[in.size() - 2], n = in[in.size() - 1];
+  if (m != n)
+    unsupported(spec, "gradients of lu_factor are implemented for square matrices only, got " +
+                          std::to_string(m) + " x " + std::to_string(n));
+}
+
+// perm with (P^T X)[i] = X[perm[i]] for lu_factor's pivots, out of the differentiated graph.
+array lu_permutation(const array &pivots, int m, const mx::Stream &s) {
+  return mx::stop_gradient(pivots_to_permutation(pivots, m, s), s);
+}
+
+// X's rows gathered by index (rows[..., i] is the row of X that becomes row i).
+array take_rows(const array &x, const array &rows, const mx::Stream &s) {
+  const array idx = mx::broadcast_to(mx::expand_dims(rows, -1, s), x.shape(), s);
+  return mx::take_along_axis(x, idx, -2, s);
+}
+
+// The tangents of a linear-system node: one per output (int32 outputs and info get zeros).
+std::vector<array> linsys_jvp(LinalgPrimitive &prim, const std::vector<array> &primals,
+                              const std::vector<array> &tangents, const std::vector<int> &argnums) {
+  const Spec &spec = prim.spec();
+  const mx::Stream s = prim.stream();
+  const G g{s};
+  // The tangent of input i, or none.
+  auto tangent = [&](int i) -> std::optional<array> {
+    for (size_t j = 0; j < argnums.size(); ++j)
+      if (argnums[j] == i) return mx::astype(tangents[j], mx::float32, s);
+    return std::nullopt;
+  };
+  const Spec base{spec.op, spec.flags, false, spec.variant};
+  std::vector<array> out;
+  const array &a = primals[0];
+  if (spec.variant == kCholeskyInv) {
+    // X = Uf^-1 Lf^-1 and Z = Lf^-1 (= Uf^-T at the point: Uf = Lf^T):
+    // dX = -Uf^-1 dUf X - X dLf Z.
+    const array x = build_node(primals, base, s)[0];
+    const array z = tri_solve(primals[0], primals[2], 0, s);
+    std::optional<array> dx;
+    if (auto dl = tangent(0)) dx = g.mm(x, g.mm(tril(*dl, 0, s), z));
+    if (auto du = tangent(1)) {
+      const array t = g.mm(g.mT(z), g.mm(triu(*du, 0, s), x));
+      dx = dx ? g.add(*dx, t) : t;
+    }
+    out.push_back(dx ? mx::negative(*dx, s) : mx::zeros_like(x, s));
+  } else {
+    switch (spec.op) {
+      case ML_OP_CHOLESKY: {
+        // dL = L Phi(L^-1 dA L^-T), Phi: the lower triangle with the diagonal halved.
+        const bool upper = (spec.flags & ML_LS_UPPER) != 0;
+        const array l = build(a, base, s)[0];
+        const array ll = upper ? g.mT(l) : l;
+        array d = tri_solve(ll, *tangent(0), 0, s);
+        d = tri_solve(g.mT(ll), d, ML_LS_UPPER | ML_LS_RIGHT, s);
+        d = g.sub(tril(d, 0, s), g.scale(g.diag_embed(g.diag(d)), 0.5f));
+        d = g.mm(ll, d);
+        out.push_back(upper ? g.mT(d) : d);
+        break;
+      }
+      case ML_OP_INV: {
+        const array x = build(a, base, s)[0];
+        out.push_back(mx::negative(g.mm(x, g.mm(*tangent(0), x)), s));
+        break;
+      }
+      case ML_OP_SOLVE:
+      case ML_OP_SOLVE_TRIANGULAR: {
+        // A X = B: dX = A^-1 (dB - dA X); X A = B: dX = (dB - X dA) A^-1 (dA: the triangle read).
+        const bool left = (spec.flags & ML_LS_RIGHT) == 0;
+        const bool tri = spec.op == ML_OP_SOLVE_TRIANGULAR;
+        const array x = build_node(primals, base, s)[0];
+        std::optional<array> rhs;
+        if (auto da = tangent(0)) {
+          const array dam = tri ? triangle(*da, spec.flags, s) : *da;
+          rhs = mx::negative(left ? g.mm(dam, x) : g.mm(x, dam), s);
+        }
+        if (auto db = tangent(1)) rhs = rhs ? g.add(*rhs, *db) : *db;
+        if (!rhs) {
+          out.push_back(mx::zeros_like(x, s));
+        } else {
+          const array xb = mx::broadcast_to(*rhs, x.shape(), s);
+          out.push_back(tri ? tri_solve(a, xb, spec.flags, s) : solve_node(a, xb, spec.flags, s));
+        }
+        break;
+      }
+      case ML_OP_LU_FACTOR: {
+        // A = P L U: F = L^-1 P^T dA U^-1, dL = L tril(F, -1), dU = triu(F) U.
+        check_lu_differentiable(spec, a.shape());
+        const auto lup = build(a, base, s);
+        const array &lu = lup[0], &piv = lup[1];
+        const int n = a.shape(-1);
+        const array perm = lu_permutation(piv, n, s);
+        array f = take_rows(*tangent(0), perm, s);
+        f = tri_solve(lu, f, ML_LS_UNIT, s);
+        f = tri_solve(lu, f, ML_LS_UPPER | ML_LS_RIGHT, s);
+        const array l = g.add(tril(lu, -1, s), g.eye(n));
+        out.push_back(g.add(g.mm(l, tril(f, -1, s)), g.mm(triu(f, 0, s), triu(lu, 0, s))));
+        out.push_back(zeros_of(piv.shape(), mx::int32, s));
+        break;
+      }
+      default:
+        unsupported(spec, "internal error: no derivative for this op");
+    }
+  }
+  if (spec.with_info) out.push_back(zeros_of(batch_shape(out[0]), mx::int32, s));
+  return out;
+}
+
+std::vector<array> linsys_vjp(LinalgPrimitive &prim, const std::vector<array> &primals,
+                              const std::vector<array> &cotangents, const std::vector<int> &argnums,
+                              const std::vector<array> &outputs) {
+  const Spec &spec = prim.spec();
+  const mx::Stream s = prim.stream();
+  const G g{s};
+  auto cot = [&](size_t i) { return mx::astype(cotangents[i], mx::float32, s); };
+  // The gradient of each node input (those not set stay zero).
+  std::vector<std::optional<array>> grads(primals.size());
+  const array &a = primals[0];
+  if (spec.variant == kCholeskyInv) {
+    // X = Uf^-1 Z, Z = Lf^-1: gLf = tril(-X^T G Z^T), gUf = triu(-Uf^-T G X^T), Uf^-T = Z.
+    const array &x = outputs[0];
+    const array gx = cot(0);
+    const array z = tri_solve(primals[0], primals[2], 0, s);
+    grads[0] = tril(mx::negative(g.mm(g.mT(x), g.mm(gx, g.mT(z))), s), 0, s);
+    grads[1] = triu(mx::negative(g.mm(z, g.mm(gx, g.mT(x))), s), 0, s);
+  } else {
+    switch (spec.op) {
+      case ML_OP_CHOLESKY: {
+        // gA = L^-T Phi(L^T gL) L^-1, symmetric (torch's cholesky_backward).
+        const bool upper = (spec.flags & ML_LS_UPPER) != 0;
+        const array ll = upper ? g.mT(outputs[0]) : outputs[0];
+        const array gl = upper ? g.mT(cot(0)) : cot(0);
+        array p = tril(g.mm(g.mT(ll), gl), 0, s);
+        p = g.scale(g.add(p, g.mT(tril(p, -1, s))), 0.5f);
+        p = tri_solve(g.mT(ll), p, ML_LS_UPPER, s);
+        grads[0] = tri_solve(ll, p, ML_LS_RIGHT, s);
+        break;
+      }
+      case ML_OP_INV: {
+        const array xt = g.mT(outputs[0]);
+        grads[0] = mx::negative(g.mm(xt, g.mm(cot(0), xt)), s);
+        break;
+      }
+      case ML_OP_SOLVE:
+      case ML_OP_SOLVE_TRIANGULAR: {
+        // A X = B: gB = A^-T gX, gA = -gB X^T; X A = B: gB = gX A^-T, gA = -X^T gB.
+        const bool left = (spec.flags & ML_LS_RIGHT) == 0;
+        const bool tri = spec.op == ML_OP_SOLVE_TRIANGULAR;
+        const array &x = outputs[0];
+        const array at = g.mT(a);
+        const array gb = tri ? tri_solve(at, cot(0), spec.flags ^ ML_LS_UPPER, s)
+                             : solve_node(at, cot(0), spec.flags, s);
+        const array ga = mx::negative(left ? g.mm(gb, g.mT(x)) : g.mm(g.mT(x), gb), s);
+        grads[0] = tri ? triangle(ga, spec.flags, s) : ga;
+        grads[1] = gb;
+        break;
+      }
+      case ML_OP_LU_FACTOR: {
+        // gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T (torch's linalg_lu_backward).
+        check_lu_differentiable(spec, a.shape());
+        const array &lu = outputs[0], &piv = outputs[1];
+        const int n = a.shape(-1);
+        const array glu = cot(0);
+        const array l = g.add(tril(lu, -1, s), g.eye(n));
+        const array u = triu(lu, 0, s);
+        array phi = g.add(tril(g.mm(g.mT(l), tril(glu, -1, s)), -1, s),
+                          triu(g.mm(triu(glu, 0, s), g.mT(u)), 0, s));
+        const array lut = g.mT(lu);
+        phi = tri_solve(lut, phi, ML_LS_UPPER | ML_LS_UNIT, s);
+        phi = tri_solve(lut, phi, ML_LS_RIGHT, s);
+        const array perm = lu_permutation(piv, n, s);
+        grads[0] = take_rows(phi, mx::argsort(perm, -1, s), s);
+        break;
+      }
+      default:
+        unsupported(spec, "internal error: no derivative for this op");
+    }
+  }
+  std::vector<array> out;
+  for (int i : argnums)
+    out.push_back(grads[i] ? mx::astype(*grads[i], primals[i].dtype(), s)
+                           : mx::zeros_like(primals[i], s));
+  return out;
+}
+
 }  // namespace
 
 std::vector<mx::array> LinalgPrimitive::jvp(const std::vector<mx::array> &primals,
                                             const std::vector<mx::array> &tangents,
                                             const std::vector<int> &argnums) {
+  if (linear_system(spec_)) return linsys_jvp(*this, primals, tangents, argnums);
   const G g{stream()};
   const array &a = primals[0];
   const array da = mx::astype(tangents[0], mx::float32, stream());
@@ -158,6 +380,7 @@ std::vector<mx::array> LinalgPrimitive::vjp(const std::vector<mx::array> &primal
                                             const std::vector<mx::array> &cotangents,
                                             const std::vector<int> &argnums,
                                             const std::vector<mx::array> &outputs) {
+  if (linear_system(spec_)) return linsys_vjp(*this, primals, cotangents, argnums, outputs);
   const G g{stream()};
   const array &a = primals[0];
   auto cot = [&](size_t i) { return mx::astype(cotangents[i], mx::float32, stream()); };
