@@ -618,15 +618,18 @@ def _prod_of_others(S: torch.Tensor) -> torch.Tensor:
 
 
 def det_cofactor(A: torch.Tensor, det: torch.Tensor) -> torch.Tensor:
-    """The matrix of cofactors adj(A)^T, det's gradient: det A^-T where det != 0 and, where
-    det == 0 (an exactly singular matrix, or a determinant below float32's range), from the
-    SVD A = U S V^T: det(U) det(V) U diag(prod_{j != i} s_j) V^T (adj(A) is a polynomial in
-    A, nonzero where the rank is n - 1). Each branch sees a harmless stand-in (I; a diagonal
-    of distinct values) for the matrices it does not serve, so neither its values nor its
-    derivative (double backward) puts inf/NaN there. In torch ops."""
+    """The matrix of cofactors adj(A)^T, det's gradient: det A^-T where det is a normal
+    float and, elsewhere (an exactly singular matrix, a determinant that underflowed to 0 or a
+    subnormal, or overflowed to inf), from the SVD A = U S V^T: det(U) det(V) U
+    diag(prod_{j != i} s_j) V^T (adj(A) is a polynomial in A, nonzero where the rank is
+    n - 1). Each branch sees a harmless stand-in (I; a diagonal of distinct values) for the
+    matrices it does not serve, so neither its values nor its derivative (double backward)
+    puts inf/NaN there. A NaN det (a NaN/Inf input) takes the first branch: NaN. In torch
+    ops."""
     n = A.shape[-1]
     eye = torch.eye(n, dtype=A.dtype, device=A.device)
-    singular = (det == 0)[..., None, None]
+    small = det.abs() < torch.finfo(det.dtype).tiny
+    singular = (small | torch.isinf(det))[..., None, None]
     C = torch.linalg.solve_ex(torch.where(singular, eye, A).mT, det[..., None, None] * eye).result
     if _concrete(det) and not bool(singular.any()):
         return C
@@ -1013,6 +1016,16 @@ def _permutations(LU: torch.Tensor, pivots: torch.Tensor):
     return P.argmax(-2), P.argmax(-1)
 
 
+def _reorder(M: torch.Tensor, index: torch.Tensor, rows: bool) -> torch.Tensor:
+    """M[..., index[i], :] (rows) or M[..., :, index[i]]: index has LU's batch shape plus n,
+    M's batch dimensions broadcast with it."""
+    batch = torch.broadcast_shapes(M.shape[:-2], index.shape[:-1])
+    index = index[..., :, None] if rows else index[..., None, :]
+    M = M.expand(*batch, *M.shape[-2:])
+    index = index.expand(*batch, *index.shape[-2:])
+    return torch.take_along_dim(M, index, dim=-2 if rows else -1)
+
+
 def lu_solve(
     LU: torch.Tensor,
     pivots: torch.Tensor,
@@ -1036,9 +1049,9 @@ def lu_solve(
     T = LU.mT if adjoint else LU  # U^T is lower, L^T unit upper
     u_upper, l_upper = not adjoint, adjoint
     if left and not adjoint:  # U^-1 L^-1 P^T B
-        X = torch.take_along_dim(B, perm[..., :, None], dim=-2)
+        X = _reorder(B, perm, rows=True)
     elif not left and adjoint:  # B P L^-T U^-T
-        X = torch.take_along_dim(B, perm[..., None, :], dim=-1)
+        X = _reorder(B, perm, rows=False)
     else:
         X = B
     # A X = B: L first; A^T X = B: U^T first; X A = B: U first; X A^T = B: L^T first.
@@ -1048,9 +1061,9 @@ def lu_solve(
             T, X, upper=l_upper if unit else u_upper, left=left, unitriangular=unit
         )
     if left and adjoint:  # P L^-T U^-T B
-        X = torch.take_along_dim(X, inv[..., :, None], dim=-2)
+        X = _reorder(X, inv, rows=True)
     elif not left and not adjoint:  # B U^-1 L^-1 P^T
-        X = torch.take_along_dim(X, inv[..., None, :], dim=-1)
+        X = _reorder(X, inv, rows=False)
     return X
 
 
