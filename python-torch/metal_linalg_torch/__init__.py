@@ -8,8 +8,9 @@ Functions take torch.linalg's arguments and return its result types:
     svd(A, full_matrices=False)    -> torch.return_types.linalg_svd (U, S, Vh)
     svdvals(A)                     -> Tensor
 
-and the linear systems, on the CPU through LAPACK (CUDA tensors through a host copy: no GPU
-kernels yet), with torch.linalg's errors (LinAlgError) and gradients:
+and the linear systems, on the CPU through LAPACK (CUDA tensors on the core's GPU kernels where
+they cover the size, else through a host copy), with torch.linalg's errors (LinAlgError) and
+gradients:
 
     cholesky(A, *, upper=False), cholesky_ex(A, *, upper=False, check_errors=False)
     solve(A, B, *, left=True), solve_ex(A, B, *, left=True, check_errors=False)
@@ -60,7 +61,7 @@ from .svd import svd, svd_ex, svdvals, svdvals_ex
 
 __version__ = "0.1.0"
 
-# The linear systems (CPU through LAPACK; CUDA tensors through a host copy).
+# The linear systems (CPU through LAPACK; CUDA tensors on GPU kernels or through a host copy).
 from .linsys import (
     cholesky,
     cholesky_ex,

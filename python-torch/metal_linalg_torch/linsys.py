@@ -1,14 +1,17 @@
 """The linear systems: cholesky, solve, inv, solve_triangular, lu_factor (and the *_ex forms) with
-torch.linalg's arguments, results and errors. The core computes them on the CPU through
-LAPACK; CUDA tensors go through a host copy (the core has no GPU kernels for them yet, and its
-plan says so) and come back on their device.
+torch.linalg's arguments, results and errors, and lu, lu_solve, det and slogdet built on
+lu_factor and solve_triangular. The core computes them on the CPU through LAPACK; CUDA tensors
+run the core's GPU kernels where its plan keeps the call on the device, else go through a host
+copy and come back on their device.
 
 Each is a torch.library custom op (torch.ops.metal_linalg.<op>) with a fake, a backward
 (torch.linalg's formulas, computed with torch ops, so double backward works) and a vmap rule;
 the public functions call the core directly for plain eager tensors and the op otherwise
 (torch.compile, torch.jit.trace) or an autograd.Function over it (backward, torch.func's
 grad, vjp, jacrev, vmap). Forward-mode AD (jvp, jacfwd) is not implemented: a tangent on an
-input raises, never a silently dropped derivative.
+input raises, never a silently dropped derivative. lu, lu_solve and slogdet are torch ops over
+the lu_factor and solve_triangular functions (their gradients come through those); det is an
+op of its own, whose gradient is right at singular matrices too (det_cofactor).
 
 The info word (the *_ex functions): 0; LAPACK's info k > 0 (cholesky: the leading minor of
 order k is not positive definite; solve, inv, lu_factor: U(k,k) is exactly zero, the first

@@ -30,18 +30,23 @@ def _(A, mode):
 
 def _check_mode(mode: str) -> None:
     """mode is 'reduced', 'r' or 'complete' (the core computes 'complete' for any shape)."""
-    d.check_qr_mode(mode, 1, 1)
+    if mode not in d.QR_MODES:
+        d.check_qr_mode(mode, 1, 1)  # raises torch's ValueError
 
 
 def _run(A: torch.Tensor, mode: str, with_info: bool = False) -> list:
-    """The core's QR. A complete Q of M x 0 matrices (no reflector) is the identity: the core
-    is not called for empty matrices, whose outputs are uninitialised."""
+    """The core's QR."""
     out = d.run("qr", A, d.QR_MODES[mode], with_info)
-    m, n = A.shape[-2], A.shape[-1]
-    if mode == "complete" and n == 0 and m > 0:
-        eye = torch.eye(m, dtype=out[0].dtype, device=out[0].device)
-        out[0] = eye.expand(out[0].shape).clone()
+    if mode == "complete" and A.shape[-1] == 0:
+        out[0] = _identity_like(out[0])
     return out
+
+
+def _identity_like(Q: torch.Tensor) -> torch.Tensor:
+    """The complete Q of M x 0 matrices (no reflector): the identity (the core is not called
+    for empty matrices, and run() leaves their outputs uninitialised)."""
+    eye = torch.eye(Q.shape[-1], dtype=Q.dtype, device=Q.device)
+    return eye.expand(Q.shape).clone()
 
 
 def _complete_tall(mode: str, m: int, n: int) -> bool:
@@ -182,12 +187,16 @@ def qr(A: torch.Tensor, mode: str = "reduced") -> torch.return_types.linalg_qr:
     is differentiable (Q is computed when A requires grad).
     """
     d.check_input(A, "qr")
-    _check_mode(mode)
+    if mode not in d.QR_MODES:
+        d.check_qr_mode(mode, 1, 1)  # raises torch's ValueError
     m, n = A.shape[-2], A.shape[-1]
     if mode == "complete" and m <= n:
         mode = "reduced"  # the same factors
     if d.eager(A):  # run() converts the dtype
-        return torch.return_types.linalg_qr(_run(A, mode))
+        out = d.run("qr", A, d.QR_MODES[mode])
+        if n == 0 and mode == "complete":
+            out[0] = _identity_like(out[0])
+        return torch.return_types.linalg_qr(out)
     A = d.to_float32(A)
     op = torch.ops.metal_linalg.qr if d.capturing() else _Qr.apply
     if mode == "r" and d.grad_wanted(A):
