@@ -1016,7 +1016,10 @@ def _permutations(LU: torch.Tensor, pivots: torch.Tensor):
         raise ValueError(
             f"[metal_linalg.lu_solve] pivots must be in [1, {LU.shape[-1]}] (lu_factor's)"
         ) from None
-    return P.argmax(-2), P.argmax(-1)
+    # P's one 1 per row and column found by products with 0..n-1 (exact in float32 for
+    # n < 2^24; faster than argmax over a dimension)
+    steps = torch.arange(P.shape[-1], dtype=P.dtype, device=P.device)
+    return (steps @ P).long(), (P @ steps).long()
 
 
 def _reorder(M: torch.Tensor, index: torch.Tensor, rows: bool) -> torch.Tensor:
@@ -1042,14 +1045,16 @@ def lu_solve(
     torch.linalg.lu_solve: B [..., N, K] (or [..., K, N] with left=False), batch dimensions
     of LU and B broadcast. Two solve_triangular calls (they run where solve_triangular runs:
     solve_triangular_backend) and the rows (or columns) permuted. A zero on U's diagonal or a
-    NaN/Inf entry gives NaN for that matrix. Gradients for LU and B as torch's (through
+    NaN/Inf entry of LU gives NaN for that matrix. Gradients for LU and B as torch's (through
     solve_triangular's)."""
     left = _bool(left, "left", "lu_solve")
     adjoint = _bool(adjoint, "adjoint", "lu_solve")
     _check_lu_solve(LU, pivots, B, left)
     LU, B = d.to_float32(LU), d.to_float32(B)
     perm, inv = _permutations(LU, pivots)
-    T = LU.mT if adjoint else LU  # U^T is lower, L^T unit upper
+    # U^T is lower, L^T unit upper; one copy for both solves (lu_factor's LU from torch is
+    # column-major, and the core reads row-major)
+    T = (LU.mT if adjoint else LU).contiguous()
     u_upper, l_upper = not adjoint, adjoint
     if left and not adjoint:  # U^-1 L^-1 P^T B
         X = _reorder(B, perm, rows=True)
@@ -1082,9 +1087,9 @@ def det(A: torch.Tensor) -> torch.Tensor:
     """The determinant of square [..., N, N] from its LU factorization (lu_factor: the product
     of U's diagonal and the permutation's sign; it runs where lu_factor runs,
     lu_factor_backend), like torch.linalg.det: 0 for an exactly singular matrix, NaN for one
-    with a NaN/Inf entry. Gradient: the cofactor matrix, det A^-T, and where det is 0 the
-    adjugate from the SVD (nonzero at rank N - 1, det_cofactor), which torch computes only
-    under create_graph (its first-order gradient there is 0)."""
+    with a NaN/Inf entry. Gradient: the cofactor matrix (det_cofactor), det A^-T, and where det
+    is 0 or not a normal float the adjugate from the SVD (nonzero at rank N - 1, which torch
+    gives only under create_graph: its first-order gradient there is 0)."""
     _check_square(A, "det")
     A = d.to_float32(A)
     if _direct(A):
@@ -1098,9 +1103,9 @@ def det(A: torch.Tensor) -> torch.Tensor:
 def slogdet(A: torch.Tensor) -> torch.return_types.linalg_slogdet:
     """(sign, log|det|) of square [..., N, N] from its LU factorization (it runs where
     lu_factor runs, lu_factor_backend), like torch.linalg.slogdet: (0, -inf) for an exactly
-    singular matrix, NaN for one with a NaN/Inf entry. The gradient of logabsdet is A^-T
-    (through lu_factor's), not finite at an exactly singular matrix, as torch's; sign has
-    none."""
+    singular matrix, (0, NaN) for one with a NaN/Inf entry, as torch. The gradient of
+    logabsdet is A^-T (through lu_factor's), not finite at an exactly singular matrix, as
+    torch's; sign has none."""
     diag, sign = _lu_diagonal_and_sign(A, "slogdet")
     sign = (sign * diag.sign().prod(-1)).detach()
     return torch.return_types.linalg_slogdet((sign, diag.abs().log().sum(-1)))
