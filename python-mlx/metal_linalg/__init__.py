@@ -2,7 +2,7 @@
 
 Functions mirror mx.linalg's names and return float32 mx.array:
 
-    qr(a, mode="reduced")                        -> (Q, R); mode="r" -> R; "complete" (square)
+    qr(a, mode="reduced")                        -> (Q, R); mode="r" -> R; "complete": Q m x m
     eigh(a, UPLO="L")                            -> (w ascending, V with eigenvectors as columns)
     eigvalsh(a, UPLO="L")                        -> w
     svd(a, compute_uv=True, *, full_matrices=False) -> (U, S, Vt), or S when compute_uv=False
@@ -34,8 +34,8 @@ and shapes no CUDA kernel covers run on the CPU stream. On Apple's Metal MLX (gp
 stream for uncovered shapes; that path is type-checked only, never yet built or run on a Mac.
 Inputs: mx.array, NumPy arrays or nested lists of any real dtype (converted to float32;
 complex raises TypeError), any number of batch dimensions, zero-size batches. A matrix with
-NaN/Inf gives NaN for that matrix only. mode="complete" / full_matrices=True need square
-matrices for now (NotImplementedError). qr_ex, eigh_ex, eigvalsh_ex, svd_ex, svdvals_ex add the
+NaN/Inf gives NaN for that matrix only. full_matrices=True needs square matrices for now
+(NotImplementedError); a tall qr(mode="complete") has no derivative (as torch). qr_ex, eigh_ex, eigvalsh_ex, svd_ex, svdvals_ex add the
 per-matrix info word (int32 [...], 0 when the matrix converged and was finite) and take
 check_errors=True (evaluates the call; LinAlgError for a matrix that did not converge or had
 NaN/Inf). UPLO may be 'L', 'U', 'l' or 'u'. stream=mx.gpu on an MLX without a GPU (mlx[cpu])

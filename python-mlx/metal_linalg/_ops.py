@@ -171,10 +171,31 @@ def _qr(a, mode, stream, with_info):
     s = _stream(stream, "qr")
     a = _as_array(a, "qr")
     m, n = _matrix_dims(a, "qr")
-    if mode == "complete" and m != n:
-        raise NotImplementedError(
-            f"[metal_linalg.qr] mode='complete' needs square matrices for now, got {m}x{n}"
+    if mode == "complete" and m > n:
+        batch = tuple(a.shape[:-2])
+        if n == 0:  # no reflector: Q is the identity
+            q = mx.broadcast_to(mx.eye(m, dtype=mx.float32), (*batch, m, m))
+            info = [mx.zeros(batch, dtype=mx.int32)] if with_info else []
+            return [q, mx.zeros((*batch, m, 0), dtype=mx.float32), *info]
+
+        # A tall complete Q's last m - n columns are any orthonormal basis of the complement
+        # of a's range: no derivative (as torch). The primitive runs on a stop_gradient input
+        # so that the transforms reach these rules (forward mode would differentiate it first).
+        def no_derivative(*_):
+            raise ValueError(
+                "[metal_linalg.qr] the QR decomposition is not differentiable when "
+                f"mode='complete' and M > N (got {m}x{n}: Q's last {m - n} columns are not "
+                "unique); use mode='reduced'"
+            )
+
+        complete = mx.custom_function(
+            lambda x: tuple(
+                ext.decompose(mx.stop_gradient(x), OP_QR, ML_QR_MODES[mode], with_info, s)
+            )
         )
+        complete.vjp(no_derivative)
+        complete.jvp(no_derivative)
+        return list(complete(a))
     return ext.decompose(a, OP_QR, ML_QR_MODES[mode], with_info, s)
 
 
@@ -182,8 +203,9 @@ def qr(a, mode: str = "reduced", *, stream=None):
     """QR factorization of each matrix in a [..., M, N]; K = min(M, N).
 
     mode="reduced": (Q [..., M, K], R [..., K, N]); "r": R only (as numpy.linalg.qr);
-    "complete": (Q [..., M, M], R [..., M, N]), square matrices only for now.
-    Differentiable for M >= N with Q computed (not mode="r").
+    "complete": (Q [..., M, M], R [..., M, N], R's rows below N zero; for M <= N the same as
+    "reduced"). Differentiable for M >= N with Q computed (not mode="r"), except a tall
+    (M > N) "complete" (Q's last M - N columns are not unique: mx.grad / mx.jvp raise).
     """
     out = _qr(a, mode, stream, False)
     return out[0] if mode == "r" else tuple(out)

@@ -2,24 +2,28 @@
 
 Functions take torch.linalg's arguments and return its result types:
 
-    qr(A, mode="reduced")          -> torch.return_types.linalg_qr (Q, R)
+    qr(A, mode="reduced")          -> torch.return_types.linalg_qr (Q, R); "r", "complete"
     eigh(A, UPLO="L")              -> torch.return_types.linalg_eigh (eigenvalues, eigenvectors)
     eigvalsh(A, UPLO="L")          -> Tensor
     svd(A, full_matrices=False)    -> torch.return_types.linalg_svd (U, S, Vh)
     svdvals(A)                     -> Tensor
 
-and the linear systems, on the CPU through LAPACK (CUDA tensors through a host copy: no GPU
-kernels yet), with torch.linalg's errors (LinAlgError) and gradients:
+and the linear systems, on the CPU through LAPACK (CUDA tensors on the core's GPU kernels where
+they cover the size, else through a host copy), with torch.linalg's errors (LinAlgError) and
+gradients:
 
     cholesky(A, *, upper=False), cholesky_ex(A, *, upper=False, check_errors=False)
     solve(A, B, *, left=True), solve_ex(A, B, *, left=True, check_errors=False)
     inv(A), inv_ex(A, *, check_errors=False)
     solve_triangular(A, B, *, upper, left=True, unitriangular=False)
     lu_factor(A, *, pivot=True), lu_factor_ex(A, *, pivot=True, check_errors=False)
+    lu(A, *, pivot=True)              (lu_factor unpacked: P, L, U)
+    lu_solve(LU, pivots, B, *, left=True, adjoint=False)   (two solve_triangular calls)
     det(A), slogdet(A)                (from lu_factor)
 
 Results are float32 on the input's device (other real dtypes are converted, complex raises
-TypeError); mode="complete" / full_matrices=True need square matrices (NotImplementedError).
+TypeError); full_matrices=True needs square matrices (NotImplementedError); a tall
+mode="complete" QR has no derivative (RuntimeError at backward, as torch).
 A matrix with NaN/Inf gives NaN for that matrix only, as does one whose iteration did not
 converge. The *_ex variants (qr_ex, eigh_ex, eigvalsh_ex, svd_ex, svdvals_ex) also return
 the per-matrix info word (int32, batch shape; bit 0x1 not converged, 0x2 non-finite input,
@@ -57,15 +61,17 @@ from .svd import svd, svd_ex, svdvals, svdvals_ex
 
 __version__ = "0.1.0"
 
-# The linear systems (CPU through LAPACK; CUDA tensors through a host copy).
+# The linear systems (CPU through LAPACK; CUDA tensors on GPU kernels or through a host copy).
 from .linsys import (
     cholesky,
     cholesky_ex,
     det,
     inv,
     inv_ex,
+    lu,
     lu_factor,
     lu_factor_ex,
+    lu_solve,
     slogdet,
     solve,
     solve_ex,
@@ -89,8 +95,10 @@ __all__ = [
     "eigvalsh_ex",
     "inv",
     "inv_ex",
+    "lu",
     "lu_factor",
     "lu_factor_ex",
+    "lu_solve",
     "qr",
     "qr_ex",
     "slogdet",

@@ -1,14 +1,17 @@
 """The linear systems: cholesky, solve, inv, solve_triangular, lu_factor (and the *_ex forms) with
-torch.linalg's arguments, results and errors. The core computes them on the CPU through
-LAPACK; CUDA tensors go through a host copy (the core has no GPU kernels for them yet, and its
-plan says so) and come back on their device.
+torch.linalg's arguments, results and errors, and lu, lu_solve, det and slogdet built on
+lu_factor and solve_triangular. The core computes them on the CPU through LAPACK; CUDA tensors
+run the core's GPU kernels where its plan keeps the call on the device, else go through a host
+copy and come back on their device.
 
 Each is a torch.library custom op (torch.ops.metal_linalg.<op>) with a fake, a backward
 (torch.linalg's formulas, computed with torch ops, so double backward works) and a vmap rule;
 the public functions call the core directly for plain eager tensors and the op otherwise
 (torch.compile, torch.jit.trace) or an autograd.Function over it (backward, torch.func's
 grad, vjp, jacrev, vmap). Forward-mode AD (jvp, jacfwd) is not implemented: a tangent on an
-input raises, never a silently dropped derivative.
+input raises, never a silently dropped derivative. lu, lu_solve and slogdet are torch ops over
+the lu_factor and solve_triangular functions (their gradients come through those); det is an
+op of its own, whose gradient is right at singular matrices too (det_cofactor).
 
 The info word (the *_ex functions): 0; LAPACK's info k > 0 (cholesky: the leading minor of
 order k is not positive definite; solve, inv, lu_factor: U(k,k) is exactly zero, the first
@@ -542,19 +545,34 @@ def _(A):
     )
 
 
-def lu_factor_vjp(LU, pivots, gLU):
-    """A = P L U (square): gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T with gL, gU the
-    strictly lower and upper parts of gLU."""
-    if LU.shape[-1] != LU.shape[-2]:
-        raise NotImplementedError(
-            "[metal_linalg.lu_factor] the gradient of the LU factorization of non-square "
-            f"matrices is not implemented (got {LU.shape[-2]}x{LU.shape[-1]})"
-        )
-    P, L, U = torch.lu_unpack(LU, pivots)
-    phi = (L.mT @ gLU.tril(-1)).tril(-1) + (gLU.triu() @ U.mT).triu()
+def lu_vjp(P, L, U, gL, gU):
+    """A = P L U (L m x k unit lower, U k x n upper, k = min(m, n)): the gradient of A from
+    those of L (its strictly lower part) and U (its upper part), torch.linalg.lu's formula.
+    Square: gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T. Wide, U = [U1 U2]: U2 adds
+    -gU2 U2^T to L^T gL and gA = P L^-T [phi U1^-T | gU2]. Tall, L = [L1; L2]: L2 adds
+    -L2^T gL2 to gU U^T and gA = P [L1^-T phi; gL2] U^-T."""
+    m, n = L.shape[-2], U.shape[-1]
+    k = min(m, n)
+    if m < n:
+        U1, U2, gU1, gU2 = U[..., :k], U[..., k:], gU[..., :k], gU[..., k:]
+        phi = (L.mT @ gL - gU2 @ U2.mT).tril(-1) + (gU1 @ U1.mT).triu()
+        phi = torch.linalg.solve_triangular(U1.mT, phi, upper=False, left=False)
+        phi = torch.cat([phi, gU2], dim=-1)
+        phi = torch.linalg.solve_triangular(L.mT, phi, upper=True, unitriangular=True)
+        return P @ phi
+    L1, L2, gL1, gL2 = L[..., :k, :], L[..., k:, :], gL[..., :k, :], gL[..., k:, :]
+    phi = (L1.mT @ gL1).tril(-1) + (gU @ U.mT - L2.mT @ gL2).triu()
+    phi = torch.linalg.solve_triangular(L1.mT, phi, upper=True, unitriangular=True)
+    phi = torch.cat([phi, gL2], dim=-2)
     phi = torch.linalg.solve_triangular(U.mT, phi, upper=False, left=False)
-    phi = torch.linalg.solve_triangular(L.mT, phi, upper=True, left=True, unitriangular=True)
     return P @ phi
+
+
+def lu_factor_vjp(LU, pivots, gLU):
+    """lu_vjp with L and U packed in LU (and their gradients in gLU)."""
+    P, L, U = torch.lu_unpack(LU, pivots)
+    k = min(LU.shape[-2], LU.shape[-1])
+    return lu_vjp(P, L, U, gLU[..., :, :k].tril(-1), gLU[..., :k, :].triu())
 
 
 def _lu_setup(ctx, inputs, output):
@@ -569,6 +587,87 @@ def _lu_backward(ctx, gLU, _gpivots, _ginfo):
 
 lu_factor_op.register_autograd(_lu_backward, setup_context=_lu_setup)
 _vmap(lu_factor_op, 1, 3)
+
+
+def _lu_sign(pivots: torch.Tensor, dtype) -> torch.Tensor:
+    """The sign (+-1) of the permutation of LAPACK's row interchanges: one transposition per
+    pivot that is not its own row."""
+    steps = torch.arange(1, pivots.shape[-1] + 1, device=pivots.device, dtype=pivots.dtype)
+    swaps = (pivots != steps).sum(-1)
+    return 1.0 - 2.0 * (swaps % 2).to(dtype)
+
+
+def _det_from_lu(LU: torch.Tensor, pivots: torch.Tensor) -> torch.Tensor:
+    return _lu_sign(pivots, LU.dtype) * LU.diagonal(dim1=-2, dim2=-1).prod(-1)
+
+
+def _concrete(t: torch.Tensor) -> bool:
+    """Whether t's values may steer Python: a plain eager tensor, not batched by vmap, not
+    recorded by compile or jit.trace."""
+    return (
+        type(t) is torch.Tensor
+        and not d.capturing()
+        and not _under_vmap(t)
+        and torch._C._len_torch_dispatch_stack() == 0
+    )
+
+
+def _prod_of_others(S: torch.Tensor) -> torch.Tensor:
+    """prod_{j != i} S_j for each i, without division (exact with zeros in S)."""
+    ones = S.new_ones((*S.shape[:-1], 1))
+    before = torch.cat([ones, S[..., :-1]], -1).cumprod(-1)
+    after = torch.cat([S[..., 1:], ones], -1).flip(-1).cumprod(-1).flip(-1)
+    return before * after
+
+
+def det_cofactor(A: torch.Tensor, det: torch.Tensor) -> torch.Tensor:
+    """The matrix of cofactors adj(A)^T, det's gradient: det A^-T where det is a normal
+    float and, elsewhere (an exactly singular matrix, a determinant that underflowed to 0 or a
+    subnormal, or overflowed to inf), from the SVD A = U S V^T: det(U) det(V) U
+    diag(prod_{j != i} s_j) V^T (adj(A) is a polynomial in A, nonzero where the rank is
+    n - 1). Each branch sees a harmless stand-in (I; a diagonal of distinct values) for the
+    matrices it does not serve, so neither its values nor its derivative (double backward)
+    puts inf/NaN there. A NaN det (a NaN/Inf input) takes the first branch: NaN. In torch
+    ops."""
+    n = A.shape[-1]
+    eye = torch.eye(n, dtype=A.dtype, device=A.device)
+    small = det.abs() < torch.finfo(det.dtype).tiny
+    singular = (small | torch.isinf(det))[..., None, None]
+    C = torch.linalg.solve_ex(torch.where(singular, eye, A).mT, det[..., None, None] * eye).result
+    if _concrete(det) and not bool(singular.any()):
+        return C
+    distinct = torch.diag_embed(torch.arange(1, n + 1, dtype=A.dtype, device=A.device))
+    U, S, Vh = torch.linalg.svd(torch.where(singular, A, distinct))
+    alpha = (torch.linalg.det(U) * torch.linalg.det(Vh))[..., None, None]
+    return torch.where(singular, alpha * (U * _prod_of_others(S)[..., None, :]) @ Vh, C)
+
+
+@torch.library.custom_op("metal_linalg::det", mutates_args=(), schema="(Tensor A) -> Tensor")
+def det_op(A: torch.Tensor):
+    _check_square(A, "det")
+    d.check_no_tangent(A, "det")
+    LU, pivots, _ = run("lu_factor", A, None, 0)
+    return _det_from_lu(LU, pivots)
+
+
+@det_op.register_fake
+def _(A):
+    _check_square(A, "det")
+    return A.new_empty(A.shape[:-2], dtype=torch.float32)
+
+
+def _det_setup(ctx, inputs, output):
+    ctx.dtype = inputs[0].dtype
+    ctx.save_for_backward(d.to_float32(inputs[0]), output)
+
+
+def _det_backward(ctx, g):
+    A, det = ctx.saved_tensors
+    return (g[..., None, None] * det_cofactor(A, det)).to(ctx.dtype)
+
+
+det_op.register_autograd(_det_backward, setup_context=_det_setup)
+_vmap(det_op, 1, 1)
 
 
 # ---- autograd.Functions: the public functions' differentiable path outside eager, compile and
@@ -664,6 +763,23 @@ class _LuFactor(torch.autograd.Function):
     def backward(ctx, gLU, _gpivots, _ginfo):
         LU, pivots = ctx.saved_tensors
         return lu_factor_vjp(LU, pivots, gLU)
+
+
+class _Det(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(A):
+        return torch.ops.metal_linalg.det(A)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0], output)
+
+    @staticmethod
+    def backward(ctx, g):
+        A, det = ctx.saved_tensors
+        return g[..., None, None] * det_cofactor(A, det)
 
 
 # ---- the public functions ----
@@ -842,29 +958,154 @@ def lu_factor_ex(
     return torch.return_types.linalg_lu_factor_ex((LU, pivots, info))
 
 
+def lu(A: torch.Tensor, *, pivot: bool = True) -> torch.return_types.linalg_lu:
+    """A = P L U with partial pivoting for [..., M, N], like torch.linalg.lu: P [..., M, M]
+    (float32), L [..., M, K] unit lower, U [..., K, N] upper, K = min(M, N). lu_factor's
+    factorization unpacked (torch.lu_unpack), so it runs where lu_factor runs
+    (lu_factor_backend). A singular matrix is no error (its U has a zero on the diagonal); a
+    NaN/Inf entry gives NaN L and U (P the identity) for that matrix only. Gradients as
+    torch's, for any shape (through lu_factor's); pivot=False raises NotImplementedError."""
+    _check_tensor(A, "lu")
+    if not _bool(pivot, "pivot", "lu"):
+        raise NotImplementedError(
+            "[metal_linalg.lu] pivot=False (LU without pivoting) is not implemented "
+            "(torch has it on CUDA only)"
+        )
+    LU, pivots, _ = _lu_factor(A, True)
+    return torch.return_types.linalg_lu(torch.lu_unpack(LU, pivots))
+
+
+def _check_lu_solve(LU, pivots, B, left: bool) -> None:
+    _check_tensor(LU, "lu_solve", "LU")
+    if LU.shape[-1] != LU.shape[-2]:
+        raise ValueError(
+            f"[metal_linalg.lu_solve] LU must be batches of square matrices, got shape "
+            f"{tuple(LU.shape)}"
+        )
+    if not isinstance(pivots, torch.Tensor):
+        raise TypeError(
+            f"[metal_linalg.lu_solve] expected a torch.Tensor for pivots, got "
+            f"{type(pivots).__name__}"
+        )
+    if pivots.dtype != torch.int32:
+        raise TypeError(
+            f"[metal_linalg.lu_solve] pivots must be int32 (lu_factor's), got {pivots.dtype}"
+        )
+    if pivots.shape != LU.shape[:-1]:
+        raise ValueError(
+            f"[metal_linalg.lu_solve] pivots must have LU's shape without its last dimension "
+            f"{tuple(LU.shape[:-1])}, got {tuple(pivots.shape)}"
+        )
+    if pivots.device != LU.device:
+        raise ValueError(
+            f"[metal_linalg.lu_solve] LU and pivots must be on the same device, got "
+            f"{LU.device} and {pivots.device}"
+        )
+    _check_tensor(B, "lu_solve", "B")
+    _check_rhs(LU, B, left, "lu_solve")
+
+
+def _permutations(LU: torch.Tensor, pivots: torch.Tensor):
+    """(perm, inv) of A = P L U from LAPACK's pivots: (P^T M)[i] = M[perm[i]] and
+    (P M)[i] = M[inv[i]] (int64, LU's batch shape plus n)."""
+    try:
+        P = torch.lu_unpack(LU.detach(), pivots, unpack_data=False).P
+    except RuntimeError as err:
+        if "pivots" not in str(err):
+            raise
+        raise ValueError(
+            f"[metal_linalg.lu_solve] pivots must be in [1, {LU.shape[-1]}] (lu_factor's)"
+        ) from None
+    # P's one 1 per row and column found by products with 0..n-1 (exact in float32 for
+    # n < 2^24; faster than argmax over a dimension)
+    steps = torch.arange(P.shape[-1], dtype=P.dtype, device=P.device)
+    return (steps @ P).long(), (P @ steps).long()
+
+
+def _reorder(M: torch.Tensor, index: torch.Tensor, rows: bool) -> torch.Tensor:
+    """M[..., index[i], :] (rows) or M[..., :, index[i]]: index has LU's batch shape plus n,
+    M's batch dimensions broadcast with it."""
+    batch = torch.broadcast_shapes(M.shape[:-2], index.shape[:-1])
+    index = index[..., :, None] if rows else index[..., None, :]
+    M = M.expand(*batch, *M.shape[-2:])
+    index = index.expand(*batch, *index.shape[-2:])
+    return torch.take_along_dim(M, index, dim=-2 if rows else -1)
+
+
+def lu_solve(
+    LU: torch.Tensor,
+    pivots: torch.Tensor,
+    B: torch.Tensor,
+    *,
+    left: bool = True,
+    adjoint: bool = False,
+) -> torch.Tensor:
+    """X with A X = B (left), X A = B (left=False), or with A^T for A (adjoint=True), from
+    A's LU factorization (lu_factor's LU [..., N, N] and int32 pivots [..., N]), like
+    torch.linalg.lu_solve: B [..., N, K] (or [..., K, N] with left=False), batch dimensions
+    of LU and B broadcast. Two solve_triangular calls (they run where solve_triangular runs:
+    solve_triangular_backend) and the rows (or columns) permuted. A zero on U's diagonal or a
+    NaN/Inf entry of LU gives NaN for that matrix. Gradients for LU and B as torch's (through
+    solve_triangular's)."""
+    left = _bool(left, "left", "lu_solve")
+    adjoint = _bool(adjoint, "adjoint", "lu_solve")
+    _check_lu_solve(LU, pivots, B, left)
+    LU, B = d.to_float32(LU), d.to_float32(B)
+    perm, inv = _permutations(LU, pivots)
+    # U^T is lower, L^T unit upper; one copy for both solves (lu_factor's LU from torch is
+    # column-major, and the core reads row-major)
+    T = (LU.mT if adjoint else LU).contiguous()
+    u_upper, l_upper = not adjoint, adjoint
+    if left and not adjoint:  # U^-1 L^-1 P^T B
+        X = _reorder(B, perm, rows=True)
+    elif not left and adjoint:  # B P L^-T U^-T
+        X = _reorder(B, perm, rows=False)
+    else:
+        X = B
+    # A X = B: L first; A^T X = B: U^T first; X A = B: U first; X A^T = B: L^T first.
+    l_first = left != adjoint
+    for unit in (True, False) if l_first else (False, True):
+        X = solve_triangular(
+            T, X, upper=l_upper if unit else u_upper, left=left, unitriangular=unit
+        )
+    if left and adjoint:  # P L^-T U^-T B
+        X = _reorder(X, inv, rows=True)
+    elif not left and not adjoint:  # B U^-1 L^-1 P^T
+        X = _reorder(X, inv, rows=False)
+    return X
+
+
 def _lu_diagonal_and_sign(A, name: str):
     """U's diagonal of A = P L U (lu_factor) and the permutation's sign, +-1."""
     _check_square(A, name)
     LU, pivots, _ = _lu_factor(A, True)
     diag = LU.diagonal(dim1=-2, dim2=-1)
-    steps = torch.arange(1, LU.shape[-1] + 1, device=pivots.device, dtype=pivots.dtype)
-    swaps = (pivots != steps).sum(-1)
-    return diag, 1.0 - 2.0 * (swaps % 2).to(diag.dtype)
+    return diag, _lu_sign(pivots, diag.dtype)
 
 
 def det(A: torch.Tensor) -> torch.Tensor:
     """The determinant of square [..., N, N] from its LU factorization (lu_factor: the product
-    of U's diagonal and the permutation's sign), like torch.linalg.det: 0 for an exactly
-    singular matrix, NaN for one with a NaN/Inf entry. Gradients through lu_factor's (defined
-    where A is invertible; at an exactly singular matrix they are not finite, unlike torch's)."""
-    diag, sign = _lu_diagonal_and_sign(A, "det")
-    return sign * diag.prod(-1)
+    of U's diagonal and the permutation's sign; it runs where lu_factor runs,
+    lu_factor_backend), like torch.linalg.det: 0 for an exactly singular matrix, NaN for one
+    with a NaN/Inf entry. Gradient: the cofactor matrix (det_cofactor), det A^-T, and where det
+    is 0 or not a normal float the adjugate from the SVD (nonzero at rank N - 1, which torch
+    gives only under create_graph: its first-order gradient there is 0)."""
+    _check_square(A, "det")
+    A = d.to_float32(A)
+    if _direct(A):
+        LU, pivots, _ = run("lu_factor", A, None, 0)
+        return _det_from_lu(LU, pivots)
+    if d.capturing():
+        return torch.ops.metal_linalg.det(A)
+    return _Det.apply(A)
 
 
 def slogdet(A: torch.Tensor) -> torch.return_types.linalg_slogdet:
-    """(sign, log|det|) of square [..., N, N] from its LU factorization, like
-    torch.linalg.slogdet: (0, -inf) for an exactly singular matrix, NaN for one with a NaN/Inf
-    entry. Gradients of logabsdet through lu_factor's (A invertible)."""
+    """(sign, log|det|) of square [..., N, N] from its LU factorization (it runs where
+    lu_factor runs, lu_factor_backend), like torch.linalg.slogdet: (0, -inf) for an exactly
+    singular matrix, (0, NaN) for one with a NaN/Inf entry, as torch. The gradient of
+    logabsdet is A^-T (through lu_factor's), not finite at an exactly singular matrix, as
+    torch's; sign has none."""
     diag, sign = _lu_diagonal_and_sign(A, "slogdet")
-    sign = sign * diag.sign().prod(-1)
+    sign = (sign * diag.sign().prod(-1)).detach()
     return torch.return_types.linalg_slogdet((sign, diag.abs().log().sum(-1)))

@@ -15,18 +15,53 @@ from . import _dispatch as d
 )
 def qr_op(A: torch.Tensor, mode: str):
     d.check_input(A, "qr")
-    d.check_qr_mode(mode, A.shape[-2], A.shape[-1])
+    _check_mode(mode)
     d.check_no_tangent(A, "qr")
-    Q, R = d.run("qr", A, d.QR_MODES[mode])
-    return Q, R
+    return _run(A, mode)
 
 
 @qr_op.register_fake
 def _(A, mode):
     d.check_input(A, "qr")
-    d.check_qr_mode(mode, A.shape[-2], A.shape[-1])
+    _check_mode(mode)
     Q, R = d.fake("qr", A, d.QR_MODES[mode])
     return Q, R
+
+
+def _check_mode(mode: str) -> None:
+    """mode is 'reduced', 'r' or 'complete' (the core computes 'complete' for any shape)."""
+    if mode not in d.QR_MODES:
+        d.check_qr_mode(mode, 1, 1)  # raises torch's ValueError
+
+
+def _run(A: torch.Tensor, mode: str, with_info: bool = False) -> list:
+    """The core's QR."""
+    out = d.run("qr", A, d.QR_MODES[mode], with_info)
+    if mode == "complete" and A.shape[-1] == 0:
+        out[0] = _identity_like(out[0])
+    return out
+
+
+def _identity_like(Q: torch.Tensor) -> torch.Tensor:
+    """The complete Q of M x 0 matrices (no reflector): the identity (the core is not called
+    for empty matrices, and run() leaves their outputs uninitialised)."""
+    eye = torch.eye(Q.shape[-1], dtype=Q.dtype, device=Q.device)
+    return eye.expand(Q.shape).clone()
+
+
+def _complete_tall(mode: str, m: int, n: int) -> bool:
+    return mode == "complete" and m > n
+
+
+def _check_differentiable(mode: str, m: int, n: int) -> None:
+    """torch's rule: a complete Q of a tall matrix has m - n columns that are not unique (any
+    orthonormal basis of the complement of A's range), so it has no derivative."""
+    if _complete_tall(mode, m, n):
+        raise RuntimeError(
+            "[metal_linalg.qr] the QR decomposition is not differentiable when "
+            f"mode='complete' and nrows > ncols (got {m}x{n}: Q's last {m - n} columns are "
+            "not unique); use mode='reduced'"
+        )
 
 
 def _qr_backward_tall(Q, R, gQ, gR):
@@ -79,10 +114,12 @@ def _setup_context(ctx, inputs, output):
     Q, R = output
     ctx.mode = mode
     ctx.dtype = A.dtype
+    ctx.shape = A.shape[-2], A.shape[-1]
     ctx.save_for_backward(Q, R)
 
 
 def _backward(ctx, gQ, gR):
+    _check_differentiable(ctx.mode, *ctx.shape)
     if ctx.mode == "r":
         raise RuntimeError(
             "[metal_linalg.qr] the derivative of QR needs Q, which mode='r' does not compute; "
@@ -111,6 +148,7 @@ class _Qr(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         ctx.set_materialize_grads(False)
         ctx.mode = inputs[1]
+        ctx.shape = inputs[0].shape[-2], inputs[0].shape[-1]
         saved = (inputs[0],) if ctx.mode == "r" else output
         ctx.save_for_backward(*saved)
         ctx.save_for_forward(*saved)
@@ -124,6 +162,7 @@ class _Qr(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, gQ, gR):
+        _check_differentiable(ctx.mode, *ctx.shape)
         Q, R = _Qr._factors(ctx)
         if ctx.mode == "r":
             gQ = None  # mode 'r' returns an empty Q
@@ -131,6 +170,7 @@ class _Qr(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, dA, _):
+        _check_differentiable(ctx.mode, *ctx.shape)
         Q, R = _Qr._factors(ctx)
         dQ, dR = qr_jvp(Q, R, dA)
         if ctx.mode == "r":
@@ -139,16 +179,24 @@ class _Qr(torch.autograd.Function):
 
 
 def qr(A: torch.Tensor, mode: str = "reduced") -> torch.return_types.linalg_qr:
-    """QR of [..., M, N] matrices, like torch.linalg.qr (float32; mode 'complete' square only).
+    """QR of [..., M, N] matrices, like torch.linalg.qr (float32).
 
-    mode='r' returns an empty Q, as torch does.
+    mode='complete': Q [..., M, M], R [..., M, N] (R's rows below N are zero); for M <= N the
+    same as 'reduced'. As in torch, a tall (M > N) complete QR has no derivative: its backward
+    (and jvp) raise RuntimeError. mode='r' returns an empty Q, as torch does; unlike torch it
+    is differentiable (Q is computed when A requires grad).
     """
     d.check_input(A, "qr")
-    d.check_qr_mode(mode, A.shape[-2], A.shape[-1])
-    # Square 'complete' equals 'reduced'.
-    mode = "reduced" if mode == "complete" else mode
+    if mode not in d.QR_MODES:
+        d.check_qr_mode(mode, 1, 1)  # raises torch's ValueError
+    m, n = A.shape[-2], A.shape[-1]
+    if mode == "complete" and m <= n:
+        mode = "reduced"  # the same factors
     if d.eager(A):  # run() converts the dtype
-        return torch.return_types.linalg_qr(d.run("qr", A, d.QR_MODES[mode]))
+        out = d.run("qr", A, d.QR_MODES[mode])
+        if n == 0 and mode == "complete":
+            out[0] = _identity_like(out[0])
+        return torch.return_types.linalg_qr(out)
     A = d.to_float32(A)
     op = torch.ops.metal_linalg.qr if d.capturing() else _Qr.apply
     if mode == "r" and d.grad_wanted(A):
@@ -171,8 +219,16 @@ def qr_ex(A: torch.Tensor, mode: str = "reduced", *, check_errors: bool = False)
     one with a zero on R's diagonal. check_errors=True raises torch.linalg.LinAlgError for a
     non-finite matrix."""
     d.check_input(A, "qr")
-    d.check_qr_mode(mode, A.shape[-2], A.shape[-1])
+    _check_mode(mode)
     A = d.to_float32(A)
-    run_mode = "reduced" if mode == "complete" else mode  # complete is square only
-    Q, R, info = d.run_ex("qr", A, d.QR_MODES[run_mode], lambda: qr(A, mode), check_errors, "qr_ex")
+    m, n = A.shape[-2], A.shape[-1]
+    run_mode = "reduced" if mode == "complete" and m <= n else mode
+    if d.eager(A):
+        Q, R, info = _run(A, run_mode, with_info=True)
+        if check_errors:
+            d.check_info(info, "qr_ex")
+    else:
+        Q, R, info = d.run_ex(
+            "qr", A, d.QR_MODES[run_mode], lambda: qr(A, mode), check_errors, "qr_ex"
+        )
     return QrEx(Q, R, info)

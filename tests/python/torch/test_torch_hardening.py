@@ -75,7 +75,6 @@ def test_tall_skinny(m, n):
 
 def test_too_large_names_the_reason():
     # A complete Q of 100000 x 100000 is what 32-bit LAPACK cannot address; reduced is fine.
-    # (The C API accepts mode 'complete' for non-square A; torch's frontend refuses it first.)
     rc = _lib.lib.ml_workspace_size(
         None,
         _lib.OP_ID["qr"],
