@@ -230,16 +230,33 @@ const blocked::Options &blocked_options() {
     // The QR panels in registers from 2048 rows: H200, benchmarks/results/nvidia-h200-qr-reg.md
     // (qr 2048 x1 17.7 -> 15.1 ms, 4096 x1 48.8 -> 41.1, 3000x500 x1 5.8 -> 4.6, 4096x1024 x1
     // 13.1 -> 11.1, 2048 x8 24.7 -> 22.2; 1024 x1 6.2 -> 6.8 and 512 x1 2.8 -> 3.2 slower).
+    // Below that, register panels of at most 16 columns, one level at batch 1 (H200,
+    // benchmarks/results/nvidia-h200-qr-larft.md: 256 x1 1.27 -> 1.14 ms, 512 x1 2.64 -> 2.22,
+    // 1024 x1 6.14 -> 5.39, 1024x512 3.35 -> 2.71, 1024 x8 7.76 -> 6.72, 512 x64 4.77 -> 4.53;
+    // at 2048 one level of 16 columns was slower, 12.2 -> 14.4).
     x.qr_panel_reg = 2048;
+    x.qr_panel_reg_small = 16;
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_PANEL_REG"))
       x.qr_panel_reg = std::max(0, std::atoi(v));
-    // Thin block reflectors (larfb on at most this many columns) in one step: unmeasured
-    // default, off until measured (METAL_LINALG_BLOCKED_LARFB_COLS=<columns>).
-    x.larfb_cols = 0;
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_PANEL_REG_SMALL"))
+      x.qr_panel_reg_small = std::max(0, std::atoi(v));
+    // Thin block reflectors in one step (larfb_cols) on at most 64 columns (a QR outer panel's
+    // inner updates) or up to 2^23 batch x rows x columns x reflectors (the trailing updates
+    // of small one-level QRs). H200 (benchmarks/results/nvidia-h200-larfb-cols.md): qr 4096 x1
+    // 37.8 -> 32.5 ms, 4096x1024 8.9 -> 8.2, 3000x500 4.1 -> 3.7 at 64 columns; 512 x1 3.0 ->
+    // 2.75, 1024 x1 6.6 -> 6.2 at 256 columns, which slowed the tall ones and batch 8 (their
+    // outer updates: 64 reflectors over thousands of rows re-read per group).
+    x.larfb_cols = 64;
+    x.larfb_work = int64_t{1} << 23;
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_LARFB_COLS"))
       x.larfb_cols = std::max(0, std::atoi(v));
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_LARFB_WORK"))
+      x.larfb_work = std::max<int64_t>(0, std::atoll(v));
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_FUSED_LANES"))
       x.qr_fused_lanes = std::max(0, std::atoi(v));
+    // An outer panel's T by rows (qr_larft): 2048 x1 12.23 -> 11.97 ms, 4096 x1 30.96 -> 30.29,
+    // 2048 x8 20.50 -> 20.32 on the H200 (nvidia-h200-qr-larft.md); no point slower.
+    x.qr_row_larft = 1;
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_ROW_LARFT"))
       x.qr_row_larft = std::atoi(v) != 0;
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_OUTER_MIN_BATCH"))

@@ -158,7 +158,9 @@ ml_status larft(const Chunk &ch, const Options &o, int64_t v, int ldv, int64_t t
 ml_status larfb(const Chunk &ch, const Options &o, const BlockReflector &h, bool transpose,
                 int64_t c, int ldc, int ncols, const LarfbWork &w) {
   if (ncols <= 0) return ML_OK;
-  if (ncols <= o.larfb_cols && ml_larfb_fits(h.count, 1)) {
+  const bool thin = ncols <= o.larfb_cols ||
+                    ch.batch * h.rows * int64_t{ncols} * h.count <= o.larfb_work;
+  if (thin && ml_larfb_fits(h.count, 1)) {
     // One group per few columns: as many columns a group as still gives the device a group
     // per multiprocessor's share (parallel_groups), at least one.
     int cp = 64 / ml_larfb_class(h.count);

@@ -86,6 +86,9 @@ struct Options {
   // columns up to 1024 rows, 16 up to 2048, 8 up to 4096 with 512 lanes), before the spread
   // (tsqr), fused and shared-memory panels.
   int qr_panel_reg = 0;
+  // QR: below qr_panel_reg rows, register panels of at most this many columns (0: none there),
+  // one level unless the batch asks for two (qr_outer_min_batch).
+  int qr_panel_reg_small = 0;
   // QR: two levels (outer panels of nb_outer columns) from this batch even where the panels
   // need no narrowing.
   int qr_outer_min_batch = 8;
@@ -108,10 +111,13 @@ struct Options {
   // of 32, up to 1024: its simdgroups take the sweeps, hand-offs in shared memory, sb2st_block.h)
   // instead of sb_sweeps' groups over the device; 0: off. Needs bw <= 32.
   int eigh_chase_block = 0;
-  // larfb() on at most this many columns (and at most 64 reflectors) by the larfb_cols step
-  // (core/kernels/larfb_cols.h: one launch, a group per few columns over all rows) instead of
-  // three products; 0: always the products.
+  // larfb() by the larfb_cols step (core/kernels/larfb_cols.h: one launch, a group per few
+  // columns over all rows) instead of three products, for at most 64 reflectors on at most
+  // larfb_cols columns, or on more while batch x rows x columns x reflectors <= larfb_work
+  // (the step re-reads V once per group: its cost grows with that product, the products'
+  // latency does not); 0 / 0: always the products.
   int larfb_cols = 0;
+  int64_t larfb_work = 0;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.

@@ -110,8 +110,11 @@ QrLayout layout(const Call &c, int32_t kf, const Options &o) {
     if (t.nl == 0 && ml_qr_panel_shared_floats(r, o.nb, panel_gs(r, o)) > o.shared_floats)
       L.tsqr = false;
   }
-  const int reg_nb =
-      o.qr_panel_reg > 0 && m >= o.qr_panel_reg ? ml_qrr_width(m, o.nb, o.max_group) : 0;
+  const bool reg_large = o.qr_panel_reg > 0 && m >= o.qr_panel_reg;
+  const bool reg_small = !reg_large && o.qr_panel_reg_small > 0;
+  const int reg_nb = reg_large   ? ml_qrr_width(m, o.nb, o.max_group)
+                     : reg_small ? ml_qrr_width(m, std::min(o.nb, o.qr_panel_reg_small), o.max_group)
+                                 : 0;
   L.reg = reg_nb > 0;
   L.tsqr = L.tsqr && L.max_nl > 0 && !L.reg;
   L.nb = L.tsqr  ? o.nb
@@ -121,7 +124,9 @@ QrLayout layout(const Call &c, int32_t kf, const Options &o) {
   // trailing products dominate (H200, outer panels of 64: qr 4096 x1 158 -> 96 ms, 2048 x8
   // 86 -> 49; but 1024 x1 8.4 -> 11.3, 2048 x1 25 -> 30: the extra steps cost one matrix more
   // than the halved passes save).
-  const bool outer = !L.tsqr && (L.nb < o.nb || c.batch >= o.qr_outer_min_batch);
+  // (Register panels narrowed by qr_panel_reg_small: one level, as measured.)
+  const bool narrowed = L.nb < o.nb && !(L.reg && reg_small);
+  const bool outer = !L.tsqr && (narrowed || c.batch >= o.qr_outer_min_batch);
   L.NB = outer && L.nb < o.nb_outer && L.k > L.nb ? std::min(o.nb_outer, 64) : L.nb;
   L.np = (L.k + L.NB - 1) / L.NB;
   Slice s;

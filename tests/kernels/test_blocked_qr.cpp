@@ -287,6 +287,15 @@ int suite_reg() {
   ml::blocked::Options cols_shared = kt::blocked_options(8, 4, 32);
   cols_shared.larfb_cols = 1 << 20;
   qr_case(rep, worst, 90, 50, ML_K_QR_REDUCED, cols_shared, false, rng, false);
+  // Below qr_panel_reg rows: register panels of at most qr_panel_reg_small columns, one level
+  // below qr_outer_min_batch (here every batch: one level) and two levels from it.
+  ml::blocked::Options small = kt::blocked_options(32, 4, 32);
+  small.qr_panel_reg = 1000;
+  small.qr_panel_reg_small = 16;
+  small.qr_outer_min_batch = 1 << 20;
+  qr_case(rep, worst, 100, 37, ML_K_QR_COMPLETE, small, false, rng, true);
+  small.qr_outer_min_batch = 1;
+  qr_case(rep, worst, 41, 90, ML_K_QR_REDUCED, small, false, rng, true);
   return finish("reg", rep, worst);
 }
 
