@@ -261,6 +261,8 @@ const blocked::Options &blocked_options() {
       x.qr_row_larft = std::atoi(v) != 0;
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_OUTER_MIN_BATCH"))
       x.qr_outer_min_batch = std::max(1, std::atoi(v));
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_BRD_X_LANES"))
+      x.brd_x_lanes = std::max(0, std::atoi(v));
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_SVD_FIX_LANES"))
       x.svd_fix_lanes = std::max(0, std::atoi(v));
     const int gl = env_int("METAL_LINALG_BLOCKED_GEMM_LANES");

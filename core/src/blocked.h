@@ -118,6 +118,9 @@ struct Options {
   // latency does not); 0 / 0: always the products.
   int larfb_cols = 0;
   int64_t larfb_work = 0;
+  // SVD: lanes of the brd_x step's groups (32 rows each, the simdgroups splitting the columns;
+  // 0: as the other bidiagonalisation steps, at most 256).
+  int brd_x_lanes = 0;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.

@@ -30,6 +30,7 @@ BrdLayout brd_layout(int64_t m, int64_t n, bool vectors, bool solver, const Opti
   L.N = i32(std::min(m, n));
   L.nb = std::max(1, std::min(o.nb, 64));
   L.gs_col = L.gs_row = L.gs_x = brd_lanes(o);
+  if (o.brd_x_lanes > 0) L.gs_x = std::max(32, std::min(o.brd_x_lanes, o.max_group) / 32 * 32);
   L.cb_row = 4 * (L.gs_row / 32);
   const int64_t M = L.M, N = L.N, nb = L.nb, pw = ML_BRD_PW(nb);
   Slice s;
