@@ -235,17 +235,9 @@ ML_FN void ml_step_brd_row(ML_STEP_ARGS) {
   ML_SHARED float *aw = acc + w * pw;
   for (int q = q0 + w; q < q1; q += nw) {
     ML_DEVICE const float *wq = W + (ml_i64)q * M;
-    // Four loads in flight per lane (the dot product is bound by the memory latency).
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-    int r = c + 1 + sl;
-    for (; r + 96 < M; r += 128) {
-      s0 = ml_fma(wq[r], col[r], s0);
-      s1 = ml_fma(wq[r + 32], col[r + 32], s1);
-      s2 = ml_fma(wq[r + 64], col[r + 64], s2);
-      s3 = ml_fma(wq[r + 96], col[r + 96], s3);
-    }
-    for (; r < M; r += 32) s0 = ml_fma(wq[r], col[r], s0);
-    const float s = ml_simd_sum(ctx, (s0 + s2) + (s1 + s3));
+    float s = 0.0f;
+    for (int r = c + 1 + sl; r < M; r += 32) s += wq[r] * col[r];
+    s = ml_simd_sum(ctx, s);
     const float corr = cr[q - q0], rc = cr[cb + q - q0];
     const float y = h.tau * ((wq[c] + h.scale * s) - corr);
     const float rq = wq[c] - rc - y;
@@ -317,19 +309,10 @@ ML_FN void ml_step_brd_x(ML_STEP_ARGS) {
   }
   const int w = ml_simd_id(ctx), sl = ml_simd_lane(ctx);
   const int r = c + 1 + g * 32 + sl;
-  // Four loads in flight per lane (the product is bound by the memory latency).
-  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-  if (r < M) {
-    int q = c + 2 + w;
-    for (; q + 3 * nw < N; q += 4 * nw) {
-      s0 = ml_fma(W[(ml_i64)q * M + r], row[q], s0);
-      s1 = ml_fma(W[(ml_i64)(q + nw) * M + r], row[q + nw], s1);
-      s2 = ml_fma(W[(ml_i64)(q + 2 * nw) * M + r], row[q + 2 * nw], s2);
-      s3 = ml_fma(W[(ml_i64)(q + 3 * nw) * M + r], row[q + 3 * nw], s3);
-    }
-    for (; q < N; q += nw) s0 = ml_fma(W[(ml_i64)q * M + r], row[q], s0);
-  }
-  part[w * 32 + sl] = (s0 + s2) + (s1 + s3);
+  float s = 0.0f;
+  if (r < M)
+    for (int q = c + 2 + w; q < N; q += nw) s += W[(ml_i64)q * M + r] * row[q];
+  part[w * 32 + sl] = s;
   ml_barrier(ctx);
   if (lane < 32 && r < M) {
     float t = 0.0f;
