@@ -51,7 +51,7 @@ def child(points: list[str], reps: int, which: str) -> None:
         fn = getattr(lib, op)
         res = fn(a)
         torch.cuda.synchronize()
-        best, med = best_and_median_ms(lambda: fn(a), reps)
+        best, med = best_and_median_ms(lambda fn=fn, a=a: fn(a), reps)
         a64 = a.double()
         na = torch.linalg.matrix_norm(a64, ord=1).clamp_min(1e-30)
         acc = {}
@@ -59,19 +59,26 @@ def child(points: list[str], reps: int, which: str) -> None:
             q, r = (x.double() for x in res)
             k = q.shape[-1]
             eye = torch.eye(k, dtype=torch.float64, device="cuda")
-            acc["resid"] = float((torch.linalg.matrix_norm(a64 - q @ r, ord=1) / (m * na * ULP)).max())
+            acc["resid"] = float(
+                (torch.linalg.matrix_norm(a64 - q @ r, ord=1) / (m * na * ULP)).max()
+            )
             acc["orth"] = float((torch.linalg.matrix_norm(eye - q.mT @ q, ord=1) / (m * ULP)).max())
         elif op == "eigh":
             w, z = (x.double() for x in res)
             eye = torch.eye(n, dtype=torch.float64, device="cuda")
             acc["resid"] = float(
-                (torch.linalg.matrix_norm(a64 @ z - z * w[..., None, :], ord=1) / (n * na * ULP)).max()
+                (
+                    torch.linalg.matrix_norm(a64 @ z - z * w[..., None, :], ord=1) / (n * na * ULP)
+                ).max()
             )
             acc["orth"] = float((torch.linalg.matrix_norm(eye - z.mT @ z, ord=1) / (n * ULP)).max())
         elif op == "svd":
             u, s, vh = (x.double() for x in res)
             acc["resid"] = float(
-                (torch.linalg.matrix_norm(a64 - (u * s[..., None, :]) @ vh, ord=1) / (m * na * ULP)).max()
+                (
+                    torch.linalg.matrix_norm(a64 - (u * s[..., None, :]) @ vh, ord=1)
+                    / (m * na * ULP)
+                ).max()
             )
         elif op in ("eigvalsh", "svdvals"):
             ref = getattr(torch.linalg, op)(a64)
@@ -105,12 +112,20 @@ def main() -> None:
             for kv in env_s.split(","):
                 k, v = kv.split("=", 1)
                 env[k] = v
-        cmd = [sys.executable, __file__, "--out", args.out, "--child", "torch" if env_s is None else "ours",
-               "--reps", str(args.reps)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--out",
+            args.out,
+            "--child",
+            "torch" if env_s is None else "ours",
+            "--reps",
+            str(args.reps),
+        ]
         for p in args.point:
             cmd += ["--point", p]
         print(f"== {name} {env_s or ''}", file=sys.stderr, flush=True)
-        r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
+        r = subprocess.run(cmd, check=False, env=env, stdout=subprocess.PIPE, text=True)
         try:
             runs[name] = {"env": env_s, "rows": json.loads(r.stdout.strip().splitlines()[-1])}
         except (json.JSONDecodeError, IndexError):
@@ -124,7 +139,9 @@ def main() -> None:
             if i < len(rows):
                 r = rows[i]
                 acc = ", ".join(f"{k} {r[k]:.2g}" for k in ("resid", "orth", "value") if k in r)
-                cells.append(f"{r['best_ms']:.3f} ({r['median_ms']:.3f}){'; ' + acc if acc else ''}")
+                cells.append(
+                    f"{r['best_ms']:.3f} ({r['median_ms']:.3f}){'; ' + acc if acc else ''}"
+                )
             else:
                 cells.append(runs[nm].get("error", "-"))
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
