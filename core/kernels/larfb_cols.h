@@ -7,7 +7,7 @@
 // columns of C over all r rows:
 //   1. each lane sums V[i, q] C[i, j] over its rows i (lane, lane + gs, ...) for every
 //      reflector q < KC and column j < CP (KC CP <= 64 sums in registers), a simdgroup folds
-//      them by halving exchanges (ml_larfb_fold), the simdgroups' totals meet in shared memory;
+//      them by halving exchanges (ml_qrr_fold), the simdgroups' totals meet in shared memory;
 //   2. Y = op(T) X, a lane per entry;
 //   3. each lane subtracts V[i, :] Y[:, j] from its rows of C.
 // V and C are read twice (from the cache: a few hundred KB), C written once. The group's
@@ -15,7 +15,7 @@
 #ifndef ML_KERNELS_LARFB_COLS_H
 #define ML_KERNELS_LARFB_COLS_H
 
-#include "blocked_common.h"
+#include "qr_panel_reg.h"  // ml_qrr_fold
 
 // The step's arguments by name (slots of ml_step_params, set by the host; p.m = r rows, p.n =
 // the columns of C): the integers, and the operand numbers of off / stride / ld.
@@ -38,40 +38,13 @@ ML_HOST_FN int ml_larfb_fits(int count, int cp) {
 // Shared floats of a group of gs lanes: the simdgroups' partials (64 each), X and Y (64 each).
 ML_HOST_FN int ml_larfb_shared_floats(int gs) { return (gs / 32) * 64 + 2 * 64; }
 
-// Folds v[0..NA) (NA a power of two <= 64) over the simdgroup's lane bits 16, 8, .., 1:
-// halving exchanges while more than one value is left (a lane keeps the half its lane bit
-// selects), then butterflies. Afterwards lane sl holds the simdgroup's total of sum
-// ml_larfb_index<NA>(sl, t) in v[t], t < max(1, NA / 32).
-template <int NA>
-ML_FN void ml_larfb_fold(ML_CTX ctx, ML_THREAD float *v) {
-  const int sl = ml_simd_lane(ctx);
-  int count = NA;
-  ML_UNROLL
-  for (int o = 16; o >= 1; o >>= 1) {
-    if (count > 1) {
-      const int h = count / 2;
-      const bool up = (sl & o) != 0;
-      ML_UNROLL
-      for (int i = 0; i < NA / 2; ++i) {
-        if (i < h) {
-          const float send = up ? v[i] : v[i + h];
-          const float keep = up ? v[i + h] : v[i];
-          v[i] = keep + ml_simd_shuffle_xor_full(ctx, send, o);
-        }
-      }
-      count = h;
-    } else {
-      v[0] += ml_simd_shuffle_xor_full(ctx, v[0], o);
-    }
-  }
-}
-
-// Which sum lane sl's v[t] holds after ml_larfb_fold<NA>: the upper half went to the lanes with
-// the exchange's bit set, so for NA >= 32 the lane's bits are the index's high bits
-// ((NA / 32) sl + t); for fewer sums the last 5 - log2(NA) exchanges were butterflies.
+// Which sum lane sl's v[t] holds after ml_qrr_fold<NA, 16> (qr_panel_reg.h): the upper half
+// went to the lanes with the exchange's bit set, so for NA >= 32 the lane's bits are the index's
+// high bits ((NA / 32) sl + t); for fewer sums the last 5 - log2(NA) exchanges were butterflies.
 template <int NA>
 ML_FN int ml_larfb_index(int sl, int t) {
-  return NA >= 32 ? (NA / 32) * sl + t : sl >> (NA == 16 ? 1 : NA == 8 ? 2 : NA == 4 ? 3 : NA == 2 ? 4 : 5);
+  const int shift = NA == 16 ? 1 : NA == 8 ? 2 : NA == 4 ? 3 : NA == 2 ? 4 : 5;
+  return NA >= 32 ? (NA / 32) * sl + t : sl >> shift;
 }
 
 // One group: columns j0 .. j0 + CP - 1 (< n) of matrix b's C, KC >= count reflectors.
@@ -106,7 +79,7 @@ ML_FN void ml_larfb_cols_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, 
       }
     }
   }
-  ml_larfb_fold<NA>(ctx, acc);
+  ml_qrr_fold<NA, 16>(ctx, acc);
   const int held = NA >= 32 ? NA / 32 : 1;
   const int dup = NA >= 32 ? 1 : 32 / NA;  // lanes holding the same total
   if (sl % dup == 0) {
