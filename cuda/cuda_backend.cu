@@ -205,9 +205,13 @@ const blocked::Options &blocked_options() {
     // 102.9 -> 85.8, 512 x64 23.1 -> 20.2).
     x.trd_panel_groups = -1;
     x.trd_panel_max_batch = 64;
+    // The tridiagonalisation's columns resident in shared memory (trd_res), one group per
+    // multiprocessor, for chunks of up to 8 matrices.
+    x.trd_res_max_batch = 8;
     if (usable()) {  // device 0's shared memory and multiprocessors (all devices alike)
       x.shared_floats = device_info(0).budget_floats;
       x.parallel_groups = 2 * device_info(0).units;
+      x.trd_res_groups = device_info(0).units;
     }
     const int nb = env_int("METAL_LINALG_BLOCKED_NB");
     if (nb >= 1 && nb <= 64) x.nb = nb;

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "params.h"
 
@@ -133,6 +134,9 @@ ML_FN ml_u32 ml_load_acquire_u32(ML_DEVICE float *w) {
 ML_FN void ml_store_release_u32(ML_DEVICE float *w, ml_u32 v) {
   __atomic_store_n(reinterpret_cast<ml_u32 *>(w), v, __ATOMIC_RELEASE);
 }
+// Called between the polls of a lane waiting on another group's word: the runner's groups are
+// threads that may share a core with the one waited for.
+ML_FN void ml_spin_relax() { std::this_thread::yield(); }
 
 // Barrier of the lane's simdgroup alone (compat_cuda.h): the runner's simdgroup barrier.
 #if defined(ML_CPU_SERIAL)

@@ -196,6 +196,10 @@ ML_FN void ml_store_release_u32(ML_DEVICE float *w, ml_u32 v) {
 #endif
 }
 
+// Called between the polls of a lane waiting on another group's word (compat_cpu.h yields
+// there): nothing, the poll's latency is the hand-off's.
+ML_FN void ml_spin_relax() {}
+
 // Barrier of the lane's simdgroup alone (its lanes' shared and device accesses ordered), for
 // groups of several simdgroups that each run work of their own (core/kernels/sb2st_block.h).
 ML_FN void ml_simd_barrier(ML_CTX ctx) {

@@ -122,6 +122,10 @@ ML_FN void ml_store_release_u32(ML_DEVICE float *w, ml_u32 v) {
   metal::atomic_store_explicit((device metal::atomic_uint *)w, v, metal::memory_order_relaxed);
 }
 
+// Called between the polls of a lane waiting on another group's word (compat_cpu.h yields
+// there): nothing.
+ML_FN void ml_spin_relax() {}
+
 // Barrier of the lane's simdgroup alone (compat_cuda.h), its threadgroup and device accesses
 // ordered.
 ML_FN void ml_simd_barrier(ML_CTX ctx) {

@@ -26,6 +26,7 @@
 #include "tridiag_steps.h"
 #include "tridiag_dc.h"
 #include "sytrd_blocked.h"
+#include "sytrd_resident.h"
 
 #include "step_list.h"
 

@@ -74,6 +74,14 @@ struct Options {
   // chunks of up to trd_panel_max_batch matrices (0: any).
   int trd_panel_groups = 0;
   int trd_panel_max_batch = 0;
+  // eigh's tridiagonalisation with the trailing matrix resident in the groups' shared memory
+  // (trd_res, core/kernels/sytrd_resident.h) for chunks of at most trd_res_max_batch matrices
+  // (0: never): trd_res_groups groups in all, each of trd_res_lanes lanes (all must run at once:
+  // at most the groups the device holds together, one per multiprocessor on CUDA); the panels
+  // above run first until the columns left fit the groups' shared memory (shared_floats).
+  int trd_res_groups = 0;
+  int trd_res_max_batch = 0;
+  int trd_res_lanes = 1024;
   // QR: the one-group panels by the fused factorisation (one reduction per column, T built
   // alongside, core/kernels/qr_blocked.h ml_qr_factor_fused; 0: a simdgroup per column), with
   // this many lanes (0: 32 per simdgroup, about sqrt(rows) simdgroups, at most 32). Off: slower

@@ -93,6 +93,30 @@ ml_status trd_panel(const Chunk &ch, const TrdPlan &tp, ml_step_params p, int n,
   return ch.launch(kStep_trd_panel, std::min<int64_t>(tp.panel, items), gs, shared + 1, p);
 }
 
+// The resident tridiagonalisation (trd_res) of a chunk: from column k0 (a panel boundary, n:
+// not taken) with g groups per matrix of gs lanes, nc columns each at most.
+struct ResPlan {
+  int k0, g, gs, nc, shared;
+};
+
+ResPlan res_plan(const Options &o, int64_t batch, int n, int nb) {
+  ResPlan rp{n, 0, 0, 0, 0};
+  const int64_t groups = env_or("METAL_LINALG_TRD_RES_GROUPS", o.trd_res_groups);
+  const int64_t max_batch = env_or("METAL_LINALG_TRD_RES_MAX_BATCH", o.trd_res_max_batch);
+  if (groups <= 0 || max_batch <= 0 || batch > max_batch || n < 2) return rp;
+  const int lanes = env_or("METAL_LINALG_TRD_RES_LANES", o.trd_res_lanes);
+  const int gs = std::max(32, std::min(lanes, o.max_group)) / 32 * 32;
+  // Every group takes part in every column's exchanges: at most one group per column.
+  const int g = static_cast<int>(std::min<int64_t>(groups / batch, n));
+  if (g < 1) return rp;
+  for (int k0 = 0; k0 < n; k0 += nb) {
+    const int r = n - k0, nc = (r + g - 1) / g;
+    const int shared = ml_trd_res_shared_floats(r, nc, gs);
+    if (nc <= gs && shared <= o.shared_floats) return ResPlan{k0, g, gs, nc, shared};
+  }
+  return rp;
+}
+
 }  // namespace
 
 EighLayout eigh_layout(int n, bool vectors, int64_t solver_floats, const Options &o) {
@@ -132,7 +156,9 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
   const int ug = tp.ug, urows = tp.rows;
   const bool fused =
       tp.panel > 0 && (o.trd_panel_max_batch <= 0 || ch.batch <= o.trd_panel_max_batch);
-  for (int j0 = 0; j0 < n; j0 += nb) {
+  // Panels up to rp.k0, then the columns left in one launch of trd_res.
+  const ResPlan rp = res_plan(o, ch.batch, n, nb);
+  for (int j0 = 0; j0 < rp.k0; j0 += nb) {
     const int jb = std::min(nb, n - j0);
     ml_step_params p = step_params();
     p.n = n;
@@ -192,6 +218,28 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
                       panel_lanes(n - 1 - j0, o))))
         return st;
     }
+  }
+  if (rp.k0 >= n) return ML_OK;
+  ml_step_params p = step_params();
+  p.n = n;
+  p.off[0] = L.a;
+  p.ld[0] = n;
+  p.off[2] = L.dv;
+  p.off[3] = L.sync;
+  p.flags = 4;
+  if ((st = ch.launch(kStep_trd_res, ch.batch, 32, 0, p))) return st;
+  p.flags = 0;
+  p.i[0] = rp.k0;
+  p.i[1] = rp.g;
+  p.i[2] = rp.nc;
+  if ((st = ch.launch(kStep_trd_res, ch.batch * rp.g, rp.gs, rp.shared, p))) return st;
+  for (int j0 = rp.k0; j0 < n && L.vectors; j0 += nb) {
+    const int kr = std::min(nb, n - 1 - j0);
+    if (kr > 0 && (st = larft(ch, o, L.a + static_cast<int64_t>(j0) * n + j0 + 1, n,
+                              L.tau() + j0, n - 1 - j0, kr, nb,
+                              L.t + static_cast<int64_t>(j0 / nb) * nb * nb,
+                              panel_lanes(n - 1 - j0, o))))
+      return st;
   }
   return ML_OK;
 }

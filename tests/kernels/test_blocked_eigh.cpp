@@ -64,7 +64,7 @@ kt::Families some(const kt::Families &all) {
 
 // threaded: the one-launch panels' groups on concurrent threads.
 void sytrd_case(Report &rep, Worst &worst, int n, int uplo, const ml::blocked::Options &o,
-                std::mt19937_64 &rng, bool all = true, bool threaded = false) {
+                std::mt19937_64 &rng, bool all = true, bool threaded = false, int res_k0 = 0) {
   kt::Families fams = kt::symmetric_families(n, rng, true);
   if (!all) fams = some(fams);
   const kt::EigBatch eb = kt::eig_batch(fams, n, uplo, rng);
@@ -72,6 +72,8 @@ void sytrd_case(Report &rep, Worst &worst, int n, int uplo, const ml::blocked::O
   const ml::blocked::EighLayout L = ml::blocked::eigh_layout(n, true, 0, o);
   kt::CpuStepRunner run;
   if (threaded) run.threaded_step = ml::blocked::kStep_trd_panel;
+  // The resident reduction's groups wait on each other both ways: always concurrent threads.
+  if (o.trd_res_groups > 0) run.threaded_step = ml::blocked::kStep_trd_res;
   run.ws.assign(size_t(L.per) * batch, std::nanf(""));
   run.a = eb.a.data();
   std::optional<kt::Timer> timer(std::in_place, "sytrd + ormtr", n, n, o.max_group);
@@ -107,6 +109,14 @@ void sytrd_case(Report &rep, Worst &worst, int n, int uplo, const ml::blocked::O
 
   timer.reset();
   if (std::getenv("KT_TIMING")) std::printf("  %d launches\n", run.launches);
+  if (o.trd_res_groups > 0) {
+    // The resident reduction ran (its zeroing launch and itself), after the panels of the
+    // columns before res_k0 (nb + 1 trd_update launches each).
+    const auto count = [&](int step) { return std::count(run.steps.begin(), run.steps.end(), step); };
+    rep.expect(count(ml::blocked::kStep_trd_res) == 2 &&
+                   count(ml::blocked::kStep_trd_update) == res_k0 / o.nb * (o.nb + 1),
+               where("sytrd trd_res launches", n, uplo, "", 0, o));
+  }
   for (int b = 0; b < batch; ++b) {
     const std::string &fam = eb.items[b].first;
     const std::string at = where("sytrd", n, uplo, fam, b, o);
@@ -223,6 +233,24 @@ int suite_sytrd() {
   ml::blocked::Options fused_thr = o;
   fused_thr.trd_panel_groups = 4;
   sytrd_case(rep, worst, 41, ML_K_LOWER, fused_thr, rng, false, true);
+  // The columns resident in the groups' shared memory (trd_res; five matrices: four groups
+  // each): every column (n = 2: two groups, more groups than columns late in every matrix), and
+  // with a shared budget that leaves the first panels to the steps above (k0 = 24 at n = 67),
+  // groups of two simdgroups (a column's dot products over both).
+  ml::blocked::Options res = o;
+  res.trd_res_groups = 20;
+  res.trd_res_max_batch = 8;
+  res.trd_res_lanes = 32;
+  for (int n : {2, 3, 17, 67}) sytrd_case(rep, worst, n, n % 2 ? ML_K_LOWER : ML_K_UPPER, res,
+                                          rng, false);
+  ml::blocked::Options res_mixed = res;
+  res_mixed.shared_floats = 800;
+  sytrd_case(rep, worst, 67, ML_K_LOWER, res_mixed, rng, false, false, 24);
+  ml::blocked::Options res_big = big;
+  res_big.trd_res_groups = 15;
+  res_big.trd_res_max_batch = 8;
+  res_big.trd_res_lanes = 64;
+  sytrd_case(rep, worst, 50, ML_K_UPPER, res_big, rng, false);
   std::printf("sytrd: %d checks, %d failures; worst |A-QTQ^T| %.3g, |I-Q^TQ| %.3g, eig %.3g, "
               "QB %.3g (limit %g)\n",
               rep.checks, rep.failures, worst.resid, worst.orth, worst.eig, worst.apply, kLimit);
@@ -245,12 +273,14 @@ void eigh_case(Report &rep, Worst &worst, int n, int uplo, const ml::blocked::Op
     ml::Call c{ML_OP_EIGH, batch, n, n, uplo, eb.a.data(), w.data(), v.data(), nullptr,
                info.data()};
     kt::CpuStepRunner run;
+    if (o.trd_res_groups > 0) run.threaded_step = ml::blocked::kStep_trd_res;
     rep.expect(run.run(c, uplo, o) == ML_OK, where("eigh run", n, uplo, "", 0, o));
   }
   {
     ml::Call c{ML_OP_EIGVALSH, batch, n, n, uplo, eb.a.data(), w2.data(), nullptr, nullptr,
                info2.data()};
     kt::CpuStepRunner run;
+    if (o.trd_res_groups > 0) run.threaded_step = ml::blocked::kStep_trd_res;
     rep.expect(run.run(c, uplo, o) == ML_OK, where("eigvalsh run", n, uplo, "", 0, o));
   }
   for (int b = 0; b < batch; ++b) {
@@ -309,6 +339,12 @@ int suite_eigh() {
   ml::blocked::Options chunked = o;
   chunked.max_workspace_bytes = 1;
   eigh_case(rep, worst, 20, ML_K_UPPER, chunked, rng, false);
+  // The tridiagonalisation's columns resident in shared memory (trd_res), one matrix per chunk
+  // (so four groups each, on concurrent threads).
+  ml::blocked::Options res = chunked;
+  res.trd_res_groups = 4;
+  res.trd_res_max_batch = 1;
+  eigh_case(rep, worst, 37, ML_K_LOWER, res, rng, false);
   std::printf("eigh: %d checks, %d failures; worst |A-VWV^T| %.3g, |I-V^TV| %.3g, values %.3g "
               "(limit %g)\n",
               rep.checks, rep.failures, worst.resid, worst.orth, worst.eig, kLimit);

@@ -1,0 +1,216 @@
+// Householder tridiagonalisation with the trailing matrix resident in the groups' shared memory
+// (the step trd_res; sequenced by core/src/blocked_eigh.cpp after the panels of
+// sytrd_blocked.h, or alone). For one or a few matrices the panel scheme of sytrd_blocked.h
+// is bound by latency: every column costs two passes over the trailing matrix from device
+// memory, each a chain of dependent loads and group barriers. Here G persistent groups per
+// matrix each hold a share of the trailing matrix's columns, column i of A[k0:n, k0:n] (both
+// triangles, rows k0 .. n - 1) in group (i - k0) mod G, for the whole reduction, so that a
+// column's work is shared-memory traffic and only vectors of n floats pass between groups:
+//   reflector j   the group owning column j (brought up to date first) forms H_j = I - tau v v^T
+//                 of A[j+1:n, j] (d_j, e_j, tau_j as sytrd_blocked.h), writes v to a vector in
+//                 device memory and the reflector into A's column j (zero to row j, 1 at row
+//                 j + 1, v below: the form the back-transformation reads), then releases the
+//                 word F = j + 1;
+//   y = A v       every group, after acquiring F >= j + 1, forms y_i = A[j+1:n, i]^T v for its
+//                 columns i > j (a simdgroup per column and slice of rows), writes them to
+//                 device memory, then adds 1 to the word C (release);
+//   update        every group, after acquiring C >= G (j - k0 + 1), reads all of y, sums y^T v
+//                 (in the same order in every group: the same bits),
+//                 w = tau y - (tau^2 / 2) (y^T v) v, and updates its columns i > j:
+//                 A[j+1:n, i] -= v w_i + w v_i; the owner of column j + 1 updates that column
+//                 first and forms reflector j + 1 before the others.
+// Two exchanges through device memory per column, no product per panel. y alternates between
+// two buffers by the parity of j: a group writes step j + 1's before a slower group may have
+// read step j's, never step j + 2's (that needs every group's y of step j + 1, written after
+// it read step j's). v has one buffer: the owner of j + 1 writes it only
+// after C says every group has read v_j.
+// Groups wait on each other both ways, so all G x batch groups must run at once: the host
+// launches no more groups than the device holds at a time (one per multiprocessor). The CPU
+// runner runs this step's groups on concurrent threads.
+// Operands: 0 A (n x n, column-major, ld[0]), 2 the vectors of sytrd_blocked.h (d, e, tau; v in
+// the PU slot, y in the Y and PU + n slots), 3 the two words F, C (zeroed by a launch with
+// flags 4 before: a group per matrix). p.n = n; i[0] = k0 (the first column left; A[k0:n,
+// k0:n] up to date in both triangles), i[1] = G (groups per matrix), i[2] = the columns a
+// group holds at most (ceil((n - k0) / G)).
+#ifndef ML_KERNELS_SYTRD_RESIDENT_H
+#define ML_KERNELS_SYTRD_RESIDENT_H
+
+#include "blocked_common.h"
+#include "householder.h"
+#include "sytrd_blocked.h"
+
+// Shared floats of trd_res: nc columns of r rows, v and y / w (r each), the dot products'
+// partial sums (a slot per simdgroup or column), a reduction buffer.
+ML_HOST_FN int ml_trd_res_shared_floats(int r, int nc, int gs) {
+  const int nsimd = (gs + 31) / 32;
+  return nc * r + 2 * r + (nc > nsimd ? nc : nsimd) + ML_RED_FLOATS;
+}
+
+// Reflector of column i (in shared memory at col, row k at col[k - k0]), by the group owning
+// it: d_i, e_i, tau_i into vec, v into vg (row k at vg[k]), the reflector into A's column i
+// (acol, rows k0 .. n - 1), then F = i + 1 released. The last column has no reflector.
+ML_FN void ml_trd_res_reflect(ML_CTX ctx, int n, int k0, int i, ML_SHARED const float *col,
+                              ML_DEVICE float *vec, ML_DEVICE float *vg, ML_DEVICE float *acol,
+                              ML_DEVICE float *flag, ML_SHARED float *red) {
+  const int lane = ctx.lane, gs = ctx.group_size;
+  float s = 0.0f, su = 0.0f;
+  for (int k = i + 2 + lane; k < n; k += gs) {
+    const float x = col[k - k0], xu = x * ML_HOUSE_UP;
+    s += x * x;
+    su += xu * xu;
+  }
+  // Both sums behind one barrier (red: 64 floats).
+  s = ml_simd_sum(ctx, s);
+  su = ml_simd_sum(ctx, su);
+  if (ml_simd_lane(ctx) == 0) {
+    red[ml_simd_id(ctx)] = s;
+    red[32 + ml_simd_id(ctx)] = su;
+  }
+  ml_barrier(ctx);
+  float sigma = red[0], sigma_up = red[32];
+  for (int w = 1; w < ml_simd_count(ctx); ++w) {
+    sigma += red[w];
+    sigma_up += red[32 + w];
+  }
+  ml_house_t h;
+  h.beta = 0.0f;
+  h.tau = 0.0f;
+  h.scale = 1.0f;
+  if (i + 1 < n) {
+    const float alpha = col[i + 1 - k0];
+    if (sigma < ML_HOUSE_TINY) ml_house_finish(alpha, sigma_up, ML_HOUSE_UP, &h);
+    else ml_house_finish(alpha, sigma, 1.0f, &h);
+  }
+  const float hs = h.scale;
+  for (int k = k0 + lane; k < n; k += gs) {
+    float v = 0.0f;
+    if (k == i + 1) v = 1.0f;
+    else if (k > i + 1) v = col[k - k0] * hs;
+    acol[k] = v;
+    if (k > i) vg[k] = v;
+  }
+  if (lane == 0) {
+    vec[ML_TRD_D(n) + i] = col[i - k0];
+    vec[ML_TRD_TAU(n) + i] = h.tau;
+    if (i + 1 < n) vec[ML_TRD_E(n) + i] = h.beta;
+  }
+  ml_barrier_device(ctx);
+  if (lane == 0 && i + 1 < n) ml_store_release_u32(flag, (ml_u32)(i + 1));
+}
+
+// Lane 0 waits until the word w counts at least want; then the group's barrier (device).
+ML_FN void ml_trd_res_wait(ML_CTX ctx, ML_DEVICE float *w, ml_u32 want) {
+  if (ctx.lane == 0) {
+    for (;;) {
+      if (ml_load_acquire_u32(w) >= want) break;
+      ml_spin_relax();
+    }
+  }
+  ml_barrier_device(ctx);
+}
+
+// Group g of matrix b: the whole reduction of columns k0 .. n - 1. Shared arrays are indexed by
+// the row's offset q = k - k0 (q < r = n - k0).
+ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_i64 b, int g) {
+  const int n = p.n, k0 = p.i[0], G = p.i[1], ncmax = p.i[2], r = n - k0;
+  const int lane = ctx.lane, gs = ctx.group_size;
+  const int sl = ml_simd_lane(ctx), sid = ml_simd_id(ctx), nsimd = ml_simd_count(ctx);
+  const int ld = p.ld[0];
+  ML_DEVICE float *A = ws + p.off[0] + b * p.stride[0];
+  ML_DEVICE float *vec = ws + p.off[2] + b * p.stride[2];
+  ML_DEVICE float *sync = ws + p.off[3] + b * p.stride[3];
+  ML_DEVICE float *vg = vec + ML_TRD_PU(n);  // v, row k at vg[k]
+  ML_DEVICE float *yg0 = vec + ML_TRD_Y(n), *yg1 = vg + n;
+  ML_SHARED float *cols = ctx.scratch;  // own column c at cols + c r
+  ML_SHARED float *vs = cols + ncmax * r;
+  ML_SHARED float *wv = vs + r;  // y, then w
+  ML_SHARED float *part = wv + r;
+  ML_SHARED float *red = part + (ncmax > nsimd ? ncmax : nsimd);
+  const int nc = g < r ? (r - g + G - 1) / G : 0;  // columns k0 + g + G c, c < nc
+
+  for (int c = 0; c < nc; ++c) {
+    ML_DEVICE const float *src = A + (ml_i64)(k0 + g + G * c) * ld + k0;
+    for (int q = lane; q < r; q += gs) cols[c * r + q] = src[q];
+  }
+  ml_barrier(ctx);
+  if (g == 0) ml_trd_res_reflect(ctx, n, k0, k0, cols, vec, vg, A + (ml_i64)k0 * ld, sync, red);
+
+  for (int j = k0; j < n - 1; ++j) {
+    const int q1 = j + 1 - k0;  // the first row left, as an offset
+    ML_DEVICE float *yg = (j & 1) ? yg1 : yg0;
+    // v_j.
+    ml_trd_res_wait(ctx, sync, (ml_u32)(j + 1));
+    for (int q = q1 + lane; q < r; q += gs) vs[q] = vg[k0 + q];
+    const float tau = vec[ML_TRD_TAU(n) + j];
+    ml_barrier(ctx);
+    // y_i = A[j+1:n, i]^T v for the own columns i > j: a simdgroup per column and slice of
+    // rows (S slices when there are fewer columns than simdgroups).
+    const int c0 = q1 - g <= 0 ? 0 : (q1 - g + G - 1) / G;
+    const int na = nc - c0, rows = r - q1;
+    const int S = na > 0 && na < nsimd ? nsimd / na : 1;
+    const int seg = ((rows + S - 1) / S + 31) / 32 * 32;
+    for (int t = sid; t < na * S; t += nsimd) {
+      ML_SHARED const float *col = cols + (c0 + t / S) * r;
+      const int e0 = q1 + (t % S) * seg, e1 = e0 + seg < r ? e0 + seg : r;
+      float a0 = 0.0f, a1 = 0.0f;
+      int q = e0 + sl;
+      for (; q + 32 < e1; q += 64) {
+        a0 = ml_fma(col[q], vs[q], a0);
+        a1 = ml_fma(col[q + 32], vs[q + 32], a1);
+      }
+      if (q < e1) a0 = ml_fma(col[q], vs[q], a0);
+      const float s = ml_simd_sum(ctx, a0 + a1);
+      if (sl == 0) part[t] = s;
+    }
+    ml_barrier(ctx);
+    if (lane < na) {
+      float y = 0.0f;
+      for (int s = 0; s < S; ++s) y += part[lane * S + s];
+      yg[k0 + g + G * (c0 + lane)] = y;
+    }
+    ml_barrier_device(ctx);
+    if (lane == 0) ml_atomic_add_release_u32(sync + 1, 1u);
+    ml_trd_res_wait(ctx, sync + 1, (ml_u32)G * (ml_u32)(j - k0 + 1));
+    // w = tau y - (tau^2 / 2) (y^T v) v, y^T v summed over all rows in the same order in every
+    // group (the same bits).
+    float yv = 0.0f;
+    for (int q = q1 + lane; q < r; q += gs) {
+      const float y = yg[k0 + q];
+      wv[q] = y;
+      yv = ml_fma(y, vs[q], yv);
+    }
+    const float alpha = -0.5f * tau * tau * ml_group_sum(ctx, yv, red);
+    for (int q = q1 + lane; q < r; q += gs) wv[q] = tau * wv[q] + alpha * vs[q];
+    ml_barrier(ctx);
+    // A[j+1:n, i] -= v w_i + w v_i, column j + 1 first (then its reflector) when it is ours.
+    const bool next = q1 % G == g;
+    const int cn = q1 / G;
+    for (int pass = next ? 0 : 1; pass < 2; ++pass) {
+      for (int c = pass == 0 ? cn : c0; c < (pass == 0 ? cn + 1 : nc); ++c) {
+        if (pass == 1 && next && c == cn) continue;
+        ML_SHARED float *col = cols + c * r;
+        const int qi = g + G * c;
+        const float wi = wv[qi], vi = vs[qi];
+        for (int q = q1 + lane; q < r; q += gs) col[q] -= vs[q] * wi + wv[q] * vi;
+      }
+      if (pass == 0) {
+        ml_barrier(ctx);
+        ml_trd_res_reflect(ctx, n, k0, j + 1, cols + cn * r, vec, vg,
+                           A + (ml_i64)(j + 1) * ld, sync, red);
+      }
+    }
+  }
+}
+
+ML_FN void ml_step_trd_res(ML_STEP_ARGS) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  if ((p.flags & 4) != 0) {  // zero matrix group_id's two words
+    if (ctx.lane < 2) ws[p.off[3] + ctx.group_id * p.stride[3] + ctx.lane] = 0.0f;
+    return;
+  }
+  const ml_i64 b = ctx.group_id / p.i[1];
+  ml_trd_res_run(ctx, p, ws, b, (int)(ctx.group_id - b * p.i[1]));
+}
+
+#endif  // ML_KERNELS_SYTRD_RESIDENT_H
