@@ -10,7 +10,8 @@ from torch.linalg's in float64 over ||A|| ulp).
         --point qr:4096x4096x1 --point eigh:2048x2048x1 \\
         --variant base: --variant nows:METAL_LINALG_CUBLAS_WORKSPACE_MB=0 [--torch]
 
-Writes <slug>.json and <slug>.md into --out and prints the table.
+Writes <slug>.json and <slug>.md (and <slug>.png where matplotlib is installed) into --out and
+prints the table. `--replot RESULT.json` draws the plot of an earlier run again, beside it.
 """
 
 from __future__ import annotations
@@ -89,8 +90,50 @@ def child(points: list[str], reps: int, which: str) -> None:
     print(json.dumps(out))
 
 
+def plot(runs: dict, path: Path, title: str) -> bool:
+    """Best ms per point (log scale), a bar per variant, the fastest variant of each point named
+    under it; False where matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    names = list(runs)
+    points = [r["point"] for r in next((v["rows"] for v in runs.values() if v["rows"]), [])]
+    if not points:
+        return False
+    width = 0.8 / len(names)
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.9 * len(points)), 5.0))
+    for k, nm in enumerate(names):
+        rows = {r["point"]: r["best_ms"] for r in runs[nm]["rows"]}
+        xs = [i + (k - (len(names) - 1) / 2) * width for i in range(len(points))]
+        ax.bar(xs, [rows.get(p, 0.0) for p in points], width, label=nm)
+    labels = []
+    for p in points:
+        times = {nm: r["best_ms"] for nm in names for r in runs[nm]["rows"] if r["point"] == p}
+        best = min(times, key=times.get) if times else "-"
+        labels.append(f"{p.replace(':', chr(10))}\nbest: {best}")
+    ax.set_xticks(range(len(points)))
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("ms (best of the calls, log scale)")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--replot", default="", help="an earlier run's JSON: draw its plot again")
+    if "--replot" in sys.argv:
+        src = Path(ap.parse_known_args()[0].replot)
+        ok = plot(json.loads(src.read_text()), src.with_suffix(".png"), src.stem)
+        sys.exit(0 if ok else 1)
     ap.add_argument("--out", required=True)
     ap.add_argument("--slug", default="env-variants")
     ap.add_argument("--point", action="append", required=True)
@@ -155,6 +198,7 @@ def main() -> None:
         f"# {args.slug}\n\nms best (median) of {args.reps} calls, CUDA events; accuracy ratios in float64.\n\n"
         f"{envs}\n\n{table}\n"
     )
+    plot(runs, out / f"{args.slug}.png", args.slug)
 
 
 if __name__ == "__main__":

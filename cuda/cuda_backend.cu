@@ -208,6 +208,7 @@ const blocked::Options &blocked_options() {
     // The tridiagonalisation's columns resident in shared memory (trd_res), one group per
     // multiprocessor, for chunks of up to 8 matrices.
     x.trd_res_max_batch = 8;
+    x.trd_res_lanes = 512;
     if (usable()) {  // device 0's shared memory and multiprocessors (all devices alike)
       x.shared_floats = device_info(0).budget_floats;
       x.parallel_groups = 2 * device_info(0).units;
