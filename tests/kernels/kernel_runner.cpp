@@ -488,6 +488,22 @@ void schedule(Worker &w, Launch &L, int workers, bool forward) {
   }
 }
 
+// Fibers of finished calling threads (groups run on threads of their own), for the next.
+std::mutex g_spare_mu;
+std::vector<std::unique_ptr<Fiber>> g_spare;
+
+std::unique_ptr<Fiber> take_fiber() {
+  {
+    std::lock_guard<std::mutex> lk(g_spare_mu);
+    if (!g_spare.empty()) {
+      auto f = std::move(g_spare.back());
+      g_spare.pop_back();
+      return f;
+    }
+  }
+  return std::make_unique<Fiber>();
+}
+
 // The fibers and worker threads of one calling thread, kept from launch to launch.
 class Executor {
  public:
@@ -499,12 +515,14 @@ class Executor {
     epoch_.fetch_add(1, std::memory_order_seq_cst);
     epoch_.notify_all();
     for (auto &t : helpers_) t.join();
+    std::lock_guard<std::mutex> lk(g_spare_mu);
+    for (auto &f : fibers_) g_spare.push_back(std::move(f));
   }
   int workers() const { return workers_; }
 
   void run(Launch &L) {
     const int gs = L.g.group_size;
-    while (static_cast<int>(fibers_.size()) < gs) fibers_.push_back(std::make_unique<Fiber>());
+    while (static_cast<int>(fibers_.size()) < gs) fibers_.push_back(take_fiber());
     for (auto &w : w_) w.lanes.clear();
     // Whole simdgroups to the workers in turn; a group of one simdgroup split in two halves.
     const int nsimd = (gs + 31) / 32;
