@@ -1,8 +1,9 @@
 // CPU dialect of the kernel vocabulary (see README.md).
 // Two modes:
-//  - default: lanes are threads of the CPU runner (tests/kernels/kernel_runner.h); barriers
-//    and simd ops go through the runner's group state (function pointers, so a TU that
-//    never runs threaded groups does not need the runner linked in);
+//  - default: lanes of the CPU runner (tests/kernels/kernel_runner.h: fibers or threads,
+//    each lane its own stack); barriers and simd ops go through the runner's group state
+//    (function pointers, so a TU that never runs threaded groups does not need the runner
+//    linked in);
 //  - ML_CPU_SERIAL defined before inclusion: group size 1, lane 0, every sync op is a
 //    no-op and constant-folds (cpu/cpu_kernels.cpp). The context type is renamed so
 //    both modes can live in one program.
@@ -153,7 +154,7 @@ ML_FN void ml_simd_barrier(ML_CTX ctx) {
 }
 #endif
 // Words of shared memory shared by the simdgroups of one group (compat_cuda.h); the runner's
-// lanes are threads, so these are the device words' atomics.
+// lanes may run on different threads, so these are the device words' atomics.
 ML_FN ml_u32 ml_atomic_add_shared_u32(ML_SHARED float *w, ml_u32 v) {
   return ml_atomic_add_u32(w, v);
 }

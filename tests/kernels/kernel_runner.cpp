@@ -55,14 +55,6 @@ double g_timeout_s = 300.0;
 std::atomic<uint64_t> g_progress{0};
 std::atomic<int> g_waiting{0};
 
-[[noreturn]] void stuck(int lanes) {
-  std::fprintf(stderr,
-               "[kernel_runner] %d lanes wait at barriers or simd ops that no other lane "
-               "reaches: non-uniform control flow around a barrier or simd op?\n",
-               lanes);
-  std::abort();
-}
-
 [[noreturn]] void deadlock(int waiting) {
   std::fprintf(stderr,
                "[kernel_runner] no barrier completed for %.0f s while %d lanes wait: "
@@ -72,6 +64,14 @@ std::atomic<int> g_waiting{0};
 }
 
 #if defined(KR_FIBERS)
+[[noreturn]] void stuck(int lanes) {
+  std::fprintf(stderr,
+               "[kernel_runner] %d lanes wait at barriers or simd ops that no other lane "
+               "reaches: non-uniform control flow around a barrier or simd op?\n",
+               lanes);
+  std::abort();
+}
+
 struct Fiber;
 // The fiber running on this OS thread (null outside fibers: the thread-per-lane mode, or the
 // scheduler's own stack).
