@@ -80,8 +80,12 @@ phase "Release build (core, C and kernel tests; the ASan+UBSan build alongside)"
 cmake -S . -B build/test -G Ninja -DML_BUILD_TESTS=ON -DML_BUILD_CUDA=AUTO -DCMAKE_BUILD_TYPE=Release \
   -DPython_EXECUTABLE="$root/.venv/bin/python" ${launcher[@]+"${launcher[@]}"} \
   ${cuda_archs[@]+"${cuda_archs[@]}"} >/dev/null
+# Debug information: line tables only (-g1), all the sanitizers' reports need for file:line in
+# every frame; full -g costs more compile time (tests/kernels/test_qr_small.cpp: 50 s of CPU with
+# -g, 35 s with -g1).
 cmake -S . -B build/asan -G Ninja -DML_BUILD_TESTS=ON -DML_BUILD_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug \
-  -DML_SANITIZE=ON -DPython_EXECUTABLE="$root/.venv/bin/python" ${launcher[@]+"${launcher[@]}"} >/dev/null
+  -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DML_SANITIZE=ON \
+  -DPython_EXECUTABLE="$root/.venv/bin/python" ${launcher[@]+"${launcher[@]}"} >/dev/null
 read -r -a asan_targets <<<"$(python tools/ctest_targets.py build/asan "$asan_skip")"
 # The ASan build runs alongside the Release build and its ctest at the lowest CPU priority: it takes
 # the cores where they would idle (a long compile alone at the end of a build, tests that wait), and
