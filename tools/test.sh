@@ -58,18 +58,10 @@ cuda_archs=()
 if ! grep -q '^GPU' <<<"$(nvidia-smi -L 2>/dev/null || true)"; then
   cuda_archs=(-DCMAKE_CUDA_ARCHITECTURES=90-virtual)
 fi
-phase "Release build (core, C and kernel tests)"
-cmake -S . -B build/test -G Ninja -DML_BUILD_TESTS=ON -DML_BUILD_CUDA=AUTO -DCMAKE_BUILD_TYPE=Release \
-  -DPython_EXECUTABLE="$root/.venv/bin/python" ${launcher[@]+"${launcher[@]}"} \
-  ${cuda_archs[@]+"${cuda_archs[@]}"} >/dev/null
-cmake --build build/test -j "$jobs"
-phase "ctest: C API, kernels and Metal-dialect check"
-ctest --test-dir build/test --output-on-failure -j "$jobs"
-
-phase "ASan+UBSan build (Debug build of the core)"
+# ASan+UBSan build (Debug build of the core).
 # Every finding fails the test (-fno-sanitize-recover, halt_on_error); leaks are checked at exit.
 # CPU only: the sanitizers cover the core, the C API and the kernels' CPU builds; the Metal-dialect
-# check needs no second run. The long kernel-logic sweeps that run in Release above (the simdgroup
+# check needs no second run. The long kernel-logic sweeps that run in Release below (the simdgroup
 # kernels' family sweeps, the global-launch sizes past the shared window and the SVD kernel's square
 # sweep, which alone took 825 of the 1136 s of ASan tests in an earlier CI run) are left out here, to
 # shorten the whole command on 2 cores; every table line, the simdgroup ones included, still runs under
@@ -77,16 +69,58 @@ phase "ASan+UBSan build (Debug build of the core)"
 # Of the blocked algorithms' suites only QR (the shared steps, products and panels, and the split
 # columns), the T factor (larft) and the tridiagonal solver's short suites (tgk, limits) run here,
 # for the same reason; the others (among them QR's panels over many groups, fused and in
-# registers: qr_tsqr, qr_fused, qr_reg) run in Release above. Only the programs of the tests
+# registers: qr_tsqr, qr_fused, qr_reg) run in Release below. Only the programs of the tests
 # that run are built.
 asan_skip="check_metal|metal_host|table_targets|kernels_eigh_simd|kernels_svd_simd|kernels_svd_square"
 asan_skip+="|kernels_kernel_table_global|kernels_blocked_(gemm|sytrd|eigh|brd|svdref|svd|tridiag_values"
 asan_skip+="|tridiag_vectors|tridiag_subset|tridiag_dc|band|eigvalsh2|chase|eigh2|qr_tsqr|qr_fused"
 asan_skip+="|qr_reg)$"
+
+phase "Release build (core, C and kernel tests; the ASan+UBSan build alongside)"
+cmake -S . -B build/test -G Ninja -DML_BUILD_TESTS=ON -DML_BUILD_CUDA=AUTO -DCMAKE_BUILD_TYPE=Release \
+  -DPython_EXECUTABLE="$root/.venv/bin/python" ${launcher[@]+"${launcher[@]}"} \
+  ${cuda_archs[@]+"${cuda_archs[@]}"} >/dev/null
+# Debug information: line tables only (-g1), all the sanitizers' reports need for file:line in
+# every frame; full -g costs more compile time (tests/kernels/test_qr_small.cpp: 50 s of CPU with
+# -g, 35 s with -g1).
 cmake -S . -B build/asan -G Ninja -DML_BUILD_TESTS=ON -DML_BUILD_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug \
-  -DML_SANITIZE=ON -DPython_EXECUTABLE="$root/.venv/bin/python" ${launcher[@]+"${launcher[@]}"} >/dev/null
+  -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DML_SANITIZE=ON \
+  -DPython_EXECUTABLE="$root/.venv/bin/python" ${launcher[@]+"${launcher[@]}"} >/dev/null
 read -r -a asan_targets <<<"$(python tools/ctest_targets.py build/asan "$asan_skip")"
-cmake --build build/asan -j "$jobs" --target "${asan_targets[@]}"
+# The ASan build runs alongside the Release build and its ctest at the lowest CPU priority: it takes
+# the cores where they would idle (a long compile alone at the end of a build, tests that wait), and
+# all of them once they are done. Its own process group (job control), so that an early exit stops
+# it; its output is shown when it has finished.
+asan_log="$root/build/asan-build.log"
+stop_asan_build() {
+  if [ -n "${asan_pid:-}" ]; then kill -- -"$asan_pid" 2>/dev/null || true; fi
+}
+set -m
+(
+  t0=$(date +%s)
+  rc=0
+  nice -n 19 cmake --build build/asan -j "$jobs" --target "${asan_targets[@]}" || rc=$?
+  echo "-- ASan+UBSan build: $(($(date +%s) - t0)) s from its start (exit $rc)"
+  exit "$rc"
+) >"$asan_log" 2>&1 &
+asan_pid=$!
+set +m
+trap 'stop_asan_build; phase ""; echo "== phase times: ${timings}total $(($(date +%s) - start)) s"' EXIT
+cmake --build build/test -j "$jobs"
+phase "ctest: C API, kernels and Metal-dialect check"
+ctest --test-dir build/test --output-on-failure -j "$jobs"
+
+phase "ASan+UBSan build (the rest of it)"
+# Back to normal priority where allowed (root), so other work on the machine does not starve it.
+renice -n 0 -g "$asan_pid" >/dev/null 2>&1 || true
+asan_rc=0
+wait "$asan_pid" || asan_rc=$?
+asan_pid=""
+cat "$asan_log"
+if [ "$asan_rc" -ne 0 ]; then
+  echo "the ASan+UBSan build failed (exit $asan_rc)" >&2
+  exit 1
+fi
 phase "ctest under ASan+UBSan"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs" -E "$asan_skip"

@@ -1,8 +1,9 @@
 // CPU dialect of the kernel vocabulary (see README.md).
 // Two modes:
-//  - default: lanes are threads of the CPU runner (tests/kernels/kernel_runner.h); barriers
-//    and simd ops go through the runner's group state (function pointers, so a TU that
-//    never runs threaded groups does not need the runner linked in);
+//  - default: lanes of the CPU runner (tests/kernels/kernel_runner.h: fibers or threads,
+//    each lane its own stack); barriers and simd ops go through the runner's group state
+//    (function pointers, so a TU that never runs threaded groups does not need the runner
+//    linked in);
 //  - ML_CPU_SERIAL defined before inclusion: group size 1, lane 0, every sync op is a
 //    no-op and constant-folds (cpu/cpu_kernels.cpp). The context type is renamed so
 //    both modes can live in one program.
@@ -121,7 +122,14 @@ ML_FN int ml_simd_vote_seg(ML_CTX ctx, bool pred) {
 ML_FN int ml_simd_seg_index(ML_CTX) { return 0; }
 
 // Words of device memory shared by the groups of one launch (a workspace float slot holding a
-// uint; the runner's lanes are threads): a relaxed fetch-add, an acquire load, a release store.
+// uint; the runner's lanes run concurrently): a relaxed fetch-add, an acquire load, a release
+// store.
+#if !defined(ML_CPU_SERIAL)
+// The runner's lanes may be fibers sharing an OS thread (kernel_runner.cpp): a lane that polls
+// a word lets the other lanes of its thread run first, so a lane spinning on a word that
+// another lane sets never starves it. Null: nothing to do.
+inline void (*ml_cpu_poll_hook)() = nullptr;
+#endif
 ML_FN ml_u32 ml_atomic_add_u32(ML_DEVICE float *w, ml_u32 v) {
   return __atomic_fetch_add(reinterpret_cast<ml_u32 *>(w), v, __ATOMIC_RELAXED);
 }
@@ -129,6 +137,9 @@ ML_FN ml_u32 ml_atomic_add_release_u32(ML_DEVICE float *w, ml_u32 v) {
   return __atomic_fetch_add(reinterpret_cast<ml_u32 *>(w), v, __ATOMIC_RELEASE);
 }
 ML_FN ml_u32 ml_load_acquire_u32(ML_DEVICE float *w) {
+#if !defined(ML_CPU_SERIAL)
+  if (ml_cpu_poll_hook) ml_cpu_poll_hook();
+#endif
   return __atomic_load_n(reinterpret_cast<ml_u32 *>(w), __ATOMIC_ACQUIRE);
 }
 ML_FN void ml_store_release_u32(ML_DEVICE float *w, ml_u32 v) {
@@ -147,7 +158,7 @@ ML_FN void ml_simd_barrier(ML_CTX ctx) {
 }
 #endif
 // Words of shared memory shared by the simdgroups of one group (compat_cuda.h); the runner's
-// lanes are threads, so these are the device words' atomics.
+// lanes may run on different threads, so these are the device words' atomics.
 ML_FN ml_u32 ml_atomic_add_shared_u32(ML_SHARED float *w, ml_u32 v) {
   return ml_atomic_add_u32(w, v);
 }

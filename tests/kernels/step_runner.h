@@ -1,5 +1,5 @@
 // The blocked algorithms (core/src/blocked.h) on the CPU runner: a Runner that executes each
-// step kernel of core/kernels/steps.h with kernel_runner::run (a thread per lane, real
+// step kernel of core/kernels/steps.h with kernel_runner::run (every lane its own stack, real
 // barriers), the workspace a host vector filled with NaN first so that reads of never-written
 // workspace show in the results. Include after kernel_runner.h.
 #pragma once

@@ -79,7 +79,57 @@ void runner_kernel(const ml_ctx &ctx, void *u) {
   ml_barrier(ctx);
   o[7] = ctx.scratch[64 + (ctx.group_size - 1 - l)];
 }
+// Simdgroup 1 polls a shared word that lane 0 sets after a simd op, with no barrier between:
+// no lane may keep another from running (the runner's fibers share threads).
+void poll_kernel(const ml_ctx &ctx, void *u) {
+  float *w = ctx.scratch;
+  if (ctx.lane == 0) w[0] = 0.0f;
+  ml_barrier(ctx);
+  const float x = ml_simd_sum(ctx, 1.0f);
+  if (ctx.lane == 0) ml_store_release_block_u32(w, 1u);
+  if (ctx.lane == 32)
+    while (ml_load_acquire_block_u32(w) == 0u) {
+    }
+  ml_barrier(ctx);
+  static_cast<float *>(u)[size_t(ctx.group_id) * ctx.group_size + ctx.lane] = x;
+}
+// A read of lane 0's write with no barrier between them (a race the runner must expose).
+void race_kernel(const ml_ctx &ctx, void *u) {
+  if (ctx.lane == 0) ctx.scratch[0] = 7.0f;
+  static_cast<float *>(u)[size_t(ctx.group_id) * ctx.group_size + ctx.lane] = ctx.scratch[0];
+}
+
+void test_runner_mode(Report &rep, const std::string &mode);
 void test_runner(Report &rep) {
+  // Every mode of the runner (kernel_runner.h); fibers on one thread (the default) also order
+  // the lanes both ways, so a missing barrier shows.
+  const int was = ml::kernel_runner::workers();
+  for (int w : {1, 2, 3, 0}) {
+    ml::kernel_runner::set_workers(w);
+    if (ml::kernel_runner::workers() != w) continue;  // no fibers here
+    test_runner_mode(rep, w == 0 ? " threads" : " workers=" + std::to_string(w));
+    for (int gs : {33, 64, 100}) {
+      std::vector<float> out(size_t(2) * gs, -1.0f);
+      ml::kernel_runner::run(gs, 2, 1, poll_kernel, out.data());
+      for (int l = 0; l < 2 * gs; ++l)
+        rep.expect(out[l] == float(std::min(32, gs - (l % gs & ~31))),
+                   "runner poll gs=" + std::to_string(gs) + " workers=" + std::to_string(w));
+    }
+    if (w == 1)
+      for (int gs : {2, 32, 64}) {
+        int stale = 0;
+        for (int launch = 0; launch < 2; ++launch) {
+          std::vector<float> out(size_t(gs), 0.0f);
+          ml::kernel_runner::run(gs, 1, 1, race_kernel, out.data());
+          for (float x : out) stale += x != 7.0f;
+        }
+        rep.expect(stale > 0, "runner exposes a missing barrier gs=" + std::to_string(gs));
+      }
+  }
+  ml::kernel_runner::set_workers(was);
+}
+
+void test_runner_mode(Report &rep, const std::string &mode) {
   for (int gs : {1, 2, 7, 31, 32, 33, 64, 100, 128}) {
     RunnerArgs r;
     const int groups = 3;
@@ -91,7 +141,8 @@ void test_runner(Report &rep) {
         const int base = l & ~31, w = std::min(32, gs - base), sl = l & 31;
         double sum = 0;
         for (int i = 0; i < w; ++i) sum += base + i + 1;
-        const std::string at = "runner gs=" + std::to_string(gs) + " lane=" + std::to_string(l);
+        const std::string at =
+            "runner" + mode + " gs=" + std::to_string(gs) + " lane=" + std::to_string(l);
         rep.expect(o[0] == float(sum), at + " simd_sum");
         rep.expect(o[1] == float(base + w), at + " simd_max");
         rep.expect(o[2] == float(base + 1), at + " simd_min");
