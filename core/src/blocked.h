@@ -121,6 +121,11 @@ struct Options {
   // SVD: lanes of the brd_x step's groups (32 rows each, the simdgroups splitting the columns;
   // 0: as the other bidiagonalisation steps, at most 256).
   int brd_x_lanes = 0;
+  // The linear systems (blocked_linsys.cpp): the width of their diagonal blocks and panels
+  // (1..64), and the floats per matrix of one pass of right-hand sides (solve, inv and
+  // solve_triangular take B in chunks of columns within this, at least one column).
+  int ls_nb = 64;
+  int64_t ls_rhs_floats = int64_t{1} << 24;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.
