@@ -236,4 +236,24 @@ inline std::vector<int> lapack_info(const lsk::Shape &s, const Batch &bt, int ba
   return info;
 }
 
+// Checks matrix i of batch bt in o against LAPACK's info want[i] (lsk::check: the ratio, or
+// the info and an all-NaN result) and lu_factor's pivots against LAPACK's piv, but for the
+// ill-conditioned families: there, candidates within rounding of each other are common, and
+// LAPACK's blocked sgetrf rounds differently.
+inline void check_matrix(kt::Report &rep, const std::string &at, const Shape &s, const Batch &bt,
+                         const Out &o, int i, const std::vector<int> &want,
+                         const std::vector<int> &piv) {
+  const float *a = bt.a.data() + size_t(i) * s.m * s.n;
+  const float *b = two_inputs(s.op) ? bt.b.data() + size_t(i) * s.x_floats() : nullptr;
+  check(rep, at, s, a, b, o, i, want[i]);
+  const std::string &fam = bt.fams[i];
+  const bool near_ties = fam.rfind("cond", 0) == 0 || fam.rfind("nearsing", 0) == 0;
+  if (s.op == ML_OP_LU_FACTOR && want[i] != ML_INFO_LS_NONFINITE && !near_ties) {
+    bool same = true;
+    for (int k = 0; k < s.k(); ++k)
+      same = same && o.piv[size_t(i) * s.k() + k] == piv[size_t(i) * s.k() + k];
+    rep.expect(same, at + " pivots as LAPACK's");
+  }
+}
+
 }  // namespace lsk

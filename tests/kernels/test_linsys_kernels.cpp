@@ -85,19 +85,7 @@ void run_batch(kt::Report &rep, const lsk::Shape &s, const Batch &bt, bool all_l
         char at[200];
         std::snprintf(at, sizeof at, "%s %dx%d nrhs=%d flags=%d %s gs=%d %s #%d", l->name, s.m,
                       s.n, s.nrhs, s.flags, L.what, L.gs, bt.fams[i].c_str(), i);
-        const float *a = bt.a.data() + size_t(i) * s.m * s.n;
-        const float *b = lsk::two_inputs(s.op) ? bt.b.data() + size_t(i) * s.x_floats() : nullptr;
-        lsk::check(rep, at, s, a, b, o, i, want[i]);
-        // Pivots as LAPACK's, but for the ill-conditioned families: there, candidates within
-        // rounding of each other are common, and LAPACK's blocked sgetrf rounds differently.
-        const std::string &fam = bt.fams[i];
-        const bool near_ties = fam.rfind("cond", 0) == 0 || fam.rfind("nearsing", 0) == 0;
-        if (s.op == ML_OP_LU_FACTOR && want[i] != ML_INFO_LS_NONFINITE && !near_ties) {
-          bool same = true;
-          for (int k = 0; k < s.k(); ++k)
-            same = same && o.piv[size_t(i) * s.k() + k] == piv[size_t(i) * s.k() + k];
-          rep.expect(same, std::string(at) + " pivots as LAPACK's");
-        }
+        lsk::check_matrix(rep, at, s, bt, o, i, want, piv);
       }
     }
   }
