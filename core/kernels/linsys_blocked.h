@@ -222,7 +222,8 @@ ML_FN void ml_step_ls_potrf(ML_STEP_ARGS) {
 // (the first row of largest |value|, linsys_common.h), the interchange of the two rows
 // across the panel's jb columns, then each lane scales its rows of the column by the pivot's
 // reciprocal and updates them in the panel's later columns, taking its candidates for the
-// next column on the way. The 0-based pivot rows go to operand 2 (as floats, entries
+// next column on the way (the barriers between them order device memory too). The 0-based
+// pivot rows go to operand 2 (as floats, entries
 // k0 .. k0 + jb). A zero pivot sets stat[2] (if not yet set) and its column is left unscaled
 // and the update skipped (sgetf2: the factorization continues). Matrices with stat[1] set
 // are skipped. Groups: batch. Shared: ML_LS_RED_FLOATS.
@@ -260,7 +261,7 @@ ML_FN void ml_step_ls_getf2(ML_STEP_ARGS) {
         col[pr] = t;
       }
     }
-    ml_barrier(ctx);
+    ml_barrier_device(ctx);  // the panel lives in device memory: Metal needs mem_device
     ML_DEVICE float *colk = W + (ml_i64)k * ldw;
     const float d = colk[k];
     if (d == 0.0f && lane == 0 && st[2] == 0.0f) st[2] = (float)(k + 1);
@@ -293,7 +294,7 @@ ML_FN void ml_step_ls_getf2(ML_STEP_ARGS) {
       }
     }
     ml_ls_pivot_publish(ctx, best, brow, red);
-    ml_barrier(ctx);
+    ml_barrier_device(ctx);
   }
 }
 
