@@ -33,6 +33,7 @@ namespace {
 
 constexpr int kMaxDevices = 64;
 constexpr int kMaxKernels = 64;
+static_assert(blocked::kStepCount <= kMaxKernels, "more step kernels than kMaxKernels");
 
 const char *kWhere = "cuda";
 

@@ -7,7 +7,7 @@
 // linsys_families.h; each matrix is judged on its own: LAPACK's ratios (docs/design.md
 // section 7), info as LAPACK's through the library's CPU path, an all-NaN result for a failed
 // matrix (lu_factor keeps a singular matrix's factors), lu_factor's pivots as LAPACK's but
-// for the ill-conditioned families (near ties).
+// for the ill-conditioned families (near ties); batches also in chunks of a few matrices.
 // Suites: cholesky, lu, solve, inv, triangular. Usage: test_blocked_linsys <suite>
 #include <cstdio>
 #include <random>
@@ -104,6 +104,9 @@ void suite_lu(kt::Report &rep) {
   }
   run_batch(rep, {ML_OP_LU_FACTOR, 64, 64, 1, 0}, lsk::general_batch(64, rng), options(5, 64, 1),
             "nb5");
+  ml::blocked::Options o = options(8, 21, 1);
+  o.max_workspace_bytes = 2 * 4 * (32 + 21 * 21 + 32 + 32);  // chunks of 2 matrices
+  run_batch(rep, {ML_OP_LU_FACTOR, 21, 21, 1, 0}, lsk::general_batch(21, rng), o, "chunks2");
 }
 
 void suite_solve(kt::Report &rep) {
@@ -117,6 +120,14 @@ void suite_solve(kt::Report &rep) {
         // Passes of 5 columns: B's NaN in a later pass must still reach the earlier stores.
         run_batch(rep, {ML_OP_SOLVE, n, n, nrhs, flags}, bt, options(8, n, 5), "");
       }
+  // The batch in chunks of 3 matrices (the workspace bound): every step's first matrix.
+  for (int flags : {0, int(ML_LS_RIGHT)}) {
+    Batch bt = lsk::general_batch(21, rng);
+    lsk::add_rhs(bt, 21, 7, rng);
+    ml::blocked::Options o = options(8, 21, 3);
+    o.max_workspace_bytes = 3 * 4 * (32 + 21 * 21 + 32 + 21 * 3 + 32);
+    run_batch(rep, {ML_OP_SOLVE, 21, 21, 7, flags}, bt, o, "chunks3");
+  }
 }
 
 void suite_inv(kt::Report &rep) {

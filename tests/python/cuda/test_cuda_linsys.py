@@ -144,6 +144,8 @@ BLOCKED_N = [256, 300, 513, 1024]
 def test_large_n_routes_to_the_blocked_path(op: str, n: int) -> None:
     for batch in (1, 4):
         assert route(op, n, batch) == f"cuda:blocked_{op}"
+    # The package's own query names it too.
+    assert getattr(mlt, f"{op}_backend")(n, n, 1, device="cuda") == f"cuda:blocked_{op}"
 
 
 def test_blocked_min_n_policy() -> None:
