@@ -145,7 +145,7 @@ def test_large_n_routes_to_the_blocked_path(op: str, n: int) -> None:
     for batch in (1, 4):
         assert route(op, n, batch) == f"cuda:blocked_{op}"
     # The package's own query names it too.
-    assert getattr(mlt, f"{op}_backend")(n, n, 1, device="cuda") == f"cuda:blocked_{op}"
+    assert getattr(mlt, f"{op}_backend")(n, 1, device="cuda") == f"cuda:blocked_{op}"
 
 
 def test_blocked_min_n_policy() -> None:
@@ -232,8 +232,13 @@ def test_blocked_inv_lu_factor_det(n: int, batch: int) -> None:
     lu, piv, info = mlt.lu_factor_ex(a)
     _, ref_piv = torch.linalg.lu_factor(a.cpu())
     assert piv.dtype == torch.int32 and bool((info == 0).all())
-    assert float((piv.cpu() == ref_piv).float().mean()) > 0.99  # ties may round differently
-    p, l, u = torch.lu_unpack(lu.double(), piv)
+    # The first pivot is the column's largest entry (no rounding before it); later ones may
+    # differ from LAPACK's after a near tie (and then differ on), so they are only in range.
+    piv = piv.cpu()
+    assert bool((piv[:, 0] == ref_piv[:, 0]).all())
+    rows = torch.arange(1, n + 1, dtype=torch.int32)
+    assert bool(((piv >= rows) & (piv <= n)).all())
+    p, l, u = torch.lu_unpack(lu.double(), piv.to(DEV))
     assert _ratio(p @ l @ u - ad, n * _norm1(ad) * ULP) < LIMIT
     # slogdet from the blocked LU: within ten times LAPACK's own float32 error (+ 1e-4).
     sign, logabs = mlt.slogdet(a)
