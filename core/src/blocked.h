@@ -122,9 +122,11 @@ struct Options {
   // 0: as the other bidiagonalisation steps, at most 256).
   int brd_x_lanes = 0;
   // The linear systems (blocked_linsys.cpp): the width of their diagonal blocks and panels
-  // (1..64), and the floats per matrix of one pass of right-hand sides (solve, inv and
-  // solve_triangular take B in chunks of columns within this, at least one column).
+  // (1..64); the columns of one pass of right-hand sides of solve and solve_triangular (the
+  // workspace then depends on n alone: ml_workspace_size takes no nrhs), and of inv, whose
+  // passes may be wider: up to ls_rhs_floats / n columns.
   int ls_nb = 64;
+  int ls_rhs_cols = 256;
   int64_t ls_rhs_floats = int64_t{1} << 24;
 };
 

@@ -1,7 +1,7 @@
 // The blocked linear systems (core/kernels/linsys_blocked.h; docs/design.md section 5.7):
 // cholesky, lu_factor, solve, inv and solve_triangular beyond the one-group kernels' window.
-// Slice per matrix: stat, W (A, m x n column-major), the pivots (the LU ops), and one chunk of
-// right-hand sides B (n x rc column-major: solve, inv, solve_triangular).
+// Slice per matrix: stat, W (A, m x n column-major), the pivots (the LU ops), and one pass of
+// right-hand sides B (n x rc column-major: solve, inv, solve_triangular; rc by n alone).
 //  - cholesky, right-looking by blocks of nb columns: the diagonal block factored by one group
 //    (ls_potrf), the panel below it by a triangular solve (ls_trsm on its rows), the trailing
 //    matrix by the product W22 -= L21 L21^T (both triangles: a full product, twice SYRK's
@@ -23,7 +23,7 @@ struct LsLayout {
   int64_t stat = 0, w = 0, piv = 0, b = 0;
   int m = 0, n = 0, k = 0;
   int64_t nrhs = 0;  // right-hand side columns (0: none)
-  int rc = 0;        // columns per pass of the right-hand sides
+  int rc = 0;        // columns per pass of the right-hand sides (reserved whatever nrhs)
   int64_t floats = 0;
 };
 
@@ -39,13 +39,16 @@ LsLayout ls_layout(const Call &c, const Options &o) {
   L.nrhs = c.op == ML_OP_INV ? c.n
            : c.op == ML_OP_SOLVE || c.op == ML_OP_SOLVE_TRIANGULAR ? c.nrhs
                                                                    : 0;
-  const int64_t fit = std::max<int64_t>(1, o.ls_rhs_floats / std::max(L.n, 1));
-  L.rc = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(L.nrhs, fit)));
+  // Passes of ls_rhs_cols columns whatever nrhs (the workspace a function of n); inv's B = I
+  // has n columns, in wider passes while they stay within ls_rhs_floats.
+  const int64_t cols = std::max(1, o.ls_rhs_cols);
+  const int64_t wide = std::max<int64_t>(cols, o.ls_rhs_floats / std::max(L.n, 1));
+  L.rc = static_cast<int>(c.op == ML_OP_INV ? std::min<int64_t>(L.n, wide) : cols);
   Slice s;
   L.stat = s.add(ML_STAT_FLOATS);
   L.w = s.add(int64_t{L.m} * L.n);
   if (lu_op(c.op)) L.piv = s.add(L.k);
-  if (L.nrhs > 0) L.b = s.add(int64_t{L.n} * L.rc);
+  if (c.op != ML_OP_CHOLESKY && c.op != ML_OP_LU_FACTOR) L.b = s.add(int64_t{L.n} * L.rc);
   L.floats = s.floats;
   return L;
 }

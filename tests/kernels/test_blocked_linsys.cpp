@@ -26,6 +26,7 @@ using lsk::Batch;
 ml::blocked::Options options(int nb, int n, int rhs_cols) {
   ml::blocked::Options o = kt::blocked_options(nb, 4, 32);
   o.ls_nb = nb;
+  o.ls_rhs_cols = rhs_cols;
   o.ls_rhs_floats = int64_t{n} * rhs_cols;
   return o;
 }
@@ -58,7 +59,7 @@ void run_batch(kt::Report &rep, const lsk::Shape &s, const Batch &bt,
   const std::vector<int> want = lsk::lapack_info(s, bt, batch, &piv);
   char head[160];
   std::snprintf(head, sizeof head, "op %d %dx%d nrhs=%d flags=%d nb=%d rhs=%lld %s", s.op, s.m,
-                s.n, s.nrhs, s.flags, o.ls_nb, static_cast<long long>(o.ls_rhs_floats / s.n),
+                s.n, s.nrhs, s.flags, o.ls_nb, static_cast<long long>(o.ls_rhs_cols),
                 what);
   const lsk::Out out = run_blocked(s, bt, o, batch, rep, head);
   for (int i = 0; i < batch; ++i) {
