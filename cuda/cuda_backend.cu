@@ -33,6 +33,7 @@ namespace {
 
 constexpr int kMaxDevices = 64;
 constexpr int kMaxKernels = 64;
+static_assert(blocked::kStepCount <= kMaxKernels, "more step kernels than kMaxKernels");
 
 const char *kWhere = "cuda";
 
@@ -436,7 +437,9 @@ class StepRunner final : public blocked::Runner {
     if (l.step == blocked::kStep_gemm && reinterpret_cast<uintptr_t>(ws_) % 16 != 0)
       blocked::gemm_scalar_access(p);
     const float *a = c_.a;
-    float *o0 = c_.out0, *o1 = c_.out1, *o2 = c_.out2, *ws = ws_;
+    // The ops with a right-hand side: B in the out2 slot (kernel_args, core/src/backend.h).
+    const KernelArgs ka = kernel_args(c_);
+    float *o0 = ka.out[0], *o1 = ka.out[1], *o2 = ka.out[2], *ws = ws_;
     int *info = c_.info;
     void *args[] = {&p, &ws, &a, &o0, &o1, &o2, &info};
     const size_t smem = static_cast<size_t>(l.shared_floats) * sizeof(float);

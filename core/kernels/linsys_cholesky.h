@@ -27,6 +27,44 @@ ML_HOST_FN int ml_cholesky_group_fits_flags(int m, int n, int flags, int scratch
          ml_cholesky_group_scratch_floats_flags(m, n, flags) <= scratch_floats;
 }
 
+// Factors the lower triangle of the n x n matrix in S (stride ld) in place, right-looking,
+// one barrier per column: on return the entries below the diagonal hold L's, sq[k] holds
+// L[k][k] = sqrt of pivot k (the diagonal of S keeps the pivots). Returns the first k + 1
+// whose pivot is not positive (or NaN), the factorization stopped there, or 0; the same on
+// every lane. Reads S without a barrier of its own (the caller's last one must cover it);
+// ends with one when it returns 0.
+ML_FN int ml_ls_potf2(ML_CTX ctx, ML_SHARED float *S, int ld, int n, ML_SHARED float *sq) {
+  const int lane = ctx.lane, gs = ctx.group_size;
+  for (int k = 0; k < n; ++k) {
+    const float d = S[k * ld + k];
+    if (!(d > 0.0f)) return k + 1;  // the same value on every lane: a uniform exit
+    const float r = 1.0f / d;
+    if (lane == 0) sq[k] = ml_sqrt(d);
+    if (k > 0) {
+      const float rs = 1.0f / sq[k - 1];
+      for (int i = k + lane; i < n; i += gs) S[i * ld + k - 1] *= rs;
+    }
+    const int T = n - k - 1;  // trailing order
+    const int P = (T + 1) / 2, W = T + 1;
+    for (int e = lane; e < P * W; e += gs) {
+      const int pr = e / W, q = e - pr * W;
+      int ii, jj;
+      if (q <= pr) {
+        ii = pr;
+        jj = q;
+      } else {
+        ii = T - 1 - pr;
+        jj = q - pr - 1;
+        if (ii == pr) continue;  // the middle row of an odd order: done by the first half
+      }
+      const int i = k + 1 + ii, j = k + 1 + jj;
+      S[i * ld + j] -= (S[i * ld + k] * r) * S[j * ld + k];
+    }
+    ml_barrier(ctx);
+  }
+  return 0;
+}
+
 ML_FN void ml_cholesky_group(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                           ML_DEVICE float *l, ML_DEVICE int *info) {
   if (ctx.group_id >= p.batch) return;
@@ -54,38 +92,7 @@ ML_FN void ml_cholesky_group(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
   bad = ml_group_max(ctx, bad, red);  // its barrier also publishes S
 
   int status = bad != 0.0f ? ML_INFO_LS_NONFINITE : 0;
-  if (status == 0) {
-    for (int k = 0; k < n; ++k) {
-      const float d = S[k * ld + k];
-      if (!(d > 0.0f)) {  // the same value on every lane: a uniform exit
-        status = k + 1;
-        break;
-      }
-      const float r = 1.0f / d;
-      if (lane == 0) sq[k] = ml_sqrt(d);
-      if (k > 0) {
-        const float rs = 1.0f / sq[k - 1];
-        for (int i = k + lane; i < n; i += gs) S[i * ld + k - 1] *= rs;
-      }
-      const int T = n - k - 1;  // trailing order
-      const int P = (T + 1) / 2, W = T + 1;
-      for (int e = lane; e < P * W; e += gs) {
-        const int pr = e / W, q = e - pr * W;
-        int ii, jj;
-        if (q <= pr) {
-          ii = pr;
-          jj = q;
-        } else {
-          ii = T - 1 - pr;
-          jj = q - pr - 1;
-          if (ii == pr) continue;  // the middle row of an odd order: done by the first half
-        }
-        const int i = k + 1 + ii, j = k + 1 + jj;
-        S[i * ld + j] -= (S[i * ld + k] * r) * S[j * ld + k];
-      }
-      ml_barrier(ctx);
-    }
-  }
+  if (status == 0) status = ml_ls_potf2(ctx, S, ld, n, sq);
   if (status != 0) {
     const float qnan = ml_nan();
     for (int t = lane; t < n * n; t += gs) lm[t] = qnan;

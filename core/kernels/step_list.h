@@ -52,7 +52,17 @@
   X(sb_block, ml_step_sb_block)         \
   X(sb_block_wide, ml_step_sb_block)     \
   X(qr_panel_reg, ml_step_qr_panel_reg) \
-  X(larfb_cols, ml_step_larfb_cols)
+  X(larfb_cols, ml_step_larfb_cols)     \
+  X(ls_init, ml_step_ls_init)           \
+  X(ls_load, ml_step_ls_load)           \
+  X(ls_store, ml_step_ls_store)         \
+  X(ls_info, ml_step_ls_info)           \
+  X(ls_pivots, ml_step_ls_pivots)       \
+  X(ls_potrf, ml_step_ls_potrf)         \
+  X(ls_getf2, ml_step_ls_getf2)         \
+  X(ls_laswp, ml_step_ls_laswp)         \
+  X(ls_trsm, ml_step_ls_trsm)           \
+  X(ls_diag, ml_step_ls_diag)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

@@ -17,6 +17,7 @@
 #include "gemm.h"
 #include "larfb_cols.h"
 #include "larft.h"
+#include "linsys_blocked.h"
 #include "qr_blocked.h"
 #include "qr_panel_reg.h"
 #include "qr_tsqr.h"

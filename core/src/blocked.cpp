@@ -244,6 +244,9 @@ const Algo *algo_of(int32_t op) {
   if (op == ML_OP_QR) return qr_algo();
   if (op == ML_OP_EIGH || op == ML_OP_EIGVALSH) return eigh_algo();
   if (op == ML_OP_SVD || op == ML_OP_SVDVALS) return svd_algo();
+  if (op == ML_OP_CHOLESKY || op == ML_OP_LU_FACTOR || op == ML_OP_SOLVE || op == ML_OP_INV ||
+      op == ML_OP_SOLVE_TRIANGULAR)
+    return linsys_algo();
   return nullptr;
 }
 

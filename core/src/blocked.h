@@ -129,6 +129,13 @@ struct Options {
   // SVD: lanes of the brd_x step's groups (32 rows each, the simdgroups splitting the columns;
   // 0: as the other bidiagonalisation steps, at most 256).
   int brd_x_lanes = 0;
+  // The linear systems (blocked_linsys.cpp): the width of their diagonal blocks and panels
+  // (1..64); the columns of one pass of right-hand sides of solve and solve_triangular (the
+  // workspace then depends on n alone: ml_workspace_size takes no nrhs), and of inv, whose
+  // passes may be wider: up to ls_rhs_floats / n columns.
+  int ls_nb = 64;
+  int ls_rhs_cols = 256;
+  int64_t ls_rhs_floats = int64_t{1} << 24;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.

@@ -111,5 +111,7 @@ struct Algo {
 const Algo *qr_algo();    // blocked_qr.cpp
 const Algo *eigh_algo();  // blocked_eigh.cpp: eigh and eigvalsh
 const Algo *svd_algo();   // blocked_svd.cpp: svd and svdvals
+const Algo *linsys_algo();  // blocked_linsys.cpp: cholesky, lu_factor, solve, inv,
+                            // solve_triangular
 
 }  // namespace ml::blocked

@@ -134,8 +134,8 @@ def _shapes(op: str, flags: int, batch_shape, m, n, nrhs) -> list:
 
 def _cuda_route(A: torch.Tensor, op: str, sizes, flags: int):
     """CUDA tensors: the core's exec descriptor when its plan keeps the call on the device
-    (its kernels cover the shape; no workspace), else None (the data goes through host memory,
-    LAPACK on the CPU)."""
+    (its kernels or its blocked path cover the shape; the latter's workspace allocated here),
+    else None (the data goes through host memory, LAPACK on the CPU)."""
     if not (A.is_cuda and d.CUDA_CORE):
         return None
     ex = d._cuda_exec(A)

@@ -401,6 +401,31 @@ void test_blocked_routing() {
   expect(g_cuda.workspace_bytes(qbig, bp) <= blocked::Options{}.max_workspace_bytes &&
              g_cuda.workspace_bytes(qbig, bp) >= w1,
          "blocked workspace of a long batch stays under the bound");
+  // The linear systems: their one-group kernels inside the window (n <= 239 on the H200's
+  // budget), the blocked path beyond it on device memory, host memory always on the CPU.
+  const int32_t ls_ops[] = {ML_OP_CHOLESKY, ML_OP_LU_FACTOR, ML_OP_SOLVE, ML_OP_INV,
+                            ML_OP_SOLVE_TRIANGULAR};
+  for (int32_t op : ls_ops) {
+    const std::string name = op_name(op);
+    expect(blocked::supported(op), name + ": a blocked algorithm");
+    expect(name_of(op, 300, 300, 2, 0, dev, on) == "cuda:blocked_" + name,
+           name + " 300 beyond the window: blocked");
+    expect(name_of(op, 128, 128, 2, 0, dev, on) == "cuda:" + name + "_group",
+           name + " 128 inside the window: the one-group kernel");
+    expect(name_of(op, 300, 300, 2, 0, host, host_on) == "cpu:lapack",
+           name + " 300 on the host: LAPACK");
+    expect(name_of(op, 300, 300, 2, 0, dev, off) == "cuda:" + name + "_group/global",
+           name + " 300 with gpu_blocked_min_n 0: the global launch");
+  }
+  expect(name_of(ML_OP_LU_FACTOR, 700, 300, 1, 0, dev, on) == "cuda:blocked_lu_factor",
+         "lu_factor 700x300: blocked");
+  // The solves' workspace: A and one pass of B, whatever nrhs (ml_workspace_size takes none).
+  Call s1{ML_OP_SOLVE, 1, 300, 300, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
+  Call s999 = s1;
+  s999.nrhs = 999;
+  const int64_t ws1 = g_cuda.workspace_bytes(s1, bp), ws999 = g_cuda.workspace_bytes(s999, bp);
+  expect(ws1 >= (300 * 300 + 300 * blocked::Options{}.ls_rhs_cols) * 4 && ws999 == ws1,
+         "solve workspace: A and one pass of B, independent of nrhs");
   g_cuda.global = false;
   g_cuda.blocked = false;
 }

@@ -109,7 +109,7 @@ class CpuStepRunner final : public ml::blocked::Runner {
     a = c.a;
     o0 = c.out0;
     o1 = c.out1;
-    o2 = c.out2;
+    o2 = ml::rhs_op(c) ? const_cast<float *>(c.b) : c.out2;  // B in the out2 slot (backend.h)
     info = c.info;
     return ml::blocked::run(c, kf, o, via ? *via : *this);
   }

@@ -284,8 +284,10 @@ ML_API ml_status ml_output_dims(int32_t op, const int64_t *sizes, int32_t flags,
  * flags: qr mode / eigh uplo / svd full_matrices, as for the call. Nonzero
  * for ML_MEMORY_CUDA calls the policy routes to a global launch (a kernel
  * with its scratch in device memory, for shapes beyond shared memory: at
- * most about 1 GiB); it depends on the policy in force, so query it again
- * after changing the policy. */
+ * most about 1 GiB) or to a blocked plan (the same beyond the window: the
+ * steps' device workspace; for solve and solve_triangular it does not depend
+ * on nrhs, which this function does not take); it depends on the policy in
+ * force, so query it again after changing the policy. */
 ML_API ml_status ml_workspace_size(const ml_exec *exec, int32_t op, int64_t batch, int64_t m,
                                    int64_t n, int32_t flags, int64_t *bytes);
 

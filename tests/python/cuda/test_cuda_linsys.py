@@ -1,8 +1,10 @@
-"""The linear systems' GPU kernels (core/kernels/linsys_*.h) on CUDA tensors: the core routes
-device memory to them (by name, under an explicit policy), the torch package runs them on the
-current stream without host copies, and the results meet LAPACK's ratios (docs/design.md
+"""The linear systems' GPU kernels (core/kernels/linsys_*.h) on CUDA tensors, and their blocked
+path beyond the kernels' window (core/src/blocked_linsys.cpp, n 256 to 1024 here): the core
+routes device memory to them (by name, under an explicit policy), the torch package runs them on
+the current stream without host copies, and the results meet LAPACK's ratios (docs/design.md
 section 7) with a failing matrix isolated in its batch. Skips without a CUDA device (CI): the
-kernels' logic is tested on the CPU runner (tests/kernels/test_linsys_kernels.cpp); a CPU
+kernels' logic is tested on the CPU runner (tests/kernels/test_linsys_kernels.cpp,
+test_blocked_linsys.cpp); a CPU
 tensor never reaches these kernels (host memory stays with LAPACK)."""
 
 from __future__ import annotations
@@ -130,3 +132,147 @@ def test_solve_triangular(n: int, upper: bool, left: bool) -> None:
     r = td @ xd - bd if left else xd @ td - bd
     ratio = _norm1(r) / (_norm1(td) * _norm1(xd) * n * ULP)
     assert float(ratio.max()) < LIMIT
+
+
+# ---- the blocked path beyond the one-group kernels' window (core/src/blocked_linsys.cpp) ----
+
+BLOCKED_N = [256, 300, 513, 1024]
+
+
+@pytest.mark.parametrize("op", sorted(KERNELS))
+@pytest.mark.parametrize("n", BLOCKED_N)
+def test_large_n_routes_to_the_blocked_path(op: str, n: int) -> None:
+    for batch in (1, 4):
+        assert route(op, n, batch) == f"cuda:blocked_{op}"
+    # The package's own query names it too.
+    assert getattr(mlt, f"{op}_backend")(n, 1, device="cuda") == f"cuda:blocked_{op}"
+
+
+def test_blocked_min_n_policy() -> None:
+    """gpu_blocked_min_n moves the blocked path below the window; 0 turns it off (the shape
+    then has no GPU plan without global launches: a CUDA tensor goes through host memory)."""
+    op = _lib.OP_ID["cholesky"]
+    assert _lib.lib.ml_policy_set(op, b"gpu_global_max_n", 0) == 0
+    assert _lib.lib.ml_policy_set(op, b"gpu_blocked_min_n", 64) == 0
+    assert route("cholesky", 100, 1) == "cuda:blocked_cholesky"
+    assert _lib.lib.ml_policy_set(op, b"gpu_blocked_min_n", 0) == 0
+    assert not route("cholesky", 300, 1).startswith("cuda:")
+
+
+def _ratio(r: torch.Tensor, d: torch.Tensor) -> float:
+    return float((_norm1(r) / d).max())
+
+
+@pytest.mark.parametrize("n", BLOCKED_N)
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("upper", [False, True])
+def test_blocked_cholesky(n: int, batch: int, upper: bool) -> None:
+    torch.manual_seed(n)
+    a = _spd(batch, n)
+    if batch == 3:
+        a[1] = -a[1]  # indefinite: info 1
+        a[2, n - 1, 0] = float("nan")  # in the triangle read (lower) or not (upper)
+    out, info = mlt.cholesky_ex(a, upper=upper)
+    ref = torch.linalg.cholesky_ex(a.double().cpu(), upper=upper).info
+    info = info.cpu()
+    ok = [0]
+    if batch == 3:
+        assert info[1] == ref[1] == 1 and bool(out[1].isnan().all())
+        if upper:  # the NaN lies in the triangle not read
+            ok.append(2)
+        else:
+            assert info[2] == 0x40000000 and bool(out[2].isnan().all())
+    assert bool((info[ok] == 0).all())
+    l, ad = out[ok].double(), a[ok].double()
+    if upper:
+        assert bool((l.tril(-1) == 0).all())
+    else:
+        assert bool((l.triu(1) == 0).all())
+    lt = l.mT @ l if upper else l @ l.mT
+    if upper:
+        ad = ad.triu() + ad.triu(1).mT
+    else:
+        ad = ad.tril() + ad.tril(-1).mT
+    assert _ratio(ad - lt, n * _norm1(ad) * ULP) < LIMIT
+
+
+@pytest.mark.parametrize("n", BLOCKED_N)
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize(("nrhs", "left"), [(1, True), (40, True), (40, False)])
+def test_blocked_solve(n: int, batch: int, nrhs: int, left: bool) -> None:
+    torch.manual_seed(n)
+    a = torch.randn(batch, n, n, device=DEV)
+    b = torch.randn(batch, n, nrhs, device=DEV) if left else torch.randn(batch, nrhs, n, device=DEV)
+    ok = list(range(batch))
+    if batch == 3:
+        a[1, :, n // 3] = 0  # singular: a zero column, info n // 3 + 1, NaN
+        b[2, 0, 0] = float("inf")  # non-finite B
+        ok = [0]
+    x, info = mlt.solve_ex(a, b, left=left)
+    info = info.cpu()
+    if batch == 3:
+        assert info[1] == n // 3 + 1 and bool(x[1].isnan().all())
+        assert info[2] == 0x40000000 and bool(x[2].isnan().all())
+    assert bool((info[ok] == 0).all())
+    ad, xd, bd = a[ok].double(), x[ok].double(), b[ok].double()
+    r = ad @ xd - bd if left else xd @ ad - bd
+    assert _ratio(r, _norm1(ad) * _norm1(xd) * n * ULP) < LIMIT
+
+
+@pytest.mark.parametrize("n", BLOCKED_N)
+@pytest.mark.parametrize("batch", [1, 3])
+def test_blocked_inv_lu_factor_det(n: int, batch: int) -> None:
+    torch.manual_seed(n)
+    a = torch.randn(batch, n, n, device=DEV)
+    x, info = mlt.inv_ex(a)
+    assert bool((info == 0).all())
+    ad, xd = a.double(), x.double()
+    eye = torch.eye(n, device=DEV, dtype=torch.float64)
+    assert _ratio(ad @ xd - eye, n * _norm1(ad) * _norm1(xd) * ULP) < LIMIT
+    lu, piv, info = mlt.lu_factor_ex(a)
+    _, ref_piv = torch.linalg.lu_factor(a.cpu())
+    assert piv.dtype == torch.int32 and bool((info == 0).all())
+    # The first pivot is the column's largest entry (no rounding before it); later ones may
+    # differ from LAPACK's after a near tie (and then differ on), so they are only in range.
+    piv = piv.cpu()
+    assert bool((piv[:, 0] == ref_piv[:, 0]).all())
+    rows = torch.arange(1, n + 1, dtype=torch.int32)
+    assert bool(((piv >= rows) & (piv <= n)).all())
+    p, l, u = torch.lu_unpack(lu.double(), piv.to(DEV))
+    assert _ratio(p @ l @ u - ad, n * _norm1(ad) * ULP) < LIMIT
+    # slogdet from the blocked LU: within ten times LAPACK's own float32 error (+ 1e-4).
+    sign, logabs = mlt.slogdet(a)
+    rsign, rlogabs = torch.linalg.slogdet(ad)
+    _, lapack32 = torch.linalg.slogdet(a.cpu())
+    tol = 10 * float((lapack32.double() - rlogabs.cpu()).abs().max()) + 1e-4
+    assert bool((sign.double() == rsign).all())
+    assert float((logabs.double() - rlogabs).abs().max()) < tol
+
+
+@pytest.mark.parametrize("n", [300, 513])
+def test_blocked_lu_factor_keeps_a_singular_factorization(n: int) -> None:
+    torch.manual_seed(n)
+    a = torch.randn(2, n, n, device=DEV)
+    a[1, :, 7] = 0  # a zero column: U[7, 7] = 0 exactly, info 8, the factors kept
+    lu, piv, info = mlt.lu_factor_ex(a)
+    assert info.cpu().tolist() == [0, 8]
+    p, l, u = torch.lu_unpack(lu.double(), piv)
+    ad = a.double()
+    assert _ratio(p @ l @ u - ad, n * _norm1(ad) * ULP) < LIMIT
+
+
+@pytest.mark.parametrize("n", BLOCKED_N)
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("left", [False, True])
+def test_blocked_solve_triangular(n: int, upper: bool, left: bool) -> None:
+    torch.manual_seed(n)
+    a = torch.randn(3, n, n, device=DEV) / n**0.5
+    a = a + 2 * torch.eye(n, device=DEV)
+    t = a.triu() if upper else a.tril()
+    t[2, n // 2, n // 2] = 0  # a zero on the diagonal: info n // 2 + 1, NaN
+    b = torch.randn(3, n, 33, device=DEV) if left else torch.randn(3, 33, n, device=DEV)
+    x = mlt.solve_triangular(t, b, upper=upper, left=left)
+    assert bool(x[2].isnan().all()) and not bool(x[:2].isnan().any())
+    td, xd, bd = t[:2].double(), x[:2].double(), b[:2].double()
+    r = td @ xd - bd if left else xd @ td - bd
+    assert _ratio(r, _norm1(td) * _norm1(xd) * n * ULP) < LIMIT

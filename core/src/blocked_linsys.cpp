@@ -1,0 +1,321 @@
+// The blocked linear systems (core/kernels/linsys_blocked.h; docs/design.md section 5.7):
+// cholesky, lu_factor, solve, inv and solve_triangular beyond the one-group kernels' window.
+// Slice per matrix: stat, W (A, m x n column-major), the pivots (the LU ops), and one pass of
+// right-hand sides B (n x rc column-major: solve, inv, solve_triangular; rc by n alone).
+//  - cholesky, right-looking by blocks of nb columns: the diagonal block factored by one group
+//    (ls_potrf), the panel below it by a triangular solve (ls_trsm on its rows), the trailing
+//    matrix by the product W22 -= L21 L21^T (both triangles: a full product, twice SYRK's
+//    flops, the upper part never read). The upper form factors A^T's lower triangle (A's
+//    upper one loaded transposed) and stores U = L^T.
+//  - LU with partial pivoting, right-looking: the panel below and on the diagonal factored by
+//    one group in device memory (ls_getf2), its interchanges applied to the columns left and
+//    right of it (ls_laswp), U12 = L11^-1 A12 (ls_trsm), then W22 -= L21 U12.
+//  - the triangular solves by blocks: a diagonal block solve over every right-hand side
+//    (ls_trsm), then the rows still to solve updated by one product; solve: the pivots applied
+//    to B, L then U (A X = B), or U^T, L^T and the pivots in reverse (X A = B, which is
+//    A^T X^T = B^T: B's row-major rows are the columns of B^T, loaded as they lie); inv: B = I.
+#include "blocked_impl.h"
+
+namespace ml::blocked {
+namespace {
+
+struct LsLayout {
+  int64_t stat = 0, w = 0, piv = 0, b = 0;
+  int m = 0, n = 0, k = 0;
+  int64_t nrhs = 0;  // right-hand side columns (0: none)
+  int rc = 0;        // columns per pass of the right-hand sides (reserved whatever nrhs)
+  int64_t floats = 0;
+};
+
+bool lu_op(int32_t op) { return op == ML_OP_LU_FACTOR || op == ML_OP_SOLVE || op == ML_OP_INV; }
+
+int ls_nb(const Options &o) { return std::max(1, std::min(o.ls_nb, ML_LSB_MAX_NB)); }
+
+LsLayout ls_layout(const Call &c, const Options &o) {
+  LsLayout L;
+  L.m = static_cast<int>(c.m);
+  L.n = static_cast<int>(c.n);
+  L.k = std::min(L.m, L.n);
+  L.nrhs = c.op == ML_OP_INV ? c.n
+           : c.op == ML_OP_SOLVE || c.op == ML_OP_SOLVE_TRIANGULAR ? c.nrhs
+                                                                   : 0;
+  // Passes of ls_rhs_cols columns whatever nrhs (the workspace a function of n); inv's B = I
+  // has n columns, in wider passes while they stay within ls_rhs_floats.
+  const int64_t cols = std::max(1, o.ls_rhs_cols);
+  const int64_t wide = std::max<int64_t>(cols, o.ls_rhs_floats / std::max(L.n, 1));
+  L.rc = static_cast<int>(c.op == ML_OP_INV ? std::min<int64_t>(L.n, wide) : cols);
+  Slice s;
+  L.stat = s.add(ML_STAT_FLOATS);
+  L.w = s.add(int64_t{L.m} * L.n);
+  if (lu_op(c.op)) L.piv = s.add(L.k);
+  if (c.op != ML_OP_CHOLESKY && c.op != ML_OP_LU_FACTOR) L.b = s.add(int64_t{L.n} * L.rc);
+  L.floats = s.floats;
+  return L;
+}
+
+ml_step_params ls_params(const LsLayout &L) {
+  ml_step_params p = step_params();
+  p.off[0] = L.stat;
+  return p;
+}
+
+int ls_lanes(const Options &o) { return std::min(256, std::max(1, o.max_group)); }
+
+ml_status ls_init(const Chunk &ch, const Options &o, const LsLayout &L) {
+  const int gs = plain_lanes(o);
+  return ch.launch(kStep_ls_init, (ch.batch + gs - 1) / gs, gs, 0, ls_params(L));
+}
+
+// ls_load (store: false) or ls_store of the rows x cols matrix at w (ld) against the call's
+// source / output of srows x sld floats a matrix (row-major), from column c0 (ML_LSB_* flags).
+ml_status ls_copy(const Chunk &ch, const Options &o, const LsLayout &L, bool store, int64_t w,
+                  int ld, int rows, int cols, int flags, int srows, int sld, int c0) {
+  if (rows <= 0 || cols <= 0) return ML_OK;
+  ml_step_params p = ls_params(L);
+  p.m = rows;
+  p.n = cols;
+  p.flags = flags;
+  p.off[1] = w;
+  p.ld[1] = ld;
+  ML_LSB_SROWS(p) = srows;
+  ML_LSB_SLD(p) = sld;
+  ML_LSB_C0(p) = c0;
+  return ch.launch(store ? kStep_ls_store : kStep_ls_load, ch.batch * tiles32(rows, cols),
+                   plain_lanes(o), 32 * 33, p);
+}
+
+ml_status ls_info(const Chunk &ch, const Options &o, const LsLayout &L, const Call &c) {
+  if (!c.info) return ML_OK;
+  const int gs = plain_lanes(o);
+  return ch.launch(kStep_ls_info, (ch.batch + gs - 1) / gs, gs, 0, ls_params(L));
+}
+
+// Rows [k0, k0 + count) of the interchanges applied to columns [c0, c0 + ncols) of w (ld).
+ml_status ls_laswp(const Chunk &ch, const Options &o, const LsLayout &L, int64_t w, int ld,
+                   int c0, int ncols, int k0, int k1, bool reverse) {
+  if (ncols <= 0 || k1 <= k0) return ML_OK;
+  const int gs = plain_lanes(o);
+  ml_step_params p = ls_params(L);
+  p.n = ncols;
+  p.flags = reverse ? ML_LSB_REVERSE : 0;
+  p.off[1] = w;
+  p.ld[1] = ld;
+  p.off[2] = L.piv;
+  p.i[0] = c0;
+  p.i[1] = k0;
+  p.i[2] = k1;
+  return ch.launch(kStep_ls_laswp, ch.batch * ((ncols + gs - 1) / gs), gs, 0, p);
+}
+
+// op(T) X = R for nv vectors of jb entries of the block at r (ld ldr), T the jb x jb block at t
+// (ld ldt); ML_LSB_T_* flags.
+ml_status ls_trsm(const Chunk &ch, const Options &o, const LsLayout &L, int64_t t, int ldt,
+                  int jb, int64_t r, int ldr, int nv, int flags) {
+  if (nv <= 0 || jb <= 0) return ML_OK;
+  ml_step_params p = ls_params(L);
+  p.k = jb;
+  p.n = nv;
+  p.flags = flags;
+  p.off[1] = t;
+  p.ld[1] = ldt;
+  p.off[2] = r;
+  p.ld[2] = ldr;
+  const int64_t groups = (nv + ML_LSB_TRSM_VECS - 1) / ML_LSB_TRSM_VECS;
+  return ch.launch(kStep_ls_trsm, ch.batch * groups, ls_lanes(o), ml_lsb_trsm_shared_floats(jb),
+                   p);
+}
+
+// op(T) X = B for the n x ncols block at b (ld ldb), T n x n at t (ld ldt): op(T) lower (by
+// blocks from the top) or upper (from the bottom), unit diagonal, op(T) = T^T (trans). Per
+// diagonal block of nb rows: its rows solved (ls_trsm), then the rows still to solve less the
+// block's columns of op(T) times them (one product).
+ml_status ls_trsm_blocked(const Chunk &ch, const Options &o, const LsLayout &L, int64_t t,
+                          int ldt, int n, bool lower, bool unit, bool trans, int64_t b, int ldb,
+                          int ncols) {
+  const int nb = ls_nb(o);
+  const int flags = (lower ? ML_LSB_T_LOWER : 0) | (unit ? ML_LSB_T_UNIT : 0) |
+                    (trans ? ML_LSB_T_TRANS : 0);
+  const int ta = trans ? ML_GEMM_TRANS_A : 0;
+  const int blocks = (n + nb - 1) / nb;
+  for (int q = 0; q < blocks; ++q) {
+    const int kb = (lower ? q : blocks - 1 - q) * nb, jb = std::min(nb, n - kb);
+    if (ml_status st = ls_trsm(ch, o, L, t + int64_t{kb} * ldt + kb, ldt, jb, b + kb, ldb, ncols,
+                               flags))
+      return st;
+    ml_status st = ML_OK;
+    if (lower && kb + jb < n) {  // rows kb + jb.. -= op(T)(kb + jb.., kb..) X(kb..)
+      const int64_t a = trans ? t + int64_t{kb + jb} * ldt + kb : t + int64_t{kb} * ldt + kb + jb;
+      st = gemm(ch, o, ta, n - kb - jb, ncols, jb, -1.0f, a, ldt, b + kb, ldb, 1.0f, b + kb + jb,
+                ldb);
+    } else if (!lower && kb > 0) {  // rows ..kb -= op(T)(..kb, kb..) X(kb..)
+      const int64_t a = trans ? t + kb : t + int64_t{kb} * ldt;
+      st = gemm(ch, o, ta, kb, ncols, jb, -1.0f, a, ldt, b + kb, ldb, 1.0f, b, ldb);
+    }
+    if (st) return st;
+  }
+  return ML_OK;
+}
+
+ml_status run_cholesky(const Call &c, const Options &o, const Chunk &ch, const LsLayout &L) {
+  const int n = L.n, nb = ls_nb(o);
+  const bool upper = (c.flags & ML_LS_UPPER) != 0;
+  const int io = (upper ? ML_LSB_STRAIGHT : 0) | ML_LSB_LOWER;
+  ml_status st;
+  if ((st = ls_init(ch, o, L)) ||
+      (st = ls_copy(ch, o, L, false, L.w, n, n, n, io, n, n, 0)))
+    return st;
+  for (int k = 0; k < n; k += nb) {
+    const int jb = std::min(nb, n - k), r = n - k - jb;
+    ml_step_params p = ls_params(L);
+    p.n = jb;
+    p.off[1] = L.w;
+    p.ld[1] = n;
+    p.i[0] = k;
+    if ((st = ch.launch(kStep_ls_potrf, ch.batch, ls_lanes(o), ml_lsb_potrf_shared_floats(jb),
+                        p)))
+      return st;
+    if (r == 0) break;
+    const int64_t d = L.w + int64_t{k} * n + k, l21 = d + jb;
+    if ((st = ls_trsm(ch, o, L, d, n, jb, l21, n, r, ML_LSB_T_LOWER | ML_LSB_T_ROWS)) ||
+        (st = gemm(ch, o, ML_GEMM_TRANS_B, r, r, jb, -1.0f, l21, n, l21, n, 1.0f,
+                   L.w + int64_t{k + jb} * n + k + jb, n)))
+      return st;
+  }
+  if ((st = ls_copy(ch, o, L, true, L.w, n, n, n, io | ML_LSB_NAN_INFO, n, n, 0)))
+    return st;
+  return ls_info(ch, o, L, c);
+}
+
+// W = P L U (sgetrf's blocked form) of the m x n matrix, pivots at L.piv.
+ml_status getrf(const Chunk &ch, const Options &o, const LsLayout &L) {
+  const int m = L.m, n = L.n, nb = ls_nb(o);
+  for (int k = 0; k < L.k; k += nb) {
+    const int jb = std::min(nb, L.k - k), right = n - k - jb;
+    ml_step_params p = ls_params(L);
+    p.m = m;
+    p.n = jb;
+    p.off[1] = L.w;
+    p.ld[1] = m;
+    p.off[2] = L.piv;
+    p.i[0] = k;
+    ml_status st;
+    if ((st = ch.launch(kStep_ls_getf2, ch.batch, panel_lanes(m - k, o), ML_LS_RED_FLOATS, p)) ||
+        (st = ls_laswp(ch, o, L, L.w, m, 0, k, k, k + jb, false)) ||
+        (st = ls_laswp(ch, o, L, L.w, m, k + jb, right, k, k + jb, false)))
+      return st;
+    if (right <= 0) continue;
+    const int64_t d = L.w + int64_t{k} * m + k, u12 = d + int64_t{jb} * m;
+    if ((st = ls_trsm(ch, o, L, d, m, jb, u12, m, right, ML_LSB_T_LOWER | ML_LSB_T_UNIT)) ||
+        (st = gemm(ch, o, 0, m - k - jb, right, jb, -1.0f, d + jb, m, u12, m, 1.0f, u12 + jb, m)))
+      return st;
+  }
+  return ML_OK;
+}
+
+// The right-hand sides of solve, inv and solve_triangular pass by pass (L.rc columns): load,
+// solve (solve_pass), store. A NaN / Inf anywhere in B must reach the stat slot before the
+// first store when there are several passes: B is checked whole first.
+template <class Solve>
+ml_status rhs_passes(const Call &c, const Options &o, const Chunk &ch, const LsLayout &L,
+                     Solve solve_pass) {
+  const int n = L.n;
+  const bool inv = c.op == ML_OP_INV, right = !inv && (c.flags & ML_LS_RIGHT) != 0;
+  const int nr = static_cast<int>(L.nrhs);
+  const int srows = right ? nr : n, sld = right ? n : nr;  // B: n x nrhs, or nrhs x n
+  const int dir = right ? ML_LSB_STRAIGHT : 0;
+  ml_status st;
+  if (!inv && L.rc < L.nrhs &&
+      (st = ls_copy(ch, o, L, false, L.b, n, n, static_cast<int>(L.nrhs),
+                    ML_LSB_SRC_B | ML_LSB_CHECK | dir, srows, sld, 0)))
+    return st;
+  for (int64_t c0 = 0; c0 < L.nrhs; c0 += L.rc) {
+    const int w = static_cast<int>(std::min<int64_t>(L.rc, L.nrhs - c0)), cc = static_cast<int>(c0);
+    const int src = inv ? ML_LSB_EYE : ML_LSB_SRC_B | dir;
+    if ((st = ls_copy(ch, o, L, false, L.b, n, n, w, src, srows, sld, cc)) ||
+        (st = solve_pass(w)) ||
+        (st = ls_copy(ch, o, L, true, L.b, n, n, w, dir | ML_LSB_NAN_INFO, srows, sld, cc)))
+      return st;
+  }
+  return ML_OK;
+}
+
+ml_status run_lu(const Call &c, const Options &o, const Chunk &ch, const LsLayout &L) {
+  const int m = L.m, n = L.n;
+  ml_status st;
+  if ((st = ls_init(ch, o, L)) ||
+      (st = ls_copy(ch, o, L, false, L.w, m, m, n, 0, m, n, 0)) ||
+      (st = getrf(ch, o, L)))
+    return st;
+  if (c.op == ML_OP_LU_FACTOR) {
+    ml_step_params p = ls_params(L);
+    p.n = L.k;
+    p.off[1] = L.piv;
+    const int gs = plain_lanes(o);
+    if ((st = ls_copy(ch, o, L, true, L.w, m, m, n, 0, m, n, 0)) ||
+        (c.out1 && (st = ch.launch(kStep_ls_pivots, ch.batch * ((L.k + gs - 1) / gs), gs, 0, p))))
+      return st;
+    return ls_info(ch, o, L, c);
+  }
+  const bool right = c.op == ML_OP_SOLVE && (c.flags & ML_LS_RIGHT) != 0;
+  auto pass = [&](int w) -> ml_status {
+    ml_status s;
+    if (right) {  // A^T = U^T L^T P^T: U^T (lower), L^T (unit upper), then P
+      if ((s = ls_trsm_blocked(ch, o, L, L.w, n, n, true, false, true, L.b, n, w)) ||
+          (s = ls_trsm_blocked(ch, o, L, L.w, n, n, false, true, true, L.b, n, w)))
+        return s;
+      return ls_laswp(ch, o, L, L.b, n, 0, w, 0, n, true);
+    }
+    if ((s = ls_laswp(ch, o, L, L.b, n, 0, w, 0, n, false)) ||
+        (s = ls_trsm_blocked(ch, o, L, L.w, n, n, true, true, false, L.b, n, w)))
+      return s;
+    return ls_trsm_blocked(ch, o, L, L.w, n, n, false, false, false, L.b, n, w);
+  };
+  if ((st = rhs_passes(c, o, ch, L, pass))) return st;
+  return ls_info(ch, o, L, c);
+}
+
+ml_status run_triangular(const Call &c, const Options &o, const Chunk &ch, const LsLayout &L) {
+  const int n = L.n;
+  const bool upper = (c.flags & ML_LS_UPPER) != 0, unit = (c.flags & ML_LS_UNIT) != 0;
+  const bool right = (c.flags & ML_LS_RIGHT) != 0;
+  const int tri = (upper ? ML_LSB_UPPER : ML_LSB_LOWER) | (unit ? ML_LSB_UNIT : 0);
+  ml_status st;
+  if ((st = ls_init(ch, o, L)) ||
+      (st = ls_copy(ch, o, L, false, L.w, n, n, n, tri, n, n, 0)))
+    return st;
+  if (!unit) {
+    ml_step_params p = ls_params(L);
+    p.n = n;
+    p.off[1] = L.w;
+    p.ld[1] = n;
+    if ((st = ch.launch(kStep_ls_diag, ch.batch, ls_lanes(o), ML_RED_FLOATS, p))) return st;
+  }
+  // A X = B: op(T) = A; X A = B: A^T X^T = B^T, op(T) = A^T (lower when A is upper).
+  auto pass = [&](int w) {
+    return ls_trsm_blocked(ch, o, L, L.w, n, n, right ? upper : !upper, unit, right, L.b, n, w);
+  };
+  if ((st = rhs_passes(c, o, ch, L, pass))) return st;
+  return ls_info(ch, o, L, c);
+}
+
+int64_t linsys_per_matrix(const Call &c, int32_t kf, const Options &o) {
+  (void)kf;
+  return ls_layout(c, o).floats;
+}
+
+ml_status linsys_run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch) {
+  (void)kf;
+  const LsLayout L = ls_layout(c, o);
+  if (c.op == ML_OP_CHOLESKY) return run_cholesky(c, o, ch, L);
+  if (c.op == ML_OP_SOLVE_TRIANGULAR) return run_triangular(c, o, ch, L);
+  return run_lu(c, o, ch, L);
+}
+
+}  // namespace
+
+const Algo *linsys_algo() {
+  static const Algo a{linsys_per_matrix, linsys_run_chunk};
+  return &a;
+}
+
+}  // namespace ml::blocked

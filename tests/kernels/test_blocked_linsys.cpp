@@ -1,0 +1,164 @@
+// Tests of the blocked linear systems (core/src/blocked_linsys.cpp, core/kernels/
+// linsys_blocked.h) through the CPU runner, at reduced sizes with narrow diagonal blocks
+// (ls_nb 8, and 5), small groups and right-hand sides in passes of a few columns, so that
+// block and pass boundaries fall inside the matrices (n = 1, odd n, n equal to the block,
+// tall and wide lu_factor). Every batch mixes the hard families with failing matrices
+// (indefinite, exactly singular, NaN / Inf where the op reads and where it does not) from
+// linsys_families.h; each matrix is judged on its own: LAPACK's ratios (docs/design.md
+// section 7), info as LAPACK's through the library's CPU path, an all-NaN result for a failed
+// matrix (lu_factor keeps a singular matrix's factors), lu_factor's pivots as LAPACK's but
+// for the ill-conditioned families (near ties); batches also in chunks of a few matrices.
+// Suites: cholesky, lu, solve, inv, triangular. Usage: test_blocked_linsys <suite>
+#include <cstdio>
+#include <random>
+
+#include "kernel_runner.h"
+#include "linsys_check.h"
+#include "linsys_families.h"
+#include "step_runner.h"
+
+namespace {
+
+using lsk::Batch;
+
+// The options of a run: diagonal blocks of nb, groups of at most 32 lanes (products of 4 x 4),
+// right-hand sides in passes of rhs_cols columns of an n-row B.
+ml::blocked::Options options(int nb, int n, int rhs_cols) {
+  ml::blocked::Options o = kt::blocked_options(nb, 4, 32);
+  o.ls_nb = nb;
+  o.ls_rhs_cols = rhs_cols;
+  o.ls_rhs_floats = int64_t{n} * rhs_cols;
+  return o;
+}
+
+// The blocked algorithm of shape s on batch bt under o, through the CPU runner.
+lsk::Out run_blocked(const lsk::Shape &s, const Batch &bt, const ml::blocked::Options &o,
+                     int batch, kt::Report &rep, const std::string &at) {
+  lsk::Out out;
+  out.x.assign(size_t(batch) * s.x_floats() + 1, -7.f);
+  out.piv.assign(size_t(batch) * s.k() + 1, -7);
+  out.info.assign(size_t(batch), -1);
+  ml::Call c{s.op, batch, s.m, s.n, s.flags, bt.a.data(), out.x.data(),
+             s.op == ML_OP_LU_FACTOR ? reinterpret_cast<float *>(out.piv.data()) : nullptr,
+             nullptr, out.info.data()};
+  c.nrhs = s.op == ML_OP_INV ? s.n : s.nrhs;
+  if (lsk::two_inputs(s.op)) c.b = bt.b.data();
+  rep.expect(ml::blocked::supported(s.op), at + " has a blocked algorithm");
+  kt::CpuStepRunner r;
+  const ml_status st = r.run(c, s.flags, o);
+  rep.expect(st == ML_OK, at + " runs");
+  rep.expect(out.x.back() == -7.f && out.piv.back() == -7, at + " nothing written past the end");
+  return out;
+}
+
+// Runs shape s on bt under o and checks every matrix against LAPACK.
+void run_batch(kt::Report &rep, const lsk::Shape &s, const Batch &bt,
+               const ml::blocked::Options &o, const char *what) {
+  const int batch = int(bt.fams.size());
+  std::vector<int> piv;
+  const std::vector<int> want = lsk::lapack_info(s, bt, batch, &piv);
+  char head[160];
+  std::snprintf(head, sizeof head, "op %d %dx%d nrhs=%d flags=%d nb=%d rhs=%lld %s", s.op, s.m,
+                s.n, s.nrhs, s.flags, o.ls_nb, static_cast<long long>(o.ls_rhs_cols),
+                what);
+  const lsk::Out out = run_blocked(s, bt, o, batch, rep, head);
+  for (int i = 0; i < batch; ++i) {
+    const std::string at = std::string(head) + " " + bt.fams[i] + " #" + std::to_string(i);
+    lsk::check_matrix(rep, at, s, bt, out, i, want, piv);
+  }
+}
+
+// n = 1, below the block, the block itself, odd sizes across several blocks.
+const int kSizes[] = {1, 5, 8, 21, 45};
+
+void suite_cholesky(kt::Report &rep) {
+  std::mt19937_64 rng(21);
+  for (int n : kSizes)
+    for (int flags : {0, int(ML_LS_UPPER)}) {
+      kt::Timer t("blocked cholesky", n, n, 0);
+      const Batch bt = lsk::spd_batch(n, flags, rng);
+      run_batch(rep, {ML_OP_CHOLESKY, n, n, 1, flags}, bt, options(8, n, 1), "");
+    }
+  run_batch(rep, {ML_OP_CHOLESKY, 64, 64, 1, 0}, lsk::spd_batch(64, 0, rng), options(5, 64, 1),
+            "nb5");
+}
+
+void suite_lu(kt::Report &rep) {
+  std::mt19937_64 rng(22);
+  for (int n : kSizes) {
+    kt::Timer t("blocked lu_factor", n, n, 0);
+    run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, lsk::general_batch(n, rng), options(8, n, 1),
+              "");
+  }
+  // Tall and wide, the panels' and the trailing columns' boundaries inside.
+  for (auto mn : {std::pair<int, int>{29, 11}, {11, 29}, {20, 8}, {1, 9}, {9, 1}}) {
+    const int m = mn.first, n = mn.second;
+    Batch bt;
+    lsk::push(bt, "gaussian", kt::to_float(kt::gaussian(rng, m, n)));
+    kt::Mat zc = kt::gaussian(rng, m, n);
+    for (int i = 0; i < m; ++i) zc(i, std::min(n - 1, 3)) = 0;
+    lsk::push(bt, "zerocolumn", kt::to_float(zc));
+    auto nan = kt::to_float(kt::gaussian(rng, m, n));
+    nan.back() = lsk::kNaN;
+    lsk::push(bt, "nan", nan);
+    run_batch(rep, {ML_OP_LU_FACTOR, m, n, 1, 0}, bt, options(4, n, 1), "nb4");
+  }
+  run_batch(rep, {ML_OP_LU_FACTOR, 64, 64, 1, 0}, lsk::general_batch(64, rng), options(5, 64, 1),
+            "nb5");
+  ml::blocked::Options o = options(8, 21, 1);
+  o.max_workspace_bytes = 2 * 4 * (32 + 21 * 21 + 32 + 32);  // chunks of 2 matrices
+  run_batch(rep, {ML_OP_LU_FACTOR, 21, 21, 1, 0}, lsk::general_batch(21, rng), o, "chunks2");
+}
+
+void suite_solve(kt::Report &rep) {
+  std::mt19937_64 rng(23);
+  for (int n : kSizes)
+    for (int nrhs : {1, 19})
+      for (int flags : {0, int(ML_LS_RIGHT)}) {
+        kt::Timer t("blocked solve", n, nrhs, 0);
+        Batch bt = lsk::general_batch(n, rng);
+        lsk::add_rhs(bt, n, nrhs, rng);
+        // Passes of 5 columns: B's NaN in a later pass must still reach the earlier stores.
+        run_batch(rep, {ML_OP_SOLVE, n, n, nrhs, flags}, bt, options(8, n, 5), "");
+      }
+  // The batch in chunks of 3 matrices (the workspace bound): every step's first matrix.
+  for (int flags : {0, int(ML_LS_RIGHT)}) {
+    Batch bt = lsk::general_batch(21, rng);
+    lsk::add_rhs(bt, 21, 7, rng);
+    ml::blocked::Options o = options(8, 21, 3);
+    o.max_workspace_bytes = 3 * 4 * (32 + 21 * 21 + 32 + 21 * 3 + 32);
+    run_batch(rep, {ML_OP_SOLVE, 21, 21, 7, flags}, bt, o, "chunks3");
+  }
+}
+
+void suite_inv(kt::Report &rep) {
+  std::mt19937_64 rng(24);
+  for (int n : kSizes) {
+    kt::Timer t("blocked inv", n, n, 0);
+    run_batch(rep, {ML_OP_INV, n, n, n, 0}, lsk::general_batch(n, rng), options(8, n, 6), "");
+  }
+}
+
+void suite_triangular(kt::Report &rep) {
+  std::mt19937_64 rng(25);
+  for (int n : kSizes)
+    for (int flags = 0; flags < 8; ++flags)
+      for (int nrhs : {1, 13}) {
+        if (n > 8 && nrhs == 1 && (flags & 1)) continue;  // fewer cases at the larger n
+        kt::Timer t("blocked solve_triangular", n, nrhs, 0);
+        Batch bt = lsk::triangular_batch(n, flags, rng);
+        lsk::add_rhs(bt, n, nrhs, rng, 1.0);
+        run_batch(rep, {ML_OP_SOLVE_TRIANGULAR, n, n, nrhs, flags}, bt, options(8, n, 4), "");
+      }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  return kt::run_report_suite(argc, argv, "test_blocked_linsys cholesky|lu|solve|inv|triangular",
+                              {{"cholesky", suite_cholesky},
+                               {"lu", suite_lu},
+                               {"solve", suite_solve},
+                               {"inv", suite_inv},
+                               {"triangular", suite_triangular}});
+}
