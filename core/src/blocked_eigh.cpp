@@ -156,6 +156,14 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
   const int ug = tp.ug, urows = tp.rows;
   const bool fused =
       tp.panel > 0 && (o.trd_panel_max_batch <= 0 || ch.batch <= o.trd_panel_max_batch);
+  // T of the reflectors of the panel at j0 (eigh; the last column of the matrix has none).
+  const auto panel_t = [&](int j0) -> ml_status {
+    const int kr = std::min(nb, n - 1 - j0);
+    if (!L.vectors || kr <= 0) return ML_OK;
+    return larft(ch, o, L.a + static_cast<int64_t>(j0) * n + j0 + 1, n, L.tau() + j0,
+                 n - 1 - j0, kr, nb, L.t + static_cast<int64_t>(j0 / nb) * nb * nb,
+                 panel_lanes(n - 1 - j0, o));
+  };
   // Panels up to rp.k0, then the columns left in one launch of trd_res.
   const ResPlan rp = res_plan(o, ch.batch, n, nb);
   for (int j0 = 0; j0 < rp.k0; j0 += nb) {
@@ -210,14 +218,7 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
     const int64_t pv = L.p + j0 + jb, pw = pv + static_cast<int64_t>(jb) * n;
     if ((st = gemm(ch, o, ML_GEMM_TRANS_B, nt, nt, 2 * jb, -1.0f, pv, n, pw, n, 1.0f, a22, n)))
       return st;
-    // T of the panel's reflectors (the last column of the matrix has none).
-    const int kr = std::min(jb, n - 1 - j0);
-    if (L.vectors && kr > 0) {
-      if ((st = larft(ch, o, L.a + static_cast<int64_t>(j0) * n + j0 + 1, n, L.tau() + j0,
-                      n - 1 - j0, kr, nb, L.t + static_cast<int64_t>(j0 / nb) * nb * nb,
-                      panel_lanes(n - 1 - j0, o))))
-        return st;
-    }
+    if ((st = panel_t(j0))) return st;
   }
   if (rp.k0 >= n) return ML_OK;
   ml_step_params p = step_params();
@@ -233,14 +234,8 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
   p.i[1] = rp.g;
   p.i[2] = rp.nc;
   if ((st = ch.launch(kStep_trd_res, ch.batch * rp.g, rp.gs, rp.shared, p))) return st;
-  for (int j0 = rp.k0; j0 < n && L.vectors; j0 += nb) {
-    const int kr = std::min(nb, n - 1 - j0);
-    if (kr > 0 && (st = larft(ch, o, L.a + static_cast<int64_t>(j0) * n + j0 + 1, n,
-                              L.tau() + j0, n - 1 - j0, kr, nb,
-                              L.t + static_cast<int64_t>(j0 / nb) * nb * nb,
-                              panel_lanes(n - 1 - j0, o))))
-      return st;
-  }
+  for (int j0 = rp.k0; j0 < n; j0 += nb)
+    if ((st = panel_t(j0))) return st;
   return ML_OK;
 }
 
