@@ -5,7 +5,7 @@ calls); the backend each call of ours takes is printed with it, and a residual i
 the result: cholesky ||A - L L^T|| / (n ||A|| eps), solve ||A X - B|| / (||A|| ||X|| n eps), inv
 ||A X - I|| / (||A|| ||X|| n eps), solve_triangular as solve. Writes <slug>.json and <slug>.md.
 
-    python3 benchmarks/linsys_gpu.py --out bench-out [--slug nvidia-h200-linsys]
+    python3 benchmarks/linsys_gpu.py --out bench-out [--slug nvidia-h200-linsys] [--points op:n:batch[:nrhs] ...]
 """
 
 from __future__ import annotations
@@ -109,11 +109,22 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--slug", default="nvidia-h200-linsys")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument(
+        "--points",
+        nargs="*",
+        help="op:n:batch[:nrhs] instead of the default points (e.g. solve:2048:1:2048)",
+    )
     args = ap.parse_args()
+    points = POINTS
+    if args.points:
+        points = []
+        for spec in args.points:
+            op, n, batch, *rest = spec.split(":")
+            points.append((op, int(n), int(batch), int(rest[0]) if rest else 0))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for op, n, batch, nrhs in POINTS:
+    for op, n, batch, nrhs in points:
         x = _inputs(op, n, batch, nrhs)
         backend = getattr(mlt, f"{op}_backend")(n, batch, device="cuda")
         row = {"op": op, "n": n, "batch": batch, "nrhs": nrhs, "backend": backend}
