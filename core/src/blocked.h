@@ -129,6 +129,9 @@ struct Options {
   // SVD: lanes of the brd_x step's groups (32 rows each, the simdgroups splitting the columns;
   // 0: as the other bidiagonalisation steps, at most 256).
   int brd_x_lanes = 0;
+  // Divide and conquer: the secular equation's roots a simdgroup each (instead of a lane) in the
+  // levels with at most this many merges over the chunk (0: never).
+  int dc_secular_simd = 0;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.
