@@ -338,13 +338,17 @@ ML_FN void ml_step_dc_secular(ML_STEP_ARGS) {
   ml_i64 mg;
   const bool simd = (p.flags & 1) != 0;
   const int sl = simd ? ml_simd_lane(ctx) : 0, sw = simd ? 32 : 1;
-  ml_ctx rc = ctx;  // a simdgroup per root: the roots are the simdgroups
-  if (simd) {
-    const int per = ml_simd_count(ctx);
-    rc.lane = ml_simd_id(ctx);
-    rc.group_size = per;
+  ml_i64 b;
+  if (simd) {  // ml_dc_lane_merge with the simdgroups as the units
+    const int units = ml_simd_count(ctx), s = p.i[0];
+    const ml_i64 merges = (p.n + s - 1) / s, per = (s + units - 1) / units;
+    const ml_i64 gq = ctx.group_id / per;
+    r = (int)(ctx.group_id - gq * per) * units + ml_simd_id(ctx);
+    b = gq / merges;
+    mg = gq - b * merges;
+  } else {
+    b = ml_dc_lane_merge(ctx, p, &r, &mg);
   }
-  const ml_i64 b = ml_dc_lane_merge(rc, p, &r, &mg);
   const int n = p.n;
   ml_dc_merge_rows(n, p.i[0], mg, &lo, &mid, &hi);
   ML_DEVICE float *sc = ws + p.off[0] + b * p.stride[0];
