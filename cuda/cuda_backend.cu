@@ -269,6 +269,9 @@ const blocked::Options &blocked_options() {
       x.qr_outer_min_batch = std::max(1, std::atoi(v));
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_BRD_X_LANES"))
       x.brd_x_lanes = std::max(0, std::atoi(v));
+    // The secular roots a simdgroup each in levels of at most this many merges (unmeasured; 0).
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_DC_SECULAR_SIMD"))
+      x.dc_secular_simd = std::max(0, std::atoi(v));
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_SVD_FIX_LANES"))
       x.svd_fix_lanes = std::max(0, std::atoi(v));
     const int gl = env_int("METAL_LINALG_BLOCKED_GEMM_LANES");

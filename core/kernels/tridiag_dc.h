@@ -322,14 +322,33 @@ ML_FN ml_i64 ml_dc_lane_merge(ML_CTX ctx, ML_STEP_PARAMS p, ML_THREAD int *t,
   return b;
 }
 
-// dc_secular: groups batch x merges x ceil(s / group size), a lane per root. n; i[0] s;
-// operands 0 scratch.
+// Sum of x over the lanes of a root's simdgroup (flags 1 of dc_secular), else x itself.
+ML_FN float ml_dc_root_sum(ML_CTX ctx, bool simd, float x) {
+  return simd ? ml_simd_sum(ctx, x) : x;
+}
+
+// dc_secular: groups batch x merges x ceil(s / group size), a lane per root; flags 1: a
+// simdgroup per root (groups batch x merges x ceil(s / simdgroups per group)), each sum over
+// the poles split over its lanes (strided) and added by ml_simd_sum, so every lane holds the same
+// bits and runs the same iteration; lane 0 stores. n; i[0] s; operands 0 scratch.
 ML_FN void ml_step_dc_secular(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   int r, lo, mid, hi;
   ml_i64 mg;
-  const ml_i64 b = ml_dc_lane_merge(ctx, p, &r, &mg);
+  const bool simd = (p.flags & 1) != 0;
+  const int sl = simd ? ml_simd_lane(ctx) : 0, sw = simd ? 32 : 1;
+  ml_i64 b;
+  if (simd) {  // ml_dc_lane_merge with the simdgroups as the units
+    const int units = ml_simd_count(ctx), s = p.i[0];
+    const ml_i64 merges = (p.n + s - 1) / s, per = (s + units - 1) / units;
+    const ml_i64 gq = ctx.group_id / per;
+    r = (int)(ctx.group_id - gq * per) * units + ml_simd_id(ctx);
+    b = gq / merges;
+    mg = gq - b * merges;
+  } else {
+    b = ml_dc_lane_merge(ctx, p, &r, &mg);
+  }
   const int n = p.n;
   ml_dc_merge_rows(n, p.i[0], mg, &lo, &mid, &hi);
   ML_DEVICE float *sc = ws + p.off[0] + b * p.stride[0];
@@ -343,8 +362,9 @@ ML_FN void ml_step_dc_secular(ML_STEP_ARGS) {
   float tlo = 0.0f, thi = rho * (1.0f + 16.0f * ML_FLT_ULP);
   if (r + 1 < K) {
     const float hgap = 0.5f * (dk[r + 1] - dk[r]);
-    float w = rinv;
-    for (int j = 0; j < K; ++j) w += zk[j] * zk[j] / ((dk[j] - dk[r]) - hgap);
+    float w = 0.0f;
+    for (int j = sl; j < K; j += sw) w += zk[j] * zk[j] / ((dk[j] - dk[r]) - hgap);
+    w = rinv + ml_dc_root_sum(ctx, simd, w);
     if (w > 0.0f) {  // the root is below the midpoint: measured from the pole below
       thi = hgap;
     } else {
@@ -359,7 +379,7 @@ ML_FN void ml_step_dc_secular(ML_STEP_ARGS) {
   float tau = 0.5f * (tlo + thi);
   for (int it = 0; it < ML_DC_SECULAR_ITERS; ++it) {
     float psi = 0.0f, phi = 0.0f, dpsi = 0.0f, dphi = 0.0f, err = 0.0f;
-    for (int j = 0; j < K; ++j) {
+    for (int j = sl; j < K; j += sw) {
       const float del = (dk[j] - dorg) - tau;
       const float q = zk[j] / del, term = zk[j] * q;
       err += ml_fabs(term);
@@ -371,6 +391,11 @@ ML_FN void ml_step_dc_secular(ML_STEP_ARGS) {
         dphi += q * q;
       }
     }
+    psi = ml_dc_root_sum(ctx, simd, psi);
+    phi = ml_dc_root_sum(ctx, simd, phi);
+    dpsi = ml_dc_root_sum(ctx, simd, dpsi);
+    dphi = ml_dc_root_sum(ctx, simd, dphi);
+    err = ml_dc_root_sum(ctx, simd, err);
     const float w = rinv + psi + phi, dw = dpsi + dphi;
     if (ml_fabs(w) <= ML_FLT_EPS * (8.0f * (err + rinv) + ml_fabs(tau) * dw)) break;
     if (w > 0.0f) {
@@ -401,9 +426,11 @@ ML_FN void ml_step_dc_secular(ML_STEP_ARGS) {
     if (nt == tau || !(thi > tlo)) break;
     tau = nt;
   }
-  sc[ml_dc_arr(n, ML_DC_ORG) + lo + r] = (float)org;
-  sc[ml_dc_arr(n, ML_DC_TAU) + lo + r] = tau;
-  sc[ml_dc_arr(n, ML_DC_LAM) + lo + r] = dorg + tau;
+  if (sl == 0) {
+    sc[ml_dc_arr(n, ML_DC_ORG) + lo + r] = (float)org;
+    sc[ml_dc_arr(n, ML_DC_TAU) + lo + r] = tau;
+    sc[ml_dc_arr(n, ML_DC_LAM) + lo + r] = dorg + tau;
+  }
 }
 
 // dc_zhat: groups as dc_secular, lane t: zhat of pole t and the place of root t and of

@@ -136,6 +136,9 @@ struct Options {
   int ls_nb = 64;
   int ls_rhs_cols = 256;
   int64_t ls_rhs_floats = int64_t{1} << 24;
+  // Divide and conquer: the secular equation's roots a simdgroup each (instead of a lane) in the
+  // levels with at most this many merges over the chunk (0: never).
+  int dc_secular_simd = 0;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.

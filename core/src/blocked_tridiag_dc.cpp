@@ -33,8 +33,16 @@ ml_status tridiag_eig_dc(const Chunk &ch, const Options &o, int n, int il, int c
     q.i[1] = cur;
     q.off[0] = scratch;
     const int64_t per = (s + lanes - 1) / lanes;
-    if ((st = ch.launch(kStep_dc_deflate, ch.batch * merges, lanes, 0, q)) ||
-        (st = ch.launch(kStep_dc_secular, ch.batch * merges * per, lanes, 0, q)) ||
+    if ((st = ch.launch(kStep_dc_deflate, ch.batch * merges, lanes, 0, q))) return st;
+    // The secular roots a simdgroup each where the merges are few (their pole sums then
+    // spread over 32 lanes instead of one lane's serial loop).
+    ml_step_params qs = q;
+    int64_t sper = per;
+    if (o.dc_secular_simd > 0 && ch.batch * merges <= o.dc_secular_simd && lanes % 32 == 0) {
+      qs.flags = 1;
+      sper = (s + lanes / 32 - 1) / (lanes / 32);
+    }
+    if ((st = ch.launch(kStep_dc_secular, ch.batch * merges * sper, lanes, 0, qs)) ||
         (st = ch.launch(kStep_dc_zhat, ch.batch * merges * per, lanes, 0, q)))
       return st;
     const int64_t qa = scratch + ml_dc_off_q(n, cur), qb = scratch + ml_dc_off_q(n, 1 - cur);

@@ -569,6 +569,13 @@ int suite_dc() {
     run_case(rep, w, f, 20, 50, true, o, "dc");
     run_case(rep, w, f, 0, 97, true, opts(1), "dc");
     run_case(rep, w, f, 0, 97, true, opts(7), "dc");  // leaf columns not a multiple of lanes
+    // The secular roots a simdgroup each (every level: at most 64 merges over the batch), in
+    // groups of one and of two simdgroups.
+    for (int group : {32, 64}) {
+      ml::blocked::Options so = opts(group);
+      so.dc_secular_simd = 64;
+      run_case(rep, w, f, 0, 97, true, so, "dc");
+    }
   }
   // Non-finite matrices beside a finite one: the call ends, the finite one is unharmed.
   {
