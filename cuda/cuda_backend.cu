@@ -207,8 +207,11 @@ const blocked::Options &blocked_options() {
     x.trd_panel_groups = -1;
     x.trd_panel_max_batch = 64;
     // The tridiagonalisation's columns resident in shared memory (trd_res), one group per
-    // multiprocessor, for chunks of up to 8 matrices.
-    x.trd_res_max_batch = 8;
+    // multiprocessor (groups / batch per matrix), for chunks of up to 64 matrices (H200,
+    // benchmarks/results/nvidia-h200-trd-res/trd-res-batch.md, up to 8 -> up to 132: eigh 256 x64
+    // 6.88 -> 5.98 ms, eigvalsh 256 x64 4.46 -> 3.58, eigh 512 x16 10.64 -> 8.02, 1024 x32
+    // 50.6 -> 48.9; 256 x8 unchanged; batches past 64 not measured).
+    x.trd_res_max_batch = 64;
     x.trd_res_lanes = 512;
     if (usable()) {  // device 0's shared memory and multiprocessors (all devices alike)
       x.shared_floats = device_info(0).budget_floats;
@@ -269,7 +272,10 @@ const blocked::Options &blocked_options() {
       x.qr_outer_min_batch = std::max(1, std::atoi(v));
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_BRD_X_LANES"))
       x.brd_x_lanes = std::max(0, std::atoi(v));
-    // The secular roots a simdgroup each in levels of at most this many merges (unmeasured; 0).
+    // The secular roots a simdgroup each in levels of at most 64 merges over the chunk (H200,
+    // benchmarks/results/nvidia-h200-dc-simd/dc-simd.md, a lane per root -> 64: eigh 2048 x1
+    // 26.4 -> 24.0 ms, 4096 x1 96.6 -> 92.0, 1024 x8 18.2 -> 17.0; 4 merges: 24.1, 92.6, 18.1).
+    x.dc_secular_simd = 64;
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_DC_SECULAR_SIMD"))
       x.dc_secular_simd = std::max(0, std::atoi(v));
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_SVD_FIX_LANES"))
