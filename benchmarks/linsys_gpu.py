@@ -3,7 +3,8 @@ solve (1 and 16 right-hand sides), inv, lu_factor and solve_triangular on batche
 matrices. Each point is timed with CUDA events after a warm-up (best and median of the timed
 calls); the backend each call of ours takes is printed with it, and a residual in float64 checks
 the result: cholesky ||A - L L^T|| / (n ||A|| eps), solve ||A X - B|| / (||A|| ||X|| n eps), inv
-||A X - I|| / (||A|| ||X|| n eps), solve_triangular as solve. Writes <slug>.json and <slug>.md.
+||A X - I|| / (||A|| ||X|| n eps), solve_triangular as solve. Writes <slug>.json, <slug>.md and
+<slug>.png (where matplotlib is installed; `--replot RESULT.json` draws an earlier run's again).
 
     python3 benchmarks/linsys_gpu.py --out bench-out [--slug nvidia-h200-linsys] [--points op:n:batch[:nrhs] ...]
 """
@@ -104,6 +105,40 @@ def _resid(op: str, args, out) -> float:
     return float(r.max())
 
 
+def plot(rows: list[dict], path: Path) -> bool:
+    """Ours, torch and CuPy per point (ms, log scale), the best peer's speedup over each group of bars."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    names = [("ours", "metal-linalg"), ("torch", "torch.linalg"), ("cupy", "CuPy")]
+    fig, ax = plt.subplots(figsize=(max(8.0, 1.1 * len(rows)), 5.0))
+    for k, (key, label) in enumerate(names):
+        xs = [i + (k - 1) * 0.27 for i in range(len(rows))]
+        ax.bar(xs, [r.get(f"{key}_ms", 0.0) for r in rows], 0.27, label=label)
+    labels = []
+    for r in rows:
+        rhs = f"\nrhs {r['nrhs']}" if r["nrhs"] else ""
+        sp = f"{r['speedup']:.2f}x" if "speedup" in r else "-"
+        op = r["op"].replace("solve_triangular", "solve_tri")
+        labels.append(f"{op}\n{r['n']} x{r['batch']}{rhs}\n{sp}")
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("ms (best of the calls, log scale)")
+    ax.set_title(
+        "linear systems: metal-linalg vs torch.linalg and CuPy (speedup over the best peer)"
+    )
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -114,7 +149,12 @@ def main() -> None:
         nargs="*",
         help="op:n:batch[:nrhs] instead of the default points (e.g. solve:2048:1:2048)",
     )
+    ap.add_argument("--replot", default="", help="an earlier run's JSON: draw its plot again")
     args = ap.parse_args()
+    if args.replot:
+        src = Path(args.replot)
+        plot(json.loads(src.read_text()), src.with_suffix(".png"))
+        return
     points = POINTS
     if args.points:
         points = []
@@ -162,6 +202,7 @@ def main() -> None:
             f"{r['resid']:.3g} |"
         )
     (out / f"{args.slug}.md").write_text("\n".join(lines) + "\n")
+    plot(rows, out / f"{args.slug}.png")
     print("\n".join(lines))
 
 
