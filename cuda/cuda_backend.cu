@@ -209,10 +209,15 @@ const blocked::Options &blocked_options() {
     // multiprocessor, for chunks of up to 8 matrices.
     x.trd_res_max_batch = 8;
     x.trd_res_lanes = 512;
+    // The bidiagonalisation's rows resident in shared memory (brd_res), one group per
+    // multiprocessor: off until measured (METAL_LINALG_BRD_RES_MAX_BATCH=8 turns it on).
+    x.brd_res_max_batch = 0;
+    x.brd_res_lanes = 512;
     if (usable()) {  // device 0's shared memory and multiprocessors (all devices alike)
       x.shared_floats = device_info(0).budget_floats;
       x.parallel_groups = 2 * device_info(0).units;
       x.trd_res_groups = device_info(0).units;
+      x.brd_res_groups = device_info(0).units;
     }
     const int nb = env_int("METAL_LINALG_BLOCKED_NB");
     if (nb >= 1 && nb <= 64) x.nb = nb;

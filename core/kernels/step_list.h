@@ -52,7 +52,8 @@
   X(sb_block, ml_step_sb_block)         \
   X(sb_block_wide, ml_step_sb_block)     \
   X(qr_panel_reg, ml_step_qr_panel_reg) \
-  X(larfb_cols, ml_step_larfb_cols)
+  X(larfb_cols, ml_step_larfb_cols)     \
+  X(brd_res, ml_step_brd_res)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

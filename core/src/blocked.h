@@ -129,6 +129,14 @@ struct Options {
   // SVD: lanes of the brd_x step's groups (32 rows each, the simdgroups splitting the columns;
   // 0: as the other bidiagonalisation steps, at most 256).
   int brd_x_lanes = 0;
+  // SVD: the bidiagonalisation with the trailing matrix resident in the groups' shared memory
+  // (brd_res, core/kernels/gebrd_resident.h) for chunks of at most brd_res_max_batch matrices
+  // (0: never): brd_res_groups groups in all, each of brd_res_lanes lanes (all must run at once:
+  // at most the groups the device holds together, one per multiprocessor on CUDA); the panels
+  // run first until the rows left fit the groups' shared memory (shared_floats).
+  int brd_res_groups = 0;
+  int brd_res_max_batch = 0;
+  int brd_res_lanes = 1024;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.
