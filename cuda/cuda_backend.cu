@@ -213,10 +213,18 @@ const blocked::Options &blocked_options() {
     // 50.6 -> 48.9; 256 x8 unchanged; batches past 64 not measured).
     x.trd_res_max_batch = 64;
     x.trd_res_lanes = 512;
+    // The bidiagonalisation's rows resident in shared memory (brd_res), one group per
+    // multiprocessor, for chunks of up to 8 matrices (H200, benchmarks/results/
+    // nvidia-h200-brd-res/brd-res.md, panels -> resident: svd 2048 x1 99.3 -> 41.5 ms, 4096 x1
+    // 346 -> 267, 2048 x8 372 -> 244, 3000x500 x1 21.3 -> 8.8, 256 x1 7.8 -> 4.2; svdvals 2048 x1
+    // 81.9 -> 24.1, 4096 x1 274 -> 194, 512 x4 15.1 -> 4.9; accuracy ratios unchanged).
+    x.brd_res_max_batch = 8;
+    x.brd_res_lanes = 512;
     if (usable()) {  // device 0's shared memory and multiprocessors (all devices alike)
       x.shared_floats = device_info(0).budget_floats;
       x.parallel_groups = 2 * device_info(0).units;
       x.trd_res_groups = device_info(0).units;
+      x.brd_res_groups = device_info(0).units;
     }
     const int nb = env_int("METAL_LINALG_BLOCKED_NB");
     if (nb >= 1 && nb <= 64) x.nb = nb;

@@ -62,7 +62,8 @@
   X(ls_getf2, ml_step_ls_getf2)         \
   X(ls_laswp, ml_step_ls_laswp)         \
   X(ls_trsm, ml_step_ls_trsm)           \
-  X(ls_diag, ml_step_ls_diag)
+  X(ls_diag, ml_step_ls_diag)           \
+  X(brd_res, ml_step_brd_res)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

@@ -14,6 +14,7 @@
 
 #include "blocked_common.h"
 #include "gebrd_blocked.h"
+#include "gebrd_resident.h"
 #include "gemm.h"
 #include "larfb_cols.h"
 #include "larft.h"

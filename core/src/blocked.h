@@ -139,6 +139,14 @@ struct Options {
   // Divide and conquer: the secular equation's roots a simdgroup each (instead of a lane) in the
   // levels with at most this many merges over the chunk (0: never).
   int dc_secular_simd = 0;
+  // SVD: the bidiagonalisation with the trailing matrix resident in the groups' shared memory
+  // (brd_res, core/kernels/gebrd_resident.h) for chunks of at most brd_res_max_batch matrices
+  // (0: never): brd_res_groups groups in all, each of brd_res_lanes lanes (all must run at once:
+  // at most the groups the device holds together, one per multiprocessor on CUDA); the panels
+  // run first until the rows left fit the groups' shared memory (shared_floats).
+  int brd_res_groups = 0;
+  int brd_res_max_batch = 0;
+  int brd_res_lanes = 1024;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.

@@ -7,6 +7,8 @@
 // Wide inputs (m < n) are factored as their transpose: A^T = U' S V'^T gives u = V', vt = U'^T.
 #include "blocked_svd.h"
 
+#include <cstdlib>
+
 #include "blocked_tridiag.h"
 #include "errors.h"
 
@@ -18,6 +20,42 @@ namespace {
 int brd_lanes(const Options &o) { return std::max(32, std::min(256, o.max_group) / 32 * 32); }
 
 int i32(int64_t x) { return static_cast<int>(x); }
+
+// METAL_LINALG_BRD_RES_GROUPS / _MAX_BATCH / _LANES override the Options fields (measurement).
+int env_or(const char *name, int v) {
+  const char *s = std::getenv(name);
+  return s && *s ? std::atoi(s) : v;
+}
+
+int res_groups(const Options &o) {
+  const int groups = env_or("METAL_LINALG_BRD_RES_GROUPS", o.brd_res_groups);
+  const int max_batch = env_or("METAL_LINALG_BRD_RES_MAX_BATCH", o.brd_res_max_batch);
+  return groups > 0 && max_batch > 0 ? groups : 0;
+}
+
+// The resident bidiagonalisation (brd_res) of a chunk: from column k0 (a panel boundary, N:
+// not taken) with g groups per matrix of gs lanes, nr rows each at most.
+struct ResPlan {
+  int k0, g, gs, nr, shared;
+};
+
+ResPlan res_plan(const Options &o, const BrdLayout &L, int64_t batch) {
+  ResPlan rp{L.N, 0, 0, 0, 0};
+  const int64_t groups = res_groups(o);
+  const int64_t max_batch = env_or("METAL_LINALG_BRD_RES_MAX_BATCH", o.brd_res_max_batch);
+  if (groups <= 0 || L.res < 0 || batch > max_batch) return rp;
+  const int lanes = env_or("METAL_LINALG_BRD_RES_LANES", o.brd_res_lanes);
+  const int gs = std::max(32, std::min(lanes, o.max_group)) / 32 * 32;
+  const int gm = static_cast<int>(std::min<int64_t>(groups / batch, L.res_g));
+  if (gm < 1) return rp;
+  for (int k0 = 0; k0 < L.N; k0 += L.nb) {
+    // At most one group per row: every group takes part in every column's exchanges.
+    const int r = L.M - k0, g = std::min(gm, r), nr = (r + g - 1) / g;
+    const int shared = ml_brd_res_shared_floats(nr, L.N - k0, gs);
+    if (shared <= o.shared_floats) return ResPlan{k0, g, gs, nr, shared};
+  }
+  return rp;
+}
 
 }  // namespace
 
@@ -42,6 +80,10 @@ BrdLayout brd_layout(int64_t m, int64_t n, bool vectors, bool solver, const Opti
   L.y = s.add(N * nb);
   L.p1 = s.add(ml_brd_col_groups(L.M, 0, L.gs_col) * pw);
   L.p3 = s.add(ml_brd_row_groups(L.N, 0, L.cb_row) * pw);
+  if (const int g = res_groups(o); g > 0) {
+    L.res_g = std::min(g, L.M);
+    L.res = s.add(ml_brd_res_floats(L.N, L.res_g));
+  }
   if (vectors) {
     L.t = s.add(nb * nb);
     L.x1 = s.add(nb * N);
@@ -73,8 +115,14 @@ ml_status brd_load(const Chunk &ch, const Options &o, const BrdLayout &L) {
                    p);
 }
 
+int brd_res_k0(const Options &o, const BrdLayout &L, int64_t batch) {
+  return res_plan(o, L, batch).k0;
+}
+
 ml_status brd_bidiagonalize(const Chunk &ch, const Options &o, const BrdLayout &L) {
   const int M = L.M, N = L.N, nb = L.nb;
+  // Panels up to rp.k0, then the columns left in one launch of brd_res.
+  const ResPlan rp = res_plan(o, L, ch.batch);
   ml_step_params p = step_params();
   p.m = M;
   p.n = N;
@@ -89,7 +137,7 @@ ml_status brd_bidiagonalize(const Chunk &ch, const Options &o, const BrdLayout &
   p.i[2] = nb;
   p.i[3] = L.cb_row;
   ml_status st;
-  for (int j = 0; j < N; j += nb) {
+  for (int j = 0; j < rp.k0; j += nb) {
     const int jb = std::min(nb, N - j);
     p.i[1] = j;
     for (int c = j; c < j + jb; ++c) {
@@ -121,7 +169,22 @@ ml_status brd_bidiagonalize(const Chunk &ch, const Options &o, const BrdLayout &
                    L.u + static_cast<int64_t>(j) * N + j + jb, N, 1.0f, a22, M)))
       return st;
   }
-  return ML_OK;
+  if (rp.k0 >= N) return ML_OK;
+  ml_step_params r = step_params();
+  r.m = M;
+  r.n = N;
+  r.off[0] = L.w;
+  r.off[1] = L.v;
+  r.off[2] = L.u;
+  r.off[3] = L.vec;
+  r.ld[0] = i32(L.res);
+  r.i[0] = rp.k0;
+  r.i[1] = rp.g;
+  r.i[2] = rp.nr;
+  r.flags = 4;
+  if ((st = ch.launch(kStep_brd_res, ch.batch, 32, 0, r))) return st;
+  r.flags = 0;
+  return ch.launch(kStep_brd_res, ch.batch * rp.g, rp.gs, rp.shared, r);
 }
 
 namespace {

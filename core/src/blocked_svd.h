@@ -16,6 +16,10 @@ struct BrdLayout {
   // Workspace offsets (floats from the slice start). vec: the stat slot, then tauq, taup, d, e,
   // the current row and the singular values (ML_BRD_*), each N floats.
   int64_t vec = 0, w = 0, v = 0, u = 0, x = 0, y = 0, p1 = 0, p3 = 0;
+  // The resident bidiagonalisation's hand-offs (ml_brd_res_floats for res_g groups a matrix;
+  // -1: brd_res off in these options).
+  int64_t res = -1;
+  int res_g = 0;
   // Back-transformations: T of one panel (nb x nb), two nb-row buffers of up to N columns.
   int64_t t = 0, x1 = 0, x2 = 0;
   // The SVD: U_B (M x N, aliases W), V_B (N x N), the Golub-Kahan tridiagonal (diagonal,
@@ -32,8 +36,12 @@ BrdLayout brd_layout(int64_t m, int64_t n, bool vectors, bool solver, const Opti
 // slot at L.vec.
 ml_status brd_load(const Chunk &ch, const Options &o, const BrdLayout &L);
 // W -> d, e (vector block) and the explicit reflectors V, U with tauq, taup. Launches: 3 per
-// column (2 for the last) and 2 products per panel.
+// column (2 for the last) and 2 products per panel; with brd_res (brd_res_k0) the panels up to
+// k0, then 2 launches for the columns from k0.
 ml_status brd_bidiagonalize(const Chunk &ch, const Options &o, const BrdLayout &L);
+// The first column the resident bidiagonalisation (brd_res) takes for a chunk of `batch`
+// matrices (a panel boundary; L.N: none, the panels throughout).
+int brd_res_k0(const Options &o, const BrdLayout &L, int64_t batch);
 // X := Q X for X at workspace offset x (M x ncols, ld M); needs L built with vectors.
 ml_status brd_apply_q(const Chunk &ch, const Options &o, const BrdLayout &L, int64_t x,
                       int ncols);

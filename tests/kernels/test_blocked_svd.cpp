@@ -9,7 +9,12 @@
 //   svd     svd and svdvals end to end (needs the blocked tridiagonal eigensolver linked in);
 //   svdref  the same with the tridiagonal eigenproblem solved on the host in double instead:
 //           everything around the solver (the Golub-Kahan set-up and read-out, the
-//           back-transformations, the stores, wide inputs, non-finite isolation).
+//           back-transformations, the stores, wide inputs, non-finite isolation);
+//   brdres  the bidiagonalisation with the rows resident in the groups' shared memory (brd_res,
+//           core/kernels/gebrd_resident.h), its groups on concurrent threads: the brd checks
+//           with every column resident and after panels, N = 1 .. 3, tall and wide, more
+//           groups than rows late in the reduction, a non-finite matrix in each batch, the
+//           panels' ratios on the same batches alongside; svd and svdvals end to end with it.
 // Usage: test_blocked_svd <suite>
 #include "kernel_runner.h"
 #include "kernel_test_util.h"
@@ -34,11 +39,25 @@ Mat col_major(const float *p, int r, int c, int ld) {
   return o;
 }
 
-// The batch of a case: the SVD families (kt::svd_families) row-major back to back, with a
-// Gaussian matrix holding a NaN or -Inf in the middle ("nonfinite"); returns the batch size.
+// The families of the resident bidiagonalisation's cases (its groups are threads: the batch
+// sets the run time): random, zero, rank-deficient, graded, tiny and huge.
+bool few_family(const std::string &f) {
+  return f == "gaussian" || f == "zero" || f == "rankdef" || f == "graded" ||
+         f == "geometric1e-30" || f == "scale1e37";
+}
+
+// The batch of a case: the SVD families (kt::svd_families; those of few_family when few)
+// row-major back to back, with a Gaussian matrix holding a NaN or -Inf in the middle
+// ("nonfinite"); returns the batch size.
 int make_batch(int m, int n, std::mt19937_64 &rng, std::vector<std::string> &name,
-               std::vector<float> &a) {
+               std::vector<float> &a, bool few = false) {
   kt::Families fams = kt::svd_families(m, n, rng, true);
+  if (few) {
+    kt::Families keep;
+    for (auto &f : fams)
+      if (few_family(f.first)) keep.push_back(f);
+    fams = keep;
+  }
   const int nf = int(fams.size()), batch = nf + 1, bad = nf / 2;
   for (int b = 0, f = 0; b < batch; ++b) {
     std::vector<float> v;
@@ -63,14 +82,24 @@ struct Worst {
 
 // ---- brd ----
 
+// The resident bidiagonalisation's groups wait on each other both ways: with brd_res on, its
+// groups run on concurrent threads.
+void thread_res(kt::CpuStepRunner &r, const ml::blocked::Options &o) {
+  if (o.brd_res_groups > 0 && o.brd_res_max_batch > 0)
+    r.threaded_step = ml::blocked::kStep_brd_res;
+}
+
+// res_k0 >= 0: brd_res is on in o and takes the columns from res_k0 (checked: the panel steps
+// ran for the columns before it, then brd_res's two launches); few: few_family's batch.
 void brd_case(Report &rep, Worst &worst, int m, int n, const ml::blocked::Options &o,
-              std::mt19937_64 &rng) {
+              std::mt19937_64 &rng, int res_k0 = -1, bool few = false) {
   std::vector<std::string> name;
   std::vector<float> a;
-  const int batch = make_batch(m, n, rng, name, a);
+  const int batch = make_batch(m, n, rng, name, a, few);
   namespace mb = ml::blocked;
   const mb::BrdLayout L = mb::brd_layout(m, n, true, false, o);
   kt::CpuStepRunner r;
+  thread_res(r, o);
   r.ws.assign(size_t(L.per * batch), std::nanf(""));
   r.a = a.data();
   const mb::Chunk ch{r, 0, batch, L.per};
@@ -91,6 +120,12 @@ void brd_case(Report &rep, Worst &worst, int m, int n, const ml::blocked::Option
   if (!st) st = mb::brd_apply_q(ch, o, L, L.uf, N);
   if (!st) st = mb::brd_apply_p(ch, o, L, L.vf, N);
   rep.expect(st == ML_OK, where("brd run", m, n, "", 0));
+  if (res_k0 >= 0) {
+    const auto count = [&](int step) { return std::count(r.steps.begin(), r.steps.end(), step); };
+    rep.expect(mb::brd_res_k0(o, L, batch) == res_k0 && count(mb::kStep_brd_res) == 2 &&
+                   count(mb::kStep_brd_col) == res_k0,
+               where("brd_res launches", m, n, "k0 " + std::to_string(res_k0), 0));
+  }
   if (std::getenv("KT_LAUNCHES"))
     std::printf("launches %dx%d nb %d: bidiagonalisation %d, with Q and P %d\n", m, n, L.nb,
                 launches_brd, r.launches);
@@ -234,6 +269,7 @@ ml_status run_reference_solver(kt::CpuStepRunner &r, const ml::Call &c,
   namespace mb = ml::blocked;
   const mb::BrdLayout L = mb::brd_layout(c.m, c.n, c.op == ML_OP_SVD, true, o);
   r.ws.assign(size_t(L.per * c.batch), std::nanf(""));
+  thread_res(r, o);
   r.a = c.a;
   r.o0 = c.out0;
   r.o1 = c.out1;
@@ -263,10 +299,10 @@ ml_status run_reference_solver(kt::CpuStepRunner &r, const ml::Call &c,
 
 
 void svd_case(Report &rep, Worst &worst, int m, int n, const ml::blocked::Options &o,
-              std::mt19937_64 &rng, bool reference) {
+              std::mt19937_64 &rng, bool reference, bool few = false) {
   std::vector<std::string> name;
   std::vector<float> a;
-  const int batch = make_batch(m, n, rng, name, a), k = std::min(m, n);
+  const int batch = make_batch(m, n, rng, name, a, few), k = std::min(m, n);
   std::vector<float> u(size_t(batch) * m * k, -7.f), s(size_t(batch) * k, -7.f),
       vt(size_t(batch) * k * n, -7.f), s2(size_t(batch) * k, -7.f);
   std::vector<int> info(batch, -1), info2(batch, -1);
@@ -274,6 +310,8 @@ void svd_case(Report &rep, Worst &worst, int m, int n, const ml::blocked::Option
   ml::Call c2{ML_OP_SVDVALS, batch, m, n, 0, a.data(), nullptr, s2.data(), nullptr,
               info2.data()};
   kt::CpuStepRunner run, run2;
+  thread_res(run, o);
+  thread_res(run2, o);
   if (reference) {
     rep.expect(run_reference_solver(run, c, o) == ML_OK, where("svd run", m, n, "", 0));
     rep.expect(run_reference_solver(run2, c2, o) == ML_OK, where("svdvals run", m, n, "", 0));
@@ -340,11 +378,107 @@ int suite_svd(bool reference) {
   return rep.failures ? 1 : 0;
 }
 
+// ---- brdres ----
+
+// o with brd_res on: g groups per matrix of `lanes` lanes for batches of up to 8 matrices.
+ml::blocked::Options res_options(ml::blocked::Options o, int g, int lanes, int batch) {
+  o.brd_res_groups = g * batch;
+  o.brd_res_max_batch = 8;
+  o.brd_res_lanes = lanes;
+  return o;
+}
+
+// Batch of few_family's matrices and the non-finite one.
+constexpr int kFewBatch = 7;
+
+// The same batch through the panels (worst_p) and through brd_res (worst_r).
+void brd_pair(Report &rep, Worst &worst_p, Worst &worst_r, int m, int n,
+              const ml::blocked::Options &panels, const ml::blocked::Options &res, int res_k0,
+              std::mt19937_64 &rng) {
+  kt::Timer t("brdres", m, n, res.brd_res_lanes);
+  std::mt19937_64 same = rng;
+  Worst wp, wr;
+  brd_case(rep, wp, m, n, panels, same, -1, true);
+  brd_case(rep, wr, m, n, res, rng, res_k0, true);
+  if (std::getenv("KT_TIMING"))
+    std::printf("  %dx%d panels %.3g %.3g %.3g %.3g, brd_res %.3g %.3g %.3g %.3g\n", m, n,
+                wp.resid, wp.orth_q, wp.orth_p, wp.sval, wr.resid, wr.orth_q, wr.orth_p,
+                wr.sval);
+  for (auto [w, x] : {std::pair{&worst_p, &wp}, {&worst_r, &wr}}) {
+    w->resid = std::max(w->resid, x->resid);
+    w->orth_q = std::max(w->orth_q, x->orth_q);
+    w->orth_p = std::max(w->orth_p, x->orth_p);
+    w->sval = std::max(w->sval, x->sval);
+  }
+}
+
+int suite_brdres() {
+  Report rep;
+  Worst worst, panels, ends;
+  std::mt19937_64 rng(41);
+  const ml::blocked::Options o = options(8, 4, 32);
+  // Every column resident, three groups per matrix of one simdgroup: N = 1, 2, 3 (the last two
+  // columns: a row reflector of one entry, then none), square, tall, wide (the transpose), more
+  // groups than rows late in every matrix (5 x 3: four groups of rows 0..4).
+  const ml::blocked::Options res3 = res_options(o, 3, 32, kFewBatch);
+  for (const auto &s : {std::pair{2, 1}, {2, 2}, {3, 3}, {7, 3}, {17, 17}, {40, 24}, {24, 40}})
+    brd_pair(rep, panels, worst, s.first, s.second, o, res3, 0, rng);
+  brd_pair(rep, panels, worst, 5, 3, o, res_options(o, 4, 32, kFewBatch), 0, rng);
+  // A shared budget that leaves the first panels to the panel steps (k0 = 16 at 67 x 40: 17
+  // rows of 24 columns a group fit 800 floats, 20 of 32 do not), groups of two simdgroups
+  // (the rows' dot products over both).
+  ml::blocked::Options mixed = res3;
+  mixed.shared_floats = 800;
+  brd_pair(rep, panels, worst, 67, 40, o, mixed, 16, rng);
+  ml::blocked::Options mixed64 = res_options(options(8, 4, 64), 2, 64, kFewBatch);
+  mixed64.shared_floats = 800;
+  brd_pair(rep, panels, worst, 45, 30, options(8, 4, 64), mixed64, 8, rng);
+  // The GPU's panel width with groups of 64 lanes.
+  brd_pair(rep, panels, worst, 70, 33, options(32, 8, 64),
+           res_options(options(32, 8, 64), 2, 64, kFewBatch), 0, rng);
+  // Off past brd_res_max_batch: the panels throughout.
+  {
+    ml::blocked::Options big = res3;
+    big.brd_res_max_batch = kFewBatch - 1;
+    const ml::blocked::BrdLayout L = ml::blocked::brd_layout(17, 17, true, false, big);
+    rep.expect(ml::blocked::brd_res_k0(big, L, kFewBatch) == 17, "brd_res off past max_batch");
+  }
+  // End to end (svd and svdvals, the blocked tridiagonal eigensolver): square, tall, wide, the
+  // panels first, and one matrix per chunk (every group on one matrix).
+  if (!ml::blocked::supported(ML_OP_SVD)) {
+    std::printf("FAIL brdres: no blocked SVD in this build\n");
+    return 1;
+  }
+  for (const auto &s : {std::pair{17, 17}, {40, 24}, {21, 45}}) {
+    kt::Timer t("brdres svd", s.first, s.second, 32);
+    svd_case(rep, ends, s.first, s.second, res3, rng, false, true);
+  }
+  {
+    kt::Timer t("brdres svd mixed", 67, 40, 32);
+    svd_case(rep, ends, 67, 40, mixed, rng, false, true);
+  }
+  ml::blocked::Options chunked = res_options(o, 5, 32, 1);
+  chunked.max_workspace_bytes = 1;
+  {
+    kt::Timer t("brdres svd chunked", 20, 13, 32);
+    svd_case(rep, ends, 20, 13, chunked, rng, false, true);
+  }
+  std::printf("brdres: %d checks, %d failures; brd_res worst |A-QBP^T| %.3g, |I-Q^TQ| %.3g, "
+              "|I-P^TP| %.3g, sigma(B) %.3g; the panels on the same batches %.3g, %.3g, %.3g, "
+              "%.3g; svd end to end |A-USVt| %.3g, |I-UtU| %.3g, |I-VVt| %.3g, s %.3g "
+              "(limit %g)\n",
+              rep.checks, rep.failures, worst.resid, worst.orth_q, worst.orth_p, worst.sval,
+              panels.resid, panels.orth_q, panels.orth_p, panels.sval, ends.resid, ends.orth_q,
+              ends.orth_p, ends.sval, kLimit);
+  return rep.failures ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
   const auto svd = [] { return suite_svd(false); };
   const auto svdref = [] { return suite_svd(true); };
-  return kt::run_suite(argc, argv, "test_blocked_svd brd|svd|svdref",
-                       {{"brd", suite_brd}, {"svd", svd}, {"svdref", svdref}});
+  return kt::run_suite(argc, argv, "test_blocked_svd brd|svd|svdref|brdres",
+                       {{"brd", suite_brd}, {"svd", svd}, {"svdref", svdref},
+                        {"brdres", suite_brdres}});
 }
