@@ -476,7 +476,9 @@ def parser(package: str) -> argparse.ArgumentParser:
         "--no-cpu", action="store_true", help="skip the CPU kernel measurement (cpu_kernel_max_n)"
     )
     cal.add_argument(
-        "--budget-s", type=float, help="total seconds; points beyond it are skipped (default: none)"
+        "--budget-s",
+        type=_positive_float,
+        help="total seconds; points beyond it are skipped (default: none)",
     )
     cal.add_argument(
         "--table-out",

@@ -127,6 +127,16 @@ def test_bench_checks_arguments_and_out_before_measuring(tmp_path):
     assert "nothing was measured" in out.stderr and "estimated time" not in out.stdout
 
 
+def test_calibrate_checks_its_budget_before_measuring(tmp_path):
+    # a budget of 0, below 0 or NaN would measure nothing (or without end) and still write
+    env = {"METAL_LINALG_POLICY_FILE": str(tmp_path / "machine.policy")}
+    for value in ("0", "-3", "nan", "soon"):
+        out = _cli("calibrate", "--ops", "eigvalsh", "--budget-s", value, env_extra=env)
+        assert out.returncode == 2 and "argument --budget-s" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr and "calibrating" not in out.stdout
+    assert not (tmp_path / "machine.policy").exists()
+
+
 def test_info_names_cpu_only_and_gpu_cores():
     out = _cli("info", env_extra={"METAL_LINALG_NO_CALIBRATION_NOTICE": "1"})
     assert out.returncode == 0, out.stderr
