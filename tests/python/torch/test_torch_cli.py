@@ -116,6 +116,9 @@ def test_bench_checks_arguments_and_out_before_measuring(tmp_path):
     for args, message in (
         (("--batch", "0"), "argument --batch: must be >= 1, got 0"),
         (("--n", "-3"), "argument --n: must be >= 1, got -3"),
+        # a folder in the name would make the writes fail after measuring
+        (("--name", "sub/run"), "argument --name: must be a file name without a folder"),
+        (("--name", ""), "argument --name: must be a file name without a folder"),
     ):
         out = _cli("bench", "--device", "cpu", *args)
         assert out.returncode == 2 and message in out.stderr, out.stderr
