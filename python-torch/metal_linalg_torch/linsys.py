@@ -1092,7 +1092,10 @@ def _lu_diagonal_and_sign(A, name: str):
     """U's diagonal of A = P L U (lu_factor) and the permutation's sign, +-1."""
     _check_square(A, name)
     LU, pivots, _ = _lu_factor(A, True)
-    diag = LU.diagonal(dim1=-2, dim2=-1)
+    if type(LU) is torch.Tensor:
+        diag = LU.diagonal(dim1=-2, dim2=-1)
+    else:  # a DTensor: its diagonal would be gathered, its flat view's strided slice is local
+        diag = LU.flatten(-2)[..., :: LU.shape[-1] + 1]
     return diag, _lu_sign(pivots, diag.dtype)
 
 

@@ -131,6 +131,7 @@ ex_cases = [
     ("lu_factor_ex wide", lambda x: tuple(ml.lu_factor_ex(x)), torch.randn(8, 4, 6, generator=g)),
     ("lu", lambda x: tuple(ml.lu(x)), gen),
     ("det", lambda x: ml.det(x), gen),
+    ("slogdet", lambda x: tuple(ml.slogdet(x)), gen),
 ]
 for name, fn, a in ex_cases:
     run_n(name, fn, [(a, Shard(0))], 0)
@@ -214,7 +215,7 @@ def test_batch_sharded_over_two_gloo_ranks_runs_locally():
                 p.wait()
     for rank, (p, (out, err)) in enumerate(zip(procs, outs)):
         assert p.returncode == 0, f"rank {rank}:\n{out}\n{err[-4000:]}"
-        assert f"rank {rank}: 54 cases ok" in out, out
+        assert f"rank {rank}: 56 cases ok" in out, out
 
 
 def test_dtensor_bench_world_size_one_on_gloo(tmp_path):
