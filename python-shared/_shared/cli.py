@@ -400,6 +400,16 @@ def _shape(text: str) -> str:
     return text
 
 
+def _file_stem(text: str) -> str:
+    """argparse type of --name: a file name (the files go into --out; a folder in it would make
+    the writes fail after measuring)."""
+    if not text or text in (".", "..") or "/" in text or os.sep in text or "\0" in text:
+        raise argparse.ArgumentTypeError(
+            f"must be a file name without a folder, got {text!r} (--out names the folder)"
+        )
+    return text
+
+
 def _bench_args(p, package: str) -> None:
     p.add_argument(
         "--ops",
@@ -443,7 +453,11 @@ def _bench_args(p, package: str) -> None:
         default="bench-out",
         help="folder for the JSON, Markdown and PNG (default bench-out)",
     )
-    p.add_argument("--name", help="file name stem (default: <device name>-<framework>-<device>)")
+    p.add_argument(
+        "--name",
+        type=_file_stem,
+        help="file name stem (default: <device name>-<framework>-<device>)",
+    )
     p.add_argument(
         "--slow",
         type=_positive_float,
@@ -476,7 +490,9 @@ def parser(package: str) -> argparse.ArgumentParser:
         "--no-cpu", action="store_true", help="skip the CPU kernel measurement (cpu_kernel_max_n)"
     )
     cal.add_argument(
-        "--budget-s", type=float, help="total seconds; points beyond it are skipped (default: none)"
+        "--budget-s",
+        type=_positive_float,
+        help="total seconds; points beyond it are skipped (default: none)",
     )
     cal.add_argument(
         "--table-out",

@@ -1,10 +1,13 @@
-"""DTensor sharding rules for the custom ops: each matrix is decomposed on its own, so a batch
-dimension sharded across ranks is computed where it lies, with no communication.
+"""DTensor sharding rules for every custom op: each matrix is decomposed (or solved) on its own,
+so a batch dimension sharded across ranks is computed where it lies, with no communication.
 
 Every op accepts its input replicated or sharded on one batch dimension (any dimension but the
 last two) per mesh dimension; its outputs carry the same placement (every output has the same
-leading batch dimensions). Matrix dimensions are never sharded: an input sharded there is
-redistributed to one of the accepted placements by DTensor, as it does for any op.
+leading batch dimensions). The ops with a right-hand side (solve, solve_triangular) shard the
+batch dimension of their broadcast batch shape: each input on its own copy of that dimension,
+and replicated where it has none or has it of size 1 (broadcast). Matrix dimensions are never
+sharded: an input sharded there is redistributed to one of the accepted placements by DTensor,
+as it does for any op.
 
 The rules are registered once torch.distributed.tensor is imported (now, if it already is), so
 the plain `import metal_linalg_torch` neither imports torch.distributed.tensor nor slows down.
@@ -33,6 +36,25 @@ def _strategies(n_outputs: int, ndim: int, replicated_outputs=()):
 
     pairs = [(outputs(Replicate()), [Replicate()])]
     pairs += [(outputs(Shard(d)), [Shard(d)]) for d in range(ndim - 2)]
+    return pairs
+
+
+def _rhs_strategies(n_outputs: int, A, B):
+    """As _strategies for an op of A [..., n, n] and B [..., n, k] (or [..., k, n]) whose batch
+    shapes broadcast: the outputs sharded on dimension d of the broadcast batch shape, each
+    input on its own copy of d, replicated where it lacks d or has it of size 1."""
+    from torch.distributed.tensor import Replicate, Shard
+
+    a_batch, b_batch = tuple(A.shape[:-2]), tuple(B.shape[:-2])
+    nb = max(len(a_batch), len(b_batch))
+    pairs = [([Replicate()] * n_outputs, [Replicate(), Replicate()])]
+    for d in range(nb):
+        inputs = []
+        for batch in (a_batch, b_batch):
+            k = d - (nb - len(batch))
+            inputs.append(Shard(k) if k >= 0 and batch[k] != 1 else Replicate())
+        if any(isinstance(p, Shard) for p in inputs):
+            pairs.append(([Shard(d)] * n_outputs, inputs))
     return pairs
 
 
@@ -66,6 +88,34 @@ def register() -> None:
     @register_sharding(ops.svdvals.default)
     def _svdvals(A):
         return _strategies(1, A.ndim)
+
+    @register_sharding(ops.info.default)  # the info words of the decompositions' *_ex forms
+    def _info(A, op, flags):
+        return [(o, [*i, None, None]) for o, i in _strategies(1, A.ndim)]
+
+    @register_sharding(ops.cholesky.default)
+    def _cholesky(A, upper):
+        return [(o, [*i, None]) for o, i in _strategies(2, A.ndim)]
+
+    @register_sharding(ops.inv.default)
+    def _inv(A):
+        return _strategies(2, A.ndim)
+
+    @register_sharding(ops.lu_factor.default)
+    def _lu_factor(A):
+        return _strategies(3, A.ndim)
+
+    @register_sharding(ops.det.default)
+    def _det(A):
+        return _strategies(1, A.ndim)
+
+    @register_sharding(ops.solve.default)
+    def _solve(A, B, left):
+        return [(o, [*i, None]) for o, i in _rhs_strategies(2, A, B)]
+
+    @register_sharding(ops.solve_triangular.default)
+    def _solve_triangular(A, B, upper, left, unitriangular):
+        return [(o, [*i, None, None, None]) for o, i in _rhs_strategies(1, A, B)]
 
     _registered = True
 

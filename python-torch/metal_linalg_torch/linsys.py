@@ -589,10 +589,20 @@ lu_factor_op.register_autograd(_lu_backward, setup_context=_lu_setup)
 _vmap(lu_factor_op, 1, 3)
 
 
+def _steps(like: torch.Tensor, first: int) -> torch.Tensor:
+    """first, first + 1, ... along like's last dimension, in like's dtype and device; for a
+    tensor subclass (a DTensor) with like's batch dimensions and placements, as elementwise ops
+    with like need (a plain tensor cannot meet a DTensor there)."""
+    n = like.shape[-1]
+    if type(like) is torch.Tensor:
+        return torch.arange(first, first + n, device=like.device, dtype=like.dtype)
+    return torch.ones_like(like).cumsum(-1) + (first - 1)
+
+
 def _lu_sign(pivots: torch.Tensor, dtype) -> torch.Tensor:
     """The sign (+-1) of the permutation of LAPACK's row interchanges: one transposition per
     pivot that is not its own row."""
-    steps = torch.arange(1, pivots.shape[-1] + 1, device=pivots.device, dtype=pivots.dtype)
+    steps = _steps(pivots, 1)
     swaps = (pivots != steps).sum(-1)
     return 1.0 - 2.0 * (swaps % 2).to(dtype)
 
@@ -1018,8 +1028,11 @@ def _permutations(LU: torch.Tensor, pivots: torch.Tensor):
         ) from None
     # P's one 1 per row and column found by products with 0..n-1 (exact in float32 for
     # n < 2^24; faster than argmax over a dimension)
-    steps = torch.arange(P.shape[-1], dtype=P.dtype, device=P.device)
-    return (steps @ P).long(), (P @ steps).long()
+    if type(P) is torch.Tensor:
+        steps = torch.arange(P.shape[-1], dtype=P.dtype, device=P.device)
+        return (steps @ P).long(), (P @ steps).long()
+    steps = _steps(P[..., :1, :], 0)  # [..., 1, n]: a DTensor keeps P's batch placements
+    return (steps @ P).squeeze(-2).long(), (P @ steps.mT).squeeze(-1).long()
 
 
 def _reorder(M: torch.Tensor, index: torch.Tensor, rows: bool) -> torch.Tensor:
@@ -1079,7 +1092,10 @@ def _lu_diagonal_and_sign(A, name: str):
     """U's diagonal of A = P L U (lu_factor) and the permutation's sign, +-1."""
     _check_square(A, name)
     LU, pivots, _ = _lu_factor(A, True)
-    diag = LU.diagonal(dim1=-2, dim2=-1)
+    if type(LU) is torch.Tensor:
+        diag = LU.diagonal(dim1=-2, dim2=-1)
+    else:  # a DTensor: its diagonal would be gathered, its flat view's strided slice is local
+        diag = LU.flatten(-2)[..., :: LU.shape[-1] + 1]
     return diag, _lu_sign(pivots, diag.dtype)
 
 

@@ -116,6 +116,9 @@ def test_bench_checks_arguments_and_out_before_measuring(tmp_path):
     for args, message in (
         (("--batch", "0"), "argument --batch: must be >= 1, got 0"),
         (("--n", "-3"), "argument --n: must be >= 1, got -3"),
+        # a folder in the name would make the writes fail after measuring
+        (("--name", "sub/run"), "argument --name: must be a file name without a folder"),
+        (("--name", ""), "argument --name: must be a file name without a folder"),
     ):
         out = _cli("bench", "--device", "cpu", *args)
         assert out.returncode == 2 and message in out.stderr, out.stderr
@@ -125,6 +128,16 @@ def test_bench_checks_arguments_and_out_before_measuring(tmp_path):
     out = _cli("bench", "--device", "cpu", "--n", "4", "--batch", "1", "--out", str(blocker))
     assert out.returncode == 2 and "cannot write there" in out.stderr, out.stderr
     assert "nothing was measured" in out.stderr and "estimated time" not in out.stdout
+
+
+def test_calibrate_checks_its_budget_before_measuring(tmp_path):
+    # a budget of 0, below 0 or NaN would measure nothing (or without end) and still write
+    env = {"METAL_LINALG_POLICY_FILE": str(tmp_path / "machine.policy")}
+    for value in ("0", "-3", "nan", "soon"):
+        out = _cli("calibrate", "--ops", "eigvalsh", "--budget-s", value, env_extra=env)
+        assert out.returncode == 2 and "argument --budget-s" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr and "calibrating" not in out.stdout
+    assert not (tmp_path / "machine.policy").exists()
 
 
 def test_info_names_cpu_only_and_gpu_cores():

@@ -1,6 +1,7 @@
 """DTensor: a batch sharded across two CPU processes (gloo) is decomposed locally, the outputs
 keep the input's placements, the values equal the unsharded call's, and no collective runs
-inside the op (CommDebugMode; the same counter sees torch.linalg's all-gather of the same input,
+inside the op (every custom op: the decompositions, their *_ex forms' info words and the linear
+systems) (CommDebugMode; the same counter sees torch.linalg's all-gather of the same input,
 so it can fail). The plain import leaves torch.distributed.tensor alone (checked in each rank
 before it imports DTensor)."""
 
@@ -82,6 +83,74 @@ run("qr r", lambda x: ml.qr(x, mode="r")[1], a, Shard(0), 0)
 q = ml.qr(distribute_tensor(a, mesh, [Shard(0)]), mode="r")[0]  # torch.linalg's empty Q
 assert tuple(q.placements) == (Replicate(),) and tuple(q.shape) == (0,), (q.placements, q.shape)
 
+
+
+def run_n(name, fn, inputs, sharded_dim):
+    # run() for ops of several inputs: inputs is [(tensor, placement)], every output sharded on
+    # sharded_dim (or replicated when it is None).
+    global checked
+    full = fn(*(a for a, _ in inputs))
+    full = full if isinstance(full, tuple) else (full,)
+    dist_in = [distribute_tensor(a, mesh, [p]) for a, p in inputs]
+    with CommDebugMode() as comm:
+        out = fn(*dist_in)
+    out = out if isinstance(out, tuple) else (out,)
+    assert comm.get_total_counts() == 0, (name, comm.get_comm_counts())
+    assert len(out) == len(full), name
+    for i, (dt, f) in enumerate(zip(out, full)):
+        dim = sharded_dim
+        placement = Replicate() if dim is None else Shard(dim)
+        assert isinstance(dt, DTensor), (name, i, type(dt))
+        assert tuple(dt.placements) == (placement,), (name, i, dt.placements)
+        local = dt.to_local()
+        want = f if dim is None else f.chunk(world, dim=dim)[rank]
+        assert local.shape == want.shape, (name, i, local.shape, want.shape)
+        if f.is_floating_point():
+            err = (local - want).abs().max()
+            assert torch.allclose(local, want, rtol=0, atol=1e-4), (name, i, err)
+        else:
+            assert torch.equal(local, want), (name, i)
+    checked += 1
+
+
+# The *_ex forms (their info words are an op of their own) and the linear systems.
+spd = sym(torch.randn(8, 5, 5, generator=g)) + 6 * torch.eye(5)
+gen = torch.randn(8, 5, 5, generator=g) + 4 * torch.eye(5)
+rhs = torch.randn(8, 5, 3, generator=g)
+ex_cases = [
+    ("eigh_ex", lambda x: tuple(ml.eigh_ex(x)), spd),
+    ("eigvalsh_ex", lambda x: tuple(ml.eigvalsh_ex(x)), spd),
+    ("qr_ex", lambda x: tuple(ml.qr_ex(x)), torch.randn(8, 7, 4, generator=g)),
+    ("svd_ex", lambda x: tuple(ml.svd_ex(x)), torch.randn(8, 4, 6, generator=g)),
+    ("svdvals_ex", lambda x: tuple(ml.svdvals_ex(x)), torch.randn(8, 6, 4, generator=g)),
+    ("cholesky", lambda x: ml.cholesky(x), spd),
+    ("cholesky_ex upper", lambda x: tuple(ml.cholesky_ex(x, upper=True)), spd),
+    ("inv", lambda x: ml.inv(x), gen),
+    ("inv_ex", lambda x: tuple(ml.inv_ex(x)), gen),
+    ("lu_factor", lambda x: tuple(ml.lu_factor(x)), gen),
+    ("lu_factor_ex wide", lambda x: tuple(ml.lu_factor_ex(x)), torch.randn(8, 4, 6, generator=g)),
+    ("lu", lambda x: tuple(ml.lu(x)), gen),
+    ("det", lambda x: ml.det(x), gen),
+    ("slogdet", lambda x: tuple(ml.slogdet(x)), gen),
+]
+for name, fn, a in ex_cases:
+    run_n(name, fn, [(a, Shard(0))], 0)
+    run_n(name + " replicated", fn, [(a, Replicate())], None)
+for name, fn in (
+    ("solve", lambda a, b: ml.solve(a, b)),
+    ("solve_ex right", lambda a, b: tuple(ml.solve_ex(a, b.mT, left=False))),
+    ("solve_triangular", lambda a, b: ml.solve_triangular(a, b, upper=False, left=True)),
+    ("lu_solve", lambda a, b: ml.lu_solve(*ml.lu_factor(a), b)),
+):
+    a = gen.tril() if name == "solve_triangular" else gen  # tril of a DTensor would gather
+    run_n(name, fn, [(a, Shard(0)), (rhs, Shard(0))], 0)
+    run_n(name + " replicated", fn, [(a, Replicate()), (rhs, Replicate())], None)
+# Broadcast batches: one A for a sharded batch of B, and B with a batch dimension of size 1.
+a1, b4 = gen[:1], torch.randn(2, 8, 5, 3, generator=g)
+run_n("solve broadcast A", lambda a, b: ml.solve(a, b), [(a1, Replicate()), (b4, Shard(1))], 1)
+tri = lambda a, b: ml.solve_triangular(a, b, upper=True)  # noqa: E731
+run_n("solve_triangular B of 1", tri, [(gen.triu(), Shard(0)), (rhs[:1], Replicate())], 0)
+
 # The counter sees communication: torch.linalg.eigh replicates a batch-sharded input, and a
 # matrix dimension sharded is redistributed before our op runs.
 da = distribute_tensor(sym(torch.randn(8, 6, 6, generator=g)), mesh, [Shard(0)])
@@ -146,7 +215,7 @@ def test_batch_sharded_over_two_gloo_ranks_runs_locally():
                 p.wait()
     for rank, (p, (out, err)) in enumerate(zip(procs, outs)):
         assert p.returncode == 0, f"rank {rank}:\n{out}\n{err[-4000:]}"
-        assert f"rank {rank}: 18 cases ok" in out, out
+        assert f"rank {rank}: 56 cases ok" in out, out
 
 
 def test_dtensor_bench_world_size_one_on_gloo(tmp_path):

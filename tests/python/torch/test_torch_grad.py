@@ -147,6 +147,47 @@ def test_vector_free_ops_have_no_derivative():
         torch.ops.metal_linalg.qr(A, "r")[1].sum().backward()
 
 
+def _double_backward(loss, A):
+    X = A.detach().clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(loss(X), X, create_graph=True)
+    (gg,) = torch.autograd.grad((g**2).sum(), X)
+    return gg
+
+
+_RAW = torch.ops.metal_linalg
+
+
+@pytest.mark.parametrize(
+    "ours, ref",
+    [
+        (
+            lambda X: (_RAW.eigh(X, "L")[1].sum(-1) ** 2).sum() + _RAW.eigh(X, "L")[0].pow(3).sum(),
+            lambda X: (
+                (torch.linalg.eigh(X)[1].sum(-1) ** 2).sum() + torch.linalg.eigh(X)[0].pow(3).sum()
+            ),
+        ),
+        (
+            lambda X: _RAW.svd(X, False)[1].pow(3).sum(),
+            lambda X: torch.linalg.svdvals(X).pow(3).sum(),
+        ),
+        (
+            lambda X: _RAW.qr(X, "reduced")[1].pow(3).sum(),
+            lambda X: torch.linalg.qr(X)[1].pow(3).sum(),
+        ),
+        (
+            lambda X: _RAW.inv(X + 6 * torch.eye(5, dtype=X.dtype))[0].pow(3).sum(),
+            lambda X: torch.linalg.inv(X + 6 * torch.eye(5, dtype=X.dtype)).pow(3).sum(),
+        ),
+    ],
+    ids=["eigh", "svd", "qr", "inv"],
+)
+def test_raw_custom_ops_have_double_backward(ours, ref):
+    # the custom ops called directly: their backward is made of torch ops over the saved
+    # outputs, so the gradient of the gradient is torch.linalg's (in float64)
+    A = _sym(torch.randn(3, 5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(3)))
+    _close(_double_backward(ours, A.float()).double(), _double_backward(ref, A))
+
+
 def test_no_grad_mode_uses_values_only_ops():
     A = torch.randn(4, 4, requires_grad=True)
     with torch.no_grad():
