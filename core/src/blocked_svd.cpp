@@ -5,6 +5,9 @@
 // [v_i(0), u_i(0), v_i(1), u_i(1), ...] / sqrt(2) (LAPACK's bdsvdx), solved by the blocked
 // tridiagonal eigensolver, then U = Q U_B and V = P V_B in compact WY form from the last panel.
 // Wide inputs (m < n) are factored as their transpose: A^T = U' S V'^T gives u = V', vt = U'^T.
+// With brd_res (Options::brd_res_*) the columns from a panel boundary k0 on are bidiagonalised
+// in one launch with the trailing rows resident in the groups' shared memory
+// (core/kernels/gebrd_resident.h), the panels before k0.
 #include "blocked_svd.h"
 
 #include <cstdlib>
