@@ -288,7 +288,8 @@ ML_FN void ml_brd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
       if (g == 0) U[(ml_i64)c * N + k0 + q] = u;
     }
     if (g == 0) {
-      for (int r = k0 + 1 + lane; r <= c + 1; r += gs) U[(ml_i64)c * N + r] = r == c + 1 ? 1.0f : 0.0f;
+      for (int r = k0 + 1 + lane; r <= c + 1; r += gs)
+        U[(ml_i64)c * N + r] = r == c + 1 ? 1.0f : 0.0f;
       if (lane == 0) {
         vec[ml_brd_vec(N, ML_BRD_E) + c] = hp.beta;
         vec[ml_brd_vec(N, ML_BRD_TAUP) + c] = hp.tau;
