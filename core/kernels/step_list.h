@@ -62,7 +62,9 @@
   X(ls_getf2, ml_step_ls_getf2)         \
   X(ls_laswp, ml_step_ls_laswp)         \
   X(ls_trsm, ml_step_ls_trsm)           \
-  X(ls_diag, ml_step_ls_diag)
+  X(ls_diag, ml_step_ls_diag)           \
+  X(ls_getf2_reg, ml_step_ls_getf2_reg) \
+  X(ls_laswp_blk, ml_step_ls_laswp_blk)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

@@ -136,6 +136,21 @@ struct Options {
   int ls_nb = 64;
   int ls_rhs_cols = 256;
   int64_t ls_rhs_floats = int64_t{1} << 24;
+  // LU's panels in registers (ls_getf2_reg): inside each ls_nb-wide panel, panels of at most
+  // ls_lu_ib columns (1..32; fewer where the rows need it: 32 up to 1024 rows, 16 up to 2048, 8
+  // up to 4096 at 512 lanes) factored in registers, each followed by its interchanges on the
+  // panel's other columns, its block row of U and the product updating the panel's columns to
+  // its right; 0 (or rows beyond 4096): ls_getf2 over the whole panel in device memory.
+  int ls_lu_ib = 0;
+  // Row interchanges (LU's panels, the pivots applied to right-hand sides) by ls_laswp_blk: up
+  // to 64 interchanges composed, a group per 32 columns moving the touched rows at once (0:
+  // ls_laswp, a lane per column doing the interchanges one after another).
+  int ls_laswp_blk = 0;
+  // solve and solve_triangular: passes of right-hand sides as wide as inv's (up to
+  // ls_rhs_floats / n columns, at least ls_rhs_cols: every right-hand side of up to n columns
+  // in one pass, each triangular solve's launches once) instead of ls_rhs_cols; the workspace
+  // then holds n x min(n, ls_rhs_floats / n) floats more per matrix (still by n alone).
+  int ls_rhs_wide = 0;
   // Divide and conquer: the secular equation's roots a simdgroup each (instead of a lane) in the
   // levels with at most this many merges over the chunk (0: never).
   int dc_secular_simd = 0;
