@@ -319,7 +319,7 @@ const blocked::Options &blocked_options() {
     // right-hand sides in passes of up to n columns (the workspace n^2 floats more a matrix up
     // to n = 4096). Not yet measured on a GPU; the former paths: METAL_LINALG_LS_LU_IB=0,
     // METAL_LINALG_LS_LASWP_BLK=0, METAL_LINALG_LS_RHS_WIDE=0; METAL_LINALG_LS_NB the blocks'
-    // width (1..64).
+    // width (1..64), METAL_LINALG_LS_LU_NB LU's panels' alone.
     x.ls_lu_ib = 32;
     x.ls_laswp_blk = 1;
     x.ls_rhs_wide = 1;
@@ -331,6 +331,8 @@ const blocked::Options &blocked_options() {
       x.ls_rhs_wide = std::atoi(v) != 0;
     const int ls_nb = env_int("METAL_LINALG_LS_NB");
     if (ls_nb >= 1 && ls_nb <= 64) x.ls_nb = ls_nb;
+    // LU's panel width (its trailing products' k; 0: METAL_LINALG_LS_NB's).
+    x.ls_lu_nb = std::clamp(env_int("METAL_LINALG_LS_LU_NB"), 0, 1024);
     // The chase of each matrix in one block of this many lanes (0: off; sb2st_block.h).
     const int chase_block = env_int("METAL_LINALG_EIGH_CHASE_BLOCK");
     if (chase_block >= 0 && chase_block <= 1024) x.eigh_chase_block = chase_block;

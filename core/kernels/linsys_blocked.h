@@ -558,10 +558,10 @@ ML_FN void ml_step_ls_getf2_reg(ML_STEP_ARGS) {
 #define ML_LSB_SWAP_COLS 32
 
 // Shared floats of ls_laswp_blk: the composite's rows (destination, source: 2 x 2 SWAPS), the
-// pivots, each interchange's first interchange of the same row, the rows' contents (2 SWAPS x
-// 33), a count.
+// pivots, each interchange's first interchange of the same row, the rows at the block's rows
+// and at the outside rows (4 x SWAPS), the rows' contents (2 SWAPS x 33), a count.
 ML_HOST_FN int ml_lsb_laswp_blk_shared_floats() {
-  return 4 * ML_LSB_SWAPS + 2 * ML_LSB_SWAPS + 2 * ML_LSB_SWAPS * (ML_LSB_SWAP_COLS + 1) + 32;
+  return 8 * ML_LSB_SWAPS + 2 * ML_LSB_SWAPS * (ML_LSB_SWAP_COLS + 1) + 32;
 }
 
 // ls_laswp_blk: ls_laswp's contract (interchanges piv[k] <-> k for k in [i[1], i[2]),

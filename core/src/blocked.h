@@ -142,6 +142,9 @@ struct Options {
   // panel's other columns, its block row of U and the product updating the panel's columns to
   // its right; 0 (or rows beyond 4096): ls_getf2 over the whole panel in device memory.
   int ls_lu_ib = 0;
+  // LU's panel width, its trailing products' k (any width: U12 by the blocked triangular solve
+  // where it passes 64; 0: ls_nb).
+  int ls_lu_nb = 0;
   // Row interchanges (LU's panels, the pivots applied to right-hand sides) by ls_laswp_blk: up
   // to 64 interchanges composed, a group per 32 columns moving the touched rows at once (0:
   // ls_laswp, a lane per column doing the interchanges one after another).

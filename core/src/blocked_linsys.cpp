@@ -223,7 +223,7 @@ ml_status run_cholesky(const Call &c, const Options &o, const Chunk &ch, const L
 
 // W = P L U (sgetrf's blocked form) of the m x n matrix, pivots at L.piv.
 ml_status getrf(const Chunk &ch, const Options &o, const LsLayout &L) {
-  const int m = L.m, n = L.n, nb = ls_nb(o);
+  const int m = L.m, n = L.n, nb = o.ls_lu_nb > 0 ? o.ls_lu_nb : ls_nb(o);
   for (int k = 0; k < L.k; k += nb) {
     const int jb = std::min(nb, L.k - k), right = n - k - jb;
     ml_step_params p = ls_params(L);
@@ -266,7 +266,9 @@ ml_status getrf(const Chunk &ch, const Options &o, const LsLayout &L) {
     if ((st = ls_swap(ch, o, L, L.w, m, 0, n, k, k + jb, false, k, jb))) return st;
     if (right <= 0) continue;
     const int64_t d = L.w + int64_t{k} * m + k, u12 = d + int64_t{jb} * m;
-    if ((st = ls_trsm(ch, o, L, d, m, jb, u12, m, right, ML_LSB_T_LOWER | ML_LSB_T_UNIT)) ||
+    if ((st = jb <= ML_LSB_MAX_NB
+                  ? ls_trsm(ch, o, L, d, m, jb, u12, m, right, ML_LSB_T_LOWER | ML_LSB_T_UNIT)
+                  : ls_trsm_blocked(ch, o, L, d, m, jb, true, true, false, u12, m, right)) ||
         (st = gemm(ch, o, 0, m - k - jb, right, jb, -1.0f, d + jb, m, u12, m, 1.0f, u12 + jb, m)))
       return st;
   }

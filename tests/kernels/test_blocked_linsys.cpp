@@ -72,11 +72,12 @@ void run_batch(kt::Report &rep, const lsk::Shape &s, const Batch &bt,
   const int batch = int(bt.fams.size());
   std::vector<int> piv;
   const std::vector<int> want = lsk::lapack_info(s, bt, batch, &piv);
-  char head[160];
+  char head[200];
   std::snprintf(head, sizeof head,
-                "op %d %dx%d nrhs=%d flags=%d nb=%d rhs=%lld ib=%d blk=%d wide=%d lanes=%d %s",
+                "op %d %dx%d nrhs=%d flags=%d nb=%d rhs=%lld ib=%d lu_nb=%d blk=%d wide=%d "
+                "lanes=%d %s",
                 s.op, s.m, s.n, s.nrhs, s.flags, o.ls_nb, static_cast<long long>(o.ls_rhs_cols),
-                o.ls_lu_ib, o.ls_laswp_blk, o.ls_rhs_wide, o.max_group, what);
+                o.ls_lu_ib, o.ls_lu_nb, o.ls_laswp_blk, o.ls_rhs_wide, o.max_group, what);
   const lsk::Out out = run_blocked(s, bt, o, batch, rep, head);
   for (int i = 0; i < batch; ++i) {
     const std::string at = std::string(head) + " " + bt.fams[i] + " #" + std::to_string(i);
@@ -121,6 +122,13 @@ void suite_lu(kt::Report &rep) {
     o = options(64, 150, 1);
     o.ls_laswp_blk = 1;  // the blocked interchanges alone, on ls_getf2's panels
     run_batch(rep, s, bt, o, "blk");
+    // Panels wider than the triangular blocks (U12 by the blocked solve), with and without the
+    // register panels inside.
+    o = fast(options(8, 150, 1), 150, 32);
+    o.ls_lu_nb = 100;
+    run_batch(rep, s, bt, o, "fast lu_nb 100");
+    o.ls_lu_ib = 0;
+    run_batch(rep, s, bt, o, "lu_nb 100");
   }
   // Tall and wide, the panels' and the trailing columns' boundaries inside.
   for (auto mn : {std::pair<int, int>{29, 11}, {11, 29}, {20, 8}, {1, 9}, {9, 1}}) {
@@ -165,6 +173,9 @@ void suite_solve(kt::Report &rep) {
     lsk::add_rhs(bt, 150, 3, rng);
     run_batch(rep, {ML_OP_SOLVE, 150, 150, 3, flags}, bt, fast(options(64, 150, 2), 150, 32),
               "fast");
+    ml::blocked::Options o = fast(options(16, 150, 2), 150, 12);
+    o.ls_lu_nb = 70;
+    run_batch(rep, {ML_OP_SOLVE, 150, 150, 3, flags}, bt, o, "fast lu_nb 70");
   }
   // The batch in chunks of 3 matrices (the workspace bound): every step's first matrix.
   for (int flags : {0, int(ML_LS_RIGHT)}) {
