@@ -389,7 +389,7 @@ ML_FN void ml_step_ls_diag(ML_STEP_ARGS) {
   if (ctx.lane == 0 && first > -(float)(p.n + 1)) ws[p.off[0] + b * p.stride[0] + 2] = -first;
 }
 
-// ---- LU panels in registers (ls_getf2_reg) ----
+// ---- LU panels in registers (ls_getf2_r8 / _r16 / _r32) ----
 // Floats of the panel a lane may hold and the most lanes of the step's groups (more registers a
 // lane spill: the QR register panels measured 128 floats at 256 lanes slower).
 #define ML_LSB_REG_FLOATS 64
@@ -397,27 +397,27 @@ ML_FN void ml_step_ls_diag(ML_STEP_ARGS) {
 
 // The register plan of an LU panel of r rows and at most ib columns under groups of at most
 // max_group lanes: the panel's width (<= ib; 0: none fits), its register class (8, 16 or 32
-// columns), rows per lane (a power of two, class x rows <= ML_LSB_REG_FLOATS) and lanes (whole
-// simdgroups, as few as hold the rows). The widest class of at most 32 columns that fits.
+// columns: the steps ls_getf2_r8 / _r16 / _r32, ML_LSB_REG_FLOATS / class rows a lane; one
+// variant a step: the three in one function spilled under nvcc) and its lanes (whole
+// simdgroups, as few as hold the rows). The narrowest class that holds ib columns, else a
+// narrower one whose rows fit.
 ML_HOST_FN int ml_lsb_reg_plan(int r, int ib, int max_group, ML_THREAD int *cls,
-                               ML_THREAD int *rpl, ML_THREAD int *lanes) {
+                               ML_THREAD int *lanes) {
   const int most = (max_group < ML_LSB_REG_LANES ? max_group : ML_LSB_REG_LANES) / 32 * 32;
   if (most < 32 || r < 1 || ib < 1) return 0;
-  int q = (r + most - 1) / most, p2 = 1;
-  while (p2 < q) p2 *= 2;
   for (int c = 32; c >= 8; c /= 2) {
     if (c > 8 && c / 2 >= ib) continue;  // the narrowest class that holds ib columns first
-    if (p2 * c > ML_LSB_REG_FLOATS) continue;
-    const int need = ((r + p2 - 1) / p2 + 31) / 32 * 32;
+    const int rpl = ML_LSB_REG_FLOATS / c;
+    const int need = ((r + rpl - 1) / rpl + 31) / 32 * 32;
+    if (need > most) continue;
     *cls = c;
-    *rpl = p2;
-    *lanes = need < most ? need : most;
+    *lanes = need;
     return ib < c ? ib : c;
   }
   return 0;
 }
 
-// Shared floats of ls_getf2_reg: the pivot reduction, the pivot row and row k before the
+// Shared floats of ls_getf2_r*: the pivot reduction, the pivot row and row k before the
 // interchange.
 ML_HOST_FN int ml_lsb_getf2_reg_shared_floats() { return ML_LS_RED_FLOATS + 2 * 32; }
 
@@ -522,12 +522,13 @@ ML_FN void ml_lsb_getf2_reg(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE f
   }
 }
 
-// ls_getf2_reg: ls_getf2's contract (the panel of columns [k0, k0 + p.n) over rows k0..p.m of
-// W, operand 1; pivots to operand 2; info and skips as ls_getf2) with the panel in registers:
-// p.i[1] its register class (8, 16, 32 columns >= p.n), p.i[2] rows per lane (the rows m - k0
-// fit class x rows-per-lane x group size; ml_lsb_reg_plan). Identical arithmetic to ls_getf2.
-// Groups: batch. Shared: ml_lsb_getf2_reg_shared_floats().
-ML_FN void ml_step_ls_getf2_reg(ML_STEP_ARGS) {
+// ls_getf2_r8 / _r16 / _r32: ls_getf2's contract (the panel of columns [k0, k0 + p.n) over
+// rows k0..p.m of W, operand 1; pivots to operand 2; info and skips as ls_getf2) with the panel
+// in registers: p.n <= 8, 16, 32 columns, 8, 4, 2 rows a lane (the rows m - k0 at most that
+// many times the group size; ml_lsb_reg_plan). Identical arithmetic to ls_getf2. Groups: batch.
+// Shared: ml_lsb_getf2_reg_shared_floats().
+template <int RPL, int NB>
+ML_FN void ml_lsb_getf2_reg_step(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id;
@@ -535,21 +536,16 @@ ML_FN void ml_step_ls_getf2_reg(ML_STEP_ARGS) {
   if (st[1] != 0.0f) return;
   ML_DEVICE float *W = ws + p.off[1] + b * p.stride[1];
   ML_DEVICE float *piv = ws + p.off[2] + b * p.stride[2];
-  const int m = p.m, jw = p.n, k0 = p.i[0], ldw = p.ld[1], cls = p.i[1], rpl = p.i[2];
-  ML_SHARED float *sh = ctx.scratch;
-  if (cls == 8) {
-    if (rpl == 1) ml_lsb_getf2_reg<1, 8>(ctx, W, ldw, piv, st, m, k0, jw, sh);
-    else if (rpl == 2) ml_lsb_getf2_reg<2, 8>(ctx, W, ldw, piv, st, m, k0, jw, sh);
-    else if (rpl == 4) ml_lsb_getf2_reg<4, 8>(ctx, W, ldw, piv, st, m, k0, jw, sh);
-    else ml_lsb_getf2_reg<8, 8>(ctx, W, ldw, piv, st, m, k0, jw, sh);
-  } else if (cls == 16) {
-    if (rpl == 1) ml_lsb_getf2_reg<1, 16>(ctx, W, ldw, piv, st, m, k0, jw, sh);
-    else if (rpl == 2) ml_lsb_getf2_reg<2, 16>(ctx, W, ldw, piv, st, m, k0, jw, sh);
-    else ml_lsb_getf2_reg<4, 16>(ctx, W, ldw, piv, st, m, k0, jw, sh);
-  } else {
-    if (rpl == 1) ml_lsb_getf2_reg<1, 32>(ctx, W, ldw, piv, st, m, k0, jw, sh);
-    else ml_lsb_getf2_reg<2, 32>(ctx, W, ldw, piv, st, m, k0, jw, sh);
-  }
+  ml_lsb_getf2_reg<RPL, NB>(ctx, W, p.ld[1], piv, st, p.m, p.i[0], p.n, ctx.scratch);
+}
+ML_FN void ml_step_ls_getf2_r8(ML_STEP_ARGS) {
+  ml_lsb_getf2_reg_step<ML_LSB_REG_FLOATS / 8, 8>(ctx, p, ws, a, o0, o1, o2, info);
+}
+ML_FN void ml_step_ls_getf2_r16(ML_STEP_ARGS) {
+  ml_lsb_getf2_reg_step<ML_LSB_REG_FLOATS / 16, 16>(ctx, p, ws, a, o0, o1, o2, info);
+}
+ML_FN void ml_step_ls_getf2_r32(ML_STEP_ARGS) {
+  ml_lsb_getf2_reg_step<ML_LSB_REG_FLOATS / 32, 32>(ctx, p, ws, a, o0, o1, o2, info);
 }
 
 // ---- row interchanges by blocks (ls_laswp_blk) ----

@@ -63,7 +63,9 @@
   X(ls_laswp, ml_step_ls_laswp)         \
   X(ls_trsm, ml_step_ls_trsm)           \
   X(ls_diag, ml_step_ls_diag)           \
-  X(ls_getf2_reg, ml_step_ls_getf2_reg) \
+  X(ls_getf2_r8, ml_step_ls_getf2_r8)   \
+  X(ls_getf2_r16, ml_step_ls_getf2_r16) \
+  X(ls_getf2_r32, ml_step_ls_getf2_r32) \
   X(ls_laswp_blk, ml_step_ls_laswp_blk)
 // clang-format on
 

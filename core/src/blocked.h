@@ -136,7 +136,7 @@ struct Options {
   int ls_nb = 64;
   int ls_rhs_cols = 256;
   int64_t ls_rhs_floats = int64_t{1} << 24;
-  // LU's panels in registers (ls_getf2_reg): inside each ls_nb-wide panel, panels of at most
+  // LU's panels in registers (ls_getf2_r*): inside each ls_nb-wide panel, panels of at most
   // ls_lu_ib columns (1..32; fewer where the rows need it: 32 up to 1024 rows, 16 up to 2048, 8
   // up to 4096 at 512 lanes) factored in registers, each followed by its interchanges on the
   // panel's other columns, its block row of U and the product updating the panel's columns to

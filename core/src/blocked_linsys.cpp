@@ -234,23 +234,23 @@ ml_status getrf(const Chunk &ch, const Options &o, const LsLayout &L) {
     p.off[2] = L.piv;
     p.i[0] = k;
     ml_status st;
-    int cls = 0, rpl = 0, gs = 0;
-    if (o.ls_lu_ib > 0 && ml_lsb_reg_plan(m - k, std::min(o.ls_lu_ib, jb), o.max_group, &cls,
-                                          &rpl, &gs) > 0) {
+    int cls = 0, gs = 0;
+    if (o.ls_lu_ib > 0 &&
+        ml_lsb_reg_plan(m - k, std::min(o.ls_lu_ib, jb), o.max_group, &cls, &gs) > 0) {
       // Narrower panels in registers inside this one: each factored, its interchanges on the
       // panel's other columns, its block row of U and the update of the panel right of it.
       for (int j = k; j < k + jb;) {
-        const int w = ml_lsb_reg_plan(m - j, std::min(o.ls_lu_ib, k + jb - j), o.max_group,
-                                      &cls, &rpl, &gs);
+        const int w =
+            ml_lsb_reg_plan(m - j, std::min(o.ls_lu_ib, k + jb - j), o.max_group, &cls, &gs);
+        const int32_t step = cls == 8 ? kStep_ls_getf2_r8
+                             : cls == 16 ? kStep_ls_getf2_r16
+                                         : kStep_ls_getf2_r32;
         ml_step_params q = p;
         q.n = w;
         q.i[0] = j;
-        q.i[1] = cls;
-        q.i[2] = rpl;
         const int rin = k + jb - j - w;
         const int64_t dj = L.w + int64_t{j} * m + j, uj = dj + int64_t{w} * m;
-        if ((st = ch.launch(kStep_ls_getf2_reg, ch.batch, gs, ml_lsb_getf2_reg_shared_floats(),
-                            q)) ||
+        if ((st = ch.launch(step, ch.batch, gs, ml_lsb_getf2_reg_shared_floats(), q)) ||
             (st = ls_swap(ch, o, L, L.w, m, k, jb, j, j + w, false, j - k, w)) ||
             (rin > 0 &&
              ((st = ls_trsm(ch, o, L, dj, m, w, uj, m, rin, ML_LSB_T_LOWER | ML_LSB_T_UNIT)) ||

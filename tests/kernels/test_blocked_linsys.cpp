@@ -108,9 +108,9 @@ void suite_lu(kt::Report &rep) {
     run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, options(8, n, 1), "");
     run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, fast(options(8, n, 1), n), "fast");
   }
-  // Panels in registers of every class and rows per lane (32 lanes: 150 rows are 8 a lane in
-  // class 8, 128 are 4 in class 16, 64 are 2 in class 32 ...), several simdgroups (128 lanes),
-  // 150 interchanges in blocks of 64.
+  // Panels in registers of every class (32 lanes: up to 256 rows of 8 columns, 128 of 16, 64 of
+  // 32; narrower panels than ib where the rows need it), several simdgroups (128 lanes), 150
+  // interchanges in blocks of 64.
   {
     kt::Timer t("blocked lu_factor registers", 150, 150, 0);
     const Batch bt = lsk::general_batch(150, rng);
