@@ -114,7 +114,7 @@ ml_status ls_laswp(const Chunk &ch, const Options &o, const LsLayout &L, int64_t
 // interchanges (Options::ls_laswp_blk), else ls_laswp on the columns left and right of them.
 ml_status ls_swap(const Chunk &ch, const Options &o, const LsLayout &L, int64_t w, int ld, int c0,
                   int ncols, int k0, int k1, bool reverse, int s0 = 0, int skip = 0) {
-  if (ncols <= 0 || k1 <= k0) return ML_OK;
+  if (ncols <= 0 || k1 <= k0 || (skip > 0 && s0 <= 0 && s0 + skip >= ncols)) return ML_OK;
   if (!o.ls_laswp_blk) {
     if (skip <= 0) return ls_laswp(ch, o, L, w, ld, c0, ncols, k0, k1, reverse);
     if (ml_status st = ls_laswp(ch, o, L, w, ld, c0, s0, k0, k1, reverse)) return st;
