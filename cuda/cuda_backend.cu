@@ -316,8 +316,8 @@ const blocked::Options &blocked_options() {
     x.eigh_back_cols = std::clamp(env_int("METAL_LINALG_EIGH_BACK_COLS"), 0, 256);
     // The linear systems (blocked_linsys.cpp): LU's panels in registers inside each panel (up
     // to 32 columns), the interchanges composed by blocks of 64, and solve / solve_triangular's
-    // right-hand sides in passes of up to n columns (the workspace n^2 floats more a matrix up
-    // to n = 4096). Not yet measured on a GPU; the former paths: METAL_LINALG_LS_LU_IB=0,
+    // right-hand sides in passes of up to n columns (at most 2^23 floats more a matrix). Not
+    // yet measured on a GPU; the former paths: METAL_LINALG_LS_LU_IB=0,
     // METAL_LINALG_LS_LASWP_BLK=0, METAL_LINALG_LS_RHS_WIDE=0; METAL_LINALG_LS_NB the blocks'
     // width (1..64), METAL_LINALG_LS_LU_NB LU's panels' alone.
     x.ls_lu_ib = 32;

@@ -149,11 +149,13 @@ struct Options {
   // to 64 interchanges composed, a group per 32 columns moving the touched rows at once (0:
   // ls_laswp, a lane per column doing the interchanges one after another).
   int ls_laswp_blk = 0;
-  // solve and solve_triangular: passes of right-hand sides as wide as inv's (up to
-  // ls_rhs_floats / n columns, at least ls_rhs_cols: every right-hand side of up to n columns
-  // in one pass, each triangular solve's launches once) instead of ls_rhs_cols; the workspace
-  // then holds n x min(n, ls_rhs_floats / n) floats more per matrix (still by n alone).
+  // solve and solve_triangular: passes of right-hand sides of up to min(n, ls_rhs_wide_floats /
+  // n) columns (at least ls_rhs_cols: up to n right-hand sides in one pass to n = 2896, each
+  // triangular solve's launches once a pass) instead of ls_rhs_cols; the workspace then holds
+  // that many columns of n floats per matrix (still by n alone: at most 2^23 floats, half inv's
+  // bound, so that 4096 x 4096 solves keep 8 matrices in flight under max_workspace_bytes).
   int ls_rhs_wide = 0;
+  int64_t ls_rhs_wide_floats = int64_t{1} << 23;
   // Divide and conquer: the secular equation's roots a simdgroup each (instead of a lane) in the
   // levels with at most this many merges over the chunk (0: never).
   int dc_secular_simd = 0;

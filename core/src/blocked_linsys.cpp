@@ -42,7 +42,8 @@ LsLayout ls_layout(const Call &c, const Options &o) {
   // Passes of ls_rhs_cols columns whatever nrhs (the workspace a function of n); inv's B = I
   // has n columns, in wider passes while they stay within ls_rhs_floats.
   const int64_t cols = std::max(1, o.ls_rhs_cols);
-  const int64_t wide = std::max<int64_t>(cols, o.ls_rhs_floats / std::max(L.n, 1));
+  const int64_t wide = std::max<int64_t>(
+      cols, (c.op == ML_OP_INV ? o.ls_rhs_floats : o.ls_rhs_wide_floats) / std::max(L.n, 1));
   L.rc = static_cast<int>(c.op == ML_OP_INV || o.ls_rhs_wide ? std::min<int64_t>(L.n, wide)
                                                               : cols);
   Slice s;

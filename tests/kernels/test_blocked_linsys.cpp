@@ -63,6 +63,7 @@ ml::blocked::Options fast(ml::blocked::Options o, int n, int ib = 3) {
   o.ls_laswp_blk = 1;
   o.ls_rhs_wide = 1;
   o.ls_rhs_floats = int64_t{n} * n;
+  o.ls_rhs_wide_floats = int64_t{n} * n;
   return o;
 }
 
