@@ -322,6 +322,25 @@ const blocked::Options &blocked_options() {
     }
     x.eigh_back_sweeps = std::clamp(env_int("METAL_LINALG_EIGH_BACK_SWEEPS"), 0, 64);
     x.eigh_back_cols = std::clamp(env_int("METAL_LINALG_EIGH_BACK_COLS"), 0, 256);
+    // The linear systems (blocked_linsys.cpp): LU's panels in registers inside each panel (up
+    // to 32 columns), the interchanges composed by blocks of 64, and solve / solve_triangular's
+    // right-hand sides in passes of up to n columns (at most 2^23 floats more a matrix). Not
+    // yet measured on a GPU; the former paths: METAL_LINALG_LS_LU_IB=0,
+    // METAL_LINALG_LS_LASWP_BLK=0, METAL_LINALG_LS_RHS_WIDE=0; METAL_LINALG_LS_NB the blocks'
+    // width (1..64), METAL_LINALG_LS_LU_NB LU's panels' alone.
+    x.ls_lu_ib = 32;
+    x.ls_laswp_blk = 1;
+    x.ls_rhs_wide = 1;
+    if (const char *v = std::getenv("METAL_LINALG_LS_LU_IB"))
+      x.ls_lu_ib = std::clamp(std::atoi(v), 0, 32);
+    if (const char *v = std::getenv("METAL_LINALG_LS_LASWP_BLK"))
+      x.ls_laswp_blk = std::atoi(v) != 0;
+    if (const char *v = std::getenv("METAL_LINALG_LS_RHS_WIDE"))
+      x.ls_rhs_wide = std::atoi(v) != 0;
+    const int ls_nb = env_int("METAL_LINALG_LS_NB");
+    if (ls_nb >= 1 && ls_nb <= 64) x.ls_nb = ls_nb;
+    // LU's panel width (its trailing products' k; 0: METAL_LINALG_LS_NB's).
+    x.ls_lu_nb = std::clamp(env_int("METAL_LINALG_LS_LU_NB"), 0, 1024);
     // The chase of each matrix in one block of this many lanes (0: off; sb2st_block.h).
     const int chase_block = env_int("METAL_LINALG_EIGH_CHASE_BLOCK");
     if (chase_block >= 0 && chase_block <= 1024) x.eigh_chase_block = chase_block;

@@ -44,6 +44,21 @@ struct ml_cuda_step_bounds<ml_cuda_step_id_qr_panel_reg> {
   static constexpr int lanes = ML_QRR_MAX_LANES, groups = 1;
 };
 
+// The LU panels in registers (core/kernels/linsys_blocked.h, ls_getf2_r*): 64 floats of the
+// panel a lane, at most 512 lanes.
+template <>
+struct ml_cuda_step_bounds<ml_cuda_step_id_ls_getf2_r8> {
+  static constexpr int lanes = ML_LSB_REG_LANES, groups = 1;
+};
+template <>
+struct ml_cuda_step_bounds<ml_cuda_step_id_ls_getf2_r16> {
+  static constexpr int lanes = ML_LSB_REG_LANES, groups = 1;
+};
+template <>
+struct ml_cuda_step_bounds<ml_cuda_step_id_ls_getf2_r32> {
+  static constexpr int lanes = ML_LSB_REG_LANES, groups = 1;
+};
+
 // The thin block reflector (core/kernels/larfb_cols.h): up to 64 sums a lane in registers.
 template <>
 struct ml_cuda_step_bounds<ml_cuda_step_id_larfb_cols> {

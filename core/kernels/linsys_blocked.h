@@ -389,4 +389,269 @@ ML_FN void ml_step_ls_diag(ML_STEP_ARGS) {
   if (ctx.lane == 0 && first > -(float)(p.n + 1)) ws[p.off[0] + b * p.stride[0] + 2] = -first;
 }
 
+// ---- LU panels in registers (ls_getf2_r8 / _r16 / _r32) ----
+// Floats of the panel a lane may hold and the most lanes of the step's groups (more registers a
+// lane spill: the QR register panels measured 128 floats at 256 lanes slower).
+#define ML_LSB_REG_FLOATS 64
+#define ML_LSB_REG_LANES 512
+
+// The register plan of an LU panel of r rows and at most ib columns under groups of at most
+// max_group lanes: the panel's width (<= ib; 0: none fits), its register class (8, 16 or 32
+// columns: the steps ls_getf2_r8 / _r16 / _r32, ML_LSB_REG_FLOATS / class rows a lane; one
+// variant a step: the three in one function spilled under nvcc) and its lanes (whole
+// simdgroups, as few as hold the rows). The narrowest class that holds ib columns, else a
+// narrower one whose rows fit.
+ML_HOST_FN int ml_lsb_reg_plan(int r, int ib, int max_group, ML_THREAD int *cls,
+                               ML_THREAD int *lanes) {
+  const int most = (max_group < ML_LSB_REG_LANES ? max_group : ML_LSB_REG_LANES) / 32 * 32;
+  if (most < 32 || r < 1 || ib < 1) return 0;
+  for (int c = 32; c >= 8; c /= 2) {
+    if (c > 8 && c / 2 >= ib) continue;  // the narrowest class that holds ib columns first
+    const int rpl = ML_LSB_REG_FLOATS / c;
+    const int need = ((r + rpl - 1) / rpl + 31) / 32 * 32;
+    if (need > most) continue;
+    *cls = c;
+    *lanes = need;
+    return ib < c ? ib : c;
+  }
+  return 0;
+}
+
+// Shared floats of ls_getf2_r*: the pivot reduction, the pivot row and row k before the
+// interchange.
+ML_HOST_FN int ml_lsb_getf2_reg_shared_floats() { return ML_LS_RED_FLOATS + 2 * 32; }
+
+// Column c of x's row (constant indices only: the row stays in registers).
+template <int NB>
+ML_FN float ml_lsb_pick(ML_THREAD const float *row, int c) {
+  float v = 0.0f;
+  ML_UNROLL
+  for (int l = 0; l < NB; ++l) v = l == c ? row[l] : v;
+  return v;
+}
+
+// ls_getf2's factorisation with the panel in registers: lane l holds the panel rows l, l + gs,
+// ... (RPL of them, relative to the panel's first row), NB columns each; per column the pivot
+// search (ml_ls_pivot_publish, a barrier), the pivot row and row c through shared memory (a
+// barrier), their exchange, then each lane scales and updates its rows below c in registers.
+// The workspace is read and written once.
+template <int RPL, int NB>
+ML_FN void ml_lsb_getf2_reg(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE float *piv,
+                            ML_DEVICE float *st, int m, int j0, int jw, ML_SHARED float *sh) {
+  const int lane = ctx.lane, gs = ctx.group_size, r = m - j0;
+  ML_SHARED float *red = sh;
+  ML_SHARED float *prow = sh + ML_LS_RED_FLOATS;  // the pivot row (NB <= 32 floats)
+  ML_SHARED float *krow = prow + 32;              // row c before the interchange
+  ML_DEVICE float *P = W + (ml_i64)j0 * ldw + j0;  // P(i, l) = P[l * ldw + i]
+  float x[RPL][NB];
+  ML_UNROLL
+  for (int t = 0; t < RPL; ++t) {
+    const int i = lane + t * gs;
+    ML_UNROLL
+    for (int l = 0; l < NB; ++l) x[t][l] = i < r && l < jw ? P[(ml_i64)l * ldw + i] : 0.0f;
+  }
+  for (int c = 0; c < jw; ++c) {
+    float best = -1.0f;
+    int brow = 0;
+    ML_UNROLL
+    for (int t = 0; t < RPL; ++t) {  // rows increase with t: the first of equal ones kept
+      const int i = lane + t * gs;
+      const float v = ml_fabs(ml_lsb_pick<NB>(x[t], c));
+      if (i >= c && i < r && v > best) {
+        best = v;
+        brow = i;
+      }
+    }
+    ml_ls_pivot_publish(ctx, best, brow, red);
+    ml_barrier(ctx);
+    const int pr = ml_ls_pivot_take(ctx, red, c);
+    ML_UNROLL
+    for (int t = 0; t < RPL; ++t) {
+      const int i = lane + t * gs;
+      if (i == pr) {
+        ML_UNROLL
+        for (int l = 0; l < NB; ++l) prow[l] = x[t][l];
+      }
+      if (i == c) {
+        ML_UNROLL
+        for (int l = 0; l < NB; ++l) krow[l] = x[t][l];
+      }
+    }
+    ml_barrier(ctx);
+    ML_UNROLL
+    for (int t = 0; t < RPL; ++t) {
+      const int i = lane + t * gs;
+      if (i == c) {
+        ML_UNROLL
+        for (int l = 0; l < NB; ++l) x[t][l] = prow[l];
+      } else if (i == pr) {
+        ML_UNROLL
+        for (int l = 0; l < NB; ++l) x[t][l] = krow[l];
+      }
+    }
+    if (lane == 0) piv[j0 + c] = (float)(j0 + pr);
+    const float d = prow[c];
+    if (d == 0.0f) {  // the same on every lane: column c left unscaled, no update
+      if (lane == 0 && st[2] == 0.0f) st[2] = (float)(j0 + c + 1);
+      continue;
+    }
+    const int recip = ml_fabs(d) >= ML_FLT_MIN;
+    const float rd = 1.0f / d;
+    ML_UNROLL
+    for (int t = 0; t < RPL; ++t) {
+      const int i = lane + t * gs;
+      if (i > c && i < r) {
+        const float xc = ml_lsb_pick<NB>(x[t], c);
+        const float lv = recip ? xc * rd : xc / d;
+        ML_UNROLL
+        for (int l = 0; l < NB; ++l) {
+          if (l == c) x[t][l] = lv;
+          else if (l > c) x[t][l] = x[t][l] - lv * prow[l];
+        }
+      }
+    }
+  }
+  ML_UNROLL
+  for (int t = 0; t < RPL; ++t) {
+    const int i = lane + t * gs;
+    if (i < r) {
+      ML_UNROLL
+      for (int l = 0; l < NB; ++l)
+        if (l < jw) P[(ml_i64)l * ldw + i] = x[t][l];
+    }
+  }
+}
+
+// ls_getf2_r8 / _r16 / _r32: ls_getf2's contract (the panel of columns [k0, k0 + p.n) over
+// rows k0..p.m of W, operand 1; pivots to operand 2; info and skips as ls_getf2) with the panel
+// in registers: p.n <= 8, 16, 32 columns, 8, 4, 2 rows a lane (the rows m - k0 at most that
+// many times the group size; ml_lsb_reg_plan). Identical arithmetic to ls_getf2. Groups: batch.
+// Shared: ml_lsb_getf2_reg_shared_floats().
+template <int RPL, int NB>
+ML_FN void ml_lsb_getf2_reg_step(ML_STEP_ARGS) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const ml_i64 b = ctx.group_id;
+  ML_DEVICE float *st = ws + p.off[0] + b * p.stride[0];
+  if (st[1] != 0.0f) return;
+  ML_DEVICE float *W = ws + p.off[1] + b * p.stride[1];
+  ML_DEVICE float *piv = ws + p.off[2] + b * p.stride[2];
+  ml_lsb_getf2_reg<RPL, NB>(ctx, W, p.ld[1], piv, st, p.m, p.i[0], p.n, ctx.scratch);
+}
+ML_FN void ml_step_ls_getf2_r8(ML_STEP_ARGS) {
+  ml_lsb_getf2_reg_step<ML_LSB_REG_FLOATS / 8, 8>(ctx, p, ws, a, o0, o1, o2, info);
+}
+ML_FN void ml_step_ls_getf2_r16(ML_STEP_ARGS) {
+  ml_lsb_getf2_reg_step<ML_LSB_REG_FLOATS / 16, 16>(ctx, p, ws, a, o0, o1, o2, info);
+}
+ML_FN void ml_step_ls_getf2_r32(ML_STEP_ARGS) {
+  ml_lsb_getf2_reg_step<ML_LSB_REG_FLOATS / 32, 32>(ctx, p, ws, a, o0, o1, o2, info);
+}
+
+// ---- row interchanges by blocks (ls_laswp_blk) ----
+// The most interchanges of one launch, and the columns of one group.
+#define ML_LSB_SWAPS 64
+#define ML_LSB_SWAP_COLS 32
+
+// Shared floats of ls_laswp_blk: the composite's rows (destination, source: 2 x 2 SWAPS), the
+// pivots, each interchange's first interchange of the same row, the rows at the block's rows
+// and at the outside rows (4 x SWAPS), the rows' contents (2 SWAPS x 33), a count.
+ML_HOST_FN int ml_lsb_laswp_blk_shared_floats() {
+  return 8 * ML_LSB_SWAPS + 2 * ML_LSB_SWAPS * (ML_LSB_SWAP_COLS + 1) + 32;
+}
+
+// ls_laswp_blk: ls_laswp's contract (interchanges piv[k] <-> k for k in [i[1], i[2]),
+// i[2] - i[1] <= ML_LSB_SWAPS, in order or ML_LSB_REVERSE, on columns [i[0], i[0] + p.n) of W,
+// operand 1, ld[1]; pivots at operand 2; matrices with stat[1] set skipped), but the columns
+// [i[0] + i[3], i[0] + i[3] + p.k) left out, and the interchanges composed first: the lanes
+// find, for each interchange, the first one of the same row (in parallel), one lane then
+// follows the interchanges over the touched rows only (at most 2 x their count) in shared
+// memory, and the group moves every touched row of its columns at once (all reads, a barrier,
+// all writes) instead of a lane per column doing the interchanges one after another. Groups:
+// batch x ceil(p.n / ML_LSB_SWAP_COLS). Shared: ml_lsb_laswp_blk_shared_floats().
+ML_FN void ml_step_ls_laswp_blk(ML_STEP_ARGS) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const ml_i64 per = (p.n + ML_LSB_SWAP_COLS - 1) / ML_LSB_SWAP_COLS;
+  const ml_i64 b = ctx.group_id / per;
+  const int cb = (int)(ctx.group_id - b * per) * ML_LSB_SWAP_COLS;
+  if (ml_lsb_bad(p, ws, b)) return;  // ls_getf2 skipped it: no pivots (the same for the group)
+  const int k0 = p.i[1], cnt = p.i[2] - p.i[1], rev = (p.flags & ML_LSB_REVERSE) != 0;
+  const int lane = ctx.lane, gs = ctx.group_size;
+  ML_DEVICE float *W = ws + p.off[1] + b * p.stride[1];
+  ML_DEVICE const float *pv = ws + p.off[2] + b * p.stride[2];
+  ML_SHARED float *dst = ctx.scratch;             // 2 SWAPS: composite destination rows
+  ML_SHARED float *src = dst + 2 * ML_LSB_SWAPS;  // 2 SWAPS: their source rows
+  ML_SHARED float *prs = src + 2 * ML_LSB_SWAPS;  // SWAPS: the pivot rows
+  ML_SHARED float *fst = prs + ML_LSB_SWAPS;      // SWAPS: first interchange of the same row
+  ML_SHARED float *cur = fst + ML_LSB_SWAPS;      // SWAPS: the row now at k0 + q
+  ML_SHARED float *ext = cur + ML_LSB_SWAPS;      // SWAPS: the row now at the outside row of s
+  ML_SHARED float *vals = ext + ML_LSB_SWAPS;     // 2 SWAPS x 33
+  ML_SHARED float *num = vals + 2 * ML_LSB_SWAPS * (ML_LSB_SWAP_COLS + 1);
+  for (int s = lane; s < cnt; s += gs) {
+    prs[s] = pv[k0 + s];
+    cur[s] = (float)(k0 + s);
+  }
+  ml_barrier(ctx);
+  for (int s = lane; s < cnt; s += gs) {
+    const float r = prs[s];
+    int f = s;
+    for (int q = 0; q < s; ++q)
+      if (prs[q] == r) {
+        f = q;
+        break;
+      }
+    fst[s] = (float)f;
+    ext[s] = r;
+  }
+  ml_barrier(ctx);
+  if (lane == 0) {
+    for (int t = 0; t < cnt; ++t) {
+      const int s = rev ? cnt - 1 - t : t;
+      const int r = (int)prs[s];
+      if (r == k0 + s) continue;
+      if (r >= k0 && r < k0 + cnt) {
+        const float x = cur[s];
+        cur[s] = cur[r - k0];
+        cur[r - k0] = x;
+      } else {
+        const int f = (int)fst[s];
+        const float x = cur[s];
+        cur[s] = ext[f];
+        ext[f] = x;
+      }
+    }
+    int e = 0;
+    for (int q = 0; q < cnt; ++q)
+      if ((int)cur[q] != k0 + q) {
+        dst[e] = (float)(k0 + q);
+        src[e] = cur[q];
+        ++e;
+      }
+    for (int s = 0; s < cnt; ++s) {
+      const int r = (int)prs[s];
+      if ((int)fst[s] == s && (r < k0 || r >= k0 + cnt) && (int)ext[s] != r) {
+        dst[e] = (float)r;
+        src[e] = ext[s];
+        ++e;
+      }
+    }
+    num[0] = (float)e;
+  }
+  ml_barrier(ctx);
+  const int ne = (int)num[0];
+  const int c0 = p.i[0], s0 = p.i[3], s1 = p.i[3] + p.k;
+  for (int t = lane; t < ne * ML_LSB_SWAP_COLS; t += gs) {
+    const int e = t / ML_LSB_SWAP_COLS, c = cb + t % ML_LSB_SWAP_COLS;
+    if (c < p.n && (c < s0 || c >= s1))
+      vals[e * (ML_LSB_SWAP_COLS + 1) + c - cb] = W[(ml_i64)(c0 + c) * p.ld[1] + (int)src[e]];
+  }
+  ml_barrier_device(ctx);  // every read of W before any write (Metal: mem_device)
+  for (int t = lane; t < ne * ML_LSB_SWAP_COLS; t += gs) {
+    const int e = t / ML_LSB_SWAP_COLS, c = cb + t % ML_LSB_SWAP_COLS;
+    if (c < p.n && (c < s0 || c >= s1))
+      W[(ml_i64)(c0 + c) * p.ld[1] + (int)dst[e]] = vals[e * (ML_LSB_SWAP_COLS + 1) + c - cb];
+  }
+}
+
 #endif  // ML_KERNELS_LINSYS_BLOCKED_H

@@ -63,7 +63,11 @@
   X(ls_laswp, ml_step_ls_laswp)         \
   X(ls_trsm, ml_step_ls_trsm)           \
   X(ls_diag, ml_step_ls_diag)           \
-  X(brd_res, ml_step_brd_res)
+  X(brd_res, ml_step_brd_res)           \
+  X(ls_getf2_r8, ml_step_ls_getf2_r8)   \
+  X(ls_getf2_r16, ml_step_ls_getf2_r16) \
+  X(ls_getf2_r32, ml_step_ls_getf2_r32) \
+  X(ls_laswp_blk, ml_step_ls_laswp_blk)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

@@ -136,6 +136,26 @@ struct Options {
   int ls_nb = 64;
   int ls_rhs_cols = 256;
   int64_t ls_rhs_floats = int64_t{1} << 24;
+  // LU's panels in registers (ls_getf2_r*): inside each ls_nb-wide panel, panels of at most
+  // ls_lu_ib columns (1..32; fewer where the rows need it: 32 up to 1024 rows, 16 up to 2048, 8
+  // up to 4096 at 512 lanes) factored in registers, each followed by its interchanges on the
+  // panel's other columns, its block row of U and the product updating the panel's columns to
+  // its right; 0 (or rows beyond 4096): ls_getf2 over the whole panel in device memory.
+  int ls_lu_ib = 0;
+  // LU's panel width, its trailing products' k (any width: U12 by the blocked triangular solve
+  // where it passes 64; 0: ls_nb).
+  int ls_lu_nb = 0;
+  // Row interchanges (LU's panels, the pivots applied to right-hand sides) by ls_laswp_blk: up
+  // to 64 interchanges composed, a group per 32 columns moving the touched rows at once (0:
+  // ls_laswp, a lane per column doing the interchanges one after another).
+  int ls_laswp_blk = 0;
+  // solve and solve_triangular: passes of right-hand sides of up to min(n, ls_rhs_wide_floats /
+  // n) columns (at least ls_rhs_cols: up to n right-hand sides in one pass to n = 2896, each
+  // triangular solve's launches once a pass) instead of ls_rhs_cols; the workspace then holds
+  // that many columns of n floats per matrix (still by n alone: at most 2^23 floats, half inv's
+  // bound, so that 4096 x 4096 solves keep 8 matrices in flight under max_workspace_bytes).
+  int ls_rhs_wide = 0;
+  int64_t ls_rhs_wide_floats = int64_t{1} << 23;
   // Divide and conquer: the secular equation's roots a simdgroup each (instead of a lane) in the
   // levels with at most this many merges over the chunk (0: never).
   int dc_secular_simd = 0;

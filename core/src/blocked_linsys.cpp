@@ -42,8 +42,10 @@ LsLayout ls_layout(const Call &c, const Options &o) {
   // Passes of ls_rhs_cols columns whatever nrhs (the workspace a function of n); inv's B = I
   // has n columns, in wider passes while they stay within ls_rhs_floats.
   const int64_t cols = std::max(1, o.ls_rhs_cols);
-  const int64_t wide = std::max<int64_t>(cols, o.ls_rhs_floats / std::max(L.n, 1));
-  L.rc = static_cast<int>(c.op == ML_OP_INV ? std::min<int64_t>(L.n, wide) : cols);
+  const int64_t wide = std::max<int64_t>(
+      cols, (c.op == ML_OP_INV ? o.ls_rhs_floats : o.ls_rhs_wide_floats) / std::max(L.n, 1));
+  L.rc = static_cast<int>(c.op == ML_OP_INV || o.ls_rhs_wide ? std::min<int64_t>(L.n, wide)
+                                                              : cols);
   Slice s;
   L.stat = s.add(ML_STAT_FLOATS);
   L.w = s.add(int64_t{L.m} * L.n);
@@ -90,7 +92,8 @@ ml_status ls_info(const Chunk &ch, const Options &o, const LsLayout &L, const Ca
   return ch.launch(kStep_ls_info, (ch.batch + gs - 1) / gs, gs, 0, ls_params(L));
 }
 
-// Rows [k0, k0 + count) of the interchanges applied to columns [c0, c0 + ncols) of w (ld).
+// Rows [k0, k0 + count) of the interchanges applied to columns [c0, c0 + ncols) of w (ld), by
+// the ls_laswp step.
 ml_status ls_laswp(const Chunk &ch, const Options &o, const LsLayout &L, int64_t w, int ld,
                    int c0, int ncols, int k0, int k1, bool reverse) {
   if (ncols <= 0 || k1 <= k0) return ML_OK;
@@ -105,6 +108,39 @@ ml_status ls_laswp(const Chunk &ch, const Options &o, const LsLayout &L, int64_t
   p.i[1] = k0;
   p.i[2] = k1;
   return ch.launch(kStep_ls_laswp, ch.batch * ((ncols + gs - 1) / gs), gs, 0, p);
+}
+
+// The interchanges [k0, k1) (in reverse order when reverse) applied to columns [c0, c0 + ncols)
+// of w (ld) but for the skip columns from c0 + s0: ls_laswp_blk in blocks of ML_LSB_SWAPS
+// interchanges (Options::ls_laswp_blk), else ls_laswp on the columns left and right of them.
+ml_status ls_swap(const Chunk &ch, const Options &o, const LsLayout &L, int64_t w, int ld, int c0,
+                  int ncols, int k0, int k1, bool reverse, int s0 = 0, int skip = 0) {
+  if (ncols <= 0 || k1 <= k0 || (skip > 0 && s0 <= 0 && s0 + skip >= ncols)) return ML_OK;
+  if (!o.ls_laswp_blk) {
+    if (skip <= 0) return ls_laswp(ch, o, L, w, ld, c0, ncols, k0, k1, reverse);
+    if (ml_status st = ls_laswp(ch, o, L, w, ld, c0, s0, k0, k1, reverse)) return st;
+    return ls_laswp(ch, o, L, w, ld, c0 + s0 + skip, ncols - s0 - skip, k0, k1, reverse);
+  }
+  const int blocks = (k1 - k0 + ML_LSB_SWAPS - 1) / ML_LSB_SWAPS;
+  for (int q = 0; q < blocks; ++q) {
+    const int kb = k0 + (reverse ? blocks - 1 - q : q) * ML_LSB_SWAPS;
+    ml_step_params p = ls_params(L);
+    p.n = ncols;
+    p.k = std::max(0, skip);
+    p.flags = reverse ? ML_LSB_REVERSE : 0;
+    p.off[1] = w;
+    p.ld[1] = ld;
+    p.off[2] = L.piv;
+    p.i[0] = c0;
+    p.i[1] = kb;
+    p.i[2] = std::min(k1, kb + ML_LSB_SWAPS);
+    p.i[3] = s0;
+    if (ml_status st = ch.launch(kStep_ls_laswp_blk,
+                                 ch.batch * ((ncols + ML_LSB_SWAP_COLS - 1) / ML_LSB_SWAP_COLS),
+                                 plain_lanes(o), ml_lsb_laswp_blk_shared_floats(), p))
+      return st;
+  }
+  return ML_OK;
 }
 
 // op(T) X = R for nv vectors of jb entries of the block at r (ld ldr), T the jb x jb block at t
@@ -188,7 +224,7 @@ ml_status run_cholesky(const Call &c, const Options &o, const Chunk &ch, const L
 
 // W = P L U (sgetrf's blocked form) of the m x n matrix, pivots at L.piv.
 ml_status getrf(const Chunk &ch, const Options &o, const LsLayout &L) {
-  const int m = L.m, n = L.n, nb = ls_nb(o);
+  const int m = L.m, n = L.n, nb = o.ls_lu_nb > 0 ? o.ls_lu_nb : ls_nb(o);
   for (int k = 0; k < L.k; k += nb) {
     const int jb = std::min(nb, L.k - k), right = n - k - jb;
     ml_step_params p = ls_params(L);
@@ -199,13 +235,41 @@ ml_status getrf(const Chunk &ch, const Options &o, const LsLayout &L) {
     p.off[2] = L.piv;
     p.i[0] = k;
     ml_status st;
-    if ((st = ch.launch(kStep_ls_getf2, ch.batch, panel_lanes(m - k, o), ML_LS_RED_FLOATS, p)) ||
-        (st = ls_laswp(ch, o, L, L.w, m, 0, k, k, k + jb, false)) ||
-        (st = ls_laswp(ch, o, L, L.w, m, k + jb, right, k, k + jb, false)))
+    int cls = 0, gs = 0;
+    if (o.ls_lu_ib > 0 &&
+        ml_lsb_reg_plan(m - k, std::min(o.ls_lu_ib, jb), o.max_group, &cls, &gs) > 0) {
+      // Narrower panels in registers inside this one: each factored, its interchanges on the
+      // panel's other columns, its block row of U and the update of the panel right of it.
+      for (int j = k; j < k + jb;) {
+        const int w =
+            ml_lsb_reg_plan(m - j, std::min(o.ls_lu_ib, k + jb - j), o.max_group, &cls, &gs);
+        const int32_t step = cls == 8 ? kStep_ls_getf2_r8
+                             : cls == 16 ? kStep_ls_getf2_r16
+                                         : kStep_ls_getf2_r32;
+        ml_step_params q = p;
+        q.n = w;
+        q.i[0] = j;
+        const int rin = k + jb - j - w;
+        const int64_t dj = L.w + int64_t{j} * m + j, uj = dj + int64_t{w} * m;
+        if ((st = ch.launch(step, ch.batch, gs, ml_lsb_getf2_reg_shared_floats(), q)) ||
+            (st = ls_swap(ch, o, L, L.w, m, k, jb, j, j + w, false, j - k, w)) ||
+            (rin > 0 &&
+             ((st = ls_trsm(ch, o, L, dj, m, w, uj, m, rin, ML_LSB_T_LOWER | ML_LSB_T_UNIT)) ||
+              (st = gemm(ch, o, 0, m - j - w, rin, w, -1.0f, dj + w, m, uj, m, 1.0f, uj + w,
+                         m)))))
+          return st;
+        j += w;
+      }
+    } else if ((st = ch.launch(kStep_ls_getf2, ch.batch, panel_lanes(m - k, o), ML_LS_RED_FLOATS,
+                               p))) {
       return st;
+    }
+    if ((st = ls_swap(ch, o, L, L.w, m, 0, n, k, k + jb, false, k, jb))) return st;
     if (right <= 0) continue;
     const int64_t d = L.w + int64_t{k} * m + k, u12 = d + int64_t{jb} * m;
-    if ((st = ls_trsm(ch, o, L, d, m, jb, u12, m, right, ML_LSB_T_LOWER | ML_LSB_T_UNIT)) ||
+    if ((st = jb <= ML_LSB_MAX_NB
+                  ? ls_trsm(ch, o, L, d, m, jb, u12, m, right, ML_LSB_T_LOWER | ML_LSB_T_UNIT)
+                  : ls_trsm_blocked(ch, o, L, d, m, jb, true, true, false, u12, m, right)) ||
         (st = gemm(ch, o, 0, m - k - jb, right, jb, -1.0f, d + jb, m, u12, m, 1.0f, u12 + jb, m)))
       return st;
   }
@@ -263,9 +327,9 @@ ml_status run_lu(const Call &c, const Options &o, const Chunk &ch, const LsLayou
       if ((s = ls_trsm_blocked(ch, o, L, L.w, n, n, true, false, true, L.b, n, w)) ||
           (s = ls_trsm_blocked(ch, o, L, L.w, n, n, false, true, true, L.b, n, w)))
         return s;
-      return ls_laswp(ch, o, L, L.b, n, 0, w, 0, n, true);
+      return ls_swap(ch, o, L, L.b, n, 0, w, 0, n, true);
     }
-    if ((s = ls_laswp(ch, o, L, L.b, n, 0, w, 0, n, false)) ||
+    if ((s = ls_swap(ch, o, L, L.b, n, 0, w, 0, n, false)) ||
         (s = ls_trsm_blocked(ch, o, L, L.w, n, n, true, true, false, L.b, n, w)))
       return s;
     return ls_trsm_blocked(ch, o, L, L.w, n, n, false, false, false, L.b, n, w);

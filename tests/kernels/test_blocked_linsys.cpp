@@ -8,6 +8,11 @@
 // section 7), info as LAPACK's through the library's CPU path, an all-NaN result for a failed
 // matrix (lu_factor keeps a singular matrix's factors), lu_factor's pivots as LAPACK's but
 // for the ill-conditioned families (near ties); batches also in chunks of a few matrices.
+// The faster paths (Options::ls_lu_ib: LU's panels in registers inside each panel, ls_laswp_blk:
+// the interchanges composed by blocks, ls_rhs_wide: every right-hand side in one pass) run the
+// same checks beside the plain ones ("fast"), with inner panels narrower than the panel, rows
+// past one lane's share (several rows a lane, every register class) and more interchanges than
+// one block of them.
 // Suites: cholesky, lu, solve, inv, triangular. Usage: test_blocked_linsys <suite>
 #include <cstdio>
 #include <random>
@@ -51,16 +56,29 @@ lsk::Out run_blocked(const lsk::Shape &s, const Batch &bt, const ml::blocked::Op
   return out;
 }
 
+// o with the faster paths on: inner LU panels of at most ib columns, the blocked interchanges,
+// right-hand sides in passes of up to n columns of an n-row B.
+ml::blocked::Options fast(ml::blocked::Options o, int n, int ib = 3) {
+  o.ls_lu_ib = ib;
+  o.ls_laswp_blk = 1;
+  o.ls_rhs_wide = 1;
+  o.ls_rhs_floats = int64_t{n} * n;
+  o.ls_rhs_wide_floats = int64_t{n} * n;
+  return o;
+}
+
 // Runs shape s on bt under o and checks every matrix against LAPACK.
 void run_batch(kt::Report &rep, const lsk::Shape &s, const Batch &bt,
                const ml::blocked::Options &o, const char *what) {
   const int batch = int(bt.fams.size());
   std::vector<int> piv;
   const std::vector<int> want = lsk::lapack_info(s, bt, batch, &piv);
-  char head[160];
-  std::snprintf(head, sizeof head, "op %d %dx%d nrhs=%d flags=%d nb=%d rhs=%lld %s", s.op, s.m,
-                s.n, s.nrhs, s.flags, o.ls_nb, static_cast<long long>(o.ls_rhs_cols),
-                what);
+  char head[200];
+  std::snprintf(head, sizeof head,
+                "op %d %dx%d nrhs=%d flags=%d nb=%d rhs=%lld ib=%d lu_nb=%d blk=%d wide=%d "
+                "lanes=%d %s",
+                s.op, s.m, s.n, s.nrhs, s.flags, o.ls_nb, static_cast<long long>(o.ls_rhs_cols),
+                o.ls_lu_ib, o.ls_lu_nb, o.ls_laswp_blk, o.ls_rhs_wide, o.max_group, what);
   const lsk::Out out = run_blocked(s, bt, o, batch, rep, head);
   for (int i = 0; i < batch; ++i) {
     const std::string at = std::string(head) + " " + bt.fams[i] + " #" + std::to_string(i);
@@ -87,8 +105,31 @@ void suite_lu(kt::Report &rep) {
   std::mt19937_64 rng(22);
   for (int n : kSizes) {
     kt::Timer t("blocked lu_factor", n, n, 0);
-    run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, lsk::general_batch(n, rng), options(8, n, 1),
-              "");
+    const Batch bt = lsk::general_batch(n, rng);
+    run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, options(8, n, 1), "");
+    run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, fast(options(8, n, 1), n), "fast");
+  }
+  // Panels in registers of every class (32 lanes: up to 256 rows of 8 columns, 128 of 16, 64 of
+  // 32; narrower panels than ib where the rows need it), several simdgroups (128 lanes), 150
+  // interchanges in blocks of 64.
+  {
+    kt::Timer t("blocked lu_factor registers", 150, 150, 0);
+    const Batch bt = lsk::general_batch(150, rng);
+    const lsk::Shape s{ML_OP_LU_FACTOR, 150, 150, 1, 0};
+    for (int ib : {32, 12, 5}) run_batch(rep, s, bt, fast(options(64, 150, 1), 150, ib), "fast");
+    ml::blocked::Options o = fast(options(48, 150, 1), 150, 32);
+    o.max_group = 128;
+    run_batch(rep, s, bt, o, "fast 128 lanes");
+    o = options(64, 150, 1);
+    o.ls_laswp_blk = 1;  // the blocked interchanges alone, on ls_getf2's panels
+    run_batch(rep, s, bt, o, "blk");
+    // Panels wider than the triangular blocks (U12 by the blocked solve), with and without the
+    // register panels inside.
+    o = fast(options(8, 150, 1), 150, 32);
+    o.ls_lu_nb = 100;
+    run_batch(rep, s, bt, o, "fast lu_nb 100");
+    o.ls_lu_ib = 0;
+    run_batch(rep, s, bt, o, "lu_nb 100");
   }
   // Tall and wide, the panels' and the trailing columns' boundaries inside.
   for (auto mn : {std::pair<int, int>{29, 11}, {11, 29}, {20, 8}, {1, 9}, {9, 1}}) {
@@ -102,12 +143,15 @@ void suite_lu(kt::Report &rep) {
     nan.back() = lsk::kNaN;
     lsk::push(bt, "nan", nan);
     run_batch(rep, {ML_OP_LU_FACTOR, m, n, 1, 0}, bt, options(4, n, 1), "nb4");
+    run_batch(rep, {ML_OP_LU_FACTOR, m, n, 1, 0}, bt, fast(options(8, n, 1), n), "nb8 fast");
   }
   run_batch(rep, {ML_OP_LU_FACTOR, 64, 64, 1, 0}, lsk::general_batch(64, rng), options(5, 64, 1),
             "nb5");
   ml::blocked::Options o = options(8, 21, 1);
   o.max_workspace_bytes = 2 * 4 * (32 + 21 * 21 + 32 + 32);  // chunks of 2 matrices
-  run_batch(rep, {ML_OP_LU_FACTOR, 21, 21, 1, 0}, lsk::general_batch(21, rng), o, "chunks2");
+  const Batch b21 = lsk::general_batch(21, rng);
+  run_batch(rep, {ML_OP_LU_FACTOR, 21, 21, 1, 0}, b21, o, "chunks2");
+  run_batch(rep, {ML_OP_LU_FACTOR, 21, 21, 1, 0}, b21, fast(o, 21), "chunks2 fast");
 }
 
 void suite_solve(kt::Report &rep) {
@@ -120,7 +164,20 @@ void suite_solve(kt::Report &rep) {
         lsk::add_rhs(bt, n, nrhs, rng);
         // Passes of 5 columns: B's NaN in a later pass must still reach the earlier stores.
         run_batch(rep, {ML_OP_SOLVE, n, n, nrhs, flags}, bt, options(8, n, 5), "");
+        // One pass of n columns (several when nrhs > n).
+        run_batch(rep, {ML_OP_SOLVE, n, n, nrhs, flags}, bt, fast(options(8, n, 5), n), "fast");
       }
+  // 150 interchanges on B in blocks of 64, forward (A X = B) and in reverse (X A = B).
+  for (int flags : {0, int(ML_LS_RIGHT)}) {
+    kt::Timer t("blocked solve interchanges", 150, 3, 0);
+    Batch bt = lsk::general_batch(150, rng);
+    lsk::add_rhs(bt, 150, 3, rng);
+    run_batch(rep, {ML_OP_SOLVE, 150, 150, 3, flags}, bt, fast(options(64, 150, 2), 150, 32),
+              "fast");
+    ml::blocked::Options o = fast(options(16, 150, 2), 150, 12);
+    o.ls_lu_nb = 70;
+    run_batch(rep, {ML_OP_SOLVE, 150, 150, 3, flags}, bt, o, "fast lu_nb 70");
+  }
   // The batch in chunks of 3 matrices (the workspace bound): every step's first matrix.
   for (int flags : {0, int(ML_LS_RIGHT)}) {
     Batch bt = lsk::general_batch(21, rng);
@@ -128,6 +185,9 @@ void suite_solve(kt::Report &rep) {
     ml::blocked::Options o = options(8, 21, 3);
     o.max_workspace_bytes = 3 * 4 * (32 + 21 * 21 + 32 + 21 * 3 + 32);
     run_batch(rep, {ML_OP_SOLVE, 21, 21, 7, flags}, bt, o, "chunks3");
+    ml::blocked::Options f = fast(options(8, 21, 3), 21);
+    f.max_workspace_bytes = 3 * 4 * (32 + 21 * 21 + 32 + 21 * 21 + 32);
+    run_batch(rep, {ML_OP_SOLVE, 21, 21, 7, flags}, bt, f, "chunks3 fast");
   }
 }
 
@@ -135,7 +195,9 @@ void suite_inv(kt::Report &rep) {
   std::mt19937_64 rng(24);
   for (int n : kSizes) {
     kt::Timer t("blocked inv", n, n, 0);
-    run_batch(rep, {ML_OP_INV, n, n, n, 0}, lsk::general_batch(n, rng), options(8, n, 6), "");
+    const Batch bt = lsk::general_batch(n, rng);
+    run_batch(rep, {ML_OP_INV, n, n, n, 0}, bt, options(8, n, 6), "");
+    run_batch(rep, {ML_OP_INV, n, n, n, 0}, bt, fast(options(8, n, 6), n), "fast");
   }
 }
 
@@ -149,6 +211,9 @@ void suite_triangular(kt::Report &rep) {
         Batch bt = lsk::triangular_batch(n, flags, rng);
         lsk::add_rhs(bt, n, nrhs, rng, 1.0);
         run_batch(rep, {ML_OP_SOLVE_TRIANGULAR, n, n, nrhs, flags}, bt, options(8, n, 4), "");
+        if (flags % 2 == 0)  // one pass of up to n columns
+          run_batch(rep, {ML_OP_SOLVE_TRIANGULAR, n, n, nrhs, flags}, bt, fast(options(8, n, 4), n),
+                    "fast");
       }
 }
 
