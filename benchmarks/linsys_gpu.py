@@ -6,14 +6,7 @@ the result: cholesky ||A - L L^T|| / (n ||A|| eps), solve ||A X - B|| / (||A|| |
 ||A X - I|| / (||A|| ||X|| n eps), solve_triangular as solve. Writes <slug>.json, <slug>.md and
 <slug>.png (where matplotlib is installed; `--replot RESULT.json` draws an earlier run's again).
 
-The simdgroup lines of solve, inv, solve_triangular and lu_factor (core/kernels/linsys_simd.h,
-n <= 64) run only where the policy's gpu_simd_max_n lets them (default 0 for these ops): each
-such point is also timed with gpu_simd_max_n = 64 set for its op ("simd" columns: the backend
-that then runs, its time, speedup and residual), so one run compares the routed kernel with
-the simdgroup one. --no-simd skips that.
-
-    python3 benchmarks/linsys_gpu.py --out bench-out [--slug nvidia-h200-linsys] [--no-simd]
-        [--points op:n:batch[:nrhs] ...]
+    python3 benchmarks/linsys_gpu.py --out bench-out [--slug nvidia-h200-linsys] [--points op:n:batch[:nrhs] ...]
 """
 
 from __future__ import annotations
@@ -45,19 +38,7 @@ POINTS = [
     ("inv", 128, 256, 0),
     ("lu_factor", 64, 4096, 0),
     ("solve_triangular", 64, 4096, 16),
-    # The simdgroup lines' range (n <= 64) at the batches the targets name.
-    ("solve", 32, 4096, 1),
-    ("solve", 32, 1, 1),
-    ("solve", 32, 64, 16),
-    ("inv", 16, 16384, 0),
-    ("inv", 64, 64, 0),
-    ("lu_factor", 32, 4096, 0),
-    ("solve_triangular", 32, 4096, 16),
-    ("solve_triangular", 64, 64, 1),
 ]
-# The ops with simdgroup lines behind gpu_simd_max_n, and the order they cover.
-SIMD_OPS = ("solve", "inv", "solve_triangular", "lu_factor")
-SIMD_MAX_N = 64
 
 
 def _spd(batch: int, n: int) -> torch.Tensor:
@@ -169,7 +150,6 @@ def main() -> None:
         help="op:n:batch[:nrhs] instead of the default points (e.g. solve:2048:1:2048)",
     )
     ap.add_argument("--replot", default="", help="an earlier run's JSON: draw its plot again")
-    ap.add_argument("--no-simd", action="store_true", help="skip the simdgroup lines' timings")
     args = ap.parse_args()
     if args.replot:
         src = Path(args.replot)
@@ -200,34 +180,15 @@ def main() -> None:
             except (RuntimeError, ValueError, TypeError) as e:  # a peer without this shape
                 row[f"{name}_error"] = f"{type(e).__name__}: {e}"[:160]
         row["resid"] = _resid(op, x, _ours(op)(*x))
-        if not args.no_simd and op in SIMD_OPS and n <= SIMD_MAX_N:
-            mlt.set_policy(op, gpu_simd_max_n=SIMD_MAX_N)
-            try:
-                row["simd_backend"] = getattr(mlt, f"{op}_backend")(n, batch, device="cuda")
-                fn = _ours(op)
-                fn(*x)  # warm-up
-                torch.cuda.synchronize()
-                best, med = best_and_median_ms(lambda fn=fn, x=x: fn(*x), args.reps)
-                row["simd_ms"], row["simd_median_ms"] = best, med
-                row["simd_resid"] = _resid(op, x, fn(*x))
-            except (RuntimeError, ValueError, TypeError) as e:
-                row["simd_error"] = f"{type(e).__name__}: {e}"[:160]
-            finally:
-                mlt.reset_policy(op)
         peers = [row[k] for k in ("torch_ms", "cupy_ms") if k in row]
         if "ours_ms" in row and peers:
             row["speedup"] = min(peers) / row["ours_ms"]
-        if "simd_ms" in row and peers:
-            row["simd_speedup"] = min(peers) / row["simd_ms"]
         rows.append(row)
         print(json.dumps(row), flush=True)
     (out / f"{args.slug}.json").write_text(json.dumps(rows, indent=1))
     lines = [
-        (
-            "| op | n | batch | nrhs | backend | ours ms | torch ms | cupy ms | speedup | residual "
-            "| simd backend | simd ms | simd speedup | simd residual |"
-        ),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| op | n | batch | nrhs | backend | ours ms | torch ms | cupy ms | speedup | residual |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def f(v):
@@ -235,13 +196,10 @@ def main() -> None:
 
     for r in rows:
         sp = f"{r['speedup']:.2f}x" if "speedup" in r else "-"
-        ssp = f"{r['simd_speedup']:.2f}x" if "simd_speedup" in r else "-"
-        sres = f"{r['simd_resid']:.3g}" if "simd_resid" in r else "-"
         lines.append(
             f"| {r['op']} | {r['n']} | {r['batch']} | {r['nrhs'] or '-'} | {r['backend']} | "
             f"{f(r.get('ours_ms'))} | {f(r.get('torch_ms'))} | {f(r.get('cupy_ms'))} | {sp} | "
-            f"{r['resid']:.3g} | {r.get('simd_backend', '-')} | {f(r.get('simd_ms'))} | {ssp} | "
-            f"{sres} |"
+            f"{r['resid']:.3g} |"
         )
     (out / f"{args.slug}.md").write_text("\n".join(lines) + "\n")
     plot(rows, out / f"{args.slug}.png")

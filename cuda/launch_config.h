@@ -118,15 +118,6 @@ inline int group_size_solve_triangular_group(int, int n, int64_t, int) {
 inline int group_size_lu_factor_group(int m, int n, int64_t, int) {
   return linsys_group_size(m > n ? m : n);
 }
-// The linear systems' SIMD lines (linsys_simd.h, n <= 32): one simdgroup per matrix, a lane
-// per row; 16 lanes (two matrices a warp) for an order <= 16. m is nrhs for solve and
-// solve_triangular: only the order counts.
-inline int group_size_solve_simd(int, int n, int64_t, int) { return simd_group_size(n, n); }
-inline int group_size_inv_simd(int, int n, int64_t, int) { return simd_group_size(n, n); }
-inline int group_size_solve_triangular_simd(int, int n, int64_t, int) {
-  return simd_group_size(n, n);
-}
-inline int group_size_lu_factor_simd(int m, int n, int64_t, int) { return simd_group_size(m, n); }
 // ---- global launches (Launch::kGlobal: a group kernel's scratch in device memory) ----
 
 // Threads of a global launch's block (one matrix per block) for any GROUP kernel: a lane per

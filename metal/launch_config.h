@@ -80,12 +80,6 @@ inline int group_size_solve_triangular_group(int, int n, int64_t) { return linsy
 inline int group_size_lu_factor_group(int m, int n, int64_t) {
   return linsys_group_size(m > n ? m : n);
 }
-// The linear systems' SIMD lines (linsys_simd.h, n <= 32): one simdgroup per matrix, a lane
-// per row.
-inline int group_size_solve_simd(int, int n, int64_t) { return simd_group_size(n, n); }
-inline int group_size_inv_simd(int, int n, int64_t) { return simd_group_size(n, n); }
-inline int group_size_solve_triangular_simd(int, int n, int64_t) { return simd_group_size(n, n); }
-inline int group_size_lu_factor_simd(int m, int n, int64_t) { return simd_group_size(m, n); }
 // Slice of the threadgroup scratch one thread of a lane-per-matrix threadgroup of `threads`
 // threads gets (compat_metal.h's ml_lane_slice: odd, so equal offsets hit distinct banks).
 inline int lane_slice(int threads) {

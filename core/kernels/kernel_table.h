@@ -40,7 +40,6 @@
 #include "linsys_cholesky.h"
 #include "linsys_cholesky_simd.h"
 #include "linsys_lu.h"
-#include "linsys_simd.h"
 #include "linsys_triangular.h"
 #include "qr_householder.h"
 #include "qr_householder_simd.h"
@@ -118,23 +117,14 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
     ml_cholesky_simd_scratch_floats_flags, ml_cholesky_simd_fits_flags, ml_flags_unchanged)   \
   X(cholesky_group, ML_OP_CHOLESKY, ml_cholesky_group, O0, GROUP,                             \
     ml_cholesky_group_scratch_floats_flags, ml_cholesky_group_fits_flags, ml_flags_unchanged) \
-  X(solve_simd, ML_OP_SOLVE, ml_solve_simd, O0B, SIMD, ml_linsys_simd_scratch_floats_flags,   \
-    ml_solve_simd_fits_flags, ml_linsys_simd_choose_flags)                                    \
   X(solve_group, ML_OP_SOLVE, ml_solve_group, O0B, GROUP,                                     \
     ml_solve_group_scratch_floats_flags, ml_solve_group_fits_flags,                           \
     ml_solve_group_choose_flags)                                                              \
-  X(inv_simd, ML_OP_INV, ml_inv_simd, O0, SIMD, ml_linsys_simd_scratch_floats_flags,           \
-    ml_inv_simd_fits_flags, ml_linsys_simd_choose_flags)                                      \
   X(inv_group, ML_OP_INV, ml_inv_group, O0, GROUP, ml_solve_group_scratch_floats_flags,       \
     ml_inv_group_fits_flags, ml_inv_group_choose_flags)                                       \
-  X(solve_triangular_simd, ML_OP_SOLVE_TRIANGULAR, ml_solve_triangular_simd, O0B, SIMD,      \
-    ml_linsys_simd_scratch_floats_flags, ml_solve_triangular_simd_fits_flags,                 \
-    ml_linsys_simd_choose_flags)                                                              \
   X(solve_triangular_group, ML_OP_SOLVE_TRIANGULAR, ml_solve_triangular_group, O0B, GROUP,    \
     ml_solve_triangular_group_scratch_floats_flags, ml_solve_triangular_group_fits_flags,     \
     ml_solve_triangular_group_choose_flags)                                                   \
-  X(lu_factor_simd, ML_OP_LU_FACTOR, ml_lu_factor_simd, O01, SIMD,                            \
-    ml_linsys_simd_scratch_floats_flags, ml_lu_factor_simd_fits_flags, ml_flags_unchanged)    \
   X(lu_factor_group, ML_OP_LU_FACTOR, ml_lu_factor_group, O01, GROUP,                         \
     ml_lu_factor_group_scratch_floats_flags, ml_lu_factor_group_fits_flags, ml_flags_unchanged)
 // clang-format on

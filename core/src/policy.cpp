@@ -80,14 +80,8 @@ int64_t default_value(int32_t op, int field) {
     case kGpuLaneMinBatch: return 1;
     // Register kernels wherever they exist (they cover max(m, n) <= 8).
     case kGpuSmallMaxN: return 1 << 20;
-    // Simdgroup kernels wherever they exist (their windows: max(m, n) <= 32 or 64), but for the
-    // linear systems' register LU and triangular lines (linsys_simd.h): off until measured (a
-    // tuned table, the environment or ml_policy_set turns them on).
-    case kGpuSimdMaxN:
-      return op == ML_OP_SOLVE || op == ML_OP_INV || op == ML_OP_SOLVE_TRIANGULAR ||
-                     op == ML_OP_LU_FACTOR
-                 ? 0
-                 : 1 << 20;
+    // Simdgroup kernels wherever they exist (their windows: max(m, n) <= 32 or 64).
+    case kGpuSimdMaxN: return 1 << 20;
     // Group kernels with device-memory scratch beyond the shared window: off until measured.
     case kGpuGlobalMaxN: return 0;
     case kGpuGlobalMinBatch: return 1;
