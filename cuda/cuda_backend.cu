@@ -323,12 +323,20 @@ const blocked::Options &blocked_options() {
     x.eigh_back_sweeps = std::clamp(env_int("METAL_LINALG_EIGH_BACK_SWEEPS"), 0, 64);
     x.eigh_back_cols = std::clamp(env_int("METAL_LINALG_EIGH_BACK_COLS"), 0, 256);
     // The linear systems (blocked_linsys.cpp): LU's panels in registers inside each panel (up
-    // to 32 columns), the interchanges composed by blocks of 64, and solve / solve_triangular's
-    // right-hand sides in passes of up to n columns (at most 2^23 floats more a matrix). Not
-    // yet measured on a GPU; the former paths: METAL_LINALG_LS_LU_IB=0,
-    // METAL_LINALG_LS_LASWP_BLK=0, METAL_LINALG_LS_RHS_WIDE=0; METAL_LINALG_LS_NB the blocks'
-    // width (1..64), METAL_LINALG_LS_LU_NB LU's panels' alone.
+    // to 32 columns) from 2048 rows, the interchanges composed by blocks of 64, and solve /
+    // solve_triangular's right-hand sides in passes of up to n columns (at most 2^23 floats more
+    // a matrix). H200 (benchmarks/results/nvidia-h200-linsys-large2.md against
+    // nvidia-h200-linsys-large.md, all three on): lu_factor 4096 x1 99.4 -> 35.9 ms, 2048 x1
+    // 23.1 -> 16.5, solve 4096 x1 103 -> 39.9, inv 2048 x1 27.0 -> 20.5, solve_triangular 4096
+    // with 4096 right-hand sides 60.0 -> 10.2; at 1024 the register panels were slower
+    // (lu_factor 5.94 -> 7.89), hence ls_lu_ib_min_m. The former paths:
+    // METAL_LINALG_LS_LU_IB=0, METAL_LINALG_LS_LASWP_BLK=0, METAL_LINALG_LS_RHS_WIDE=0;
+    // METAL_LINALG_LS_LU_IB_MIN_M the rows from which the register panels run;
+    // METAL_LINALG_LS_NB the blocks' width (1..64), METAL_LINALG_LS_LU_NB LU's panels' alone.
     x.ls_lu_ib = 32;
+    x.ls_lu_ib_min_m = 2048;
+    if (const char *v = std::getenv("METAL_LINALG_LS_LU_IB_MIN_M"))
+      x.ls_lu_ib_min_m = std::max(0, std::atoi(v));
     x.ls_laswp_blk = 1;
     x.ls_rhs_wide = 1;
     if (const char *v = std::getenv("METAL_LINALG_LS_LU_IB"))

@@ -142,6 +142,8 @@ struct Options {
   // panel's other columns, its block row of U and the product updating the panel's columns to
   // its right; 0 (or rows beyond 4096): ls_getf2 over the whole panel in device memory.
   int ls_lu_ib = 0;
+  // ... and only for matrices of at least this many rows.
+  int ls_lu_ib_min_m = 0;
   // LU's panel width, its trailing products' k (any width: U12 by the blocked triangular solve
   // where it passes 64; 0: ls_nb).
   int ls_lu_nb = 0;

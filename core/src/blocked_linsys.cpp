@@ -236,7 +236,7 @@ ml_status getrf(const Chunk &ch, const Options &o, const LsLayout &L) {
     p.i[0] = k;
     ml_status st;
     int cls = 0, gs = 0;
-    if (o.ls_lu_ib > 0 &&
+    if (o.ls_lu_ib > 0 && m >= o.ls_lu_ib_min_m &&
         ml_lsb_reg_plan(m - k, std::min(o.ls_lu_ib, jb), o.max_group, &cls, &gs) > 0) {
       // Narrower panels in registers inside this one: each factored, its interchanges on the
       // panel's other columns, its block row of U and the update of the panel right of it.
