@@ -38,11 +38,7 @@ constexpr int kSymvMaxPer = 16;
 constexpr int64_t kPanelWideOutputs = 4096;
 
 // METAL_LINALG_TRD_LANES / _ROWS / _SYMV_PER override the Options fields, _SYMV_LANES
-// kSymvLanes (experiments).
-int env_or(const char *name, int v) {
-  const char *s = std::getenv(name);
-  return s && *s ? std::atoi(s) : v;
-}
+// kSymvLanes (experiments; env_or, blocked_impl.h).
 
 struct TrdPlan {
   int ug, rows;  // trd_update: lanes, rows per group (a divisor of ug)

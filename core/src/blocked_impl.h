@@ -5,6 +5,7 @@
 #define ML_CPU_SERIAL 1
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "../kernels/compat_cpu.h"
 #include "../kernels/steps.h"
@@ -13,6 +14,13 @@
 namespace ml::blocked {
 
 inline int64_t round32(int64_t f) { return (f + 31) / 32 * 32; }
+
+// An integer setting from the environment when set and not empty (the measurement overrides of
+// Options fields, e.g. METAL_LINALG_TRD_RES_GROUPS), else v. Read on each call.
+inline int env_or(const char *name, int v) {
+  const char *s = std::getenv(name);
+  return s && *s ? std::atoi(s) : v;
+}
 
 // Regions of one matrix's workspace slice, in floats from the slice start, each rounded to
 // 32 floats (128 bytes).

@@ -24,11 +24,8 @@ int brd_lanes(const Options &o) { return std::max(32, std::min(256, o.max_group)
 
 int i32(int64_t x) { return static_cast<int>(x); }
 
-// METAL_LINALG_BRD_RES_GROUPS / _MAX_BATCH / _LANES override the Options fields (measurement).
-int env_or(const char *name, int v) {
-  const char *s = std::getenv(name);
-  return s && *s ? std::atoi(s) : v;
-}
+// METAL_LINALG_BRD_RES_GROUPS / _MAX_BATCH / _LANES override the Options fields (measurement;
+// env_or, blocked_impl.h).
 
 int res_groups(const Options &o) {
   const int groups = env_or("METAL_LINALG_BRD_RES_GROUPS", o.brd_res_groups);
