@@ -2,8 +2,9 @@
 host_gpu_min_work (host tensors: CPU backend vs the GPU route, copies included), gpu_lane_max_n /
 gpu_lane_min_batch (device tensors: lane-per-matrix vs block kernels, when the core has these
 fields), gpu_global_max_n / gpu_global_min_batch (device tensors beyond the shared window: the
-global launch vs the host route) and gpu_min_batch (device tensors: GPU vs the CPU route), within
-a total time budget.
+global launch vs the host route), gpu_blocked_min_n / gpu_blocked_max_batch (device tensors inside
+the shared window: the blocked path vs the table's kernels) and gpu_min_batch (device tensors: GPU
+vs the CPU route), within a total time budget.
 
 Writes to --out: <device>.policy (the core/tuned table, device line = ml_device_name()),
 policy-gpu.json (every raw timing) and policy-gpu.md (chosen values and timing tables per op).
@@ -79,6 +80,18 @@ def _global_cell(p) -> str:
     return f"{_ms(glob)} / {_ms(host)}{mark}"
 
 
+def _blocked_cell(p) -> str:
+    if p is None:
+        return ""
+    if p.get("skipped"):
+        return "skipped" if p["skipped"] == "time budget" else "-"
+    blocked, table = p.get("blocked_s"), p.get("table_s")
+    if blocked is None:
+        return f"failed / {_ms(table)}"
+    mark = " **B**" if table is not None and blocked < table else ""
+    return f"{_ms(blocked)} / {_ms(table)}{mark}"
+
+
 def markdown(result: dict, command: str) -> str:
     meta = result["meta"]
     lines = [
@@ -113,6 +126,16 @@ def markdown(result: dict, command: str) -> str:
                 "",
             ]
             lines += _grid(pts["global"], "n", "batch", _global_cell)
+        if pts.get("blocked"):
+            lines += [
+                "",
+                (
+                    "Device tensors inside the shared window, blocked path / table kernel ms "
+                    "(**B**: blocked faster):"
+                ),
+                "",
+            ]
+            lines += _grid(pts["blocked"], "n", "batch", _blocked_cell)
         if pts.get("host"):
             lines += ["", "Host tensors, CPU backend / GPU route ms (**G**: GPU faster):", ""]
             lines += _grid(pts["host"], "n", "batch", _host_cell)

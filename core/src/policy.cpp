@@ -31,7 +31,7 @@ const char *const kFieldNames[kFieldCount] = {"cpu_kernel_max_n",  "gpu_min_batc
                                               "gpu_small_max_n",   "gpu_simd_max_n",
                                               "gpu_global_max_n",  "gpu_global_min_batch",
                                               "gpu_blocked_min_n", "gpu_simd_min_n",
-                                              "cpu_small_max_n"};
+                                              "cpu_small_max_n",   "gpu_blocked_max_batch"};
 
 // Largest max(m, n) at which the CPU backend's portable kernels (cpu/cpu_kernels.cpp, group
 // size 1) ever beat one LAPACK call per matrix, per op (a 2-core x86-64 machine, thread CPU
@@ -88,6 +88,8 @@ int64_t default_value(int32_t op, int field) {
     // Blocked algorithms: beyond the shared window only until measured (a device tensor then
     // stays on the device instead of a host round trip).
     case kGpuBlockedMinN: return int64_t{1} << 30;
+    // ... at any batch where gpu_blocked_min_n takes them inside the window.
+    case kGpuBlockedMaxBatch: return kUnboundedBatch;
     case kGpuSimdMinN: return 0;
     default: return 0;
   }
@@ -378,7 +380,7 @@ ml_status set(int32_t op, const char *field, int64_t value) {
                 "unknown policy field '%s' for %s (fields: cpu_kernel_max_n, gpu_min_batch, "
                 "gpu_max_n, host_gpu_min_work, gpu_lane_max_n, gpu_lane_min_batch, "
                 "gpu_small_max_n, gpu_simd_max_n, gpu_global_max_n, gpu_global_min_batch, "
-                "gpu_blocked_min_n, gpu_simd_min_n, cpu_small_max_n)",
+                "gpu_blocked_min_n, gpu_simd_min_n, cpu_small_max_n, gpu_blocked_max_batch)",
                 field, op_name(op));
   if (value < 0)
     return fail(ML_INVALID_ARGUMENT, "policy_set", "%s must be >= 0, got %lld", field,

@@ -28,8 +28,13 @@ enum Field : int {
                            // the window where they win)
   kCpuSmallMaxN = 12,      // CPU portable kernels: the register kernels (core/kernels/*_small.h)
                            // instead of the group kernels when max(m,n) <= this (where they fit)
-  kFieldCount = 13
+  kGpuBlockedMaxBatch = 13,  // with kGpuBlockedMinN: inside the shared window the blocked
+                             // algorithm only for batch <= this (beyond it: any batch)
+  kFieldCount = 14
 };
+
+// kGpuBlockedMaxBatch's default: no bound on the batch.
+constexpr int64_t kUnboundedBatch = INT64_MAX;
 
 // Forced backend from METAL_LINALG_<OP>_BACKEND.
 enum class Force { kAuto, kCpu, kGpu };

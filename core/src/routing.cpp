@@ -46,7 +46,12 @@ bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget,
     out->launch = Launch::kBlocked;
     return true;
   };
-  if (blocked_ok && big >= blocked_min) return take_blocked();
+  // Inside the shared window (where a table line covers the shape) the blocked path competes
+  // with the kernels: from gpu_blocked_min_n up to the batch gpu_blocked_max_batch (one matrix
+  // spreads its products over the GPU, where a large batch fills it with blocks of the table's
+  // kernels). Beyond the window it is taken at any batch (below).
+  if (blocked_ok && big >= blocked_min && c.batch <= pol.value[policy::kGpuBlockedMaxBatch])
+    return take_blocked();
   // The m the kernels' size functions see (nrhs for the ops with a right-hand side, whose
   // kernels take any number of columns in chunks: only A's order bounds them).
   const int64_t km = kernel_rows(c);

@@ -51,8 +51,9 @@ int32_t gpu_kernel_flags(int32_t op, int64_t m, int64_t n, int32_t flags);
 // has_kernel(k) (null: all) says which table lines the backend has; has_global(k) (null:
 // none) which have a global entry. False when none covers c.
 // Blocked algorithms (Launch::kBlocked, when `blocked` and the op has one, blocked.h): for
-// max(m, n) >= pol's gpu_blocked_min_n, and beyond the shared window before any global
-// launch, for max(m, n) <= kBlockedMaxDim; gpu_blocked_min_n 0 turns them off.
+// max(m, n) >= pol's gpu_blocked_min_n at batch <= gpu_blocked_max_batch (ahead of the
+// table), and beyond the shared window before any global launch at any batch, for
+// max(m, n) <= kBlockedMaxDim; gpu_blocked_min_n 0 turns them off.
 bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget_floats,
               bool (*has_kernel)(int kernel), Plan *out,
               bool (*has_global)(int kernel) = nullptr, bool blocked = false);

@@ -9,7 +9,9 @@ CPU: for each op, the largest n up to which the portable CPU kernel beats LAPACK
   gpu_lane_min_batch, where the lane-per-matrix launch beats the block launch;
   gpu_global_max_n / gpu_global_min_batch, where the global launch (a group kernel with its
   scratch in device memory, for shapes beyond the shared-memory window) beats the host route
-  (copy to the host and LAPACK).
+  (copy to the host and LAPACK); gpu_blocked_min_n / gpu_blocked_max_batch, where the blocked
+  algorithms beat the shared-memory kernels inside their window (a backend with the blocked
+  path only).
 Other fields keep their values.
 
 The functions that turn timings into thresholds (choose_*), the policy-file merge and the table
@@ -67,6 +69,12 @@ GLOBAL_SLOW_S = (
     5.0  # once the global launch loses and takes longer than this, larger n are not timed
 )
 
+# Device data inside the shared window: the blocked algorithms against the table's kernels.
+BLOCKED_SIZES = (64, 96, 128, 192)
+BLOCKED_BATCHES = (1, 8, 64)
+BLOCKED_TOLERANCE = SIMD_TOLERANCE  # a blocked time within this factor of the kernels' is no loss
+UNBOUNDED = (1 << 63) - 1  # gpu_blocked_max_batch's default: no bound on the batch
+
 SLOW_CALL_S = 0.25  # a call slower than this is timed once after its warm-up
 LANE_FIELDS = ("gpu_lane_max_n", "gpu_lane_min_batch")
 FIELD_ORDER = (
@@ -81,8 +89,12 @@ FIELD_ORDER = (
     "gpu_simd_min_n",
     "gpu_global_max_n",
     "gpu_global_min_batch",
+    "gpu_blocked_min_n",
+    "gpu_blocked_max_batch",
+    "cpu_small_max_n",
 )
 GLOBAL_FIELDS = ("gpu_global_max_n", "gpu_global_min_batch")
+BLOCKED_FIELDS = ("gpu_blocked_min_n", "gpu_blocked_max_batch")
 HEADER_MARK = "# metal-linalg policy measured by "
 MAX_POLICY_FILE_BYTES = 1 << 20  # what the core reads of a policy file at most (policy.cpp)
 
@@ -257,6 +269,54 @@ def choose_global(
             best = (saved, max_n, -b)
     if not best[1]:
         return 0, None
+    return best[1], -best[2]
+
+
+def choose_blocked(
+    timings, sizes=BLOCKED_SIZES, batches=BLOCKED_BATCHES
+) -> tuple[int, int | None] | None:
+    """(gpu_blocked_min_n, gpu_blocked_max_batch) from {(n, batch): (t_blocked, t_table)} in
+    seconds, n inside the shared window (a kernel of the table covers it).
+
+    Inside the window the blocked path is taken for n >= min_n at batch <= max_batch: a
+    rectangle, since a lone matrix (one block of a table kernel, most of the GPU idle) may gain
+    from the blocked path's products spread over the GPU where a batch, which fills the GPU
+    with blocks, loses. For each (min_n, max_batch) of `sizes` x `batches` the rectangle is
+    claimed when at no measured point in it the blocked path is slower than BLOCKED_TOLERANCE
+    times the kernels' time (timing noise) and it saves time over its measured points (sum of
+    t_table - t_blocked > 0). Chosen: the claimed rectangle saving the most, ties to the
+    larger min_n, then the smaller max_batch (claiming less where the data cannot tell).
+    max_batch is a measured batch: larger batches were not timed, so they are not claimed.
+
+    t_blocked None: the blocked call failed, a loss; a missing key, a None value or t_table
+    None: not measured. Returns (1 << 30, None) when no rectangle is claimed (the blocked path
+    beyond the window only, the field's default; max_batch does not matter) and None when
+    nothing was measured.
+    """
+    sizes, batches = sorted(sizes), sorted(batches)
+    pts = {
+        (n, b): v
+        for (n, b), v in timings.items()
+        if v is not None and v[1] is not None and n in sizes and b in batches
+    }
+    if not pts:
+        return None
+    best = None  # (seconds saved, min_n, -max_batch)
+    for min_n in sizes:
+        for max_batch in batches:
+            inside = [v for (n, b), v in pts.items() if n >= min_n and b <= max_batch]
+            if not inside:
+                continue
+            if any(tb is None or tb > BLOCKED_TOLERANCE * tt for tb, tt in inside):
+                continue
+            saved = sum(tt - tb for tb, tt in inside)
+            if saved <= 0:
+                continue
+            key = (saved, min_n, -max_batch)
+            if best is None or key > best:
+                best = key
+    if best is None:
+        return HUGE, None
     return best[1], -best[2]
 
 
@@ -758,6 +818,70 @@ def global_timings(fe, op: str, budget: Budget | None = None, log=print, record=
     return out
 
 
+def blocked_timings(fe, op: str, budget: Budget | None = None, log=print, record=None, base=None):
+    """{(n, batch): (t_blocked, t_table)} for device data (see choose_blocked): square n of
+    BLOCKED_SIZES x BLOCKED_BATCHES, the blocked path forced on (gpu_blocked_min_n 1, no batch
+    bound) against off inside the window (gpu_blocked_min_n 1 << 30: the table's kernels), the
+    other fields as `base` says. A shape no kernel of the table covers (beyond the window: the
+    blocked path either way) is recorded as (None, None), and the larger sizes are not timed."""
+    budget = budget or Budget(None)
+    dev = fe.gpu
+    call = fe.op(op, dev)
+    timer = fe.event_timer(dev) or wall_timer(fe, dev)
+    out = {}
+    gpu_max_n = max(max(BLOCKED_SIZES), fe.q.policy(op)["gpu_max_n"])
+    common = dict(base or {}, gpu_min_batch=1, gpu_max_n=gpu_max_n)
+    blocked_name = f":blocked_{op}"
+
+    def on():
+        fe.q.set_policy(op, gpu_blocked_min_n=1, gpu_blocked_max_batch=UNBOUNDED, **common)
+
+    def off():
+        fe.q.set_policy(op, gpu_blocked_min_n=HUGE, gpu_blocked_max_batch=UNBOUNDED, **common)
+
+    try:
+        for n in BLOCKED_SIZES:
+            uncovered = 0
+            for batch in BLOCKED_BATCHES:
+                entry = {"n": n, "batch": batch}
+                if record is not None:
+                    record.append(entry)
+                if budget.expired():
+                    entry["skipped"] = "time budget"
+                    continue
+                on()
+                on_name = _backend(fe, op, n, batch, dev)
+                off()
+                off_name = _backend(fe, op, n, batch, dev)
+                entry.update(blocked_backend=on_name, table_backend=off_name)
+                if not on_name.endswith(blocked_name):
+                    entry["skipped"] = f"no blocked path ({on_name})"
+                    continue
+                if off_name.startswith("cpu:") or off_name.endswith(blocked_name):
+                    entry["skipped"] = "no kernel of the table covers the shape"
+                    out[(n, batch)] = (None, None)
+                    uncovered += 1
+                    continue
+                x = fe.random_input(op, n, batch, dev, seed=n * 17 + batch)
+                r = _compare(fe, dev, call, x, {"blocked": on, "table": off}, timer)
+                del x
+                t_blocked, t_table = r["best"]["blocked"], r["best"]["table"]
+                entry.update(blocked_s=t_blocked, table_s=t_table)
+                if r["errors"]:
+                    entry["errors"] = r["errors"]
+                out[(n, batch)] = (t_blocked, t_table)
+                log(
+                    f"  {op:9s} {n:3d}x{n:<3d} x{batch:<3d} blocked {_ms(t_blocked)} ms, "
+                    f"table {_ms(t_table)} ms ({off_name})"
+                    f"{' errors: ' + str(r['errors']) if r['errors'] else ''}"
+                )
+            if uncovered == len(BLOCKED_BATCHES):
+                break
+    finally:
+        fe.q.reset_policy(op)
+    return out
+
+
 def host_timings(fe, op: str, budget: Budget | None = None, log=print, record=None, base=None):
     """[(work, t_cpu, t_gpu)] for host data: the CPU backend vs the GPU route (copies
     included), square n of HOST_SIZES x HOST_BATCHES with batch*n*n <= HOST_MAX_WORK; the batch of
@@ -851,6 +975,7 @@ PHASE_WEIGHTS = {
     "lane": 1.0,
     "simd": 0.75,
     "global": 1.5,
+    "blocked": 0.5,
     "gpu_min_batch": 0.25,
     "host": 2.0,
 }
@@ -865,8 +990,10 @@ def plan_phases(
     lanes: bool,
     simd: bool = False,
     global_launch: bool = False,
+    blocked: bool = False,
 ) -> list:
-    """[(op, phase)] in measuring order."""
+    """[(op, phase)] in measuring order. blocked: the backend of device data runs the blocked
+    algorithms and the core has their fields (never for CPU data)."""
     phases = []
     for op in ops:
         if cpu:
@@ -878,6 +1005,8 @@ def plan_phases(
                 phases.append((op, "simd"))
             if global_launch:
                 phases.append((op, "global"))
+            if blocked:
+                phases.append((op, "blocked"))
             phases.append((op, "gpu_min_batch"))
         if host_gpu:
             phases.append((op, "host"))
@@ -898,6 +1027,7 @@ def measure(
     global_launch = device_gpu and all(
         f in fe.q.policy(ops[0] if ops else "qr") for f in GLOBAL_FIELDS
     )
+    blocked = device_gpu and all(f in fe.q.policy(ops[0] if ops else "qr") for f in BLOCKED_FIELDS)
     phases = plan_phases(
         ops,
         cpu=cpu,
@@ -906,6 +1036,7 @@ def measure(
         lanes=lanes,
         simd=simd,
         global_launch=global_launch,
+        blocked=blocked,
     )
     budget = Budget(budget_s)
     result = {
@@ -925,6 +1056,7 @@ def measure(
             "lane_fields": lanes,
             "simd_field": simd,
             "global_fields": global_launch,
+            "blocked_fields": blocked,
             "grids": {
                 "cpu_sizes": list(CPU_SIZES),
                 "cpu_batch": CPU_BATCH,
@@ -939,6 +1071,8 @@ def measure(
                 "global_sizes": list(GLOBAL_SIZES),
                 "global_batches": list(GLOBAL_BATCHES),
                 "global_max_work": GLOBAL_MAX_WORK,
+                "blocked_sizes": list(BLOCKED_SIZES),
+                "blocked_batches": list(BLOCKED_BATCHES),
             },
         },
         "chosen": {op: {} for op in ops},
@@ -1015,6 +1149,16 @@ def _phase(fe, op, phase, chosen, notes, rec, base, budget, log) -> None:
             chosen["gpu_global_max_n"] = max_n
             if min_batch is not None:
                 chosen["gpu_global_min_batch"] = min_batch
+    elif phase == "blocked":
+        log(f"[calibrate] {op}: blocked path vs the shared-memory kernels inside the window")
+        found = choose_blocked(blocked_timings(fe, op, budget, log, rec, base))
+        if found is None:
+            notes.append("blocked: nothing measured (fields not set)")
+        else:
+            min_n, max_batch = found
+            chosen["gpu_blocked_min_n"] = min_n
+            if max_batch is not None:
+                chosen["gpu_blocked_max_batch"] = max_batch
     elif phase == "gpu_min_batch":
         log(f"[calibrate] {op}: GPU vs CPU by batch (device data)")
         if base:
@@ -1043,6 +1187,7 @@ def table_notes(result: dict) -> list:
         "host_gpu_min_work 0 = host data never goes to the GPU",
         f"gpu_min_batch {HUGE} = device data never goes to the GPU; gpu_lane_max_n 0 = lane off",
         "gpu_global_max_n 0 = no global launches (device data beyond the shared window: host)",
+        f"gpu_blocked_min_n {HUGE} = the blocked path beyond the shared window only",
     ]
     for op, items in result["notes"].items():
         notes += [f"{op}: {n}" for n in items]

@@ -6,6 +6,8 @@ from __future__ import annotations
 from ._frontend import frontend
 from ._shared import calibrate as _shared
 from ._shared.calibrate import (  # noqa: F401 (the pure parts, re-exported)
+    BLOCKED_BATCHES,
+    BLOCKED_SIZES,
     FIELD_ORDER,
     LANE_BATCHES,
     LANE_SIZES,
@@ -13,6 +15,7 @@ from ._shared.calibrate import (  # noqa: F401 (the pure parts, re-exported)
     SIMD_BATCHES,
     SIMD_SIZES,
     Budget,
+    choose_blocked,
     choose_host_gpu_min_work,
     choose_lane,
     choose_simd,

@@ -106,6 +106,7 @@ policy::Resolved pol(int64_t small, int64_t lane_n, int64_t lane_b, int64_t host
   p.value[policy::kGpuSimdMaxN] = simd;
   p.value[policy::kGpuGlobalMaxN] = 0;
   p.value[policy::kGpuGlobalMinBatch] = 1;
+  p.value[policy::kGpuBlockedMaxBatch] = policy::kUnboundedBatch;  // the default
   p.force = force;
   return p;
 }
@@ -430,6 +431,72 @@ void test_blocked_routing() {
   g_cuda.blocked = false;
 }
 
+// gpu_blocked_max_batch: inside the shared window the blocked path from gpu_blocked_min_n only
+// up to that batch (a large batch stays with the table's kernels), beyond the window at any
+// batch.
+void test_blocked_max_batch() {
+  const auto dev = ML_MEMORY_CUDA;
+  policy::Resolved p = pol(8, 0, 1);
+  p.value[policy::kGpuMaxN] = int64_t{1} << 40;
+  p.value[policy::kGpuBlockedMinN] = 64;
+  p.value[policy::kGpuBlockedMaxBatch] = 8;
+  g_cuda.blocked = true;
+  struct Case {
+    int32_t op, flags;
+    const char *table;  // the shared-memory kernel of 100 x 100 on the H200's budget
+  };
+  const Case cases[] = {{ML_OP_QR, ML_QR_REDUCED, "qr_householder"},
+                        {ML_OP_EIGH, ML_LOWER, "eigh_tridiag_ql"},
+                        {ML_OP_SVD, 0, "svd_bidiag_qr"},
+                        {ML_OP_CHOLESKY, 0, "cholesky_group"}};
+  for (const Case &k : cases) {
+    const std::string op = op_name(k.op), blocked = "cuda:blocked_" + op;
+    const std::string table = std::string("cuda:") + k.table;
+    expect(name_of(k.op, 100, 100, 1, k.flags, dev, p) == blocked,
+           op + " 100 x1, blocked from 64 up to batch 8: blocked");
+    expect(name_of(k.op, 100, 100, 8, k.flags, dev, p) == blocked,
+           op + " 100 x8, blocked up to batch 8: blocked");
+    expect(name_of(k.op, 100, 100, 9, k.flags, dev, p) == table,
+           op + " 100 x9, blocked up to batch 8: " + table);
+    expect(name_of(k.op, 100, 100, 64, k.flags, dev, p) == table,
+           op + " 100 x64, blocked up to batch 8: " + table);
+    expect(name_of(k.op, 63, 63, 1, k.flags, dev, p) == table,
+           op + " 63 x1 below gpu_blocked_min_n 64: " + table);
+    // Beyond the shared window no kernel of the table covers the shape: blocked at any batch.
+    for (const int64_t batch : {int64_t{1}, int64_t{8}, int64_t{64}, int64_t{100000}})
+      expect(name_of(k.op, 300, 300, batch, k.flags, dev, p) == blocked,
+             op + " 300 x" + std::to_string(batch) + " beyond the window: blocked");
+    policy::Resolved never = p;  // gpu_blocked_max_batch 0: never inside the window
+    never.value[policy::kGpuBlockedMaxBatch] = 0;
+    expect(name_of(k.op, 100, 100, 1, k.flags, dev, never) == table,
+           op + " 100 x1, gpu_blocked_max_batch 0: " + table);
+    expect(name_of(k.op, 300, 300, 1, k.flags, dev, never) == blocked,
+           op + " 300 x1, gpu_blocked_max_batch 0: still blocked beyond the window");
+    policy::Resolved unbounded = p;  // the default: today's rule, any batch from min_n
+    unbounded.value[policy::kGpuBlockedMaxBatch] = policy::kUnboundedBatch;
+    expect(name_of(k.op, 100, 100, 1 << 20, k.flags, dev, unbounded) == blocked,
+           op + " 100 x2^20, gpu_blocked_max_batch unbounded: blocked");
+  }
+  // qr 64x32: max(m, n) = 64 reaches gpu_blocked_min_n 64.
+  expect(name_of(ML_OP_QR, 64, 32, 1, ML_QR_REDUCED, dev, p) == "cuda:blocked_qr",
+         "qr 64x32 x1: blocked");
+  expect(name_of(ML_OP_QR, 64, 32, 64, ML_QR_REDUCED, dev, p) == "cuda:qr_householder",
+         "qr 64x32 x64: the table kernel");
+  // The plan itself: the blocked launch without a kernel line, the table's line with one.
+  Plan bp, tp;
+  const Call one{ML_OP_EIGH, 1, 100, 100, ML_LOWER, nullptr, nullptr, nullptr, nullptr,
+                 nullptr};
+  Call many = one;
+  many.batch = 64;
+  expect(gpu_plan(one, p, ML_CUDA_SCRATCH_FLOATS_SM90, nullptr, &bp, nullptr, true) &&
+             bp.launch == Launch::kBlocked && bp.kernel == -1,
+         "eigh 100 x1: a blocked plan");
+  expect(gpu_plan(many, p, ML_CUDA_SCRATCH_FLOATS_SM90, nullptr, &tp, nullptr, true) &&
+             tp.launch == Launch::kBlock && tp.kernel >= 0,
+         "eigh 100 x64: a block launch of a table line");
+  g_cuda.blocked = false;
+}
+
 void test_cuda_launch() {
   using namespace ml::cuda;
   const int u = 132;
@@ -500,6 +567,7 @@ void test_output_shape() {
 int main() {
   ml::test_routing();
   ml::test_blocked_routing();
+  ml::test_blocked_max_batch();
   ml::test_global_routing();
   ml::test_cuda_launch();
   ml::test_metal_launch();

@@ -821,6 +821,40 @@ static void test_policy(void) {
   }
   expect_ok(ml_policy_reset(ML_OP_EIGH), "policy reset global");
 
+  /* gpu_blocked_max_batch: no bound by default (the largest int64), settable per op, and
+     with gpu_blocked_min_n it bounds the batch of the blocked path inside the shared window
+     (CUDA builds: eigh 100 x1 blocked, x64 the table's kernel). */
+  expect_ok(ml_policy_get(ML_OP_EIGH, buf, sizeof buf, NULL), "policy get blocked batch");
+  CHECK(strstr(buf, ";gpu_blocked_max_batch=") != NULL, "gpu_blocked_max_batch missing: '%s'\n",
+        buf);
+  expect_ok(ml_policy_get(ML_OP_SVDVALS, buf, sizeof buf, NULL), "policy get blocked batch 2");
+  CHECK(strstr(buf, ";gpu_blocked_max_batch=9223372036854775807") != NULL,
+        "svdvals gpu_blocked_max_batch not unbounded: '%s'\n", buf);
+  expect_ok(ml_policy_set(ML_OP_EIGH, "gpu_blocked_min_n", 64), "blocked from 64");
+  expect_ok(ml_policy_set(ML_OP_EIGH, "gpu_blocked_max_batch", 8), "blocked up to batch 8");
+  expect_ok(ml_policy_get(ML_OP_EIGH, buf, sizeof buf, NULL), "policy get blocked batch set");
+  CHECK(strstr(buf, ";gpu_blocked_max_batch=8") != NULL && strstr(buf, "gpu_blocked_min_n=64;"),
+        "after gpu_blocked_max_batch set: '%s'\n", buf);
+  CHECK(strcmp(ml_policy_source(ML_OP_EIGH), "user") == 0, "blocked batch source '%s'\n",
+        ml_policy_source(ML_OP_EIGH));
+  if (ml_backend_available("cuda")) {
+    CHECK(strcmp(ml_backend(ML_OP_EIGH, ML_MEMORY_CUDA, 100, 100, 1), "cuda:blocked_eigh") == 0,
+          "eigh 100 x1 device: '%s'\n", ml_backend(ML_OP_EIGH, ML_MEMORY_CUDA, 100, 100, 1));
+    CHECK(strcmp(ml_backend(ML_OP_EIGH, ML_MEMORY_CUDA, 100, 100, 64), "cuda:eigh_tridiag_ql") ==
+              0,
+          "eigh 100 x64 device: '%s'\n", ml_backend(ML_OP_EIGH, ML_MEMORY_CUDA, 100, 100, 64));
+  }
+  expect_ok(ml_policy_reset(ML_OP_EIGH), "policy reset blocked batch");
+  set_env("METAL_LINALG_QR_GPU_BLOCKED_MAX_BATCH", "16");
+  expect_ok(ml_policy_reload(), "reload with blocked batch env");
+  expect_ok(ml_policy_get(ML_OP_QR, buf, sizeof buf, NULL), "get with blocked batch env");
+  CHECK(strstr(buf, ";gpu_blocked_max_batch=16") != NULL, "blocked batch env missing: '%s'\n",
+        buf);
+  CHECK(strcmp(ml_policy_source(ML_OP_QR), "env:METAL_LINALG_QR_GPU_BLOCKED_MAX_BATCH") == 0,
+        "blocked batch env source '%s'\n", ml_policy_source(ML_OP_QR));
+  set_env("METAL_LINALG_QR_GPU_BLOCKED_MAX_BATCH", NULL);
+  expect_ok(ml_policy_reload(), "reload without blocked batch env");
+
   expect_invalid(ml_policy_set(ML_OP_SVD, "no_such_field", 1), "unknown policy field");
   CHECK(strstr(ml_last_error(), "no_such_field") != NULL, "message names the field: %s\n",
         ml_last_error());

@@ -153,6 +153,39 @@ def test_environment_overrides_policy():
     assert source.startswith("env:") and value == "0" and backend == "cpu:lapack"
 
 
+def test_blocked_max_batch_round_trips(tmp_path):
+    """gpu_blocked_max_batch: unbounded by default, set / reset per op, from the environment
+    and from a policy file."""
+    path = tmp_path / "machine.policy"
+    path.write_text("svd gpu_blocked_max_batch 32\n")
+    code = (
+        "import json, metal_linalg as ml\n"
+        "r = [ml.device_name(), ml.svdvals_policy()['gpu_blocked_max_batch'],\n"
+        "     ml.svd_policy()['gpu_blocked_max_batch'], ml.svd_policy_source(),\n"
+        "     ml.eigh_policy()['gpu_blocked_max_batch'], ml.eigh_policy_source()]\n"
+        "ml.set_svdvals_policy(gpu_blocked_max_batch=8)\n"
+        "r += [ml.svdvals_policy()['gpu_blocked_max_batch'], ml.svdvals_policy_source()]\n"
+        "ml.reset_svdvals_policy()\n"
+        "r += [ml.svdvals_policy()['gpu_blocked_max_batch']]\n"
+        "print(json.dumps(r))\n"
+    )
+    out = run_python(
+        code,
+        {
+            "METAL_LINALG_POLICY_FILE": str(path),
+            "METAL_LINALG_EIGH_GPU_BLOCKED_MAX_BATCH": "16",
+            "METAL_LINALG_NO_CALIBRATION_NOTICE": "1",
+        },
+    )
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    unbounded = 2**63 - 1
+    assert r[1] == unbounded
+    assert r[2] == 32 and r[3].startswith("tuned:")
+    assert r[4:6] == [16, "env:METAL_LINALG_EIGH_GPU_BLOCKED_MAX_BATCH"]
+    assert r[6:] == [8, "user", unbounded]
+
+
 def test_no_torch_import():
     code = (
         "import sys\n"

@@ -24,6 +24,8 @@ FIELDS = {
     "gpu_global_min_batch",
     "gpu_blocked_min_n",
     "gpu_simd_min_n",
+    "cpu_small_max_n",
+    "gpu_blocked_max_batch",
 }
 
 
@@ -340,6 +342,233 @@ def test_global_phase_planned_only_with_the_fields():
     )
 
 
+# --- gpu_blocked_min_n / gpu_blocked_max_batch -----------------------------------------------
+
+BLOCKED_SIZES = shared_cal.BLOCKED_SIZES
+BLOCKED_BATCHES = shared_cal.BLOCKED_BATCHES
+
+
+def blocked_grid(wins) -> dict:
+    """{(n, b): (t_blocked, t_table)}: the table's kernels flat in the batch (a block per
+    matrix), the blocked path twice as fast where wins(n, b), else twice as slow."""
+    out = {}
+    for n in BLOCKED_SIZES:
+        for b in BLOCKED_BATCHES:
+            t_table = 1e-3 * (n / 64) ** 2
+            out[(n, b)] = ((0.5 if wins(n, b) else 2.0) * t_table, t_table)
+    return out
+
+
+def test_blocked_wins_everywhere():
+    # The largest measured rectangle: every size from 64, up to the largest measured batch
+    # (larger batches were not timed, so they are not claimed).
+    assert cal.choose_blocked(blocked_grid(lambda n, b: True)) == (64, 64)
+
+
+def test_blocked_wins_only_at_batch_one():
+    assert cal.choose_blocked(blocked_grid(lambda n, b: b == 1)) == (64, 1)
+    # ... and only from 128 on.
+    assert cal.choose_blocked(blocked_grid(lambda n, b: b == 1 and n >= 128)) == (128, 1)
+
+
+def test_blocked_never_wins():
+    # Beyond the window only (the default 2^30); the batch bound does not matter.
+    assert cal.choose_blocked(blocked_grid(lambda n, b: False)) == (1 << 30, None)
+
+
+def test_blocked_batch_and_size_trade():
+    # Batch 1 and 8 win from 64, batch 64 only from 128 (the H200's shape of the data): the
+    # rectangle from 64 up to batch 8 against the one from 128 up to batch 64.
+    t = blocked_grid(lambda n, b: b <= 8 or n >= 128)
+    # (64, 8): 8 points; (128, 64): 6 points, but the larger n save more (time grows as n^2).
+    saved_64_8 = sum(t[(n, b)][1] - t[(n, b)][0] for n in BLOCKED_SIZES for b in (1, 8))
+    saved_128_64 = sum(t[(n, b)][1] - t[(n, b)][0] for n in (128, 192) for b in BLOCKED_BATCHES)
+    assert saved_128_64 > saved_64_8
+    assert cal.choose_blocked(t) == (128, 64)
+    # A single loss at a large size bounds every rectangle reaching it.
+    t[(192, 64)] = (3e-2, 1e-2)
+    assert cal.choose_blocked(t) == (64, 8)
+
+
+def test_blocked_noisy_ties():
+    tol = shared_cal.BLOCKED_TOLERANCE
+    # Everywhere 3% slower (within the tolerance): no loss, but nothing saved either.
+    t = {k: (1.03 * tt, tt) for k, (_, tt) in blocked_grid(lambda n, b: True).items()}
+    assert 1.03 < tol
+    assert cal.choose_blocked(t) == (1 << 30, None)
+    # One point 10% faster: the smallest rectangle around it saves the most (the ties around
+    # it would cost their 3%).
+    tt = t[(192, 1)][1]
+    t[(192, 1)] = (0.9 * tt, tt)
+    assert cal.choose_blocked(t) == (192, 1)
+    # A tie inside a winning rectangle does not break it: batch 64 2% slower at 96, faster
+    # from 128; 8% slower at 64 (a loss).
+    t = blocked_grid(lambda n, b: n >= 96)
+    for n, factor in ((64, 1.08), (96, 1.02)):
+        tt = t[(n, 64)][1]
+        t[(n, 64)] = (factor * tt, tt)
+    assert cal.choose_blocked(t) == (96, 64)
+    # Equal savings: the larger min_n (a tie at 64 x1 adds nothing to the rectangle from 64).
+    t = {(64, 1): (1.0, 1.0), (96, 1): (1.0, 2.0)}
+    assert cal.choose_blocked(t, (64, 96), (1,)) == (96, 1)
+    # ... then the smaller max_batch.
+    t = {(64, 1): (1.0, 2.0), (64, 8): (1.0, 1.0)}
+    assert cal.choose_blocked(t, (64,), (1, 8)) == (64, 1)
+
+
+def test_blocked_h200_measurements():
+    # benchmarks/results/nvidia-h200-mid-n/small_n_ab.md, ms: {(n, batch): (blocked, table)};
+    # the grid of that run (sizes 64, 100, 128, 192; batches 1, 64) gives the table's values.
+    eigh = {
+        (64, 1): (0.886, 0.886),
+        (64, 64): (1.147, 0.905),
+        (100, 1): (1.269, 1.748),
+        (100, 64): (1.811, 1.779),
+        (128, 1): (1.735, 2.595),
+        (128, 64): (2.374, 2.626),
+        (192, 1): (2.789, 5.516),
+        (192, 64): (4.944, 5.649),
+    }
+    svd = {
+        (64, 1): (1.500, 1.846),
+        (64, 64): (2.434, 1.952),
+        (100, 1): (1.911, 3.982),
+        (100, 64): (4.089, 4.210),
+        (128, 1): (2.337, 6.400),
+        (128, 64): (4.964, 6.678),
+        (192, 1): (3.403, 15.079),
+        (192, 64): (8.275, 15.665),
+    }
+    qr = {
+        (64, 1): (0.248, 0.294),
+        (64, 64): (0.351, 0.293),
+        (128, 1): (0.487, 0.775),
+        (128, 64): (0.901, 0.822),
+    }
+    grid = ((64, 100, 128, 192), (1, 64))
+    assert cal.choose_blocked(eigh, *grid) == (100, 64)
+    assert cal.choose_blocked(svd, *grid) == (100, 64)
+    assert cal.choose_blocked(qr, (64, 128), (1, 64)) == (64, 1)
+
+
+def test_blocked_failures_and_unmeasured_points():
+    t = blocked_grid(lambda n, b: True)
+    t[(96, 8)] = (None, 1e-3)  # the blocked call failed: a loss
+    assert cal.choose_blocked(t) == (128, 64)
+    t = blocked_grid(lambda n, b: True)
+    for b in BLOCKED_BATCHES:
+        t[(192, b)] = (None, None)  # beyond the window: nothing to compare
+    del t[(64, 64)]  # not measured (time budget)
+    t[(96, 64)] = None
+    assert cal.choose_blocked(t) == (64, 64)
+    assert cal.choose_blocked({}) is None
+    assert cal.choose_blocked({(64, 1): (None, None)}) is None
+
+
+def test_blocked_phase_planned_only_for_device_data_with_the_fields():
+    phases = cal.plan_phases(
+        ["svd"], cpu=True, host_gpu=True, device_gpu=True, lanes=False, blocked=True
+    )
+    assert phases == [
+        ("svd", "cpu_kernel"),
+        ("svd", "blocked"),
+        ("svd", "gpu_min_batch"),
+        ("svd", "host"),
+    ]
+    # A CPU device (no data in GPU memory): no blocked phase, whatever the core has.
+    cpu = cal.plan_phases(
+        ["svd"], cpu=True, host_gpu=False, device_gpu=False, lanes=False, blocked=True
+    )
+    assert cpu == [("svd", "cpu_kernel")]
+    assert ("svd", "blocked") not in cal.plan_phases(
+        ["svd"], cpu=False, host_gpu=False, device_gpu=True, lanes=True
+    )
+    assert shared_cal.PHASE_WEIGHTS["blocked"] > 0
+
+
+_FAKE_POLICY = {
+    "gpu_max_n": 16384,
+    "gpu_min_batch": 1,
+    "gpu_blocked_min_n": 1 << 30,
+    "gpu_blocked_max_batch": shared_cal.UNBOUNDED,
+}
+
+
+class _FakeBlockedFrontend:
+    """A GPU frontend without a GPU for blocked_timings: the table's kernel covers n <= 150,
+    the blocked path runs where the policy sends it (n >= gpu_blocked_min_n at batch <=
+    gpu_blocked_max_batch, or beyond 150); timings from a model of both."""
+
+    WINDOW = 150
+
+    def __init__(self):
+        self.gpu = "cuda"
+        self.calls = []
+        fe = self
+
+        class Q:
+            defaults = _FAKE_POLICY
+
+            def __init__(self):
+                self.fields = dict(self.defaults)
+
+            def policy(self, op):
+                return dict(self.fields)
+
+            def set_policy(self, op, **fields):
+                self.fields.update(fields)
+
+            def reset_policy(self, op):
+                self.fields = dict(self.defaults)
+
+            def qr_backend(self, m, n, batch, device=None):
+                return fe.route(max(m, n), batch)
+
+        self.q = Q()
+
+    def route(self, n, batch):
+        f = self.q.fields
+        if n > self.WINDOW or (n >= f["gpu_blocked_min_n"] and batch <= f["gpu_blocked_max_batch"]):
+            return "cuda:blocked_qr"
+        return "cuda:qr_householder"
+
+    def op(self, op, device):
+        return lambda x: self.calls.append((x, self.route(*x)))
+
+    def random_input(self, op, n, batch, device, seed):
+        return (n, batch)
+
+    def sync(self, device):
+        pass
+
+    def event_timer(self, device):
+        def timer(call, x):
+            n, batch = x
+            call(x)
+            if self.route(n, batch).endswith("blocked_qr"):
+                return 1e-4 * n / 64 * (1 + batch / 8)  # grows with the batch
+            return 2e-4 * n / 64  # flat in the batch
+
+        return timer
+
+
+def test_blocked_timings_sweep():
+    fe = _FakeBlockedFrontend()
+    record = []
+    t = shared_cal.blocked_timings(fe, "qr", log=lambda s: None, record=record)
+    # 192 is beyond the fake's window: recorded as nothing to compare, not timed.
+    assert all(t[(192, b)] == (None, None) for b in BLOCKED_BATCHES)
+    assert not any(x[0] == 192 for x, _ in fe.calls)
+    # Inside the window both routes ran and were timed as the model says.
+    assert {r for x, r in fe.calls} == {"cuda:blocked_qr", "cuda:qr_householder"}
+    assert t[(64, 1)] == pytest.approx((1e-4 * 9 / 8, 2e-4))
+    assert t[(128, 64)] == pytest.approx((2e-4 * 9, 4e-4))
+    # blocked (1 + b/8) vs table 2: wins at batch 1 only (8: 2 vs 2, a tie), at every size.
+    assert shared_cal.choose_blocked(t) == (64, 1)
+    assert fe.q.fields == fe.q.defaults  # the policy is reset afterwards
+    assert [r["n"] for r in record if r.get("blocked_s")] == [64, 64, 64, 96, 96, 96, 128, 128, 128]
+
+
 # --- the table writer -----------------------------------------------------------------------
 
 
@@ -368,6 +597,38 @@ def test_table_format_round_trip():
         "svd gpu_lane_max_n 8",
         "svd gpu_lane_min_batch 4096",
     ]
+
+
+def test_fields_are_the_cores_and_committed_tables_parse():
+    import glob
+
+    import metal_linalg_torch as mlt
+
+    # FIELDS (what parse_table accepts) is every field the core has, for every op.
+    for op in cal.OPS:
+        assert set(getattr(mlt, f"{op}_policy")()) == FIELDS
+    assert set(cal.FIELD_ORDER) <= FIELDS
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    tables = sorted(glob.glob(os.path.join(root, "core", "tuned", "*.policy")))
+    assert tables
+    for path in tables:
+        with open(path) as f:
+            text = f.read()
+        device = text.splitlines()[0].split("device:", 1)[1].strip()
+        assert os.path.basename(path) == cal.table_file_name(device)
+        values = parse_table(text, device)
+        if device == "NVIDIA H200":  # benchmarks/results/nvidia-h200-mid-n/small_n_ab.md
+            blocked = {
+                op: (v.get("gpu_blocked_min_n"), v.get("gpu_blocked_max_batch"))
+                for op, v in values.items()
+            }
+            assert blocked == {
+                "qr": (64, 8),
+                "eigh": (100, 64),
+                "eigvalsh": (None, None),
+                "svd": (100, 64),
+                "svdvals": (None, None),
+            }
 
 
 def test_table_rejects_bad_values():

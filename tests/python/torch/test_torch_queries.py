@@ -135,6 +135,49 @@ def test_env_overrides_and_user_precedence():
     assert reset_src == svd_src
 
 
+def test_blocked_max_batch_round_trips(tmp_path):
+    """gpu_blocked_max_batch: unbounded by default, set / reset per op, from the environment
+    (METAL_LINALG_<OP>_GPU_BLOCKED_MAX_BATCH) and from a policy file; user > env > file."""
+    path = tmp_path / "machine.policy"
+    path.write_text("# measured\nsvd gpu_blocked_max_batch 32\nsvd gpu_blocked_min_n 96\n")
+    out = _run(
+        """
+        import json, metal_linalg_torch as m
+        r = {"device": m.device_name(), "default": m.svdvals_policy()["gpu_blocked_max_batch"],
+             "file": [m.svd_policy()["gpu_blocked_max_batch"], m.svd_policy()["gpu_blocked_min_n"],
+                      m.svd_policy_source()],
+             "env": [m.eigh_policy()["gpu_blocked_max_batch"], m.eigh_policy_source()]}
+        m.set_eigh_policy(gpu_blocked_max_batch=4)
+        m.set_qr_policy(gpu_blocked_max_batch=0)
+        r["user"] = [m.eigh_policy()["gpu_blocked_max_batch"], m.eigh_policy_source(),
+                     m.qr_policy()["gpu_blocked_max_batch"]]
+        m.reset_eigh_policy()
+        m.reset_qr_policy()
+        r["reset"] = [m.eigh_policy()["gpu_blocked_max_batch"], m.eigh_policy_source(),
+                      m.qr_policy()["gpu_blocked_max_batch"]]
+        try:
+            m.set_qr_policy(gpu_blocked_max_batch=-1)
+        except ValueError as e:
+            r["negative"] = str(e)
+        print(json.dumps(r))
+        """,
+        METAL_LINALG_POLICY_FILE=str(path),
+        METAL_LINALG_EIGH_GPU_BLOCKED_MAX_BATCH="16",
+        METAL_LINALG_NO_CALIBRATION_NOTICE="1",
+    )
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    unbounded = 2**63 - 1
+    assert r["default"] == unbounded
+    assert r["file"][:2] == [32, 96] and r["file"][2].startswith("tuned:")
+    assert r["env"] == [16, "env:METAL_LINALG_EIGH_GPU_BLOCKED_MAX_BATCH"]
+    assert r["user"] == [4, "user", 0]
+    assert r["reset"][:2] == [16, "env:METAL_LINALG_EIGH_GPU_BLOCKED_MAX_BATCH"]
+    # The tuned table of core/tuned/NVIDIA_H200.policy sets qr's to 8 on that device.
+    assert r["reset"][2] == (8 if r["device"] == "NVIDIA H200" else unbounded)
+    assert "gpu_blocked_max_batch" in r["negative"]
+
+
 _COUNT_WARNINGS = """
 import json, warnings
 with warnings.catch_warnings(record=True) as caught:
