@@ -213,6 +213,8 @@ const blocked::Options &blocked_options() {
     // 50.6 -> 48.9; 256 x8 unchanged; batches past 64 not measured).
     x.trd_res_max_batch = 64;
     x.trd_res_lanes = 512;
+    // Its hand-offs as tagged words (sytrd_resident.h).
+    x.trd_res_tagged = 1;
     // The bidiagonalisation's rows resident in shared memory (brd_res), one group per
     // multiprocessor, for chunks of up to 8 matrices (H200, benchmarks/results/
     // nvidia-h200-brd-res/brd-res.md, panels -> resident: svd 2048 x1 99.3 -> 41.5 ms, 4096 x1
@@ -220,6 +222,7 @@ const blocked::Options &blocked_options() {
     // 81.9 -> 24.1, 4096 x1 274 -> 194, 512 x4 15.1 -> 4.9; accuracy ratios unchanged).
     x.brd_res_max_batch = 8;
     x.brd_res_lanes = 512;
+    x.brd_res_tagged = 1;
     if (usable()) {  // device 0's shared memory and multiprocessors (all devices alike)
       x.shared_floats = device_info(0).budget_floats;
       x.parallel_groups = 2 * device_info(0).units;

@@ -149,6 +149,26 @@ ML_FN void ml_store_release_u32(ML_DEVICE float *w, ml_u32 v) {
 // threads that may share a core with the one waited for.
 ML_FN void ml_spin_relax() { std::this_thread::yield(); }
 
+// Tagged words (compat_cuda.h): one relaxed 64-bit atomic access each.
+#define ML_HAS_TAGGED 1
+ML_FN void ml_store_tagged(ML_DEVICE float *w, float x, ml_u32 tag) {
+  ml_u32 b;
+  std::memcpy(&b, &x, sizeof b);
+  const uint64_t u = (uint64_t{tag} << 32) | b;
+  __atomic_store_n(reinterpret_cast<uint64_t *>(w), u, __ATOMIC_RELAXED);
+}
+ML_FN float ml_load_tagged(ML_DEVICE const float *w, ML_THREAD ml_u32 *tag) {
+#if !defined(ML_CPU_SERIAL)
+  if (ml_cpu_poll_hook) ml_cpu_poll_hook();
+#endif
+  const uint64_t u = __atomic_load_n(reinterpret_cast<const uint64_t *>(w), __ATOMIC_RELAXED);
+  *tag = static_cast<ml_u32>(u >> 32);
+  const ml_u32 b = static_cast<ml_u32>(u);
+  float x;
+  std::memcpy(&x, &b, sizeof x);
+  return x;
+}
+
 // Barrier of the lane's simdgroup alone (compat_cuda.h): the runner's simdgroup barrier.
 #if defined(ML_CPU_SERIAL)
 ML_FN void ml_simd_barrier(ML_CTX) {}

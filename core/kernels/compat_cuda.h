@@ -200,6 +200,33 @@ ML_FN void ml_store_release_u32(ML_DEVICE float *w, ml_u32 v) {
 // there): nothing, the poll's latency is the hand-off's.
 ML_FN void ml_spin_relax() {}
 
+// Tagged words: a float and a uint tag in one naturally aligned 64-bit word of device memory
+// (w: 8-byte aligned, w[0] the value's bits, w[1] the tag), written and read as one access, so a
+// reader sees a value together with the tag written with it, never half of another write. No
+// ordering with other memory (relaxed at device scope): a hand-off whose data are the tagged
+// words themselves needs no flag and no fence; the reader polls the words it needs until
+// their tags say which step wrote them. ML_HAS_TAGGED: the backend has them (Metal: no).
+#define ML_HAS_TAGGED 1
+ML_FN void ml_store_tagged(ML_DEVICE float *w, float x, ml_u32 tag) {
+  const unsigned long long u =
+      (static_cast<unsigned long long>(tag) << 32) | __float_as_uint(x);
+#if __CUDA_ARCH__ >= 700
+  asm volatile("st.relaxed.gpu.u64 [%0], %1;" : : "l"(w), "l"(u) : "memory");
+#else
+  *reinterpret_cast<volatile unsigned long long *>(w) = u;
+#endif
+}
+ML_FN float ml_load_tagged(ML_DEVICE const float *w, ML_THREAD ml_u32 *tag) {
+  unsigned long long u;
+#if __CUDA_ARCH__ >= 700
+  asm volatile("ld.relaxed.gpu.u64 %0, [%1];" : "=l"(u) : "l"(w) : "memory");
+#else
+  u = *reinterpret_cast<const volatile unsigned long long *>(w);
+#endif
+  *tag = static_cast<unsigned>(u >> 32);
+  return __uint_as_float(static_cast<unsigned>(u));
+}
+
 // Barrier of the lane's simdgroup alone (its lanes' shared and device accesses ordered), for
 // groups of several simdgroups that each run work of their own (core/kernels/sb2st_block.h).
 ML_FN void ml_simd_barrier(ML_CTX ctx) {

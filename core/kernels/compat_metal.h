@@ -126,6 +126,10 @@ ML_FN void ml_store_release_u32(ML_DEVICE float *w, ml_u32 v) {
 // there): nothing.
 ML_FN void ml_spin_relax() {}
 
+// Tagged words (compat_cuda.h): MSL 3.0 has no 64-bit atomic load and store, so none here;
+// steps that use them keep a flag-and-fence path for Metal.
+#define ML_HAS_TAGGED 0
+
 // Barrier of the lane's simdgroup alone (compat_cuda.h), its threadgroup and device accesses
 // ordered.
 ML_FN void ml_simd_barrier(ML_CTX ctx) {

@@ -43,6 +43,14 @@
 // buffers of N, the words C1, C2; zeroed by a launch with flags 4 before: a group per matrix).
 // m = M, n = N; i[0] = k0 (a panel boundary), i[1] = G (groups per matrix), i[2] = the rows a
 // group holds at most (ceil((M - k0) / G)).
+// Tagged hand-offs (p.flags & 8, backends with ML_HAS_TAGGED; sytrd_resident.h): the partial
+// vectors, Z and the row buffer pass as tagged words of tag c, two buffers of each by the parity
+// of c, in the region ml_brd_res_tagged_floats(N, G) at ld[0] (every tag set to ~0 first by the
+// launch with flags 4 | 8: i[3] groups per matrix); readers poll the words they need until
+// their tags read c, with no words C1, C2, fences or atomics. Two buffers suffice: a group
+// writes column c + 2's partials (and row) after forming column c + 1's reflectors, which
+// needed every group's slice of Z for c + 1, which each wrote after reading column c + 1's
+// partials, after finishing column c; Z of c + 2 follows every group's partials of c + 2.
 #ifndef ML_KERNELS_GEBRD_RESIDENT_H
 #define ML_KERNELS_GEBRD_RESIDENT_H
 
@@ -66,6 +74,27 @@ ML_HOST_FN int ml_brd_res_shared_floats(int nr, int nq, int gs) {
 ML_HOST_FN ml_i64 ml_brd_res_floats(int n, int g) {
   return (ml_i64)(g + 1) * (n + 2) + 2 * (ml_i64)n + 2;
 }
+
+// Device floats per matrix of the tagged hand-offs: two buffers (by parity) of the G partial
+// vectors and Z (N + 2 words each), two row buffers of N words; a word is two floats.
+ML_HOST_FN ml_i64 ml_brd_res_tagged_floats(int n, int g) {
+  return 4 * (ml_i64)(g + 1) * (n + 2) + 4 * (ml_i64)n;
+}
+// Partial vector h (h = G: Z) of parity par, and the row buffer of parity par, as words.
+#define ML_BRD_RES_TP(Pt, G, N, h, par) ((Pt) + 2 * ((ml_i64)((par) * ((G) + 1) + (h)) * ((N) + 2)))
+#define ML_BRD_RES_TR(Pt, G, N, par) ((Pt) + 4 * (ml_i64)((G) + 1) * ((N) + 2) + 2 * (par) * (ml_i64)(N))
+
+#if ML_HAS_TAGGED
+// Lane's poll of the tagged word w until its tag is want; returns its value.
+ML_FN float ml_brd_res_poll(ML_DEVICE const float *w, ml_u32 want) {
+  for (;;) {
+    ml_u32 t;
+    const float x = ml_load_tagged(w, &t);
+    if (t == want) return x;
+    ml_spin_relax();
+  }
+}
+#endif
 
 // The reflector of [alpha; x] from |x|^2 and |x 2^60|^2 (as ml_brd_house).
 ML_FN void ml_brd_res_house(float alpha, float sigma, float sigma_up, ML_THREAD ml_house_t *h) {
@@ -112,6 +141,12 @@ ML_FN void ml_brd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
   ML_SHARED float *team = part + (nrmax > nsimd ? nrmax : nsimd);
   ML_SHARED float *red = team + gs;
   const int nr = g < M - k0 ? (M - k0 - g + G - 1) / G : 0;
+#if ML_HAS_TAGGED
+  const bool tagged = (p.flags & 8) != 0;
+#else
+  const bool tagged = false;
+#endif
+  ML_DEVICE float *Pt = base + p.ld[0];  // the tagged region (tagged)
 
   for (int e = lane; e < nr * nq; e += gs) {
     const int i = e % nr, q = e / nr;
@@ -123,6 +158,10 @@ ML_FN void ml_brd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
     const int cq = c - k0;
     const ml_u32 want = (ml_u32)G * (ml_u32)(cq + 1);
     ML_DEVICE float *Rc = R + (c & 1) * N;
+    ML_DEVICE float *tmine = ML_BRD_RES_TP(Pt, G, N, g, c & 1);
+    ML_DEVICE float *tR = ML_BRD_RES_TR(Pt, G, N, c & 1);
+    ML_DEVICE float *tZ = ML_BRD_RES_TP(Pt, G, N, G, c & 1);
+    const ml_u32 tag = (ml_u32)c;
     // The first own row at or below c; whether row c is ours (then it is row i0).
     const int i0 = cq - g <= 0 ? 0 : (cq - g + G - 1) / G;
     const bool own = cq % G == g;
@@ -138,7 +177,13 @@ ML_FN void ml_brd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
           x -= vs[i] * wv[cq] + tv[i];  // u_c = 1
           a[i * ldq + cq] = x;
         }
-        if (r == c) Rc[c] = x;
+        if (r == c) {
+#if ML_HAS_TAGGED
+          if (tagged) ml_store_tagged(tR + 2 * c, x, tag);
+          else
+#endif
+            Rc[c] = x;
+        }
         const float xb = r > c ? x : 0.0f, xu = xb * ML_HOUSE_UP;
         xs[i] = xb;
         s += xb * xb;
@@ -157,8 +202,16 @@ ML_FN void ml_brd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
           t += red[w];
           tu += red[32 + w];
         }
-        mine[0] = t;
-        mine[1] = tu;
+#if ML_HAS_TAGGED
+        if (tagged) {
+          ml_store_tagged(tmine, t, tag);
+          ml_store_tagged(tmine + 2, tu, tag);
+        } else
+#endif
+        {
+          mine[0] = t;
+          mine[1] = tu;
+        }
       }
     }
     for (int q = cq + 1 + lane; q < nq; q += gs) {
@@ -172,15 +225,27 @@ ML_FN void ml_brd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
         }
         z = ml_fma(xs[i], y, z);
       }
-      if (own) Rc[k0 + q] = a[i0 * ldq + q];
-      mine[2 + k0 + q] = z;
+#if ML_HAS_TAGGED
+      if (tagged) {
+        if (own) ml_store_tagged(tR + 2 * (k0 + q), a[i0 * ldq + q], tag);
+        ml_store_tagged(tmine + 2 * (2 + k0 + q), z, tag);
+      } else
+#endif
+      {
+        if (own) Rc[k0 + q] = a[i0 * ldq + q];
+        mine[2 + k0 + q] = z;
+      }
     }
-    ml_barrier_device(ctx);
-    if (lane == 0) ml_atomic_add_release_u32(sync, 1u);
+    if (tagged) {
+      ml_barrier(ctx);  // wv, uv and xs read by every lane before they change
+    } else {
+      ml_barrier_device(ctx);
+      if (lane == 0) ml_atomic_add_release_u32(sync, 1u);
+      ml_brd_res_wait(ctx, sync, want);
+    }
 
     // ---- Reduce: entries t < ne of the partial vectors (t < 2 the sums of squares, t >= 2
     // column c + t - 1 at index c + 1 + t), slice g summed over the groups in order.
-    ml_brd_res_wait(ctx, sync, want);
     {
       const int ne = N - c + 1, per = (ne + G - 1) / G, t0 = g * per;
       const int cnt = t0 < ne ? (ne - t0 < per ? ne - t0 : per) : 0;
@@ -188,6 +253,15 @@ ML_FN void ml_brd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
       for (int l = lane; l < teams * cnt; l += gs) {
         const int h0 = l / cnt, t = t0 + l - h0 * cnt, e = t < 2 ? t : c + 1 + t;
         float s = 0.0f;
+#if ML_HAS_TAGGED
+        if (tagged) {
+          for (int h = h0; h < G; h += teams)
+            s += ml_brd_res_poll(ML_BRD_RES_TP(Pt, G, N, h, c & 1) + 2 * e, tag);
+          if (teams == 1) ml_store_tagged(tZ + 2 * e, s, tag);
+          else team[l] = s;
+          continue;
+        }
+#endif
         for (int h = h0; h < G; h += teams) s += P[(ml_i64)h * (N + 2) + e];
         if (teams == 1) Z[e] = s;
         else team[l] = s;
@@ -198,22 +272,44 @@ ML_FN void ml_brd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
           const int t = t0 + l, e = t < 2 ? t : c + 1 + t;
           float s = 0.0f;
           for (int h = 0; h < teams; ++h) s += team[h * cnt + l];
-          Z[e] = s;
+#if ML_HAS_TAGGED
+          if (tagged) ml_store_tagged(tZ + 2 * e, s, tag);
+          else
+#endif
+            Z[e] = s;
         }
       }
     }
-    ml_barrier_device(ctx);
-    if (lane == 0) ml_atomic_add_release_u32(sync + 1, 1u);
+    if (tagged) {
+      ml_barrier(ctx);
+    } else {
+      ml_barrier_device(ctx);
+      if (lane == 0) ml_atomic_add_release_u32(sync + 1, 1u);
+      ml_brd_res_wait(ctx, sync + 1, want);
+    }
 
     // ---- The column reflector (every group alike), w, the updated row c (in uv), V(:, c).
-    ml_brd_res_wait(ctx, sync + 1, want);
     ml_house_t hq;
-    ml_brd_res_house(Rc[c], Z[0], Z[1], &hq);
-    for (int q = cq + 1 + lane; q < nq; q += gs) {
-      const float r = Rc[k0 + q];
-      const float wt = hq.tau * (r + hq.scale * Z[2 + k0 + q]);
-      wv[q] = wt;
-      uv[q] = r - wt;
+#if ML_HAS_TAGGED
+    if (tagged) {
+      ml_brd_res_house(ml_brd_res_poll(tR + 2 * c, tag), ml_brd_res_poll(tZ, tag),
+                       ml_brd_res_poll(tZ + 2, tag), &hq);
+      for (int q = cq + 1 + lane; q < nq; q += gs) {
+        const float r = ml_brd_res_poll(tR + 2 * (k0 + q), tag);
+        const float wt = hq.tau * (r + hq.scale * ml_brd_res_poll(tZ + 2 * (2 + k0 + q), tag));
+        wv[q] = wt;
+        uv[q] = r - wt;
+      }
+    } else
+#endif
+    {
+      ml_brd_res_house(Rc[c], Z[0], Z[1], &hq);
+      for (int q = cq + 1 + lane; q < nq; q += gs) {
+        const float r = Rc[k0 + q];
+        const float wt = hq.tau * (r + hq.scale * Z[2 + k0 + q]);
+        wv[q] = wt;
+        uv[q] = r - wt;
+      }
     }
     for (int i = lane; i < nr; i += gs) {
       const int r = k0 + g + G * i;
@@ -302,6 +398,18 @@ ML_FN void ml_brd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
 ML_FN void ml_step_brd_res(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
+  if ((p.flags & 4) != 0 && (p.flags & 8) != 0) {  // void the tags: i[3] groups per matrix
+#if ML_HAS_TAGGED
+    const ml_i64 b = ctx.group_id / p.i[3], part = ctx.group_id - b * p.i[3];
+    const ml_i64 words = ml_brd_res_tagged_floats(p.n, p.i[1]) / 2;
+    const ml_i64 per = (words + p.i[3] - 1) / p.i[3], w0 = part * per;
+    const ml_i64 w1 = w0 + per < words ? w0 + per : words;
+    ML_DEVICE float *Pt = ws + b * p.stride[0] + p.ld[0];
+    for (ml_i64 w = w0 + ctx.lane; w < w1; w += ctx.group_size)
+      ml_store_tagged(Pt + 2 * w, 0.0f, 0xffffffffu);
+#endif
+    return;
+  }
   if ((p.flags & 4) != 0) {  // zero matrix group_id's two words
     ML_DEVICE float *sync = ws + ctx.group_id * p.stride[0] + p.ld[0] +
                             (ml_i64)(p.i[1] + 1) * (p.n + 2) + 2 * (ml_i64)p.n;

@@ -27,11 +27,23 @@
 // Groups wait on each other both ways, so all G x batch groups must run at once: the host
 // launches no more groups than the device holds at a time (one per multiprocessor). The CPU
 // runner runs this step's groups on concurrent threads.
+// Tagged hand-offs (p.flags & 8, backends with ML_HAS_TAGGED): v (with tau) and y pass as
+// tagged words (compat_cuda.h: a float and the step's column j in one 64-bit access), two
+// buffers of each by the parity of j, and a reader polls the words it needs until their tags
+// read j: no words F and C, no fences, no atomics, one trip through the device's cache per
+// hand-off instead of a flag's round trip and then the data's. A group whose columns are all
+// eliminated stops (no one waits for it: y's rows past j come from the groups owning those
+// columns). Why two buffers suffice: the owner of column j + 2 writes v_{j+2} (buffer j % 2)
+// only after reading y_{j+1} of every group that still owns a column past j + 1, which each
+// wrote after reading v_{j+1} and all of step j's words; a group whose last column is j + 1
+// formed v_{j+1} after reading step j's; every other group has stopped. Likewise y_{j+2}
+// follows v_{j+2}.
 // Operands: 0 A (n x n, column-major, ld[0]), 2 the vectors of sytrd_blocked.h (d, e, tau; v in
 // the PU slot, y in the Y and PU + n slots), 3 the two words F, C (zeroed by a launch with
-// flags 4 before: a group per matrix). p.n = n; i[0] = k0 (the first column left; A[k0:n,
-// k0:n] up to date in both triangles), i[1] = G (groups per matrix), i[2] = the columns a
-// group holds at most (ceil((n - k0) / G)).
+// flags 4 before: a group per matrix), then, from float 32, the tagged buffers (flags 4 | 8
+// sets every tag to ~0 first; ml_trd_res_sync_floats(n) floats in all). p.n = n; i[0] = k0
+// (the first column left; A[k0:n, k0:n] up to date in both triangles), i[1] = G (groups per
+// matrix), i[2] = the columns a group holds at most (ceil((n - k0) / G)).
 #ifndef ML_KERNELS_SYTRD_RESIDENT_H
 #define ML_KERNELS_SYTRD_RESIDENT_H
 
@@ -40,18 +52,28 @@
 #include "sytrd_blocked.h"
 
 // Shared floats of trd_res: nc columns of r rows, v and y / w (r each), the dot products'
-// partial sums (a slot per simdgroup or column), a reduction buffer.
+// partial sums (a slot per simdgroup or column), a reduction buffer and one float after it
+// (tau, tagged).
 ML_HOST_FN int ml_trd_res_shared_floats(int r, int nc, int gs) {
   const int nsimd = (gs + 31) / 32;
-  return nc * r + 2 * r + (nc > nsimd ? nc : nsimd) + ML_RED_FLOATS;
+  return nc * r + 2 * r + (nc > nsimd ? nc : nsimd) + ML_RED_FLOATS + 1;
 }
+
+// Floats of operand 3 per matrix: the words F and C, then (from float 32) two tagged v
+// buffers of n + 1 words (row k at word k, tau at word n) and two tagged y buffers of n.
+ML_HOST_FN int ml_trd_res_sync_floats(int n) { return 32 + 4 * (n + 1) + 4 * n; }
+#define ML_TRD_RES_TV(sync, n, par) ((sync) + 32 + (par) * 2 * ((n) + 1))
+#define ML_TRD_RES_TY(sync, n, par) ((sync) + 32 + 4 * ((n) + 1) + (par) * 2 * (n))
+#define ML_TRD_RES_NO_TAG 0xffffffffu
 
 // Reflector of column i (in shared memory at col, row k at col[k - k0]), by the group owning
 // it: d_i, e_i, tau_i into vec, v into vg (row k at vg[k]), the reflector into A's column i
 // (acol, rows k0 .. n - 1), then F = i + 1 released. The last column has no reflector.
+// Tagged (tv: the tagged v buffer of step i's parity, else 0): v and tau as tagged words of
+// tag i instead, no release.
 ML_FN void ml_trd_res_reflect(ML_CTX ctx, int n, int k0, int i, ML_SHARED const float *col,
                               ML_DEVICE float *vec, ML_DEVICE float *vg, ML_DEVICE float *acol,
-                              ML_DEVICE float *flag, ML_SHARED float *red) {
+                              ML_DEVICE float *flag, ML_SHARED float *red, ML_DEVICE float *tv) {
   const int lane = ctx.lane, gs = ctx.group_size;
   float s = 0.0f, su = 0.0f;
   for (int k = i + 2 + lane; k < n; k += gs) {
@@ -82,6 +104,26 @@ ML_FN void ml_trd_res_reflect(ML_CTX ctx, int n, int k0, int i, ML_SHARED const 
     else ml_house_finish(alpha, sigma, 1.0f, &h);
   }
   const float hs = h.scale;
+#if ML_HAS_TAGGED
+  if (tv) {
+    for (int k = k0 + lane; k < n; k += gs) {
+      float v = 0.0f;
+      if (k == i + 1) v = 1.0f;
+      else if (k > i + 1) v = col[k - k0] * hs;
+      acol[k] = v;
+      if (k > i) ml_store_tagged(tv + 2 * k, v, (ml_u32)i);
+    }
+    if (lane == 0) {
+      vec[ML_TRD_D(n) + i] = col[i - k0];
+      vec[ML_TRD_TAU(n) + i] = h.tau;
+      if (i + 1 < n) {
+        vec[ML_TRD_E(n) + i] = h.beta;
+        ml_store_tagged(tv + 2 * n, h.tau, (ml_u32)i);
+      }
+    }
+    return;
+  }
+#endif
   for (int k = k0 + lane; k < n; k += gs) {
     float v = 0.0f;
     if (k == i + 1) v = 1.0f;
@@ -97,6 +139,18 @@ ML_FN void ml_trd_res_reflect(ML_CTX ctx, int n, int k0, int i, ML_SHARED const 
   ml_barrier_device(ctx);
   if (lane == 0 && i + 1 < n) ml_store_release_u32(flag, (ml_u32)(i + 1));
 }
+
+#if ML_HAS_TAGGED
+// Lane's poll of the tagged word w until its tag is want; returns its value.
+ML_FN float ml_trd_res_poll(ML_DEVICE const float *w, ml_u32 want) {
+  for (;;) {
+    ml_u32 t;
+    const float x = ml_load_tagged(w, &t);
+    if (t == want) return x;
+    ml_spin_relax();
+  }
+}
+#endif
 
 // Lane 0 waits until the word w counts at least want; then the group's barrier (device).
 ML_FN void ml_trd_res_wait(ML_CTX ctx, ML_DEVICE float *w, ml_u32 want) {
@@ -127,26 +181,50 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
   ML_SHARED float *part = wv + r;
   ML_SHARED float *red = part + (ncmax > nsimd ? ncmax : nsimd);
   const int nc = g < r ? (r - g + G - 1) / G : 0;  // columns k0 + g + G c, c < nc
+#if ML_HAS_TAGGED
+  const bool tagged = (p.flags & 8) != 0;
+#else
+  const bool tagged = false;
+#endif
+  // The tagged v buffer of step j's parity (0: the flag-and-fence hand-offs).
+#define ML_TRD_RES_TVJ(j) (tagged ? ML_TRD_RES_TV(sync, n, (j) & 1) : (ML_DEVICE float *)0)
 
   for (int c = 0; c < nc; ++c) {
     ML_DEVICE const float *src = A + (ml_i64)(k0 + g + G * c) * ld + k0;
     for (int q = lane; q < r; q += gs) cols[c * r + q] = src[q];
   }
   ml_barrier(ctx);
-  if (g == 0) ml_trd_res_reflect(ctx, n, k0, k0, cols, vec, vg, A + (ml_i64)k0 * ld, sync, red);
+  if (g == 0)
+    ml_trd_res_reflect(ctx, n, k0, k0, cols, vec, vg, A + (ml_i64)k0 * ld, sync, red,
+                       ML_TRD_RES_TVJ(k0));
 
   for (int j = k0; j < n - 1; ++j) {
     const int q1 = j + 1 - k0;  // the first row left, as an offset
     ML_DEVICE float *yg = (j & 1) ? yg1 : yg0;
-    // v_j.
-    ml_trd_res_wait(ctx, sync, (ml_u32)(j + 1));
-    for (int q = q1 + lane; q < r; q += gs) vs[q] = vg[k0 + q];
-    const float tau = vec[ML_TRD_TAU(n) + j];
-    ml_barrier(ctx);
-    // y_i = A[j+1:n, i]^T v for the own columns i > j: a simdgroup per column and slice of
-    // rows (S slices when there are fewer columns than simdgroups).
     const int c0 = q1 - g <= 0 ? 0 : (q1 - g + G - 1) / G;
     const int na = nc - c0, rows = r - q1;
+    // Tagged: nothing left to do for a group whose columns are all eliminated.
+    if (tagged && na <= 0) break;
+    // v_j.
+    float tau;
+#if ML_HAS_TAGGED
+    if (tagged) {
+      ML_DEVICE const float *tv = ML_TRD_RES_TV(sync, n, j & 1);
+      ml_barrier(ctx);  // every lane done with step j - 1's v
+      for (int q = q1 + lane; q < r; q += gs) vs[q] = ml_trd_res_poll(tv + 2 * (k0 + q), (ml_u32)j);
+      if (lane == 0) red[ML_RED_FLOATS] = ml_trd_res_poll(tv + 2 * n, (ml_u32)j);
+      ml_barrier(ctx);
+      tau = red[ML_RED_FLOATS];
+    } else
+#endif
+    {
+      ml_trd_res_wait(ctx, sync, (ml_u32)(j + 1));
+      for (int q = q1 + lane; q < r; q += gs) vs[q] = vg[k0 + q];
+      tau = vec[ML_TRD_TAU(n) + j];
+      ml_barrier(ctx);
+    }
+    // y_i = A[j+1:n, i]^T v for the own columns i > j: a simdgroup per column and slice of
+    // rows (S slices when there are fewer columns than simdgroups).
     const int S = na > 0 && na < nsimd ? nsimd / na : 1;
     const int seg = ((rows + S - 1) / S + 31) / 32 * 32;
     for (int t = sid; t < na * S; t += nsimd) {
@@ -163,21 +241,38 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
       if (sl == 0) part[t] = s;
     }
     ml_barrier(ctx);
-    if (lane < na) {
-      float y = 0.0f;
-      for (int s = 0; s < S; ++s) y += part[lane * S + s];
-      yg[k0 + g + G * (c0 + lane)] = y;
-    }
-    ml_barrier_device(ctx);
-    if (lane == 0) ml_atomic_add_release_u32(sync + 1, 1u);
-    ml_trd_res_wait(ctx, sync + 1, (ml_u32)G * (ml_u32)(j - k0 + 1));
-    // w = tau y - (tau^2 / 2) (y^T v) v, y^T v summed over all rows in the same order in every
-    // group (the same bits).
     float yv = 0.0f;
-    for (int q = q1 + lane; q < r; q += gs) {
-      const float y = yg[k0 + q];
-      wv[q] = y;
-      yv = ml_fma(y, vs[q], yv);
+#if ML_HAS_TAGGED
+    if (tagged) {
+      ML_DEVICE float *ty = ML_TRD_RES_TY(sync, n, j & 1);
+      for (int c = lane; c < na; c += gs) {
+        float y = 0.0f;
+        for (int s = 0; s < S; ++s) y += part[c * S + s];
+        ml_store_tagged(ty + 2 * (k0 + g + G * (c0 + c)), y, (ml_u32)j);
+      }
+      for (int q = q1 + lane; q < r; q += gs) {
+        const float y = ml_trd_res_poll(ty + 2 * (k0 + q), (ml_u32)j);
+        wv[q] = y;
+        yv = ml_fma(y, vs[q], yv);
+      }
+    } else
+#endif
+    {
+      if (lane < na) {
+        float y = 0.0f;
+        for (int s = 0; s < S; ++s) y += part[lane * S + s];
+        yg[k0 + g + G * (c0 + lane)] = y;
+      }
+      ml_barrier_device(ctx);
+      if (lane == 0) ml_atomic_add_release_u32(sync + 1, 1u);
+      ml_trd_res_wait(ctx, sync + 1, (ml_u32)G * (ml_u32)(j - k0 + 1));
+      // w = tau y - (tau^2 / 2) (y^T v) v, y^T v summed over all rows in the same order in
+      // every group (the same bits).
+      for (int q = q1 + lane; q < r; q += gs) {
+        const float y = yg[k0 + q];
+        wv[q] = y;
+        yv = ml_fma(y, vs[q], yv);
+      }
     }
     const float alpha = -0.5f * tau * tau * ml_group_sum(ctx, yv, red);
     for (int q = q1 + lane; q < r; q += gs) wv[q] = tau * wv[q] + alpha * vs[q];
@@ -196,17 +291,26 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
       if (pass == 0) {
         ml_barrier(ctx);
         ml_trd_res_reflect(ctx, n, k0, j + 1, cols + cn * r, vec, vg,
-                           A + (ml_i64)(j + 1) * ld, sync, red);
+                           A + (ml_i64)(j + 1) * ld, sync, red, ML_TRD_RES_TVJ(j + 1));
       }
     }
   }
+#undef ML_TRD_RES_TVJ
 }
 
 ML_FN void ml_step_trd_res(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
-  if ((p.flags & 4) != 0) {  // zero matrix group_id's two words
-    if (ctx.lane < 2) ws[p.off[3] + ctx.group_id * p.stride[3] + ctx.lane] = 0.0f;
+  if ((p.flags & 4) != 0) {  // zero matrix group_id's two words (and void its tags)
+    ML_DEVICE float *sync = ws + p.off[3] + ctx.group_id * p.stride[3];
+    if (ctx.lane < 2) sync[ctx.lane] = 0.0f;
+#if ML_HAS_TAGGED
+    if ((p.flags & 8) != 0) {
+      const int words = 4 * p.n + 2;  // from float 32 on: v (2 x (n + 1)), y (2 x n)
+      for (int k = ctx.lane; k < words; k += ctx.group_size)
+        ml_store_tagged(sync + 32 + 2 * k, 0.0f, ML_TRD_RES_NO_TAG);
+    }
+#endif
     return;
   }
   const ml_i64 b = ctx.group_id / p.i[1];

@@ -82,6 +82,9 @@ struct Options {
   int trd_res_groups = 0;
   int trd_res_max_batch = 0;
   int trd_res_lanes = 1024;
+  // trd_res's hand-offs as tagged words (sytrd_resident.h; backends whose dialect has them,
+  // ML_HAS_TAGGED) instead of flags and fences.
+  int trd_res_tagged = 0;
   // QR: the one-group panels by the fused factorisation (one reduction per column, T built
   // alongside, core/kernels/qr_blocked.h ml_qr_factor_fused; 0: a simdgroup per column), with
   // this many lanes (0: 32 per simdgroup, about sqrt(rows) simdgroups, at most 32). Off: slower
@@ -169,6 +172,8 @@ struct Options {
   int brd_res_groups = 0;
   int brd_res_max_batch = 0;
   int brd_res_lanes = 1024;
+  // brd_res's hand-offs as tagged words (gebrd_resident.h; backends with ML_HAS_TAGGED).
+  int brd_res_tagged = 0;
 };
 
 // ML_GEMM_TRANS_A / _B of core/kernels/gemm.h, for host code that does not see the kernels.

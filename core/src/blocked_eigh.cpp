@@ -134,7 +134,7 @@ EighLayout eigh_layout(int n, bool vectors, int64_t solver_floats, const Options
   }
   L.w = s.add(nn);
   L.scratch = s.add(solver_floats);
-  L.sync = s.add(2);
+  L.sync = s.add(ml_trd_res_sync_floats(n));
   L.per = s.floats;
   return L;
 }
@@ -223,9 +223,10 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
   p.ld[0] = n;
   p.off[2] = L.dv;
   p.off[3] = L.sync;
-  p.flags = 4;
+  const int tagged = env_or("METAL_LINALG_TRD_RES_TAGGED", o.trd_res_tagged) != 0 ? 8 : 0;
+  p.flags = 4 | tagged;
   if ((st = ch.launch(kStep_trd_res, ch.batch, 32, 0, p))) return st;
-  p.flags = 0;
+  p.flags = tagged;
   p.i[0] = rp.k0;
   p.i[1] = rp.g;
   p.i[2] = rp.nc;

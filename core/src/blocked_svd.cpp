@@ -27,6 +27,10 @@ int i32(int64_t x) { return static_cast<int>(x); }
 // METAL_LINALG_BRD_RES_GROUPS / _MAX_BATCH / _LANES override the Options fields (measurement;
 // env_or, blocked_impl.h).
 
+bool brd_res_tagged(const Options &o) {
+  return env_or("METAL_LINALG_BRD_RES_TAGGED", o.brd_res_tagged) != 0;
+}
+
 int res_groups(const Options &o) {
   const int groups = env_or("METAL_LINALG_BRD_RES_GROUPS", o.brd_res_groups);
   const int max_batch = env_or("METAL_LINALG_BRD_RES_MAX_BATCH", o.brd_res_max_batch);
@@ -82,7 +86,8 @@ BrdLayout brd_layout(int64_t m, int64_t n, bool vectors, bool solver, const Opti
   L.p3 = s.add(ml_brd_row_groups(L.N, 0, L.cb_row) * pw);
   if (const int g = res_groups(o); g > 0) {
     L.res_g = std::min(g, L.M);
-    L.res = s.add(ml_brd_res_floats(L.N, L.res_g));
+    L.res = s.add(brd_res_tagged(o) ? ml_brd_res_tagged_floats(L.N, L.res_g)
+                                    : ml_brd_res_floats(L.N, L.res_g));
   }
   if (vectors) {
     L.t = s.add(nb * nb);
@@ -181,9 +186,20 @@ ml_status brd_bidiagonalize(const Chunk &ch, const Options &o, const BrdLayout &
   r.i[0] = rp.k0;
   r.i[1] = rp.g;
   r.i[2] = rp.nr;
-  r.flags = 4;
-  if ((st = ch.launch(kStep_brd_res, ch.batch, 32, 0, r))) return st;
-  r.flags = 0;
+  if (brd_res_tagged(o)) {
+    // Every tag voided first, by up to 64 groups per matrix.
+    const int64_t words = ml_brd_res_tagged_floats(N, rp.g) / 2;
+    const int lanes = plain_lanes(o);
+    r.i[3] = static_cast<int>(std::clamp<int64_t>(words / (16 * lanes), 1, 64));
+    r.flags = 4 | 8;
+    if ((st = ch.launch(kStep_brd_res, ch.batch * r.i[3], lanes, 0, r))) return st;
+    r.flags = 8;
+    r.i[3] = 0;
+  } else {
+    r.flags = 4;
+    if ((st = ch.launch(kStep_brd_res, ch.batch, 32, 0, r))) return st;
+    r.flags = 0;
+  }
   return ch.launch(kStep_brd_res, ch.batch * rp.g, rp.gs, rp.shared, r);
 }
 

@@ -251,6 +251,16 @@ int suite_sytrd() {
   res_big.trd_res_max_batch = 8;
   res_big.trd_res_lanes = 64;
   sytrd_case(rep, worst, 50, ML_K_UPPER, res_big, rng, false);
+  // The same with the hand-offs as tagged words (two buffers by parity, groups that stop once
+  // their columns are eliminated).
+  for (ml::blocked::Options t : {res, res_mixed, res_big}) {
+    t.trd_res_tagged = 1;
+    const bool mixed = t.shared_floats == 800;
+    for (int n : mixed ? std::vector<int>{67} : t.trd_res_lanes == 64 ? std::vector<int>{50}
+                                                                     : std::vector<int>{2, 3, 17, 67})
+      sytrd_case(rep, worst, n, n % 2 ? ML_K_LOWER : ML_K_UPPER, t, rng, false, false,
+                 mixed ? 24 : 0);
+  }
   std::printf("sytrd: %d checks, %d failures; worst |A-QTQ^T| %.3g, |I-Q^TQ| %.3g, eig %.3g, "
               "QB %.3g (limit %g)\n",
               rep.checks, rep.failures, worst.resid, worst.orth, worst.eig, worst.apply, kLimit);
@@ -345,6 +355,8 @@ int suite_eigh() {
   res.trd_res_groups = 4;
   res.trd_res_max_batch = 1;
   eigh_case(rep, worst, 37, ML_K_LOWER, res, rng, false);
+  res.trd_res_tagged = 1;
+  eigh_case(rep, worst, 37, ML_K_UPPER, res, rng, false);
   std::printf("eigh: %d checks, %d failures; worst |A-VWV^T| %.3g, |I-V^TV| %.3g, values %.3g "
               "(limit %g)\n",
               rep.checks, rep.failures, worst.resid, worst.orth, worst.eig, kLimit);

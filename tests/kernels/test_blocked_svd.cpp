@@ -436,6 +436,19 @@ int suite_brdres() {
   // The GPU's panel width with groups of 64 lanes.
   brd_pair(rep, panels, worst, 70, 33, options(32, 8, 64),
            res_options(options(32, 8, 64), 2, 64, kFewBatch), 0, rng);
+  // The same with the hand-offs as tagged words (two buffers of each by parity).
+  {
+    const auto tagged = [](ml::blocked::Options t) {
+      t.brd_res_tagged = 1;
+      return t;
+    };
+    for (const auto &s : {std::pair{2, 1}, {3, 3}, {17, 17}, {40, 24}, {24, 40}})
+      brd_pair(rep, panels, worst, s.first, s.second, o, tagged(res3), 0, rng);
+    brd_pair(rep, panels, worst, 67, 40, o, tagged(mixed), 16, rng);
+    brd_pair(rep, panels, worst, 45, 30, options(8, 4, 64), tagged(mixed64), 8, rng);
+    brd_pair(rep, panels, worst, 70, 33, options(32, 8, 64),
+             tagged(res_options(options(32, 8, 64), 2, 64, kFewBatch)), 0, rng);
+  }
   // Off past brd_res_max_batch: the panels throughout.
   {
     ml::blocked::Options big = res3;
@@ -462,6 +475,11 @@ int suite_brdres() {
   {
     kt::Timer t("brdres svd chunked", 20, 13, 32);
     svd_case(rep, ends, 20, 13, chunked, rng, false, true);
+    chunked.brd_res_tagged = 1;
+    svd_case(rep, ends, 20, 13, chunked, rng, false, true);
+    ml::blocked::Options res3t = res3;
+    res3t.brd_res_tagged = 1;
+    svd_case(rep, ends, 21, 45, res3t, rng, false, true);
   }
   std::printf("brdres: %d checks, %d failures; brd_res worst |A-QBP^T| %.3g, |I-Q^TQ| %.3g, "
               "|I-P^TP| %.3g, sigma(B) %.3g; the panels on the same batches %.3g, %.3g, %.3g, "
