@@ -17,6 +17,18 @@ ML_FN bool ml_isnan(float x) { return (ml_float_as_uint(x) & 0x7fffffffu) > 0x7f
 ML_FN float ml_nan() { return ml_uint_as_float(0x7fc00000u); }
 ML_FN float ml_inf() { return ml_uint_as_float(0x7f800000u); }
 
+#if ML_HAS_TAGGED
+// A lane's poll of the tagged word w (ml_load_tagged) until its tag is want; returns its value.
+ML_FN float ml_poll_tagged(ML_DEVICE const float *w, ml_u32 want) {
+  for (;;) {
+    ml_u32 t;
+    const float x = ml_load_tagged(w, &t);
+    if (t == want) return x;
+    ml_spin_relax();
+  }
+}
+#endif
+
 // 2^e for -126 <= e <= 127, built from bits.
 ML_FN float ml_exp2i(int e) { return ml_uint_as_float((ml_u32)(e + 127) << 23); }
 

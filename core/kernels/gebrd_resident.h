@@ -84,17 +84,6 @@ ML_HOST_FN ml_i64 ml_brd_res_tagged_floats(int n, int g) {
 #define ML_BRD_RES_TP(Pt, G, N, h, par) ((Pt) + 2 * ((ml_i64)((par) * ((G) + 1) + (h)) * ((N) + 2)))
 #define ML_BRD_RES_TR(Pt, G, N, par) ((Pt) + 4 * (ml_i64)((G) + 1) * ((N) + 2) + 2 * (par) * (ml_i64)(N))
 
-#if ML_HAS_TAGGED
-// Lane's poll of the tagged word w until its tag is want; returns its value.
-ML_FN float ml_brd_res_poll(ML_DEVICE const float *w, ml_u32 want) {
-  for (;;) {
-    ml_u32 t;
-    const float x = ml_load_tagged(w, &t);
-    if (t == want) return x;
-    ml_spin_relax();
-  }
-}
-#endif
 
 // The reflector of [alpha; x] from |x|^2 and |x 2^60|^2 (as ml_brd_house).
 ML_FN void ml_brd_res_house(float alpha, float sigma, float sigma_up, ML_THREAD ml_house_t *h) {
@@ -256,7 +245,7 @@ ML_FN void ml_brd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
 #if ML_HAS_TAGGED
         if (tagged) {
           for (int h = h0; h < G; h += teams)
-            s += ml_brd_res_poll(ML_BRD_RES_TP(Pt, G, N, h, c & 1) + 2 * e, tag);
+            s += ml_poll_tagged(ML_BRD_RES_TP(Pt, G, N, h, c & 1) + 2 * e, tag);
           if (teams == 1) ml_store_tagged(tZ + 2 * e, s, tag);
           else team[l] = s;
           continue;
@@ -292,11 +281,11 @@ ML_FN void ml_brd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
     ml_house_t hq;
 #if ML_HAS_TAGGED
     if (tagged) {
-      ml_brd_res_house(ml_brd_res_poll(tR + 2 * c, tag), ml_brd_res_poll(tZ, tag),
-                       ml_brd_res_poll(tZ + 2, tag), &hq);
+      ml_brd_res_house(ml_poll_tagged(tR + 2 * c, tag), ml_poll_tagged(tZ, tag),
+                       ml_poll_tagged(tZ + 2, tag), &hq);
       for (int q = cq + 1 + lane; q < nq; q += gs) {
-        const float r = ml_brd_res_poll(tR + 2 * (k0 + q), tag);
-        const float wt = hq.tau * (r + hq.scale * ml_brd_res_poll(tZ + 2 * (2 + k0 + q), tag));
+        const float r = ml_poll_tagged(tR + 2 * (k0 + q), tag);
+        const float wt = hq.tau * (r + hq.scale * ml_poll_tagged(tZ + 2 * (2 + k0 + q), tag));
         wv[q] = wt;
         uv[q] = r - wt;
       }

@@ -140,17 +140,6 @@ ML_FN void ml_trd_res_reflect(ML_CTX ctx, int n, int k0, int i, ML_SHARED const 
   if (lane == 0 && i + 1 < n) ml_store_release_u32(flag, (ml_u32)(i + 1));
 }
 
-#if ML_HAS_TAGGED
-// Lane's poll of the tagged word w until its tag is want; returns its value.
-ML_FN float ml_trd_res_poll(ML_DEVICE const float *w, ml_u32 want) {
-  for (;;) {
-    ml_u32 t;
-    const float x = ml_load_tagged(w, &t);
-    if (t == want) return x;
-    ml_spin_relax();
-  }
-}
-#endif
 
 // Lane 0 waits until the word w counts at least want; then the group's barrier (device).
 ML_FN void ml_trd_res_wait(ML_CTX ctx, ML_DEVICE float *w, ml_u32 want) {
@@ -211,8 +200,8 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
     if (tagged) {
       ML_DEVICE const float *tv = ML_TRD_RES_TV(sync, n, j & 1);
       ml_barrier(ctx);  // every lane done with step j - 1's v
-      for (int q = q1 + lane; q < r; q += gs) vs[q] = ml_trd_res_poll(tv + 2 * (k0 + q), (ml_u32)j);
-      if (lane == 0) red[ML_RED_FLOATS] = ml_trd_res_poll(tv + 2 * n, (ml_u32)j);
+      for (int q = q1 + lane; q < r; q += gs) vs[q] = ml_poll_tagged(tv + 2 * (k0 + q), (ml_u32)j);
+      if (lane == 0) red[ML_RED_FLOATS] = ml_poll_tagged(tv + 2 * n, (ml_u32)j);
       ml_barrier(ctx);
       tau = red[ML_RED_FLOATS];
     } else
@@ -251,7 +240,7 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
         ml_store_tagged(ty + 2 * (k0 + g + G * (c0 + c)), y, (ml_u32)j);
       }
       for (int q = q1 + lane; q < r; q += gs) {
-        const float y = ml_trd_res_poll(ty + 2 * (k0 + q), (ml_u32)j);
+        const float y = ml_poll_tagged(ty + 2 * (k0 + q), (ml_u32)j);
         wv[q] = y;
         yv = ml_fma(y, vs[q], yv);
       }
