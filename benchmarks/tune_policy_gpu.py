@@ -44,52 +44,29 @@ def _grid(points, key_a, key_b, cell) -> list:
     return out
 
 
-def _lane_cell(p) -> str:
-    if p is None:
-        return ""
-    if p.get("skipped"):
-        return "skipped" if p["skipped"] == "time budget" else "-"
-    lane, block = p.get("lane_s"), p.get("block_s")
-    if lane is None:
-        return f"no lane / {_ms(block)}"
-    mark = " **L**" if block is not None and lane < block else ""
-    return f"{_ms(lane)} / {_ms(block)}{mark}"
+def _pair_cell(a_key: str, b_key: str, missing: str, mark: str, b_first: bool = False):
+    """A grid cell "a / b" of one timed point (times a_key against b_key, seconds), the winner
+    marked when a is faster; `missing` stands for a's time when it has none; b_first: b is
+    printed first (host data: cpu / gpu)."""
+
+    def cell(p) -> str:
+        if p is None:
+            return ""
+        if p.get("skipped"):
+            return "skipped" if p["skipped"] == "time budget" else "-"
+        a, b = p.get(a_key), p.get(b_key)
+        if a is None:
+            return f"{_ms(b)} / {missing}" if b_first else f"{missing} / {_ms(b)}"
+        won = f" **{mark}**" if b is not None and a < b else ""
+        return f"{_ms(b)} / {_ms(a)}{won}" if b_first else f"{_ms(a)} / {_ms(b)}{won}"
+
+    return cell
 
 
-def _host_cell(p) -> str:
-    if p is None:
-        return ""
-    if p.get("skipped"):
-        return "skipped" if p["skipped"] == "time budget" else "-"
-    cpu, gpu = p.get("cpu_s"), p.get("gpu_s")
-    if gpu is None:
-        return f"{_ms(cpu)} / no GPU"
-    mark = " **G**" if cpu is not None and gpu < cpu else ""
-    return f"{_ms(cpu)} / {_ms(gpu)}{mark}"
-
-
-def _global_cell(p) -> str:
-    if p is None:
-        return ""
-    if p.get("skipped"):
-        return "skipped" if p["skipped"] == "time budget" else "-"
-    glob, host = p.get("global_s"), p.get("host_s")
-    if glob is None:
-        return f"no global / {_ms(host)}"
-    mark = " **G**" if host is not None and glob < host else ""
-    return f"{_ms(glob)} / {_ms(host)}{mark}"
-
-
-def _blocked_cell(p) -> str:
-    if p is None:
-        return ""
-    if p.get("skipped"):
-        return "skipped" if p["skipped"] == "time budget" else "-"
-    blocked, table = p.get("blocked_s"), p.get("table_s")
-    if blocked is None:
-        return f"failed / {_ms(table)}"
-    mark = " **B**" if table is not None and blocked < table else ""
-    return f"{_ms(blocked)} / {_ms(table)}{mark}"
+_lane_cell = _pair_cell("lane_s", "block_s", "no lane", "L")
+_host_cell = _pair_cell("gpu_s", "cpu_s", "no GPU", "G", b_first=True)
+_global_cell = _pair_cell("global_s", "host_s", "no global", "G")
+_blocked_cell = _pair_cell("blocked_s", "table_s", "failed", "B")
 
 
 def markdown(result: dict, command: str) -> str:

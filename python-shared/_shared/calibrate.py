@@ -684,19 +684,73 @@ def lane_timings(fe, op: str, budget: Budget | None = None, log=print, record=No
     return out
 
 
+def _window_sweep(
+    fe, op, sizes, batches, names, on, off, classify, seed, budget, log, record, too_much=None
+):
+    """{(n, batch): (t_on, t_off)} of a route switched on and off for device data, square n of
+    sizes x batches (both named by `names`: the record's <name>_backend and <name>_s). Per point:
+    classify(on_name, off_name) -> None (timed), ("skip", why) or ("uncovered", why): nothing to
+    compare, recorded as (None, None); once every batch of a size is uncovered the larger sizes
+    are not timed. too_much(n, batch): why a point is not timed, or None. The policy is reset
+    afterwards."""
+    dev = fe.gpu
+    call = fe.op(op, dev)
+    timer = fe.event_timer(dev) or wall_timer(fe, dev)
+    a, b = names
+    out = {}
+    try:
+        for n in sizes:
+            uncovered = 0
+            for batch in batches:
+                entry = {"n": n, "batch": batch}
+                if record is not None:
+                    record.append(entry)
+                if budget.expired():
+                    entry["skipped"] = "time budget"
+                    continue
+                why = too_much(n, batch) if too_much else None
+                if why:
+                    entry["skipped"] = why
+                    continue
+                on()
+                on_name = _backend(fe, op, n, batch, dev)
+                off()
+                off_name = _backend(fe, op, n, batch, dev)
+                entry.update({f"{a}_backend": on_name, f"{b}_backend": off_name})
+                verdict = classify(on_name, off_name)
+                if verdict is not None:
+                    entry["skipped"] = verdict[1]
+                    if verdict[0] == "uncovered":
+                        out[(n, batch)] = (None, None)
+                        uncovered += 1
+                    continue
+                x = fe.random_input(op, n, batch, dev, seed=n * seed + batch)
+                r = _compare(fe, dev, call, x, {a: on, b: off}, timer)
+                del x
+                t_on, t_off = r["best"][a], r["best"][b]
+                entry.update({f"{a}_s": t_on, f"{b}_s": t_off})
+                if r["errors"]:
+                    entry["errors"] = r["errors"]
+                out[(n, batch)] = (t_on, t_off)
+                log(
+                    f"  {op:9s} {n:3d}x{n:<3d} x{batch:<6d} {a} {_ms(t_on)} ms ({on_name}), "
+                    f"{b} {_ms(t_off)} ms ({off_name})"
+                    f"{' errors: ' + str(r['errors']) if r['errors'] else ''}"
+                )
+            if uncovered == len(batches):
+                break
+    finally:
+        fe.q.reset_policy(op)
+    return out
+
+
 def simd_timings(fe, op: str, budget: Budget | None = None, log=print, record=None, base=None):
     """{(n, batch): (t_simd, t_other)} for device data (see choose_simd): the simdgroup kernels
     on (gpu_simd_max_n unlimited, gpu_simd_min_n 0) against off (gpu_simd_max_n 0), the other
     fields as `base` says. Every size is timed (a loss at one n does not end the sweep: the
     winning window may start above it) up to the first that no simdgroup kernel covers."""
-    budget = budget or Budget(None)
-    dev = fe.gpu
-    call = fe.op(op, dev)
-    timer = fe.event_timer(dev) or wall_timer(fe, dev)
-    out = {}
     gpu_max_n = max(max(SIMD_SIZES), fe.q.policy(op)["gpu_max_n"])
     common = dict(base or {}, gpu_min_batch=1, gpu_max_n=gpu_max_n)
-
     lower = {"gpu_simd_min_n": 0} if "gpu_simd_min_n" in fe.q.policy(op) else {}
 
     def simd():
@@ -705,46 +759,29 @@ def simd_timings(fe, op: str, budget: Budget | None = None, log=print, record=No
     def other():
         fe.q.set_policy(op, gpu_simd_max_n=0, **common)
 
-    try:
-        for n in SIMD_SIZES:
-            uncovered = 0
-            for batch in SIMD_BATCHES:
-                entry = {"n": n, "batch": batch}
-                if record is not None:
-                    record.append(entry)
-                if budget.expired():
-                    entry["skipped"] = "time budget"
-                    continue
-                if batch * n * n > SIMD_MAX_WORK:
-                    entry["skipped"] = "work above SIMD_MAX_WORK"
-                    continue
-                simd()
-                simd_name = _backend(fe, op, n, batch, dev)
-                other()
-                other_name = _backend(fe, op, n, batch, dev)
-                entry.update(simd_backend=simd_name, other_backend=other_name)
-                if not simd_name.endswith("_simd") or not other_name.startswith("cuda:"):
-                    entry["skipped"] = "no simdgroup kernel covers the shape"
-                    out[(n, batch)] = (None, None)
-                    uncovered += 1
-                    continue
-                x = fe.random_input(op, n, batch, dev, seed=n * 11 + batch)
-                r = _compare(fe, dev, call, x, {"simd": simd, "other": other}, timer)
-                del x
-                t_simd, t_other = r["best"]["simd"], r["best"]["other"]
-                entry.update(simd_s=t_simd, other_s=t_other)
-                if r["errors"]:
-                    entry["errors"] = r["errors"]
-                out[(n, batch)] = (t_simd, t_other)
-                log(
-                    f"  {op:9s} {n:2d}x{n:<2d} x{batch:<6d} simd {_ms(t_simd)} ms ({simd_name}), "
-                    f"other {_ms(t_other)} ms ({other_name})"
-                )
-            if uncovered == len(SIMD_BATCHES):
-                break
-    finally:
-        fe.q.reset_policy(op)
-    return out
+    def classify(simd_name, other_name):
+        if not simd_name.endswith("_simd") or not other_name.startswith("cuda:"):
+            return ("uncovered", "no simdgroup kernel covers the shape")
+        return None
+
+    def too_much(n, batch):
+        return "work above SIMD_MAX_WORK" if batch * n * n > SIMD_MAX_WORK else None
+
+    return _window_sweep(
+        fe,
+        op,
+        SIMD_SIZES,
+        SIMD_BATCHES,
+        ("simd", "other"),
+        simd,
+        other,
+        classify,
+        11,
+        budget or Budget(None),
+        log,
+        record,
+        too_much,
+    )
 
 
 def global_timings(fe, op: str, budget: Budget | None = None, log=print, record=None, base=None):
@@ -824,11 +861,6 @@ def blocked_timings(fe, op: str, budget: Budget | None = None, log=print, record
     bound) against off inside the window (gpu_blocked_min_n 1 << 30: the table's kernels), the
     other fields as `base` says. A shape no kernel of the table covers (beyond the window: the
     blocked path either way) is recorded as (None, None), and the larger sizes are not timed."""
-    budget = budget or Budget(None)
-    dev = fe.gpu
-    call = fe.op(op, dev)
-    timer = fe.event_timer(dev) or wall_timer(fe, dev)
-    out = {}
     gpu_max_n = max(max(BLOCKED_SIZES), fe.q.policy(op)["gpu_max_n"])
     common = dict(base or {}, gpu_min_batch=1, gpu_max_n=gpu_max_n)
     blocked_name = f":blocked_{op}"
@@ -839,47 +871,27 @@ def blocked_timings(fe, op: str, budget: Budget | None = None, log=print, record
     def off():
         fe.q.set_policy(op, gpu_blocked_min_n=HUGE, gpu_blocked_max_batch=UNBOUNDED, **common)
 
-    try:
-        for n in BLOCKED_SIZES:
-            uncovered = 0
-            for batch in BLOCKED_BATCHES:
-                entry = {"n": n, "batch": batch}
-                if record is not None:
-                    record.append(entry)
-                if budget.expired():
-                    entry["skipped"] = "time budget"
-                    continue
-                on()
-                on_name = _backend(fe, op, n, batch, dev)
-                off()
-                off_name = _backend(fe, op, n, batch, dev)
-                entry.update(blocked_backend=on_name, table_backend=off_name)
-                if not on_name.endswith(blocked_name):
-                    entry["skipped"] = f"no blocked path ({on_name})"
-                    continue
-                if off_name.startswith("cpu:") or off_name.endswith(blocked_name):
-                    entry["skipped"] = "no kernel of the table covers the shape"
-                    out[(n, batch)] = (None, None)
-                    uncovered += 1
-                    continue
-                x = fe.random_input(op, n, batch, dev, seed=n * 17 + batch)
-                r = _compare(fe, dev, call, x, {"blocked": on, "table": off}, timer)
-                del x
-                t_blocked, t_table = r["best"]["blocked"], r["best"]["table"]
-                entry.update(blocked_s=t_blocked, table_s=t_table)
-                if r["errors"]:
-                    entry["errors"] = r["errors"]
-                out[(n, batch)] = (t_blocked, t_table)
-                log(
-                    f"  {op:9s} {n:3d}x{n:<3d} x{batch:<3d} blocked {_ms(t_blocked)} ms, "
-                    f"table {_ms(t_table)} ms ({off_name})"
-                    f"{' errors: ' + str(r['errors']) if r['errors'] else ''}"
-                )
-            if uncovered == len(BLOCKED_BATCHES):
-                break
-    finally:
-        fe.q.reset_policy(op)
-    return out
+    def classify(on_name, off_name):
+        if not on_name.endswith(blocked_name):
+            return ("skip", f"no blocked path ({on_name})")
+        if off_name.startswith("cpu:") or off_name.endswith(blocked_name):
+            return ("uncovered", "no kernel of the table covers the shape")
+        return None
+
+    return _window_sweep(
+        fe,
+        op,
+        BLOCKED_SIZES,
+        BLOCKED_BATCHES,
+        ("blocked", "table"),
+        on,
+        off,
+        classify,
+        17,
+        budget or Budget(None),
+        log,
+        record,
+    )
 
 
 def host_timings(fe, op: str, budget: Budget | None = None, log=print, record=None, base=None):
