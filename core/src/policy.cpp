@@ -375,13 +375,12 @@ ml_status set(int32_t op, const char *field, int64_t value) {
   if (!valid_op(op)) return fail(ML_INVALID_ARGUMENT, "policy_set", "invalid op %d", op);
   if (!field) return fail(ML_INVALID_ARGUMENT, "policy_set", "field is NULL");
   const int f = field_from_name(field);
-  if (f < 0)
-    return fail(ML_INVALID_ARGUMENT, "policy_set",
-                "unknown policy field '%s' for %s (fields: cpu_kernel_max_n, gpu_min_batch, "
-                "gpu_max_n, host_gpu_min_work, gpu_lane_max_n, gpu_lane_min_batch, "
-                "gpu_small_max_n, gpu_simd_max_n, gpu_global_max_n, gpu_global_min_batch, "
-                "gpu_blocked_min_n, gpu_simd_min_n, cpu_small_max_n, gpu_blocked_max_batch)",
-                field, op_name(op));
+  if (f < 0) {
+    std::string names;
+    for (int i = 0; i < kFieldCount; ++i) names += (i ? ", " : "") + std::string(kFieldNames[i]);
+    return fail(ML_INVALID_ARGUMENT, "policy_set", "unknown policy field '%s' for %s (fields: %s)",
+                field, op_name(op), names.c_str());
+  }
   if (value < 0)
     return fail(ML_INVALID_ARGUMENT, "policy_set", "%s must be >= 0, got %lld", field,
                 static_cast<long long>(value));
