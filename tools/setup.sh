@@ -32,6 +32,19 @@ args=(-q --no-build-isolation -C build-dir="$root/build/wheel" -C cmake.define.M
 if command -v ccache >/dev/null 2>&1; then
   args+=(-C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache -C cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
+# Where the CUDA backend is built (a CUDA GPU is usable), MLX with its CUDA backend too, so that the MLX
+# package's GPU-stream tests run here; mlx[cpu] (requirements-dev.txt) stays where that install fails (e.g. no
+# network). The two MLX backends are separate wheels that install the same files: one at a time.
+mlx_version=$(python -c 'import importlib.metadata as m; print(m.version("mlx"))')
+if [ "$cuda" = ON ] && [ "$(uname -s)" = Linux ] && ! python -c 'import mlx.core as mx, sys
+sys.exit(0 if mx.is_available(mx.gpu) else 1)' 2>/dev/null; then
+  echo "== MLX with its CUDA backend (mlx[cuda13]==$mlx_version) for the MLX GPU-stream tests"
+  python -m pip uninstall -q -y mlx-cpu
+  if ! python -m pip install -q "mlx[cuda13]==$mlx_version"; then
+    echo "warning: could not install mlx[cuda13]; keeping mlx[cpu] (the MLX GPU-stream tests will skip)" >&2
+    python -m pip install -q "mlx[cpu]==$mlx_version"
+  fi
+fi
 echo "== building and installing metal-linalg-torch and metal-linalg (CUDA backend $cuda: $why)"
 python -m pip install "${args[@]}" ./python-torch
 python -m pip install "${args[@]}" .
