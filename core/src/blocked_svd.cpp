@@ -63,7 +63,8 @@ ResPlan res_plan(const Options &o, const BrdLayout &L, int64_t batch) {
 
 }  // namespace
 
-BrdLayout brd_layout(int64_t m, int64_t n, bool vectors, bool solver, const Options &o) {
+BrdLayout brd_layout(int64_t m, int64_t n, bool vectors, bool solver, const Options &o,
+                     int64_t batch) {
   BrdLayout L;
   L.m = i32(m);
   L.n = i32(n);
@@ -84,11 +85,6 @@ BrdLayout brd_layout(int64_t m, int64_t n, bool vectors, bool solver, const Opti
   L.y = s.add(N * nb);
   L.p1 = s.add(ml_brd_col_groups(L.M, 0, L.gs_col) * pw);
   L.p3 = s.add(ml_brd_row_groups(L.N, 0, L.cb_row) * pw);
-  if (const int g = res_groups(o); g > 0) {
-    L.res_g = std::min(g, L.M);
-    L.res = s.add(brd_res_tagged(o) ? ml_brd_res_tagged_floats(L.N, L.res_g)
-                                    : ml_brd_res_floats(L.N, L.res_g));
-  }
   if (vectors) {
     L.t = s.add(nb * nb);
     L.x1 = s.add(nb * N);
@@ -102,6 +98,18 @@ BrdLayout brd_layout(int64_t m, int64_t n, bool vectors, bool solver, const Opti
     L.tw = s.add(2 * N);
     L.tz = vectors ? s.add(2 * N * N) : -1;
     L.tscr = s.add(tridiag_scratch_floats(2 * N, N, vectors));
+  }
+  if (const int g = res_groups(o); g > 0) {
+    // A chunk of k matrices gives each g / k groups. The region of every matrix of a call of many
+    // is sized for the chunks the call will run (at most brd_res_max_batch matrices for brd_res
+    // to run, at most what fits max_workspace_bytes), not for one matrix alone; a smaller last
+    // chunk then uses no more groups per matrix than that (res_plan caps them by res_g).
+    const int64_t max_batch = env_or("METAL_LINALG_BRD_RES_MAX_BATCH", o.brd_res_max_batch);
+    const int64_t fit = o.max_workspace_bytes / 4 / std::max<int64_t>(s.floats, 1);
+    const int64_t k = std::clamp<int64_t>(std::min({batch, max_batch, fit}), 1, g);
+    L.res_g = static_cast<int>(std::min<int64_t>(g / k, L.M));
+    L.res = s.add(brd_res_tagged(o) ? ml_brd_res_tagged_floats(L.N, L.res_g)
+                                    : ml_brd_res_floats(L.N, L.res_g));
   }
   L.per = s.floats;
   return L;
@@ -294,12 +302,12 @@ namespace {
 
 int64_t per_matrix(const Call &c, int32_t kf, const Options &o) {
   (void)kf;
-  return brd_layout(c.m, c.n, c.op == ML_OP_SVD, true, o).per;
+  return brd_layout(c.m, c.n, c.op == ML_OP_SVD, true, o, c.batch).per;
 }
 
 ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch) {
   (void)kf;  // thin SVD only (full_matrices is not routed here)
-  const BrdLayout L = brd_layout(c.m, c.n, c.op == ML_OP_SVD, true, o);
+  const BrdLayout L = brd_layout(c.m, c.n, c.op == ML_OP_SVD, true, o, c.batch);
   if (L.per >= (int64_t{1} << 31))
     return fail(ML_RUNTIME_ERROR, "svd", "matrix too large for the blocked SVD");
   const int N = L.N;

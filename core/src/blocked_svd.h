@@ -31,7 +31,10 @@ struct BrdLayout {
 // The layout of an m x n call: the bidiagonalisation's regions, those of the back-
 // transformations and of U_B, V_B when `vectors`, those around the solver when `solver` (its
 // scratch only when it is linked in).
-BrdLayout brd_layout(int64_t m, int64_t n, bool vectors, bool solver, const Options &o);
+// batch: the call's (brd_res's hand-off region is sized per matrix for the groups a chunk of
+// min(batch, brd_res_max_batch) matrices gives each).
+BrdLayout brd_layout(int64_t m, int64_t n, bool vectors, bool solver, const Options &o,
+                     int64_t batch = 1);
 // Scan and load of the call's input into W (M x N, ld M): A, or A^T when wide; fills the stat
 // slot at L.vec.
 ml_status brd_load(const Chunk &ch, const Options &o, const BrdLayout &L);
