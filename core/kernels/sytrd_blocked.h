@@ -37,6 +37,9 @@
 #include "blocked_common.h"
 #include "householder.h"
 
+// Outputs a simdgroup of the tiled trd_symv sums at once.
+#define ML_TRD_SYMV_BLK 8
+
 // Offsets in the vectors operand of an n x n problem.
 #define ML_TRD_D(n) 0
 #define ML_TRD_E(n) (n)
@@ -261,42 +264,74 @@ ML_FN void ml_trd_symv_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
     }
   }
   const int t0 = g * per, t1 = t0 + per < outs ? t0 + per : outs;
-  // Rows of this simdgroup's share of every output (all rows when not tiled).
-  const int seg = tiled ? ((r + nsg - 1) / nsg + 31) / 32 * 32 : r;
-  const int k0 = tiled ? sid * seg : 0, k1 = k0 + seg < r ? k0 + seg : r;
   float yv = 0.0f;  // y_t v_t of the outputs this lane finishes
-  for (int t = tiled ? t0 : t0 + sid; t < t1; t += tiled ? 1 : nsg) {
-    ML_DEVICE const float *col;
-    if (t < r) col = A + (ml_i64)(r0 + t) * ld + r0;
-    else if (t < r + c) col = V + (ml_i64)(t - r) * ldp + r0;
-    else col = W + (ml_i64)(t - r - c) * ldp + r0;
-    // Four loads in flight per lane (the product is bound by the memory latency).
-    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-    int k = k0 + sl;
-    if (staged) {
-      for (; k + 96 < k1; k += 128) {
-        a0 = ml_fma(col[k], vs[k], a0);
-        a1 = ml_fma(col[k + 32], vs[k + 32], a1);
-        a2 = ml_fma(col[k + 64], vs[k + 64], a2);
-        a3 = ml_fma(col[k + 96], vs[k + 96], a3);
-      }
-      for (; k < k1; k += 32) a0 = ml_fma(col[k], vs[k], a0);
-    } else {
-      for (; k < k1; k += 32) a0 = ml_fma(col[k], k == 0 ? 1.0f : x[k] * hs, a0);
-    }
-    const float s = ml_simd_sum(ctx, (a0 + a2) + (a1 + a3));
-    if (tiled) {
-      if (sl == 0) tp[(t - t0) * nsg + sid] = s;
-    } else if (sl == 0) {
-      ml_trd_symv_put(vec, n, r, r0, c, jb, t, s, x, hs, &yv);
-    }
-  }
   if (tiled) {
+    // Each simdgroup a slice of the rows of every output, ML_TRD_SYMV_BLK outputs at a time:
+    // per pass over the slice 2 x ML_TRD_SYMV_BLK independent loads in flight per lane (the
+    // product is bound by the memory latency, not the bandwidth, when a lane waits on a few
+    // loads at a time), and each entry of v read once per block.
+    const int seg = ((r + nsg - 1) / nsg + 31) / 32 * 32;
+    const int k0 = sid * seg, k1 = k0 + seg < r ? k0 + seg : r;
+    for (int tb = t0; tb < t1; tb += ML_TRD_SYMV_BLK) {
+      const int cnt = t1 - tb < ML_TRD_SYMV_BLK ? t1 - tb : ML_TRD_SYMV_BLK;
+      ml_i64 co[ML_TRD_SYMV_BLK];  // the block's columns (row r0), offsets into ws
+      float acc[ML_TRD_SYMV_BLK];
+      for (int j = 0; j < ML_TRD_SYMV_BLK; ++j) {
+        const int t = j < cnt ? tb + j : tb;
+        ML_DEVICE const float *col;
+        if (t < r) col = A + (ml_i64)(r0 + t) * ld + r0;
+        else if (t < r + c) col = V + (ml_i64)(t - r) * ldp + r0;
+        else col = W + (ml_i64)(t - r - c) * ldp + r0;
+        co[j] = col - ws;
+        acc[j] = 0.0f;
+      }
+      int k = k0 + sl;
+      for (; k + 32 < k1; k += 64) {
+        const float v0 = staged ? vs[k] : (k == 0 ? 1.0f : x[k] * hs);
+        const float v1 = staged ? vs[k + 32] : x[k + 32] * hs;
+        for (int j = 0; j < ML_TRD_SYMV_BLK; ++j)
+          if (j < cnt) acc[j] = ml_fma(ws[co[j] + k + 32], v1, ml_fma(ws[co[j] + k], v0, acc[j]));
+      }
+      if (k < k1) {
+        const float v0 = staged ? vs[k] : (k == 0 ? 1.0f : x[k] * hs);
+        for (int j = 0; j < ML_TRD_SYMV_BLK; ++j)
+          if (j < cnt) acc[j] = ml_fma(ws[co[j] + k], v0, acc[j]);
+      }
+      for (int j = 0; j < ML_TRD_SYMV_BLK; ++j) {
+        if (j >= cnt) break;
+        const float s = ml_simd_sum(ctx, acc[j]);
+        if (sl == 0) tp[(tb + j - t0) * nsg + sid] = s;
+      }
+    }
     ml_barrier(ctx);
     for (int t = t0 + lane; t < t1; t += gs) {
       float s = 0.0f;
       for (int w = 0; w < nsg; ++w) s += tp[(t - t0) * nsg + w];
       ml_trd_symv_put(vec, n, r, r0, c, jb, t, s, x, hs, &yv);
+    }
+  } else {
+    // One simdgroup per output, the whole column.
+    for (int t = t0 + sid; t < t1; t += nsg) {
+      ML_DEVICE const float *col;
+      if (t < r) col = A + (ml_i64)(r0 + t) * ld + r0;
+      else if (t < r + c) col = V + (ml_i64)(t - r) * ldp + r0;
+      else col = W + (ml_i64)(t - r - c) * ldp + r0;
+      // Four loads in flight per lane.
+      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+      int k = sl;
+      if (staged) {
+        for (; k + 96 < r; k += 128) {
+          a0 = ml_fma(col[k], vs[k], a0);
+          a1 = ml_fma(col[k + 32], vs[k + 32], a1);
+          a2 = ml_fma(col[k + 64], vs[k + 64], a2);
+          a3 = ml_fma(col[k + 96], vs[k + 96], a3);
+        }
+        for (; k < r; k += 32) a0 = ml_fma(col[k], vs[k], a0);
+      } else {
+        for (; k < r; k += 32) a0 = ml_fma(col[k], k == 0 ? 1.0f : x[k] * hs, a0);
+      }
+      const float s = ml_simd_sum(ctx, (a0 + a2) + (a1 + a3));
+      if (sl == 0) ml_trd_symv_put(vec, n, r, r0, c, jb, t, s, x, hs, &yv);
     }
   }
   yv = ml_group_sum(ctx, yv, red);

@@ -74,6 +74,10 @@ struct Options {
   // chunks of up to trd_panel_max_batch matrices (0: any).
   int trd_panel_groups = 0;
   int trd_panel_max_batch = 0;
+  // trd_panel's symv tiled (1: each simdgroup a slice of the rows of the item's outputs, eight
+  // outputs at a time, the loads of eight columns in flight together) or not (0: one
+  // simdgroup per output over the whole column).
+  int trd_panel_tiled = 1;
   // eigh's tridiagonalisation with the trailing matrix resident in the groups' shared memory
   // (trd_res, core/kernels/sytrd_resident.h) for chunks of at most trd_res_max_batch matrices
   // (0: never): trd_res_groups groups in all, each of trd_res_lanes lanes (all must run at once:

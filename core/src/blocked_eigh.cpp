@@ -45,6 +45,7 @@ struct TrdPlan {
   int sg;        // trd_symv: lanes
   int per;       // trd_symv: outputs per group (tiled; 0: from the size), -1: untiled
   int panel;     // trd_panel's groups (0: a launch per step)
+  bool tiled;    // trd_panel's symv tiled
 };
 
 TrdPlan trd_plan(const Options &o, int64_t batch, int n) {
@@ -55,6 +56,7 @@ TrdPlan trd_plan(const Options &o, int64_t batch, int n) {
   t.sg = std::max(1, std::min(env_or("METAL_LINALG_TRD_SYMV_LANES", kSymvLanes), o.max_group));
   t.per = env_or("METAL_LINALG_TRD_SYMV_PER", o.trd_symv_per);
   t.panel = env_or("METAL_LINALG_TRD_PANEL_GROUPS", o.trd_panel_groups);
+  t.tiled = env_or("METAL_LINALG_TRD_PANEL_TILED", o.trd_panel_tiled) != 0;
   // -1: parallel_groups, twice that from batch x n = 4096 outputs per column (measured on the
   // H200: 264 groups fastest at 512..2048 x1, 528 at 4096 x1 and 1024 x8 .. 512 x64).
   if (t.panel < 0)
@@ -81,7 +83,7 @@ ml_status trd_panel(const Chunk &ch, const TrdPlan &tp, ml_step_params p, int n,
   ml_status st;
   if ((st = ch.launch(kStep_trd_panel, 1, 32, 0, p))) return st;
   p.m = tp.rows;
-  p.flags = stage;
+  p.flags = stage | (tp.tiled ? 2 : 0);
   p.i[1] = shared;
   p.i[3] = per;
   const int64_t items = ch.batch * std::max<int64_t>((n - j0 + tp.rows - 1) / tp.rows,
