@@ -65,6 +65,13 @@ struct ml_cuda_step_bounds<ml_cuda_step_id_larfb_cols> {
   static constexpr int lanes = 256, groups = 2;
 };
 
+// trd_panel with the registers of at most 256 lanes (128 a lane; trd_panel under the general
+// bound gets 64 and spills).
+template <>
+struct ml_cuda_step_bounds<ml_cuda_step_id_trd_panel_r> {
+  static constexpr int lanes = 256, groups = 2;
+};
+
 #define ML_CUDA_STEP_ENTRY(name, fn)                                                       \
   __global__ void __launch_bounds__(ml_cuda_step_bounds<ml_cuda_step_id_##name>::lanes,    \
                                     ml_cuda_step_bounds<ml_cuda_step_id_##name>::groups)   \

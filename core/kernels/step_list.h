@@ -67,7 +67,8 @@
   X(ls_getf2_r8, ml_step_ls_getf2_r8)   \
   X(ls_getf2_r16, ml_step_ls_getf2_r16) \
   X(ls_getf2_r32, ml_step_ls_getf2_r32) \
-  X(ls_laswp_blk, ml_step_ls_laswp_blk)
+  X(ls_laswp_blk, ml_step_ls_laswp_blk) \
+  X(trd_panel_r, ml_step_trd_panel)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

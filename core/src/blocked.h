@@ -78,6 +78,9 @@ struct Options {
   // outputs at a time, the loads of eight columns in flight together) or not (0: one
   // simdgroup per output over the whole column).
   int trd_panel_tiled = 1;
+  // trd_panel's groups of at most 256 lanes as step trd_panel_r (a backend may give that step
+  // more registers a lane).
+  int trd_panel_regs = 0;
   // eigh's tridiagonalisation with the trailing matrix resident in the groups' shared memory
   // (trd_res, core/kernels/sytrd_resident.h) for chunks of at most trd_res_max_batch matrices
   // (0: never): trd_res_groups groups in all, each of trd_res_lanes lanes (all must run at once:

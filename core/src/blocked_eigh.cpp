@@ -46,6 +46,7 @@ struct TrdPlan {
   int per;       // trd_symv: outputs per group (tiled; 0: from the size), -1: untiled
   int panel;     // trd_panel's groups (0: a launch per step)
   bool tiled;    // trd_panel's symv tiled
+  bool regs;     // trd_panel as step trd_panel_r (at most 256 lanes)
 };
 
 TrdPlan trd_plan(const Options &o, int64_t batch, int n) {
@@ -57,6 +58,7 @@ TrdPlan trd_plan(const Options &o, int64_t batch, int n) {
   t.per = env_or("METAL_LINALG_TRD_SYMV_PER", o.trd_symv_per);
   t.panel = env_or("METAL_LINALG_TRD_PANEL_GROUPS", o.trd_panel_groups);
   t.tiled = env_or("METAL_LINALG_TRD_PANEL_TILED", o.trd_panel_tiled) != 0;
+  t.regs = env_or("METAL_LINALG_TRD_PANEL_REGS", o.trd_panel_regs) != 0 && t.ug <= 256;
   // -1: parallel_groups, twice that from batch x n = 4096 outputs per column (measured on the
   // H200: 264 groups fastest at 512..2048 x1, 528 at 4096 x1 and 1024 x8 .. 512 x64).
   if (t.panel < 0)
@@ -88,7 +90,8 @@ ml_status trd_panel(const Chunk &ch, const TrdPlan &tp, ml_step_params p, int n,
   p.i[3] = per;
   const int64_t items = ch.batch * std::max<int64_t>((n - j0 + tp.rows - 1) / tp.rows,
                                                      (outs + per - 1) / per);
-  return ch.launch(kStep_trd_panel, std::min<int64_t>(tp.panel, items), gs, shared + 1, p);
+  return ch.launch(tp.regs ? kStep_trd_panel_r : kStep_trd_panel,
+                   std::min<int64_t>(tp.panel, items), gs, shared + 1, p);
 }
 
 // The resident tridiagonalisation (trd_res) of a chunk: from column k0 (a panel boundary, n:

@@ -233,6 +233,9 @@ int suite_sytrd() {
     fused_big.trd_panel_groups = 5;
     fused_big.trd_panel_tiled = tiled;
     sytrd_case(rep, worst, 97, ML_K_LOWER, fused_big, rng, false);
+    // As step trd_panel_r (the same kernel under another launch bound).
+    fused_big.trd_panel_regs = 1;
+    sytrd_case(rep, worst, 65, ML_K_UPPER, fused_big, rng, false);
   }
   // The panels' groups on concurrent threads: the tickets and the items-done word under real
   // concurrency (the runner runs groups in turn).
