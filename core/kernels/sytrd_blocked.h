@@ -37,9 +37,6 @@
 #include "blocked_common.h"
 #include "householder.h"
 
-// Outputs a simdgroup of the tiled trd_symv sums at once.
-#define ML_TRD_SYMV_BLK 8
-
 // Offsets in the vectors operand of an n x n problem.
 #define ML_TRD_D(n) 0
 #define ML_TRD_E(n) (n)
@@ -264,74 +261,42 @@ ML_FN void ml_trd_symv_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
     }
   }
   const int t0 = g * per, t1 = t0 + per < outs ? t0 + per : outs;
+  // Rows of this simdgroup's share of every output (all rows when not tiled).
+  const int seg = tiled ? ((r + nsg - 1) / nsg + 31) / 32 * 32 : r;
+  const int k0 = tiled ? sid * seg : 0, k1 = k0 + seg < r ? k0 + seg : r;
   float yv = 0.0f;  // y_t v_t of the outputs this lane finishes
-  if (tiled) {
-    // Each simdgroup a slice of the rows of every output, ML_TRD_SYMV_BLK outputs at a time:
-    // per pass over the slice 2 x ML_TRD_SYMV_BLK independent loads in flight per lane (the
-    // product is bound by the memory latency, not the bandwidth, when a lane waits on a few
-    // loads at a time), and each entry of v read once per block.
-    const int seg = ((r + nsg - 1) / nsg + 31) / 32 * 32;
-    const int k0 = sid * seg, k1 = k0 + seg < r ? k0 + seg : r;
-    for (int tb = t0; tb < t1; tb += ML_TRD_SYMV_BLK) {
-      const int cnt = t1 - tb < ML_TRD_SYMV_BLK ? t1 - tb : ML_TRD_SYMV_BLK;
-      ml_i64 co[ML_TRD_SYMV_BLK];  // the block's columns (row r0), offsets into ws
-      float acc[ML_TRD_SYMV_BLK];
-      for (int j = 0; j < ML_TRD_SYMV_BLK; ++j) {
-        const int t = j < cnt ? tb + j : tb;
-        ML_DEVICE const float *col;
-        if (t < r) col = A + (ml_i64)(r0 + t) * ld + r0;
-        else if (t < r + c) col = V + (ml_i64)(t - r) * ldp + r0;
-        else col = W + (ml_i64)(t - r - c) * ldp + r0;
-        co[j] = col - ws;
-        acc[j] = 0.0f;
+  for (int t = tiled ? t0 : t0 + sid; t < t1; t += tiled ? 1 : nsg) {
+    ML_DEVICE const float *col;
+    if (t < r) col = A + (ml_i64)(r0 + t) * ld + r0;
+    else if (t < r + c) col = V + (ml_i64)(t - r) * ldp + r0;
+    else col = W + (ml_i64)(t - r - c) * ldp + r0;
+    // Four loads in flight per lane (the product is bound by the memory latency).
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    int k = k0 + sl;
+    if (staged) {
+      for (; k + 96 < k1; k += 128) {
+        a0 = ml_fma(col[k], vs[k], a0);
+        a1 = ml_fma(col[k + 32], vs[k + 32], a1);
+        a2 = ml_fma(col[k + 64], vs[k + 64], a2);
+        a3 = ml_fma(col[k + 96], vs[k + 96], a3);
       }
-      int k = k0 + sl;
-      for (; k + 32 < k1; k += 64) {
-        const float v0 = staged ? vs[k] : (k == 0 ? 1.0f : x[k] * hs);
-        const float v1 = staged ? vs[k + 32] : x[k + 32] * hs;
-        for (int j = 0; j < ML_TRD_SYMV_BLK; ++j)
-          if (j < cnt) acc[j] = ml_fma(ws[co[j] + k + 32], v1, ml_fma(ws[co[j] + k], v0, acc[j]));
-      }
-      if (k < k1) {
-        const float v0 = staged ? vs[k] : (k == 0 ? 1.0f : x[k] * hs);
-        for (int j = 0; j < ML_TRD_SYMV_BLK; ++j)
-          if (j < cnt) acc[j] = ml_fma(ws[co[j] + k], v0, acc[j]);
-      }
-      for (int j = 0; j < ML_TRD_SYMV_BLK; ++j) {
-        if (j >= cnt) break;
-        const float s = ml_simd_sum(ctx, acc[j]);
-        if (sl == 0) tp[(tb + j - t0) * nsg + sid] = s;
-      }
+      for (; k < k1; k += 32) a0 = ml_fma(col[k], vs[k], a0);
+    } else {
+      for (; k < k1; k += 32) a0 = ml_fma(col[k], k == 0 ? 1.0f : x[k] * hs, a0);
     }
+    const float s = ml_simd_sum(ctx, (a0 + a2) + (a1 + a3));
+    if (tiled) {
+      if (sl == 0) tp[(t - t0) * nsg + sid] = s;
+    } else if (sl == 0) {
+      ml_trd_symv_put(vec, n, r, r0, c, jb, t, s, x, hs, &yv);
+    }
+  }
+  if (tiled) {
     ml_barrier(ctx);
     for (int t = t0 + lane; t < t1; t += gs) {
       float s = 0.0f;
       for (int w = 0; w < nsg; ++w) s += tp[(t - t0) * nsg + w];
       ml_trd_symv_put(vec, n, r, r0, c, jb, t, s, x, hs, &yv);
-    }
-  } else {
-    // One simdgroup per output, the whole column.
-    for (int t = t0 + sid; t < t1; t += nsg) {
-      ML_DEVICE const float *col;
-      if (t < r) col = A + (ml_i64)(r0 + t) * ld + r0;
-      else if (t < r + c) col = V + (ml_i64)(t - r) * ldp + r0;
-      else col = W + (ml_i64)(t - r - c) * ldp + r0;
-      // Four loads in flight per lane.
-      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-      int k = sl;
-      if (staged) {
-        for (; k + 96 < r; k += 128) {
-          a0 = ml_fma(col[k], vs[k], a0);
-          a1 = ml_fma(col[k + 32], vs[k + 32], a1);
-          a2 = ml_fma(col[k + 64], vs[k + 64], a2);
-          a3 = ml_fma(col[k + 96], vs[k + 96], a3);
-        }
-        for (; k < r; k += 32) a0 = ml_fma(col[k], vs[k], a0);
-      } else {
-        for (; k < r; k += 32) a0 = ml_fma(col[k], k == 0 ? 1.0f : x[k] * hs, a0);
-      }
-      const float s = ml_simd_sum(ctx, (a0 + a2) + (a1 + a3));
-      if (sl == 0) ml_trd_symv_put(vec, n, r, r0, c, jb, t, s, x, hs, &yv);
     }
   }
   yv = ml_group_sum(ctx, yv, red);
@@ -358,13 +323,29 @@ ML_FN void ml_step_trd_symv(ML_STEP_ARGS) {
 // i[2] = jb; p.m: rows per update item (as trd_update); i[3]: outputs per symv item (tiled, as
 // trd_symv with flags 2); flags 1: v staged (trd_symv); i[1]: the scratch float past both
 // steps' shared floats that holds the group's ticket. flags 4: only zero the two words (one
-// group), before the panel's launch.
+// group), before the panel's launch. flags 8 (striped): the items done counted in
+// ML_TRD_PANEL_STRIPES words instead of one (item t adds to word t mod ML_TRD_PANEL_STRIPES, 32
+// bytes apart, from float 32 of off[3]; with flags 4 these are zeroed too), and a waiting group's
+// first simdgroup polls one word a lane until each holds its share of the tickets below the
+// phase's first: the same condition, with the increments and polls of the device's groups spread
+// over several words instead of serialised on one.
+#define ML_TRD_PANEL_STRIPES 32
+#define ML_TRD_PANEL_STRIPE(sync, s) ((sync) + 32 + 8 * (s))
+// Floats of off[3] trd_panel reads and writes (striped or not).
+ML_HOST_FN int ml_trd_panel_sync_floats(void) { return 32 + 8 * ML_TRD_PANEL_STRIPES; }
+
 ML_FN void ml_step_trd_panel(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   ML_DEVICE float *sync = ws + p.off[3];
+  const bool striped = (p.flags & 8) != 0;
   if ((p.flags & 4) != 0) {
-    if (ctx.group_id == 0 && ctx.lane < 2) sync[ctx.lane] = 0.0f;
+    if (ctx.group_id == 0) {
+      if (ctx.lane < 2) sync[ctx.lane] = 0.0f;
+      if (striped)
+        for (int s = ctx.lane; s < ML_TRD_PANEL_STRIPES; s += ctx.group_size)
+          ML_TRD_PANEL_STRIPE(sync, s)[0] = 0.0f;
+    }
     return;
   }
   const int n = p.n, j0 = p.i[0], jb = p.i[2], per = p.i[3], lane = ctx.lane;
@@ -383,10 +364,23 @@ ML_FN void ml_step_trd_panel(ML_STEP_ARGS) {
     const int c = (int)(tk / col);
     ml_u32 rem = tk - (ml_u32)c * col;
     const bool symv = rem >= nu;
-    if (lane == 0) {
-      const ml_u32 start = (ml_u32)c * col + (symv ? nu : 0u);
-      ml_u32 seen = 0;
-      while (seen < start) seen = ml_load_acquire_u32(sync + 1);
+    const ml_u32 start = (ml_u32)c * col + (symv ? nu : 0u);
+    if (!striped) {
+      if (lane == 0) {
+        ml_u32 seen = 0;
+        while (seen < start) seen = ml_load_acquire_u32(sync + 1);
+      }
+    } else if (lane < 32) {  // the first simdgroup (uniform loop: every lane polls until all hold)
+      // Tickets t < start with t mod STRIPES = lane (0 for lanes past the stripes).
+      const ml_u32 s = (ml_u32)lane;
+      const ml_u32 want = s < ML_TRD_PANEL_STRIPES && s < start
+                              ? (start - s + ML_TRD_PANEL_STRIPES - 1) / ML_TRD_PANEL_STRIPES
+                              : 0u;
+      ML_DEVICE float *w = ML_TRD_PANEL_STRIPE(sync, s < ML_TRD_PANEL_STRIPES ? s : 0u);
+      for (;;) {
+        const float short_ = want > 0u && ml_load_acquire_u32(w) < want ? 1.0f : 0.0f;
+        if (ml_simd_max(ctx, short_) == 0.0f) break;
+      }
     }
     ml_barrier_device(ctx);
     if (!symv) {
@@ -402,7 +396,10 @@ ML_FN void ml_step_trd_panel(ML_STEP_ARGS) {
                        ml_trd_update_groups(n, j0, c, jb, rl));
     }
     ml_barrier_device(ctx);
-    if (lane == 0) ml_atomic_add_release_u32(sync + 1, 1u);
+    if (lane == 0)
+      ml_atomic_add_release_u32(striped ? ML_TRD_PANEL_STRIPE(sync, tk % ML_TRD_PANEL_STRIPES)
+                                        : sync + 1,
+                                1u);
   }
 }
 
