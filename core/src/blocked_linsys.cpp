@@ -14,6 +14,9 @@
 //    (ls_trsm), then the rows still to solve updated by one product; solve: the pivots applied
 //    to B, L then U (A X = B), or U^T, L^T and the pivots in reverse (X A = B, which is
 //    A^T X^T = B^T: B's row-major rows are the columns of B^T, loaded as they lie); inv: B = I.
+// The GEMM-rich forms (Options::ls_gemm_form, the default; the forms above with 0) of the
+// Cholesky and the triangular solves replace the substitutions over panels and right-hand
+// sides by products with inverted diagonal blocks: run_cholesky_gemm and ls_trsm_gemm_rows.
 #include "blocked_impl.h"
 
 namespace ml::blocked {
