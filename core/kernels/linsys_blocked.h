@@ -216,6 +216,118 @@ ML_FN void ml_step_ls_potrf(ML_STEP_ARGS) {
   }
 }
 
+// ---- the GEMM-rich forms (Options::ls_gemm_form): inverted diagonal blocks ----
+
+// X = T^-1 for the n x n lower triangular T in S (S[i * ld + j], j <= i; its diagonal in
+// diag[i], or ones when unit: S's own diagonal is not read), by forward substitution on the
+// columns of the identity, right-looking, all columns at once (a barrier per row): step k
+// subtracts T(i, k) X(k, c) from the rows i > k of every column c <= k, and row k + 1 is then
+// divided by its diagonal; each column's operations are those of its own substitution. X's
+// strictly lower part goes to S's upper triangle (X(i, c) at S[c * ld + i]), its diagonal to
+// xd[c]. Needs a barrier of the caller's before (S, diag published); ends with one.
+ML_FN void ml_lsb_trinv(ML_CTX ctx, ML_SHARED float *S, int ld, int n, int unit,
+                        ML_SHARED const float *diag, ML_SHARED float *xd) {
+  const int lane = ctx.lane, gs = ctx.group_size;
+  for (int e = lane; e < n * n; e += gs) {
+    const int c = e / n, i = e - c * n;
+    if (i > c) S[c * ld + i] = 0.0f;
+    if (i == c) xd[c] = unit ? 1.0f : 1.0f / diag[c];
+  }
+  ml_barrier(ctx);
+  for (int k = 0; k + 1 < n; ++k) {
+    const int rows = n - 1 - k, cols = k + 1;
+    const float dn = unit ? 1.0f : diag[k + 1];
+    for (int e = lane; e < rows * cols; e += gs) {
+      const int r = e / cols, c = e - r * cols, i = k + 1 + r;
+      const float xk = c == k ? xd[k] : S[c * ld + k];
+      float v = S[c * ld + i] - S[i * ld + k] * xk;
+      if (i == k + 1 && !unit) v /= dn;
+      S[c * ld + i] = v;
+    }
+    ml_barrier(ctx);
+  }
+}
+
+// ls_potrf_inv: ls_potrf's contract for the diagonal block at k0 = p.i[0] of jb = p.n columns
+// (any jb whose shared memory fits), and the upper triangle of the block := L11^T (the factor's
+// transpose: the GEMM-rich Cholesky keeps L^T in W's upper triangle), and operand 2 (ld[2])
+// := L11^-1 (jb x jb, zeros above the diagonal), by ml_lsb_trinv on the factor in shared
+// memory. Failing and skipped matrices as ls_potrf (nothing written). Groups: batch. Shared:
+// ml_lsb_potrf_inv_shared_floats(jb).
+ML_HOST_FN int ml_lsb_potrf_inv_shared_floats(int jb) {
+  return jb * ml_shared_ld(jb) + 2 * jb + 32;
+}
+ML_FN void ml_step_ls_potrf_inv(ML_STEP_ARGS) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const ml_i64 b = ctx.group_id;
+  ML_DEVICE float *st = ws + p.off[0] + b * p.stride[0];
+  if (st[1] != 0.0f || st[2] != 0.0f) return;  // the same on every lane
+  const int jb = p.n, k0 = p.i[0], ld = ml_shared_ld(jb), ldw = p.ld[1], ldy = p.ld[2];
+  ML_DEVICE float *D = ws + p.off[1] + b * p.stride[1] + (ml_i64)k0 * ldw + k0;
+  ML_DEVICE float *Y = ws + p.off[2] + b * p.stride[2];
+  ML_SHARED float *S = ctx.scratch;
+  ML_SHARED float *sq = S + jb * ld;
+  ML_SHARED float *xd = sq + jb;
+  for (int e = ctx.lane; e < jb * jb; e += ctx.group_size) {
+    const int j = e / jb, i = e - j * jb;  // down W's columns
+    if (i >= j) S[i * ld + j] = D[(ml_i64)j * ldw + i];
+  }
+  ml_barrier(ctx);
+  const int status = ml_ls_potf2(ctx, S, ld, jb, sq);
+  if (status != 0) {
+    if (ctx.lane == 0) st[2] = (float)(k0 + status);
+    return;
+  }
+  for (int e = ctx.lane; e < jb * jb; e += ctx.group_size) {
+    const int j = e / jb, i = e - j * jb;
+    const float v = i > j ? S[i * ld + j] : i == j ? sq[i] : S[j * ld + i];
+    D[(ml_i64)j * ldw + i] = v;  // L11 below the diagonal, L11^T above it
+  }
+  ml_barrier(ctx);  // S's upper triangle read above before ml_lsb_trinv overwrites it
+  ml_lsb_trinv(ctx, S, ld, jb, 0, sq, xd);
+  for (int e = ctx.lane; e < jb * jb; e += ctx.group_size) {
+    const int j = e / jb, i = e - j * jb;
+    Y[(ml_i64)j * ldy + i] = i > j ? S[j * ld + i] : i == j ? xd[i] : 0.0f;
+  }
+}
+
+// ls_trtri: the inverses of op(T)'s diagonal blocks, all at once: T (operand 1, p.n x p.n,
+// ld[1]) with ls_trsm's flags (ML_LSB_T_LOWER / _UNIT / _TRANS: of op(T); only that triangle
+// read), blocks of nb = p.k rows from row 0 (the last one jb = p.n - q nb); block q's inverse
+// Y_q = op(T)(kb.., kb..)^-1 (jb x jb, zeros outside its triangle) at operand 2 + q nb^2 (ld nb).
+// An upper op(T) is inverted as the lower J op(T) J (J the reversal: backward substitution).
+// Groups: batch x ceil(p.n / nb), a block each. Shared: ml_lsb_potrf_inv_shared_floats(nb).
+ML_FN void ml_step_ls_trtri(ML_STEP_ARGS) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const int n = p.n, nb = p.k, f = p.flags;
+  const ml_i64 per = (n + nb - 1) / nb;
+  const ml_i64 b = ctx.group_id / per;
+  const int q = (int)(ctx.group_id - b * per), kb = q * nb, jb = ml_imin(nb, n - kb);
+  const int lower = (f & ML_LSB_T_LOWER) != 0, unit = (f & ML_LSB_T_UNIT) != 0;
+  const int trans = (f & ML_LSB_T_TRANS) != 0, ld = ml_shared_ld(jb), ldt = p.ld[1];
+  ML_DEVICE const float *T = ws + p.off[1] + b * p.stride[1] + (ml_i64)kb * ldt + kb;
+  ML_DEVICE float *Y = ws + p.off[2] + b * p.stride[2] + (ml_i64)q * nb * nb;
+  ML_SHARED float *S = ctx.scratch;  // S[i * ld + j] = op(T)(map i, map j), j <= i
+  ML_SHARED float *dg = S + jb * ld;
+  ML_SHARED float *xd = dg + jb;
+  for (int e = ctx.lane; e < jb * jb; e += ctx.group_size) {
+    const int c = e / jb, r = e - c * jb;  // T(r, c), down T's columns
+    const int oi = trans ? c : r, oj = trans ? r : c;  // op(T)(oi, oj)
+    const int i = lower ? oi : jb - 1 - oi, j = lower ? oj : jb - 1 - oj;
+    if (i > j) S[i * ld + j] = T[(ml_i64)c * ldt + r];
+    if (i == j && !unit) dg[i] = T[(ml_i64)c * ldt + r];
+  }
+  ml_barrier(ctx);
+  ml_lsb_trinv(ctx, S, ld, jb, unit, dg, xd);
+  for (int e = ctx.lane; e < jb * jb; e += ctx.group_size) {
+    const int c = e / jb, r = e - c * jb;  // Y(r, c)
+    const int i = lower ? r : jb - 1 - r, j = lower ? c : jb - 1 - c;
+    Y[(ml_i64)c * nb + r] = i > j ? S[j * ld + i] : i == j ? xd[i] : 0.0f;
+  }
+}
+
 // ls_getf2: the panel of columns [k0, k0 + jb) of W (operand 1, p.m rows, ld[1]; k0 =
 // p.i[0], jb = p.n) over its rows k0.. := its LU factorization with partial pivoting in
 // place, in device memory by one group (sgetf2): per column the pivot search over the group

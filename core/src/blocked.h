@@ -166,6 +166,18 @@ struct Options {
   // bound, so that 4096 x 4096 solves keep 8 matrices in flight under max_workspace_bytes).
   int ls_rhs_wide = 0;
   int64_t ls_rhs_wide_floats = int64_t{1} << 23;
+  // The GEMM-rich forms of the Cholesky and the triangular solves (1, the default; 0: the
+  // forms above, a diagonal block's substitution by ls_trsm per block of ls_nb). Cholesky:
+  // per block column the diagonal block factored and inverted by one group (ls_potrf_inv),
+  // the panel as a product with the inverse (kept transposed in W's upper triangle), the
+  // trailing update a product. Triangular solves: every diagonal block of op(T) inverted in
+  // one launch (ls_trtri), then a recursive block substitution: a leaf's rows X = inverse x
+  // right-hand sides (a product into a second right-hand side buffer), halves joined by one
+  // product (k = the half's rows), so most of the work runs in a few large products. The
+  // blocks' width: ls_gemm_nb (0: ls_nb; any width whose blocks fit the group's shared
+  // memory, shared_floats).
+  int ls_gemm_form = 1;
+  int ls_gemm_nb = 0;
   // Divide and conquer: the secular equation's roots a simdgroup each (instead of a lane) in the
   // levels with at most this many merges over the chunk (0: never).
   int dc_secular_simd = 0;

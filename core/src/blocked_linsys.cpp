@@ -14,6 +14,9 @@
 //    (ls_trsm), then the rows still to solve updated by one product; solve: the pivots applied
 //    to B, L then U (A X = B), or U^T, L^T and the pivots in reverse (X A = B, which is
 //    A^T X^T = B^T: B's row-major rows are the columns of B^T, loaded as they lie); inv: B = I.
+// The GEMM-rich forms (Options::ls_gemm_form, the default; the forms above with 0) of the
+// Cholesky and the triangular solves replace the substitutions over panels and right-hand
+// sides by products with inverted diagonal blocks: run_cholesky_gemm and ls_trsm_gemm_rows.
 #include "blocked_impl.h"
 
 namespace ml::blocked {
@@ -21,6 +24,12 @@ namespace {
 
 struct LsLayout {
   int64_t stat = 0, w = 0, piv = 0, b = 0;
+  // The GEMM-rich forms (gemm): the second right-hand side buffer x (= b in the former forms,
+  // which solve in place) and the inverted diagonal blocks (dinv, of nbg rows; two sets for
+  // the LU solves: L's at dinv, U's at dinv2; cholesky's one block).
+  bool gemm = false;
+  int nbg = 0;
+  int64_t x = 0, dinv = 0, dinv2 = 0;
   int m = 0, n = 0, k = 0;
   int64_t nrhs = 0;  // right-hand side columns (0: none)
   int rc = 0;        // columns per pass of the right-hand sides (reserved whatever nrhs)
@@ -30,6 +39,19 @@ struct LsLayout {
 bool lu_op(int32_t op) { return op == ML_OP_LU_FACTOR || op == ML_OP_SOLVE || op == ML_OP_INV; }
 
 int ls_nb(const Options &o) { return std::max(1, std::min(o.ls_nb, ML_LSB_MAX_NB)); }
+
+// Whether the GEMM-rich forms run (Options::ls_gemm_form, METAL_LINALG_LS_GEMM_FORM: 0 the
+// former forms, 1 the GEMM-rich ones), and their blocks' width (METAL_LINALG_LS_GEMM_NB, 0:
+// ls_nb), narrowed until a block fits the group's shared memory.
+bool ls_gemm_form(const Options &o) {
+  return env_or("METAL_LINALG_LS_GEMM_FORM", o.ls_gemm_form) != 0;
+}
+int ls_gemm_nb(const Options &o) {
+  const int v = env_or("METAL_LINALG_LS_GEMM_NB", o.ls_gemm_nb);
+  int nb = std::max(1, std::min(v > 0 ? v : ls_nb(o), 1024));
+  while (nb > 1 && ml_lsb_potrf_inv_shared_floats(nb) > o.shared_floats) --nb;
+  return nb;
+}
 
 LsLayout ls_layout(const Call &c, const Options &o) {
   LsLayout L;
@@ -46,11 +68,25 @@ LsLayout ls_layout(const Call &c, const Options &o) {
       cols, (c.op == ML_OP_INV ? o.ls_rhs_floats : o.ls_rhs_wide_floats) / std::max(L.n, 1));
   L.rc = static_cast<int>(c.op == ML_OP_INV || o.ls_rhs_wide ? std::min<int64_t>(L.n, wide)
                                                               : cols);
+  L.gemm = c.op != ML_OP_LU_FACTOR && ls_gemm_form(o);
+  L.nbg = ls_gemm_nb(o);
   Slice s;
   L.stat = s.add(ML_STAT_FLOATS);
   L.w = s.add(int64_t{L.m} * L.n);
   if (lu_op(c.op)) L.piv = s.add(L.k);
-  if (c.op != ML_OP_CHOLESKY && c.op != ML_OP_LU_FACTOR) L.b = s.add(int64_t{L.n} * L.rc);
+  if (c.op != ML_OP_CHOLESKY && c.op != ML_OP_LU_FACTOR) {
+    L.b = s.add(int64_t{L.n} * L.rc);
+    L.x = L.gemm ? s.add(int64_t{L.n} * L.rc) : L.b;
+  }
+  if (L.gemm) {
+    const int64_t blocks = (L.n + L.nbg - 1) / L.nbg;
+    if (c.op == ML_OP_CHOLESKY) {
+      L.dinv = s.add(int64_t{L.nbg} * L.nbg);
+    } else {
+      L.dinv = s.add(blocks * L.nbg * L.nbg);
+      if (c.op != ML_OP_SOLVE_TRIANGULAR) L.dinv2 = s.add(blocks * L.nbg * L.nbg);
+    }
+  }
   L.floats = s.floats;
   return L;
 }
@@ -192,7 +228,106 @@ ml_status ls_trsm_blocked(const Chunk &ch, const Options &o, const LsLayout &L, 
   return ML_OK;
 }
 
+// The GEMM-rich triangular solves. The inverses of op(T)'s diagonal blocks of L.nbg rows (T n x
+// n at t, ld ldt; ML_LSB_T_* flags) into dinv, all at once (ls_trtri).
+ml_status ls_trtri(const Chunk &ch, const Options &o, const LsLayout &L, int64_t t, int ldt,
+                   int n, int flags, int64_t dinv) {
+  ml_step_params p = ls_params(L);
+  p.n = n;
+  p.k = L.nbg;
+  p.flags = flags;
+  p.off[1] = t;
+  p.ld[1] = ldt;
+  p.off[2] = dinv;
+  return ch.launch(kStep_ls_trtri, ch.batch * ((n + L.nbg - 1) / L.nbg), ls_lanes(o),
+                   ml_lsb_potrf_inv_shared_floats(L.nbg), p);
+}
+
+// op(T) X = B (T n x n at t, ld ldt; op(T) lower or upper, op(T) = T^T when trans) for the n x
+// ncols block B at b into X at x (both ld ldb; B is overwritten), by recursive block
+// substitution on the inverted diagonal blocks at dinv (ls_trtri's): rows [lo, hi) of one block
+// are X = Y_q B (a product); more blocks are split in two halves at a block boundary, the first
+// solved (the top for a lower op(T), the bottom for an upper one), the other's right-hand sides
+// less op(T)'s block between them times its X (one product, k = the first half's rows), then
+// the other solved.
+ml_status ls_trsm_gemm_rows(const Chunk &ch, const Options &o, const LsLayout &L, int64_t t,
+                            int ldt, bool lower, bool trans, int64_t dinv, int64_t b, int64_t x,
+                            int ldb, int ncols, int lo, int hi) {
+  const int nbg = L.nbg, blocks = (hi - lo + nbg - 1) / nbg;
+  if (blocks <= 1)
+    return gemm(ch, o, 0, hi - lo, ncols, hi - lo, 1.0f, dinv + int64_t{lo / nbg} * nbg * nbg,
+                nbg, b + lo, ldb, 0.0f, x + lo, ldb);
+  const int mid = lo + blocks / 2 * nbg;
+  const int ta = trans ? ML_GEMM_TRANS_A : 0;
+  // op(T)'s block at rows r0.., columns c0..
+  auto opt = [&](int r0, int c0) {
+    return trans ? t + int64_t{r0} * ldt + c0 : t + int64_t{c0} * ldt + r0;
+  };
+  ml_status st;
+  if (lower) {
+    if ((st = ls_trsm_gemm_rows(ch, o, L, t, ldt, lower, trans, dinv, b, x, ldb, ncols, lo,
+                                mid)) ||
+        (st = gemm(ch, o, ta, hi - mid, ncols, mid - lo, -1.0f, opt(mid, lo), ldt, x + lo, ldb,
+                   1.0f, b + mid, ldb)))
+      return st;
+    return ls_trsm_gemm_rows(ch, o, L, t, ldt, lower, trans, dinv, b, x, ldb, ncols, mid, hi);
+  }
+  if ((st = ls_trsm_gemm_rows(ch, o, L, t, ldt, lower, trans, dinv, b, x, ldb, ncols, mid, hi)) ||
+      (st = gemm(ch, o, ta, mid - lo, ncols, hi - mid, -1.0f, opt(lo, mid), ldt, x + mid, ldb,
+                 1.0f, b + lo, ldb)))
+    return st;
+  return ls_trsm_gemm_rows(ch, o, L, t, ldt, lower, trans, dinv, b, x, ldb, ncols, lo, mid);
+}
+
+// op(T) X = B for the n x ncols block at b, X at x (the GEMM-rich form, dinv holding op(T)'s
+// inverted diagonal blocks), or in place at b by ls_trsm_blocked (the former form: x == b).
+ml_status ls_tri_solve(const Chunk &ch, const Options &o, const LsLayout &L, int64_t t, int ldt,
+                       int n, bool lower, bool unit, bool trans, int64_t dinv, int64_t b,
+                       int64_t x, int ldb, int ncols) {
+  if (!L.gemm) return ls_trsm_blocked(ch, o, L, t, ldt, n, lower, unit, trans, b, ldb, ncols);
+  return ls_trsm_gemm_rows(ch, o, L, t, ldt, lower, trans, dinv, b, x, ldb, ncols, 0, n);
+}
+
+// The GEMM-rich Cholesky, right-looking by blocks of L.nbg columns: the diagonal block factored
+// and inverted by one group (ls_potrf_inv: L11 below its diagonal, L11^T above it, L11^-1 at
+// L.dinv), the panel's transpose L21^T = L11^-1 A21^T into W's upper triangle (the block row
+// right of the diagonal block, which no later step touches), the trailing matrix A22 -= L21
+// L21^T (a full product as the former form's). The store reads L^T from W's upper triangle.
+ml_status run_cholesky_gemm(const Call &c, const Options &o, const Chunk &ch, const LsLayout &L) {
+  const int n = L.n, nb = L.nbg;
+  const bool upper = (c.flags & ML_LS_UPPER) != 0;
+  ml_status st;
+  if ((st = ls_init(ch, o, L)) ||
+      (st = ls_copy(ch, o, L, false, L.w, n, n, n, (upper ? ML_LSB_STRAIGHT : 0) | ML_LSB_LOWER,
+                    n, n, 0)))
+    return st;
+  for (int k = 0; k < n; k += nb) {
+    const int jb = std::min(nb, n - k), r = n - k - jb;
+    ml_step_params p = ls_params(L);
+    p.n = jb;
+    p.off[1] = L.w;
+    p.ld[1] = n;
+    p.off[2] = L.dinv;
+    p.ld[2] = nb;
+    p.i[0] = k;
+    if ((st = ch.launch(kStep_ls_potrf_inv, ch.batch, ls_lanes(o),
+                        ml_lsb_potrf_inv_shared_floats(jb), p)))
+      return st;
+    if (r == 0) break;
+    const int64_t d = L.w + int64_t{k} * n + k, u12 = L.w + int64_t{k + jb} * n + k;
+    if ((st = gemm(ch, o, ML_GEMM_TRANS_B, jb, r, jb, 1.0f, L.dinv, nb, d + jb, n, 0.0f, u12,
+                   n)) ||
+        (st = gemm(ch, o, ML_GEMM_TRANS_A, r, r, jb, -1.0f, u12, n, u12, n, 1.0f, u12 + jb, n)))
+      return st;
+  }
+  // W's upper triangle is L^T = U: stored as it lies for the upper form, transposed for L.
+  const int io = (upper ? 0 : ML_LSB_STRAIGHT) | ML_LSB_UPPER | ML_LSB_NAN_INFO;
+  if ((st = ls_copy(ch, o, L, true, L.w, n, n, n, io, n, n, 0))) return st;
+  return ls_info(ch, o, L, c);
+}
+
 ml_status run_cholesky(const Call &c, const Options &o, const Chunk &ch, const LsLayout &L) {
+  if (L.gemm) return run_cholesky_gemm(c, o, ch, L);
   const int n = L.n, nb = ls_nb(o);
   const bool upper = (c.flags & ML_LS_UPPER) != 0;
   const int io = (upper ? ML_LSB_STRAIGHT : 0) | ML_LSB_LOWER;
@@ -277,11 +412,11 @@ ml_status getrf(const Chunk &ch, const Options &o, const LsLayout &L) {
 }
 
 // The right-hand sides of solve, inv and solve_triangular pass by pass (L.rc columns): load,
-// solve (solve_pass), store. A NaN / Inf anywhere in B must reach the stat slot before the
+// solve (solve_pass, the pass's X left at result), store. A NaN / Inf anywhere in B must reach the stat slot before the
 // first store when there are several passes: B is checked whole first.
 template <class Solve>
 ml_status rhs_passes(const Call &c, const Options &o, const Chunk &ch, const LsLayout &L,
-                     Solve solve_pass) {
+                     int64_t result, Solve solve_pass) {
   const int n = L.n;
   const bool inv = c.op == ML_OP_INV, right = !inv && (c.flags & ML_LS_RIGHT) != 0;
   const int nr = static_cast<int>(L.nrhs);
@@ -297,7 +432,7 @@ ml_status rhs_passes(const Call &c, const Options &o, const Chunk &ch, const LsL
     const int src = inv ? ML_LSB_EYE : ML_LSB_SRC_B | dir;
     if ((st = ls_copy(ch, o, L, false, L.b, n, n, w, src, srows, sld, cc)) ||
         (st = solve_pass(w)) ||
-        (st = ls_copy(ch, o, L, true, L.b, n, n, w, dir | ML_LSB_NAN_INFO, srows, sld, cc)))
+        (st = ls_copy(ch, o, L, true, result, n, n, w, dir | ML_LSB_NAN_INFO, srows, sld, cc)))
       return st;
   }
   return ML_OK;
@@ -321,20 +456,27 @@ ml_status run_lu(const Call &c, const Options &o, const Chunk &ch, const LsLayou
     return ls_info(ch, o, L, c);
   }
   const bool right = c.op == ML_OP_SOLVE && (c.flags & ML_LS_RIGHT) != 0;
+  // The GEMM-rich form: the diagonal blocks of both triangular factors inverted once (the
+  // first factor's at L.dinv, the second's at L.dinv2); each pass solves B -> X -> B.
+  const int f1 = right ? ML_LSB_T_LOWER | ML_LSB_T_TRANS : ML_LSB_T_LOWER | ML_LSB_T_UNIT;
+  const int f2 = right ? ML_LSB_T_UNIT | ML_LSB_T_TRANS : 0;
+  if (L.gemm && ((st = ls_trtri(ch, o, L, L.w, n, n, f1, L.dinv)) ||
+                 (st = ls_trtri(ch, o, L, L.w, n, n, f2, L.dinv2))))
+    return st;
   auto pass = [&](int w) -> ml_status {
     ml_status s;
     if (right) {  // A^T = U^T L^T P^T: U^T (lower), L^T (unit upper), then P
-      if ((s = ls_trsm_blocked(ch, o, L, L.w, n, n, true, false, true, L.b, n, w)) ||
-          (s = ls_trsm_blocked(ch, o, L, L.w, n, n, false, true, true, L.b, n, w)))
+      if ((s = ls_tri_solve(ch, o, L, L.w, n, n, true, false, true, L.dinv, L.b, L.x, n, w)) ||
+          (s = ls_tri_solve(ch, o, L, L.w, n, n, false, true, true, L.dinv2, L.x, L.b, n, w)))
         return s;
       return ls_swap(ch, o, L, L.b, n, 0, w, 0, n, true);
     }
     if ((s = ls_swap(ch, o, L, L.b, n, 0, w, 0, n, false)) ||
-        (s = ls_trsm_blocked(ch, o, L, L.w, n, n, true, true, false, L.b, n, w)))
+        (s = ls_tri_solve(ch, o, L, L.w, n, n, true, true, false, L.dinv, L.b, L.x, n, w)))
       return s;
-    return ls_trsm_blocked(ch, o, L, L.w, n, n, false, false, false, L.b, n, w);
+    return ls_tri_solve(ch, o, L, L.w, n, n, false, false, false, L.dinv2, L.x, L.b, n, w);
   };
-  if ((st = rhs_passes(c, o, ch, L, pass))) return st;
+  if ((st = rhs_passes(c, o, ch, L, L.b, pass))) return st;
   return ls_info(ch, o, L, c);
 }
 
@@ -355,10 +497,14 @@ ml_status run_triangular(const Call &c, const Options &o, const Chunk &ch, const
     if ((st = ch.launch(kStep_ls_diag, ch.batch, ls_lanes(o), ML_RED_FLOATS, p))) return st;
   }
   // A X = B: op(T) = A; X A = B: A^T X^T = B^T, op(T) = A^T (lower when A is upper).
+  const bool lower = right ? upper : !upper;
+  const int f = (lower ? ML_LSB_T_LOWER : 0) | (unit ? ML_LSB_T_UNIT : 0) |
+                (right ? ML_LSB_T_TRANS : 0);
+  if (L.gemm && (st = ls_trtri(ch, o, L, L.w, n, n, f, L.dinv))) return st;
   auto pass = [&](int w) {
-    return ls_trsm_blocked(ch, o, L, L.w, n, n, right ? upper : !upper, unit, right, L.b, n, w);
+    return ls_tri_solve(ch, o, L, L.w, n, n, lower, unit, right, L.dinv, L.b, L.x, n, w);
   };
-  if ((st = rhs_passes(c, o, ch, L, pass))) return st;
+  if ((st = rhs_passes(c, o, ch, L, L.x, pass))) return st;
   return ls_info(ch, o, L, c);
 }
 

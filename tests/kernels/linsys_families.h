@@ -193,6 +193,16 @@ inline Batch triangular_batch(int n, int flags, std::mt19937_64 &rng) {
   push(bt, "graded", gr);
   push(bt, "scale1e-30", tri(1e-30));
   if (!unit) push(bt, "scale1e30", tri(1e30));  // unit: X would overflow
+  // Ill-conditioned: off-diagonal entries four times the diagonal's size (Gaussian x 4): the
+  // condition grows exponentially with n (1-norm about 4e7 at n = 21, 7e15 at 45, 4e18 at 100),
+  // X stays finite for Gaussian B.
+  {
+    auto ic = tri(1);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        if (upper ? j > i : j < i) ic[size_t(i) * n + j] *= float(4 * std::sqrt(double(n)));
+    push(bt, "illcond", ic);
+  }
   auto zd = tri(1);
   zd[size_t(n / 2) * n + n / 2] = 0;  // info n/2 + 1 unless unit
   push(bt, "zerodiag", zd);
@@ -239,13 +249,13 @@ inline std::vector<int> lapack_info(const lsk::Shape &s, const Batch &bt, int ba
 // Checks matrix i of batch bt in o against LAPACK's info want[i] (lsk::check: the ratio, or
 // the info and an all-NaN result) and lu_factor's pivots against LAPACK's piv, but for the
 // ill-conditioned families: there, candidates within rounding of each other are common, and
-// LAPACK's blocked sgetrf rounds differently.
-inline void check_matrix(kt::Report &rep, const std::string &at, const Shape &s, const Batch &bt,
-                         const Out &o, int i, const std::vector<int> &want,
-                         const std::vector<int> &piv) {
+// LAPACK's blocked sgetrf rounds differently. Returns check's ratio.
+inline double check_matrix(kt::Report &rep, const std::string &at, const Shape &s,
+                           const Batch &bt, const Out &o, int i, const std::vector<int> &want,
+                           const std::vector<int> &piv) {
   const float *a = bt.a.data() + size_t(i) * s.m * s.n;
   const float *b = two_inputs(s.op) ? bt.b.data() + size_t(i) * s.x_floats() : nullptr;
-  check(rep, at, s, a, b, o, i, want[i]);
+  const double r = check(rep, at, s, a, b, o, i, want[i]);
   const std::string &fam = bt.fams[i];
   const bool near_ties = fam.rfind("cond", 0) == 0 || fam.rfind("nearsing", 0) == 0;
   if (s.op == ML_OP_LU_FACTOR && want[i] != ML_INFO_LS_NONFINITE && !near_ties) {
@@ -253,7 +263,7 @@ inline void check_matrix(kt::Report &rep, const std::string &at, const Shape &s,
     for (int k = 0; k < s.k(); ++k)
       same = same && o.piv[size_t(i) * s.k() + k] == piv[size_t(i) * s.k() + k];
     rep.expect(same, at + " pivots as LAPACK's");
-  }
+  }  return r;
 }
 
 }  // namespace lsk

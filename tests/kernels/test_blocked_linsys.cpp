@@ -13,7 +13,12 @@
 // same checks beside the plain ones ("fast"), with inner panels narrower than the panel, rows
 // past one lane's share (several rows a lane, every register class) and more interchanges than
 // one block of them.
+// The Cholesky and the solves (solve, inv, solve_triangular) run every batch in both forms
+// (Options::ls_gemm_form: 0 the diagonal blocks' substitutions, 1 the GEMM-rich forms with
+// inverted diagonal blocks and recursive block substitution), also with the GEMM-rich blocks
+// wider or narrower than ls_nb (ls_gemm_nb), and each suite prints the worst ratio of each form.
 // Suites: cholesky, lu, solve, inv, triangular. Usage: test_blocked_linsys <suite>
+#include <cmath>
 #include <cstdio>
 #include <random>
 
@@ -67,22 +72,47 @@ ml::blocked::Options fast(ml::blocked::Options o, int n, int ib = 3) {
   return o;
 }
 
-// Runs shape s on bt under o and checks every matrix against LAPACK.
+// The worst ratio of each form (Options::ls_gemm_form) over a suite, and where: over every n
+// ([f][0]) and over n >= 21 ([f][1], several blocks, past the rounding of the 1 x 1 cases).
+double g_worst[2][2] = {};
+std::string g_worst_at[2][2];
+
+void print_forms() {
+  for (int f = 0; f < 2; ++f)
+    for (int big = 0; big < 2; ++big)
+      std::printf("form %d%s: worst ratio %.3g (%s)\n", f, big ? " n >= 21" : "",
+                  g_worst[f][big], g_worst_at[f][big].c_str());
+}
+
+// Runs shape s on bt under o and checks every matrix against LAPACK: lu_factor once, the other
+// ops in both forms (o's ls_gemm_form ignored).
 void run_batch(kt::Report &rep, const lsk::Shape &s, const Batch &bt,
-               const ml::blocked::Options &o, const char *what) {
+               const ml::blocked::Options &o0, const char *what) {
   const int batch = int(bt.fams.size());
   std::vector<int> piv;
   const std::vector<int> want = lsk::lapack_info(s, bt, batch, &piv);
-  char head[200];
-  std::snprintf(head, sizeof head,
-                "op %d %dx%d nrhs=%d flags=%d nb=%d rhs=%lld ib=%d lu_nb=%d blk=%d wide=%d "
-                "lanes=%d %s",
-                s.op, s.m, s.n, s.nrhs, s.flags, o.ls_nb, static_cast<long long>(o.ls_rhs_cols),
-                o.ls_lu_ib, o.ls_lu_nb, o.ls_laswp_blk, o.ls_rhs_wide, o.max_group, what);
-  const lsk::Out out = run_blocked(s, bt, o, batch, rep, head);
-  for (int i = 0; i < batch; ++i) {
-    const std::string at = std::string(head) + " " + bt.fams[i] + " #" + std::to_string(i);
-    lsk::check_matrix(rep, at, s, bt, out, i, want, piv);
+  for (int form = 0; form < 2; ++form) {
+    if (s.op == ML_OP_LU_FACTOR && form == 0) continue;
+    ml::blocked::Options o = o0;
+    o.ls_gemm_form = form;
+    char head[240];
+    std::snprintf(head, sizeof head,
+                  "op %d %dx%d nrhs=%d flags=%d nb=%d rhs=%lld ib=%d lu_nb=%d blk=%d wide=%d "
+                  "lanes=%d form=%d gemm_nb=%d %s",
+                  s.op, s.m, s.n, s.nrhs, s.flags, o.ls_nb,
+                  static_cast<long long>(o.ls_rhs_cols), o.ls_lu_ib, o.ls_lu_nb, o.ls_laswp_blk,
+                  o.ls_rhs_wide, o.max_group, form, o.ls_gemm_nb, what);
+    const lsk::Out out = run_blocked(s, bt, o, batch, rep, head);
+    for (int i = 0; i < batch; ++i) {
+      const std::string at = std::string(head) + " " + bt.fams[i] + " #" + std::to_string(i);
+      const double r = lsk::check_matrix(rep, at, s, bt, out, i, want, piv);
+      for (int big = 0; big < 2; ++big)
+        if (s.op != ML_OP_LU_FACTOR && (!big || s.n >= 21) && std::isfinite(r) &&
+            r > g_worst[form][big]) {
+          g_worst[form][big] = r;
+          g_worst_at[form][big] = at;
+        }
+    }
   }
 }
 
@@ -99,6 +129,17 @@ void suite_cholesky(kt::Report &rep) {
     }
   run_batch(rep, {ML_OP_CHOLESKY, 64, 64, 1, 0}, lsk::spd_batch(64, 0, rng), options(5, 64, 1),
             "nb5");
+  // GEMM-rich blocks wider and narrower than ls_nb, several block columns, both triangles.
+  for (int flags : {0, int(ML_LS_UPPER)}) {
+    kt::Timer t("blocked cholesky gemm_nb", 100, 100, 0);
+    const Batch bt = lsk::spd_batch(100, flags, rng);
+    for (int gnb : {24, 3}) {
+      ml::blocked::Options o = options(8, 100, 1);
+      o.ls_gemm_nb = gnb;
+      run_batch(rep, {ML_OP_CHOLESKY, 100, 100, 1, flags}, bt, o, "gemm_nb");
+    }
+  }
+  print_forms();
 }
 
 void suite_lu(kt::Report &rep) {
@@ -177,6 +218,8 @@ void suite_solve(kt::Report &rep) {
     ml::blocked::Options o = fast(options(16, 150, 2), 150, 12);
     o.ls_lu_nb = 70;
     run_batch(rep, {ML_OP_SOLVE, 150, 150, 3, flags}, bt, o, "fast lu_nb 70");
+    o.ls_gemm_nb = 24;  // the GEMM-rich blocks wider than ls_nb: 7 blocks, uneven halves
+    run_batch(rep, {ML_OP_SOLVE, 150, 150, 3, flags}, bt, o, "fast lu_nb 70 gemm_nb 24");
   }
   // The batch in chunks of 3 matrices (the workspace bound): every step's first matrix.
   for (int flags : {0, int(ML_LS_RIGHT)}) {
@@ -189,6 +232,7 @@ void suite_solve(kt::Report &rep) {
     f.max_workspace_bytes = 3 * 4 * (32 + 21 * 21 + 32 + 21 * 21 + 32);
     run_batch(rep, {ML_OP_SOLVE, 21, 21, 7, flags}, bt, f, "chunks3 fast");
   }
+  print_forms();
 }
 
 void suite_inv(kt::Report &rep) {
@@ -199,6 +243,14 @@ void suite_inv(kt::Report &rep) {
     run_batch(rep, {ML_OP_INV, n, n, n, 0}, bt, options(8, n, 6), "");
     run_batch(rep, {ML_OP_INV, n, n, n, 0}, bt, fast(options(8, n, 6), n), "fast");
   }
+  {
+    kt::Timer t("blocked inv gemm_nb", 100, 100, 0);
+    const Batch bt = lsk::general_batch(100, rng);
+    ml::blocked::Options o = fast(options(8, 100, 6), 100);
+    o.ls_gemm_nb = 12;
+    run_batch(rep, {ML_OP_INV, 100, 100, 100, 0}, bt, o, "fast gemm_nb 12");
+  }
+  print_forms();
 }
 
 void suite_triangular(kt::Report &rep) {
@@ -215,6 +267,16 @@ void suite_triangular(kt::Report &rep) {
           run_batch(rep, {ML_OP_SOLVE_TRIANGULAR, n, n, nrhs, flags}, bt, fast(options(8, n, 4), n),
                     "fast");
       }
+  // Every case at n = 100 with GEMM-rich blocks of 16 and 7 (ls_nb 8): 7 and 15 blocks.
+  for (int flags = 0; flags < 8; ++flags) {
+    kt::Timer t("blocked solve_triangular gemm_nb", 100, 9, 0);
+    Batch bt = lsk::triangular_batch(100, flags, rng);
+    lsk::add_rhs(bt, 100, 9, rng, 1.0);
+    ml::blocked::Options o = fast(options(8, 100, 4), 100);
+    o.ls_gemm_nb = flags % 2 ? 7 : 16;
+    run_batch(rep, {ML_OP_SOLVE_TRIANGULAR, 100, 100, 9, flags}, bt, o, "fast gemm_nb");
+  }
+  print_forms();
 }
 
 }  // namespace
