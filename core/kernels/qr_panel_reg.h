@@ -19,6 +19,16 @@
 // written once. Against qr_panel (a simdgroup per column over the panel in shared memory, three
 // barriers per column, a dependent loop over the rows per product): the arithmetic is the
 // same, the latency chain of a column is a few dozen instructions instead of a few hundred.
+// Forms (ML_QRR_FORM_*, Options::qr_panel_reg_form): the column loop above (ml_qrr_run) takes c
+// as a run-time index, so every access to register column c (the tail u, each column's update
+// and T's Gram entries) is a select or a predicate over all NB columns (~900 instructions a
+// warp a column at NB = 16 on the H200). The default form rotates the registers instead: the
+// current column is always register column 0 (RPL x NB moves after each column, a compact loop
+// body that stays in the instruction cache); the unrolled form unrolls the column loop (column
+// c a compile-time index, the updates only right of c, 8 or 16 columns: more code). Both
+// (ml_qrr_col) let each lane turn the total it holds into its column's update factor, R's
+// entry in the pivot row (written to W at once) and the Gram entry, so a register column's
+// update is one shuffle and RPL fmas, and build T's column by pairs (row, column) a lane each.
 #ifndef ML_KERNELS_QR_PANEL_REG_H
 #define ML_KERNELS_QR_PANEL_REG_H
 
