@@ -19,6 +19,16 @@
 // written once. Against qr_panel (a simdgroup per column over the panel in shared memory, three
 // barriers per column, a dependent loop over the rows per product): the arithmetic is the
 // same, the latency chain of a column is a few dozen instructions instead of a few hundred.
+// Forms (ML_QRR_FORM_*, Options::qr_panel_reg_form): the column loop above (ml_qrr_run) takes c
+// as a run-time index, so every access to register column c (the tail u, each column's update
+// and T's Gram entries) is a select or a predicate over all NB columns (~900 instructions a
+// warp a column at NB = 16 on the H200). The default form rotates the registers instead: the
+// current column is always register column 0 (RPL x NB moves after each column, a compact loop
+// body that stays in the instruction cache); the unrolled form unrolls the column loop (column
+// c a compile-time index, the updates only right of c, 8 or 16 columns: more code). Both
+// (ml_qrr_col) let each lane turn the total it holds into its column's update factor, R's
+// entry in the pivot row (written to W at once) and the Gram entry, so a register column's
+// update is one shuffle and RPL fmas, and build T's column by pairs (row, column) a lane each.
 #ifndef ML_KERNELS_QR_PANEL_REG_H
 #define ML_KERNELS_QR_PANEL_REG_H
 
@@ -273,6 +283,201 @@ ML_FN bool ml_qrr_run(ML_CTX ctx, ML_DEVICE float *P, int ld, ML_DEVICE float *V
   return zero_diag;
 }
 
+// The forms of the panel step (bits 8..9 of the step's flags): the first one above, with the
+// column a run-time index (every access to register column c a select over all NB columns);
+// the rotating one, a loop whose current column is always register column 0 (the registers
+// shift by one column after each); the unrolled one, the columns' loop unrolled so that column
+// c is a compile-time index (class 32 takes the rotating one: 32 unrolled columns are too much
+// code).
+#define ML_QRR_FORM_SHIFT 8
+#define ML_QRR_FORM_RUNTIME 0
+#define ML_QRR_FORM_ROTATE 1
+#define ML_QRR_FORM_UNROLL 2
+
+// One column c of the rotating (ROT) or unrolled form: register column pc = ROT ? 0 : c holds
+// it, register column l holds column ROT ? (l + c) mod NB : l (the finished columns at the end
+// when rotating). The same pass, fold and barrier as ml_qrr_run; after them each lane turns
+// the total it holds (register column idx) into that column's own numbers: the update's factor
+// g (0 but for columns right of c), R's entry in row c (written to the workspace at once by the
+// first simdgroup: the pivot row's registers are never updated) and the Gram entry v_l^T v_c
+// (columns left of c), so that the update costs one shuffle and RPL fmas a register column,
+// on the columns right of c only when unrolled. T's column c by pairs (q, l) a lane each, NB
+// lanes of a row q summing by butterfly, not a dependent loop of one lane per row.
+template <int RPL, int NB, bool ROT>
+ML_FN void ml_qrr_col(ML_CTX ctx, ML_THREAD float (*x)[NB], int c, int r, int jb, int nb,
+                      ML_DEVICE float *P, int ld, ML_SHARED float *part, ML_SHARED float *rowc,
+                      ML_SHARED float *Ts, ML_SHARED float *taus, ML_SHARED float *cs,
+                      ML_SHARED float *bs, ML_SHARED float *red, ML_THREAD bool *zero_diag) {
+  const int lane = ctx.lane, gs = ctx.group_size, nw = ml_simd_count(ctx);
+  const int w = ml_simd_id(ctx), sl = ml_simd_lane(ctx);
+  const int shift = ml_qrr_fold_shift<NB>();
+  const int lg = NB == 32 ? 5 : NB == 16 ? 4 : 3;
+  const int idx = sl >> shift;                        // register column of this lane's total
+  const bool first = (sl & ((1 << shift) - 1)) == 0;  // the first lane of those holding it
+  const int pc = ROT ? 0 : c;                         // register column of column c
+  const int col = ROT ? (idx + c) & (NB - 1) : idx;   // the column of register column idx
+  const int buf = c & 1;
+  ML_SHARED float *pw = part + buf * nw * 32;
+  ML_SHARED float *rc = rowc + buf * 32;  // the pivot row by register column
+  float u[RPL];
+  ML_UNROLL
+  for (int k = 0; k < RPL; ++k) {
+    const int i = lane + k * gs;
+    u[k] = i > c && i < r ? x[k][pc] : 0.0f;
+  }
+  if (lane == c) {
+    ML_UNROLL
+    for (int l = 0; l < NB; ++l) rc[l] = x[0][l];
+  }
+  float v[NB / 2];
+  ml_qrr_pass<RPL, NB>(ctx, u, x, v);
+  if (first) pw[w * 32 + idx] = v[0];
+  ml_barrier(ctx);
+  float t0 = 0.0f, t1 = 0.0f;  // the group's total of register column idx, two chains
+  int q = 0;
+  for (; q + 1 < nw; q += 2) {
+    t0 += pw[q * 32 + idx];
+    t1 += pw[(q + 1) * 32 + idx];
+  }
+  if (q < nw) t0 += pw[q * 32 + idx];
+  float tot = t0 + t1;
+  const float sigma = ml_simd_shuffle_full(ctx, tot, pc << shift);
+  const float alpha = rc[pc];
+  ml_house_t h;
+  float vs;  // factor of u in the reflector: v_c = [1; vs u]
+  if (sigma >= ML_QR_FUSED_MIN) {
+    ml_house_finish(alpha, sigma, 1.0f, &h);
+    vs = h.scale;
+  } else {
+    // As ml_qrr_run: group-uniform, the column scaled first, the products summed again.
+    float sg = sigma, up = 1.0f;
+    if (!(sigma >= ML_HOUSE_TINY)) {
+      float s = 0.0f;
+      ML_UNROLL
+      for (int k = 0; k < RPL; ++k) s += (u[k] * ML_HOUSE_UP) * (u[k] * ML_HOUSE_UP);
+      sg = ml_group_sum(ctx, s, red);
+      up = ML_HOUSE_UP;
+    }
+    ml_house_finish(alpha, sg, up, &h);
+    ML_UNROLL
+    for (int k = 0; k < RPL; ++k) u[k] *= h.scale;
+    ml_qrr_pass<RPL, NB>(ctx, u, x, v);
+    ml_barrier(ctx);  // every lane has read pw
+    if (first) pw[w * 32 + idx] = v[0];
+    ml_barrier(ctx);
+    tot = 0.0f;
+    for (int e = 0; e < nw; ++e) tot += pw[e * 32 + idx];
+    vs = 1.0f;
+  }
+  *zero_diag = *zero_diag || h.beta == 0.0f;
+  // f = x_col[c] + vs t: (H's product with the column) / tau right of c, v_col^T v_c left of it.
+  const float f = rc[idx] + vs * tot, wl = h.tau * f;
+  const bool right = col > c;
+  const float g = right ? wl * vs : 0.0f;
+  float gram = 0.0f;
+  if (col < c) gram = cs[col] * f;  // the earlier columns stay unscaled in the registers
+  if (w == 0 && first && right && col < jb) P[(ml_i64)col * ld + c] = rc[idx] - wl;
+  ML_UNROLL
+  for (int l = 0; l < NB; ++l) {
+    if (l > pc) {
+      const float gl = ml_simd_shuffle_full(ctx, g, l << shift);
+      ML_UNROLL
+      for (int k = 0; k < RPL; ++k) x[k][l] -= u[k] * gl;
+    }
+  }
+  // T[q, c] = -tau sum_{q <= l < c} T[q, l] (v_l^T v_c) (LAPACK's larft recurrence): pair
+  // (q, l) = (e / NB, e mod NB) on lane e (mod gs), rows q < c only.
+  for (int base = 0; base < c * NB; base += gs) {
+    if (base + w * 32 < c * NB) {  // simdgroup-uniform
+      const int e = base + lane, tq = e >> lg, l = e & (NB - 1);
+      const int pl = ROT ? (l - c) & (NB - 1) : l;
+      const float gl = ml_simd_shuffle_full(ctx, gram, pl << shift);
+      float s = 0.0f;
+      if (tq < c && l >= tq && l < c) s = Ts[l * nb + tq] * gl;
+      ML_UNROLL
+      for (int o = NB / 2; o >= 1; o >>= 1) s += ml_simd_shuffle_xor_full(ctx, s, o);
+      if (l == 0 && tq < c) Ts[c * nb + tq] = -h.tau * s;
+    }
+  }
+  if (lane == c) {
+    Ts[c * nb + c] = h.tau;
+    taus[c] = h.tau;
+    cs[c] = h.scale;  // the fallback scaled u by it: its x stays unscaled too
+    bs[c] = h.beta;
+  }
+}
+
+// The panel by the rotating (ROT) or the unrolled form (ml_qrr_col); ml_qrr_run's contract.
+template <int RPL, int NB, bool ROT>
+ML_FN bool ml_qrr_run_ct(ML_CTX ctx, ML_DEVICE float *P, int ld, ML_DEVICE float *V, int ldv,
+                         int j, int r, int jb, int nb, ML_DEVICE float *Tout,
+                         ML_DEVICE float *tau_out, bool has_tau) {
+  const int lane = ctx.lane, gs = ctx.group_size, nw = ml_simd_count(ctx);
+  ML_SHARED float *part = ctx.scratch;         // [2][nw][32]
+  ML_SHARED float *rowc = part + 2 * nw * 32;  // [2][32]: the pivot row
+  ML_SHARED float *Ts = rowc + 2 * 32;         // nb x nb, column-major
+  ML_SHARED float *taus = Ts + nb * nb;        // 32
+  ML_SHARED float *cs = taus + 32;             // 32: column c's reflector is cs[c] x below row c
+  ML_SHARED float *bs = cs + 32;               // 32: R's diagonal
+  ML_SHARED float *red = bs + 32;              // ML_RED_FLOATS
+  float x[RPL][NB];
+  ML_UNROLL
+  for (int k = 0; k < RPL; ++k) {
+    const int i = lane + k * gs;
+    ML_UNROLL
+    for (int l = 0; l < NB; ++l)
+      x[k][l] = i < r && l < jb ? P[(ml_i64)l * ld + i] : 0.0f;
+  }
+  for (int e = lane; e < nb * nb; e += gs) Ts[e] = 0.0f;
+  bool zero_diag = false;
+  if (ROT) {
+    for (int c = 0; c < jb; ++c) {
+      ml_qrr_col<RPL, NB, ROT>(ctx, x, c, r, jb, nb, P, ld, part, rowc, Ts, taus, cs, bs, red,
+                               &zero_diag);
+      ML_UNROLL
+      for (int k = 0; k < RPL; ++k) {
+        const float x0 = x[k][0];
+        ML_UNROLL
+        for (int l = 0; l + 1 < NB; ++l) x[k][l] = x[k][l + 1];
+        x[k][NB - 1] = x0;
+      }
+    }
+  } else {
+    ML_UNROLL
+    for (int c = 0; c < NB; ++c)
+      if (c < jb)
+        ml_qrr_col<RPL, NB, ROT>(ctx, x, c, r, jb, nb, P, ld, part, rowc, Ts, taus, cs, bs, red,
+                                 &zero_diag);
+  }
+  ml_barrier(ctx);  // T, tau, the scales and betas complete
+  // Back to the workspace: the reflectors (scaled now) and beta in W (R's rows above the
+  // diagonal are there already), V explicitly (zeros above the panel too).
+  ML_UNROLL
+  for (int k = 0; k < RPL; ++k) {
+    const int i = lane + k * gs;
+    if (i >= r) continue;
+    ML_UNROLL
+    for (int p = 0; p < NB; ++p) {
+      const int l = ROT ? (p + jb) & (NB - 1) : p;  // the column register column p holds
+      if (l < jb) {
+        if (i >= l) {
+          const float y = i == l ? bs[l] : cs[l] * x[k][p];
+          P[(ml_i64)l * ld + i] = y;
+          V[(ml_i64)l * ldv + i] = i == l ? 1.0f : y;
+        } else {
+          V[(ml_i64)l * ldv + i] = 0.0f;
+        }
+      }
+    }
+  }
+  for (int c = 0; c < jb; ++c)
+    for (int i = lane; i < j; i += gs) V[(ml_i64)c * ldv + i - j] = 0.0f;
+  for (int e = lane; e < nb * nb; e += gs) Tout[e] = Ts[e];
+  if (has_tau)
+    for (int c = lane; c < jb; c += gs) tau_out[c] = taus[c];
+  return zero_diag;
+}
+
 // qr_panel_reg: qr_panel's arguments and operands (ML_QRP_*); group size a multiple of 32 with
 // ml_qrr_rows_per_lane(m - j, group size) x ml_qrr_class(nb) <= ML_QRR_REGS; shared
 // ml_qrr_shared_floats(nb, group size).
@@ -292,8 +497,14 @@ ML_FN void ml_step_qr_panel_reg(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *w
   const bool has_tau = ML_QRP_TAU_AT(p) > 0;
   ML_DEVICE float *tau = ws + (has_tau ? ML_QRP_TAU_AT(p) + b * p.stride[ML_QRP_STAT] + j : 0);
   const int rpl = ml_qrr_rows_per_lane(r, ctx.group_size), cls = ml_qrr_class(nb);
+  const int form = (p.flags >> ML_QRR_FORM_SHIFT) & 3;
   bool zero_diag = false;
-#define ML_QRR_RUN(R, N) zero_diag = ml_qrr_run<R, N>(ctx, P, ld, V, ldv, j, r, jb, nb, T, tau, has_tau)
+#define ML_QRR_RUN(R, N)                                                                        \
+  zero_diag = form == ML_QRR_FORM_RUNTIME                                                      \
+                  ? ml_qrr_run<R, N>(ctx, P, ld, V, ldv, j, r, jb, nb, T, tau, has_tau)         \
+              : form == ML_QRR_FORM_UNROLL && N <= 16                                          \
+                  ? ml_qrr_run_ct<R, N, (N > 16)>(ctx, P, ld, V, ldv, j, r, jb, nb, T, tau, has_tau) \
+                  : ml_qrr_run_ct<R, N, true>(ctx, P, ld, V, ldv, j, r, jb, nb, T, tau, has_tau)
   if (cls == 32) {
     if (rpl == 1) ML_QRR_RUN(1, 32);
     else ML_QRR_RUN(2, 32);

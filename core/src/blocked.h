@@ -105,6 +105,11 @@ struct Options {
   // QR: below qr_panel_reg rows, register panels of at most this many columns (0: none there),
   // one level unless the batch asks for two (qr_outer_min_batch).
   int qr_panel_reg_small = 0;
+  // QR: the form of the register panels (core/kernels/qr_panel_reg.h, ML_QRR_FORM_*): 0 the
+  // column a run-time index (every access to its registers a select over the panel's), 1
+  // rotating (the current column always the first register column, a compact loop), 2 the
+  // columns unrolled (compile-time indices; classes 8 and 16, class 32 rotating: more code).
+  int qr_panel_reg_form = 1;
   // QR: two levels (outer panels of nb_outer columns) from this batch even where the panels
   // need no narrowing.
   int qr_outer_min_batch = 8;

@@ -224,6 +224,8 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
         if ((st = tsqr_panel(ch, o, L, j, jb, ts, tp))) return st;
       } else if (L.reg) {
         const int pg = ml_qrr_lanes(r, nb, o.max_group);
+        const int form = env_or("METAL_LINALG_QR_PANEL_REG_FORM", o.qr_panel_reg_form);
+        p.flags |= (form & 3) << ML_QRR_FORM_SHIFT;
         if ((st = ch.launch(kStep_qr_panel_reg, ch.batch, pg, ml_qrr_shared_floats(nb, pg), p)))
           return st;
       } else {

@@ -240,10 +240,8 @@ int suite_fused() {
 // for the GPU's 512), panel widths below the class, one and two levels, every mode, wide and
 // tall shapes; before spread panels; a matrix too tall for the registers, or below the rows
 // the option names, keeps the shared-memory panels.
-int suite_reg() {
-  Report rep;
-  kt::QrWorst worst;
-  std::mt19937_64 rng(41);
+void reg_cases(Report &rep, kt::QrWorst &worst, int form) {
+  std::mt19937_64 rng(41 + form);
   struct Case {
     int m, n, mode, nb, lanes;
   };
@@ -254,9 +252,13 @@ int suite_reg() {
       {200, 30, ML_K_QR_R, 32, 32},         // class 8, 8 rows a lane: two levels
       {45, 70, ML_K_QR_COMPLETE, 12, 32},   // wide, width 12 in class 16
       {120, 40, ML_K_QR_COMPLETE, 20, 96},  // width 20 in class 32, 2 rows a lane, 3 simdgroups
+      {400, 40, ML_K_QR_R, 32, 512},        // class 32, 2 rows a lane, 7 simdgroups
+      {500, 36, ML_K_QR_REDUCED, 16, 512},  // class 16, 4 rows a lane, 4 simdgroups
+      {600, 20, ML_K_QR_R, 8, 512},         // class 8, 8 rows a lane, 3 simdgroups
   };
   for (const Case &x : cases) {
     ml::blocked::Options o = kt::blocked_options(x.nb, 4, x.lanes);
+    o.qr_panel_reg_form = form;
     o.qr_panel_reg = 1;
     kt::Timer t("qr reg", x.m, x.n, x.lanes);
     qr_case(rep, worst, x.m, x.n, x.mode, o, false, rng, true);
@@ -265,6 +267,7 @@ int suite_reg() {
   // (the register panels take precedence); too many rows for the registers, and fewer rows than
   // the option names (shared-memory panels).
   ml::blocked::Options one = kt::blocked_options(16, 4, 64);
+  one.qr_panel_reg_form = form;
   one.qr_panel_reg = 1;
   one.nb_outer = 0;
   qr_case(rep, worst, 120, 50, ML_K_QR_REDUCED, one, false, rng, true);
@@ -273,6 +276,7 @@ int suite_reg() {
   both.qr_tsqr_rows = 16;
   qr_case(rep, worst, 110, 17, ML_K_QR_REDUCED, both, false, rng, true);
   ml::blocked::Options tall = kt::blocked_options(8, 4, 32);
+  tall.qr_panel_reg_form = form;
   tall.qr_panel_reg = 1;
   qr_case(rep, worst, 300, 12, ML_K_QR_REDUCED, tall, false, rng, false);
   ml::blocked::Options below = one;
@@ -281,21 +285,30 @@ int suite_reg() {
   // Every block reflector by the larfb_cols step (the inner and outer updates and Q), with
   // register and shared-memory panels.
   ml::blocked::Options cols = kt::blocked_options(32, 4, 32);
+  cols.qr_panel_reg_form = form;
   cols.qr_panel_reg = 1;
   cols.larfb_cols = 1 << 20;
   qr_case(rep, worst, 100, 37, ML_K_QR_COMPLETE, cols, false, rng, true);
   ml::blocked::Options cols_shared = kt::blocked_options(8, 4, 32);
+  cols_shared.qr_panel_reg_form = form;
   cols_shared.larfb_cols = 1 << 20;
   qr_case(rep, worst, 90, 50, ML_K_QR_REDUCED, cols_shared, false, rng, false);
   // Below qr_panel_reg rows: register panels of at most qr_panel_reg_small columns, one level
   // below qr_outer_min_batch (here every batch: one level) and two levels from it.
   ml::blocked::Options small = kt::blocked_options(32, 4, 32);
+  small.qr_panel_reg_form = form;
   small.qr_panel_reg = 1000;
   small.qr_panel_reg_small = 16;
   small.qr_outer_min_batch = 1 << 20;
   qr_case(rep, worst, 100, 37, ML_K_QR_COMPLETE, small, false, rng, true);
   small.qr_outer_min_batch = 1;
   qr_case(rep, worst, 41, 90, ML_K_QR_REDUCED, small, false, rng, true);
+}
+
+int suite_reg() {
+  Report rep;
+  kt::QrWorst worst;
+  for (int form = 0; form < 3; ++form) reg_cases(rep, worst, form);
   return finish("reg", rep, worst);
 }
 
