@@ -32,7 +32,7 @@ namespace ml::cuda {
 namespace {
 
 constexpr int kMaxDevices = 64;
-constexpr int kMaxKernels = 64;
+constexpr int kMaxKernels = 96;
 static_assert(blocked::kStepCount <= kMaxKernels, "more step kernels than kMaxKernels");
 
 const char *kWhere = "cuda";
