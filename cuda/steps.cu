@@ -65,14 +65,6 @@ struct ml_cuda_step_bounds<ml_cuda_step_id_larfb_cols> {
   static constexpr int lanes = 256, groups = 2;
 };
 
-// trd_panel with six groups of 256 lanes per multiprocessor (at most 40 registers a lane): more
-// resident groups, more loads in flight (with 128 registers a lane, two groups, it measured
-// slower than under the general bound's 64).
-template <>
-struct ml_cuda_step_bounds<ml_cuda_step_id_trd_panel_r> {
-  static constexpr int lanes = 256, groups = 6;
-};
-
 #define ML_CUDA_STEP_ENTRY(name, fn)                                                       \
   __global__ void __launch_bounds__(ml_cuda_step_bounds<ml_cuda_step_id_##name>::lanes,    \
                                     ml_cuda_step_bounds<ml_cuda_step_id_##name>::groups)   \

@@ -68,7 +68,6 @@
   X(ls_getf2_r16, ml_step_ls_getf2_r16) \
   X(ls_getf2_r32, ml_step_ls_getf2_r32) \
   X(ls_laswp_blk, ml_step_ls_laswp_blk) \
-  X(trd_panel_r, ml_step_trd_panel)     \
   X(ls_potrf_inv, ml_step_ls_potrf_inv) \
   X(ls_trtri, ml_step_ls_trtri)
 // clang-format on

@@ -323,29 +323,13 @@ ML_FN void ml_step_trd_symv(ML_STEP_ARGS) {
 // i[2] = jb; p.m: rows per update item (as trd_update); i[3]: outputs per symv item (tiled, as
 // trd_symv with flags 2); flags 1: v staged (trd_symv); i[1]: the scratch float past both
 // steps' shared floats that holds the group's ticket. flags 4: only zero the two words (one
-// group), before the panel's launch. flags 8 (striped): the items done counted in
-// ML_TRD_PANEL_STRIPES words instead of one (item t adds to word t mod ML_TRD_PANEL_STRIPES, 32
-// bytes apart, from float 32 of off[3]; with flags 4 these are zeroed too), and a waiting group's
-// first simdgroup polls one word a lane until each holds its share of the tickets below the
-// phase's first: the same condition, with the increments and polls of the device's groups spread
-// over several words instead of serialised on one.
-#define ML_TRD_PANEL_STRIPES 32
-#define ML_TRD_PANEL_STRIPE(sync, s) ((sync) + 32 + 8 * (s))
-// Floats of off[3] trd_panel reads and writes (striped or not).
-ML_HOST_FN int ml_trd_panel_sync_floats(void) { return 32 + 8 * ML_TRD_PANEL_STRIPES; }
-
+// group), before the panel's launch.
 ML_FN void ml_step_trd_panel(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   ML_DEVICE float *sync = ws + p.off[3];
-  const bool striped = (p.flags & 8) != 0;
   if ((p.flags & 4) != 0) {
-    if (ctx.group_id == 0) {
-      if (ctx.lane < 2) sync[ctx.lane] = 0.0f;
-      if (striped)
-        for (int s = ctx.lane; s < ML_TRD_PANEL_STRIPES; s += ctx.group_size)
-          ML_TRD_PANEL_STRIPE(sync, s)[0] = 0.0f;
-    }
+    if (ctx.group_id == 0 && ctx.lane < 2) sync[ctx.lane] = 0.0f;
     return;
   }
   const int n = p.n, j0 = p.i[0], jb = p.i[2], per = p.i[3], lane = ctx.lane;
@@ -364,23 +348,10 @@ ML_FN void ml_step_trd_panel(ML_STEP_ARGS) {
     const int c = (int)(tk / col);
     ml_u32 rem = tk - (ml_u32)c * col;
     const bool symv = rem >= nu;
-    const ml_u32 start = (ml_u32)c * col + (symv ? nu : 0u);
-    if (!striped) {
-      if (lane == 0) {
-        ml_u32 seen = 0;
-        while (seen < start) seen = ml_load_acquire_u32(sync + 1);
-      }
-    } else if (lane < 32) {  // the first simdgroup (uniform loop: every lane polls until all hold)
-      // Tickets t < start with t mod STRIPES = lane (0 for lanes past the stripes).
-      const ml_u32 s = (ml_u32)lane;
-      const ml_u32 want = s < ML_TRD_PANEL_STRIPES && s < start
-                              ? (start - s + ML_TRD_PANEL_STRIPES - 1) / ML_TRD_PANEL_STRIPES
-                              : 0u;
-      ML_DEVICE float *w = ML_TRD_PANEL_STRIPE(sync, s < ML_TRD_PANEL_STRIPES ? s : 0u);
-      for (;;) {
-        const float short_ = want > 0u && ml_load_acquire_u32(w) < want ? 1.0f : 0.0f;
-        if (ml_simd_max(ctx, short_) == 0.0f) break;
-      }
+    if (lane == 0) {
+      const ml_u32 start = (ml_u32)c * col + (symv ? nu : 0u);
+      ml_u32 seen = 0;
+      while (seen < start) seen = ml_load_acquire_u32(sync + 1);
     }
     ml_barrier_device(ctx);
     if (!symv) {
@@ -396,10 +367,7 @@ ML_FN void ml_step_trd_panel(ML_STEP_ARGS) {
                        ml_trd_update_groups(n, j0, c, jb, rl));
     }
     ml_barrier_device(ctx);
-    if (lane == 0)
-      ml_atomic_add_release_u32(striped ? ML_TRD_PANEL_STRIPE(sync, tk % ML_TRD_PANEL_STRIPES)
-                                        : sync + 1,
-                                1u);
+    if (lane == 0) ml_atomic_add_release_u32(sync + 1, 1u);
   }
 }
 

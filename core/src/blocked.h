@@ -74,11 +74,6 @@ struct Options {
   // chunks of up to trd_panel_max_batch matrices (0: any).
   int trd_panel_groups = 0;
   int trd_panel_max_batch = 0;
-  // trd_panel's groups of at most 256 lanes as step trd_panel_r (a backend may give that step
-  // another register budget a lane: CUDA fewer, for more resident groups).
-  int trd_panel_regs = 0;
-  // trd_panel's items done counted in 32 striped words instead of one (sytrd_blocked.h).
-  int trd_panel_stripes = 0;
   // eigh's tridiagonalisation with the trailing matrix resident in the groups' shared memory
   // (trd_res, core/kernels/sytrd_resident.h) for chunks of at most trd_res_max_batch matrices
   // (0: never): trd_res_groups groups in all, each of trd_res_lanes lanes (all must run at once:

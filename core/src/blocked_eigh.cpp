@@ -45,8 +45,6 @@ struct TrdPlan {
   int sg;        // trd_symv: lanes
   int per;       // trd_symv: outputs per group (tiled; 0: from the size), -1: untiled
   int panel;     // trd_panel's groups (0: a launch per step)
-  bool regs;     // trd_panel as step trd_panel_r (at most 256 lanes)
-  bool striped;  // trd_panel's items done counted in striped words
 };
 
 TrdPlan trd_plan(const Options &o, int64_t batch, int n) {
@@ -57,8 +55,6 @@ TrdPlan trd_plan(const Options &o, int64_t batch, int n) {
   t.sg = std::max(1, std::min(env_or("METAL_LINALG_TRD_SYMV_LANES", kSymvLanes), o.max_group));
   t.per = env_or("METAL_LINALG_TRD_SYMV_PER", o.trd_symv_per);
   t.panel = env_or("METAL_LINALG_TRD_PANEL_GROUPS", o.trd_panel_groups);
-  t.regs = env_or("METAL_LINALG_TRD_PANEL_REGS", o.trd_panel_regs) != 0 && t.ug <= 256;
-  t.striped = env_or("METAL_LINALG_TRD_PANEL_STRIPES", o.trd_panel_stripes) != 0;
   // -1: parallel_groups, twice that from batch x n = 4096 outputs per column (measured on the
   // H200: 264 groups fastest at 512..2048 x1, 528 at 4096 x1 and 1024 x8 .. 512 x64).
   if (t.panel < 0)
@@ -81,18 +77,16 @@ ml_status trd_panel(const Chunk &ch, const TrdPlan &tp, ml_step_params p, int n,
   const int shared = std::max(ml_trd_update_shared_floats(nb, gs, tp.rows),
                               ml_trd_symv_shared_floats(rows0, stage, per * nsg));
   p.off[3] = sync;
-  const int striped = tp.striped ? 8 : 0;
-  p.flags = 4 | striped;
+  p.flags = 4;
   ml_status st;
   if ((st = ch.launch(kStep_trd_panel, 1, 32, 0, p))) return st;
   p.m = tp.rows;
-  p.flags = stage | striped;
+  p.flags = stage;
   p.i[1] = shared;
   p.i[3] = per;
   const int64_t items = ch.batch * std::max<int64_t>((n - j0 + tp.rows - 1) / tp.rows,
                                                      (outs + per - 1) / per);
-  return ch.launch(tp.regs ? kStep_trd_panel_r : kStep_trd_panel,
-                   std::min<int64_t>(tp.panel, items), gs, shared + 1, p);
+  return ch.launch(kStep_trd_panel, std::min<int64_t>(tp.panel, items), gs, shared + 1, p);
 }
 
 // The resident tridiagonalisation (trd_res) of a chunk: from column k0 (a panel boundary, n:
@@ -140,7 +134,7 @@ EighLayout eigh_layout(int n, bool vectors, int64_t solver_floats, const Options
   }
   L.w = s.add(nn);
   L.scratch = s.add(solver_floats);
-  L.sync = s.add(std::max<int64_t>(ml_trd_res_sync_floats(n), ml_trd_panel_sync_floats()));
+  L.sync = s.add(ml_trd_res_sync_floats(n));
   L.per = s.floats;
   return L;
 }

@@ -219,30 +219,20 @@ int suite_sytrd() {
   sytrd_case(rep, worst, 70, ML_K_UPPER, odd, rng, false);
   // Each panel in one launch (trd_panel): few persistent groups taking every item, the rows
   // sliced, panel boundaries inside the matrix and a last panel of one column.
-  {
-    ml::blocked::Options fused = o;
-    fused.trd_panel_groups = 3;
-    for (int n : {2, 17, 67}) sytrd_case(rep, worst, n, ML_K_LOWER, fused, rng, false);
-    fused.trd_rows = 8;
-    sytrd_case(rep, worst, 33, ML_K_UPPER, fused, rng, false);
-    ml::blocked::Options fused_big = big;
-    fused_big.trd_rows = 16;
-    fused_big.trd_panel_groups = 5;
-    sytrd_case(rep, worst, 97, ML_K_LOWER, fused_big, rng, false);
-    // As step trd_panel_r (the same kernel under another launch bound).
-    fused_big.trd_panel_regs = 1;
-    sytrd_case(rep, worst, 65, ML_K_UPPER, fused_big, rng, false);
-    // The items done in striped words.
-    fused_big.trd_panel_stripes = 1;
-    sytrd_case(rep, worst, 97, ML_K_LOWER, fused_big, rng, false);
-  }
+  ml::blocked::Options fused = o;
+  fused.trd_panel_groups = 3;
+  for (int n : {2, 17, 67}) sytrd_case(rep, worst, n, ML_K_LOWER, fused, rng, false);
+  fused.trd_rows = 8;
+  sytrd_case(rep, worst, 33, ML_K_UPPER, fused, rng, false);
+  ml::blocked::Options fused_big = big;
+  fused_big.trd_rows = 16;
+  fused_big.trd_panel_groups = 5;
+  sytrd_case(rep, worst, 97, ML_K_LOWER, fused_big, rng, false);
   // The panels' groups on concurrent threads: the tickets and the items-done word under real
   // concurrency (the runner runs groups in turn).
   ml::blocked::Options fused_thr = o;
   fused_thr.trd_panel_groups = 4;
   sytrd_case(rep, worst, 41, ML_K_LOWER, fused_thr, rng, false, true);
-  fused_thr.trd_panel_stripes = 1;
-  sytrd_case(rep, worst, 41, ML_K_UPPER, fused_thr, rng, false, true);
   // The columns resident in the groups' shared memory (trd_res; five matrices: four groups
   // each): every column (n = 2: two groups, more groups than columns late in every matrix), and
   // with a shared budget that leaves the first panels to the steps above (k0 = 24 at n = 67),

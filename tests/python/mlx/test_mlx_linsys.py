@@ -748,7 +748,12 @@ def test_queries():
         assert op in queries.ALL_OPS and op not in queries.OPS  # nothing to calibrate
         assert op not in ml.calibration_status()
         backend = getattr(ml, f"{op}_backend")
-        assert backend(8, 4, stream=CPU) == "cpu:lapack" == backend(300)
+        assert backend(8, 4, stream=CPU) == "cpu:lapack" == backend(300, stream=CPU)
+        # Without a stream: the default stream's answer, the CUDA kernels on a CUDA MLX's GPU.
+        default = backend(300)
+        assert default == backend(300, stream=mx.default_stream(mx.default_device()))
+        on_cuda = mx.default_device() == mx.gpu and ml.gpu_path() == "cuda"
+        assert default == (f"cuda:blocked_{op}" if on_cuda else "cpu:lapack")
         assert f"{op}_backend" in ml.__all__ and f"{op}_policy" not in ml.__all__
     assert ml.cholesky_backend.__name__ == "cholesky_backend"
     with pytest.raises(ValueError):
