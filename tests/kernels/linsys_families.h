@@ -118,6 +118,17 @@ inline Batch spd_batch(int n, int flags, std::mt19937_64 &rng) {
   push(bt, "scale1e-30", kt::to_float(scaled(spd, 1e-30 / n)));
   push(bt, "scale1e30", kt::to_float(scaled(spd, 1e30 / n)));
   push(bt, "identity", kt::to_float(kt::identity(n)));
+  // L0 L0^T with L0 lower triangular, Gaussian below a diagonal near its row's norm: the updates
+  // from earlier columns carry about half of every later entry (in "gaussian" the added n I
+  // dominates), so an error in a trailing update shows in the residual.
+  {
+    Mat l0 = kt::gaussian(rng, n, n);
+    for (int i = 0; i < n; ++i) {
+      for (int j = i + 1; j < n; ++j) l0(i, j) = 0;
+      l0(i, i) = std::sqrt(double(i) + 1.0) + 1.0;
+    }
+    push(bt, "lowerproduct", kt::to_float(kt::matmul(l0, kt::transpose(l0))));
+  }
   // Indefinite: the pivot of step k = n / 2 made exactly -1 (A[k][k] set to a^T A11^-1 a - 1).
   {
     const int k = n / 2;
