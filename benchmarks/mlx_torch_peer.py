@@ -23,13 +23,12 @@ def torch_peer():
         if not torch.cuda.is_available():
             return None, "torch has no CUDA device"
         import metal_linalg_torch as mlt
+        from metal_linalg_torch._frontend import linalg_fn
     except Exception as exc:  # noqa: BLE001 (any import or driver failure: peer absent)
         return None, f"{type(exc).__name__}: {exc}"[:200]
 
     def run(op):
-        if op == "svd":
-            return lambda a: mlt.svd(a, full_matrices=False)
-        return getattr(mlt, op)
+        return linalg_fn(mlt, op)
 
     return Impl(
         PEER, lambda a: torch.from_numpy(a).cuda(), run, torch.cuda.synchronize, None, True

@@ -15,7 +15,6 @@ import metal_linalg as ml
 from . import _queries as queries
 from ._shared import bench
 from ._shared.bench import Impl
-from ._shared.queries import OUTPUTS
 
 OPS = queries.OPS
 
@@ -24,25 +23,28 @@ def _stream(device):
     return mx.gpu if device == "gpu" else mx.cpu
 
 
+def _evaluated(fn, stream):
+    """fn on `stream`, passed explicitly, of an op's input (A, or the pair (A, B) of solve and
+    solve_triangular); returns once the results exist."""
+
+    def call(x):
+        mx.eval(fn(*(x if isinstance(x, tuple) else (x,)), stream=stream))
+
+    return call
+
+
 def _ours(op, device):
-    """Our op on MLX's stream of `device`, passed explicitly; returns once the result exists."""
-    stream = _stream(device)
-    fn = getattr(ml, op)
-    if len(OUTPUTS[op]) > 1:
-        return lambda x: mx.eval(*fn(x, stream=stream))
-    return lambda x: mx.eval(fn(x, stream=stream))
+    """Our op on MLX's stream of `device` (solve_triangular: lower, its default)."""
+    return _evaluated(getattr(ml, op), _stream(device))
 
 
 def _mx_linalg(op):
-    """mx.linalg on the CPU stream (MLX has no GPU decompositions); its svd forms full U, Vt."""
-    la, cpu = mx.linalg, mx.cpu
-    return {
-        "qr": lambda x: mx.eval(*la.qr(x, stream=cpu)),
-        "eigh": lambda x: mx.eval(*la.eigh(x, stream=cpu)),
-        "eigvalsh": lambda x: mx.eval(la.eigvalsh(x, stream=cpu)),
-        "svd": lambda x: mx.eval(*la.svd(x, stream=cpu)),
-        "svdvals": lambda x: mx.eval(la.svd(x, compute_uv=False, stream=cpu)),
-    }[op]
+    """mx.linalg on the CPU stream (MLX has no GPU decompositions or linear systems); its svd
+    forms full U, Vt; its names and defaults are ours."""
+    la = mx.linalg
+    if op == "svdvals":
+        return _evaluated(lambda a, stream: la.svd(a, compute_uv=False, stream=stream), mx.cpu)
+    return _evaluated(getattr(la, op), mx.cpu)
 
 
 def _to_mx(a):
@@ -133,7 +135,7 @@ class MlxFrontend:
 
     def backend_label(self, op, m, n, batch, device) -> str:
         q = getattr(queries, f"{op}_backend")
-        dims = (n,) if op in ("eigh", "eigvalsh") else (m, n)
+        dims = (n,) if op in bench.SQUARE_ONLY else (m, n)
         try:
             return q(*dims, batch, stream=mx.cpu if device == "cpu" else mx.gpu)
         except ValueError:
@@ -159,7 +161,11 @@ class MlxFrontend:
         }
 
     def metadata(self, device: str) -> dict:
-        notes = ["mx.linalg runs on MLX's CPU stream (its only option); its svd forms full U, Vt."]
+        stream_note = (
+            "mx.linalg runs on MLX's CPU stream (its only option); its svd forms full U, Vt; its "
+            "lu_factor's pivots are 0-based (ours: LAPACK's 1-based)."
+        )
+        notes = [stream_note]
         if device == "gpu":
             notes.append("metal_linalg runs with stream=mx.gpu.")
             notes += [

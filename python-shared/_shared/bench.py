@@ -1,10 +1,13 @@
 """The benchmark both frontends run: grid, timing, nominal flops, roofline and reports.
 
 The grid: ops x (square n in 8..1024 and tall 64x32, 256x128, 1024x512) x batch in
-{1, 64, 1024, 16384}, capped at batch*m*n <= 2^27. Every implementation gets the same input (one
-NumPy array per point, converted by each implementation) in one run; each is timed after a
-warm-up and reported as best and median of several runs. run_grid() returns Records;
-write_results() writes JSON, a Markdown table and a PNG plot.
+{1, 64, 1024, 16384}, capped at batch*m*n <= 2^27. The ops: the decompositions (OPS) and the
+linear systems (LINSYS), these on square matrices only, solve and solve_triangular with a
+number of right-hand sides (nrhs, default 1). Every implementation gets the same input (one
+NumPy array per point, or the pair (A, B) for the ops with right-hand sides, converted by each
+implementation) in one run; each is timed after a warm-up and reported as best and median of
+several runs. run_grid() returns Records; write_results() writes JSON, a Markdown table and a
+PNG plot.
 
 The frontend adapter `fe` provides `package`, `framework`, `framework_version`, `q` (its
 Queries), `implementations(device, peers)` -> [Impl] (ours first), `backend_label(op, m, n,
@@ -29,6 +32,12 @@ import numpy as np
 
 from .queries import OPS, OUTPUTS
 
+# The linear systems the bench times besides the decompositions (OPS): square matrices only;
+# RHS_OPS also take right-hand sides B [batch, n, nrhs].
+LINSYS = ("cholesky", "solve", "inv", "lu_factor", "solve_triangular")
+RHS_OPS = ("solve", "solve_triangular")
+SQUARE_ONLY = ("eigh", "eigvalsh", *LINSYS)
+NRHS = (1,)
 SQUARE_N = (8, 16, 32, 64, 128, 256, 512, 1024)
 TALL = ((64, 32), (256, 128), (1024, 512))
 BATCHES = (1, 64, 1024, 16384)
@@ -53,19 +62,31 @@ MIN_RUN_S = 2e-4
 GROUP_MAX = 1000
 
 
+def bench_ops() -> list:
+    """Every op the bench knows, in report order: the decompositions, then the linear systems."""
+    return [*OPS, *LINSYS]
+
+
 @dataclass
 class Point:
     op: str
     m: int
     n: int
     batch: int
+    nrhs: int = 1  # right-hand sides of solve and solve_triangular; 0 for the other ops
+
+    def __post_init__(self):
+        if self.op not in RHS_OPS:
+            self.nrhs = 0
 
 
 @dataclass
 class Impl:
     """One implementation of the ops on one device.
 
-    prepare(np_array) -> its input; run(op) -> fn(input); sync(): waits for queued work;
+    prepare(np_array) -> its input (applied to A and B of the ops with right-hand sides); run(op)
+    -> fn(input), fn taking the pair for those ops, or None where this implementation has no such
+    op (the point is then not timed for it); sync(): waits for queued work;
     timer: None (wall clock around run + sync) or fn(call, x) -> milliseconds; reference: shown
     with its own ratio but not counted as a peer (e.g. our other frontend)."""
 
@@ -87,6 +108,7 @@ class Record:
     times: dict = field(default_factory=dict)  # impl -> {"best_ms", "median_ms", "runs"}
     roofline_ms: float = 0.0
     references: list = field(default_factory=list)  # impl names that are not peers
+    nrhs: int = 0  # right-hand sides (solve, solve_triangular), 0 for the other ops
 
     @property
     def ours_ms(self) -> float:
@@ -131,18 +153,31 @@ class Record:
         return d
 
 
-def grid(ops=OPS, shapes=None, batches=BATCHES, max_work=MAX_WORK) -> list:
-    """The benchmark points, shapes as (m, n) pairs (default: the square + tall grid)."""
+def grid(ops=OPS, shapes=None, batches=BATCHES, max_work=MAX_WORK, nrhs=NRHS) -> list:
+    """The benchmark points, shapes as (m, n) pairs (default: the square + tall grid); the
+    square-only ops skip the other shapes, the ops with right-hand sides take each of nrhs; a
+    point whose largest input (batch*m*n, or batch*n*nrhs) exceeds max_work is left out."""
     shapes = shapes or [(n, n) for n in SQUARE_N] + list(TALL)
     points = []
     for op in ops:
         for m, n in shapes:
-            if op in ("eigh", "eigvalsh") and m != n:
+            if op in SQUARE_ONLY and m != n:
                 continue
-            for b in batches:
-                if b * m * n <= max_work:
-                    points.append(Point(op, m, n, b))
+            for r in nrhs if op in RHS_OPS else (0,):
+                for b in batches:
+                    if b * max(m, r) * n <= max_work:
+                        points.append(Point(op, m, n, b, r))
     return points
+
+
+def shape_text(p) -> str:
+    """ "64x32", or "64x64 (4 rhs)" for an op with right-hand sides (a Point or a Record)."""
+    return f"{p.m}x{p.n}" + (f" ({p.nrhs} rhs)" if p.nrhs else "")
+
+
+def point_text(p) -> str:
+    """ "qr 64x32 x1024", "solve 64x64 (1 rhs) x1024" (a Point or a Record)."""
+    return f"{p.op} {shape_text(p)} x{p.batch}"
 
 
 def parse_shape(text: str) -> tuple[int, int]:
@@ -159,17 +194,38 @@ def parse_shape(text: str) -> tuple[int, int]:
     return m, n
 
 
-def make_input(point: Point, seed: int = 0) -> np.ndarray:
-    """The point's float32 input (symmetric for the eigen-ops), shared by every implementation."""
+def make_input(point: Point, seed: int = 0):
+    """The point's float32 input, shared by every implementation: A with standard normal entries
+    G, symmetric for the eigen-ops ((G + G^T) / 2), positive-definite for cholesky (G G^T / n +
+    I), lower triangular for solve_triangular (tril(G) + sqrt(n) I), G + 2 sqrt(n) I for solve,
+    inv and lu_factor (all well conditioned: condition numbers about 5 to 15); for the ops with
+    right-hand sides the pair (A, B), B [batch, n, nrhs] standard normal."""
     rng = np.random.default_rng(seed)
-    a = rng.standard_normal((point.batch, point.m, point.n), dtype=np.float32)
-    if point.op in ("eigh", "eigvalsh"):
+    op, n = point.op, point.n
+    a = rng.standard_normal((point.batch, point.m, n), dtype=np.float32)
+    eye = np.eye(n, dtype=np.float32)
+    if op in ("eigh", "eigvalsh"):
         a = (a + np.swapaxes(a, -1, -2)) * np.float32(0.5)
-    return np.ascontiguousarray(a)
+    elif op == "cholesky":
+        a = a @ np.swapaxes(a, -1, -2) / np.float32(n) + eye
+    elif op == "solve_triangular":
+        a = np.tril(a) + np.float32(math.sqrt(n)) * eye
+    elif op in LINSYS:
+        a = a + np.float32(2 * math.sqrt(n)) * eye
+    a = np.ascontiguousarray(a)
+    if op in RHS_OPS:
+        return a, rng.standard_normal((point.batch, n, point.nrhs), dtype=np.float32)
+    return a
+
+
+def prepared(impl, a):
+    """impl's input from a point's NumPy input (A, or the pair (A, B))."""
+    return tuple(impl.prepare(x) for x in a) if isinstance(a, tuple) else impl.prepare(a)
 
 
 def numpy_fns(xp, op):
-    """op on an array module with NumPy's linalg names (NumPy, CuPy, jax.numpy)."""
+    """op on an array module with NumPy's linalg names (NumPy, CuPy, jax.numpy); None for the
+    ops NumPy's linalg does not have (lu_factor, solve_triangular)."""
     la = xp.linalg
     return {
         "qr": lambda a: la.qr(a),
@@ -177,7 +233,10 @@ def numpy_fns(xp, op):
         "eigvalsh": lambda a: la.eigvalsh(a),
         "svd": lambda a: la.svd(a, full_matrices=False),
         "svdvals": lambda a: la.svd(a, compute_uv=False),
-    }[op]
+        "cholesky": lambda a: la.cholesky(a),
+        "solve": lambda ab: la.solve(*ab),
+        "inv": lambda a: la.inv(a),
+    }.get(op)
 
 
 def numpy_impl() -> Impl:
@@ -226,11 +285,14 @@ def time_runs(call, x, impl: Impl, min_runs: int, budget_s: float, slow_s: float
 
 def estimate_seconds(points, per_call_s, names, min_runs, budget_s, slow_s) -> float:
     """Seconds a grid is expected to take when implementation `name`'s call of a point takes
-    per_call_s(name, point) seconds: the warm-up plus the planned runs, for every implementation."""
+    per_call_s(name, point) seconds (None: not timed there): the warm-up plus the planned runs,
+    for every implementation."""
     total = 0.0
     for p in points:
         for name in names:
             t = per_call_s(name, p)
+            if t is None:
+                continue
             total += t + max(t, MIN_RUN_S) * planned_runs(t, min_runs, budget_s, slow_s)
     return total
 
@@ -238,15 +300,18 @@ def estimate_seconds(points, per_call_s, names, min_runs, budget_s, slow_s) -> f
 def probe_rates(impls, ops, probe_n: int = 32, probe_batch: int = 64) -> dict:
     """{(impl name, op): (fixed_s, flop_rate)} from two small probe shapes of each implementation
     (8x8 x1 and probe_n^2 x probe_batch, a few calls each), to extrapolate the time of a grid: a rough figure,
-    printed before a long run. A failed probe counts as free (its error under "failed")."""
+    printed before a long run. A failed probe counts as free (its error under "failed"); an
+    implementation without the op has no entry."""
     rates = {}
     for impl in impls:
         for op in ops:
             try:
                 call = impl.run(op)
+                if call is None:
+                    continue
                 times = []
                 for n, batch in ((8, 1), (probe_n, probe_batch)):
-                    x = impl.prepare(make_input(Point(op, n, n, batch)))
+                    x = prepared(impl, make_input(Point(op, n, n, batch)))
                     # The lower quartile of 5 or more runs: a grid's time is the sum of its
                     # runs (typical ones, not the fastest), but on a busy machine stalls can
                     # last through most of a probe's few milliseconds (torch's MKL threads on a
@@ -259,13 +324,20 @@ def probe_rates(impls, ops, probe_n: int = 32, probe_batch: int = 64) -> dict:
             else:
                 work = probe_batch * nominal_flops(op, probe_n, probe_n)
                 rates[(impl.name, op)] = (times[0], work / max(times[1] - times[0], 1e-7))
+    rates["probed"] = {impl.name for impl in impls}
     return rates
 
 
 def per_call_from_rates(rates):
-    def per_call(name: str, p: Point) -> float:
+    """per_call(name, point) -> seconds of a call from probe_rates' figures; None where a probed
+    implementation has no such op, 0 for one not probed."""
+    probed = rates.get("probed", set())
+
+    def per_call(name: str, p: Point):
+        if (name, p.op) not in rates and name in probed:
+            return None
         fixed, rate = rates.get((name, p.op), (0.0, math.inf))
-        return fixed + p.batch * nominal_flops(p.op, p.m, p.n) / rate
+        return fixed + p.batch * nominal_flops(p.op, p.m, p.n, p.nrhs) / rate
 
     return per_call
 
@@ -273,12 +345,23 @@ def per_call_from_rates(rates):
 # ---- roofline ----
 
 
-def nominal_flops(op: str, m: int, n: int) -> float:
+def nominal_flops(op: str, m: int, n: int, nrhs: int = 1) -> float:
     """Nominal LAPACK flop counts per matrix (Golub & Van Loan; LAPACK Working Notes): qr
     geqrf + orgqr of the thin Q; eigh 9n^3 (tridiagonal QL with vectors); eigvalsh 4n^3/3; thin
     svd (S, U1, V) the cheaper of Golub-Reinsch 14mk^2 + 8k^3 and R-SVD 6mk^2 + 20k^3; svdvals
-    Golub-Reinsch 4mk^2 - 4k^3/3 (m the longer side, k the shorter)."""
+    Golub-Reinsch 4mk^2 - 4k^3/3 (m the longer side, k the shorter); cholesky n^3/3 (potrf);
+    lu_factor mk^2 - k^3/3 (getrf); inv 2n^3 (getrf + getri); solve 2n^3/3 + 2n^2 nrhs (getrf +
+    getrs); solve_triangular n^2 nrhs (trsm)."""
     k, big = min(m, n), max(m, n)
+    linsys = {
+        "cholesky": n**3 / 3,
+        "lu_factor": big * k * k - k**3 / 3,
+        "inv": 2.0 * n**3,
+        "solve": 2.0 * n**3 / 3 + 2.0 * n * n * nrhs,
+        "solve_triangular": 1.0 * n * n * nrhs,
+    }
+    if op in linsys:
+        return linsys[op]
     if op == "qr":
         return 4.0 * big * k * k - 4.0 * k**3 / 3
     if op == "eigh":
@@ -290,9 +373,10 @@ def nominal_flops(op: str, m: int, n: int) -> float:
     return 4.0 * big * k * k - 4.0 * k**3 / 3
 
 
-def output_floats(op: str, m: int, n: int) -> int:
-    """Floats per matrix of op's outputs (the core's op table, default flags)."""
-    dims = {"m": m, "n": n, "k": min(m, n)}
+def output_floats(op: str, m: int, n: int, nrhs: int = 0) -> int:
+    """Floats (lu_factor's pivots: int32, as many bytes) per matrix of op's outputs (the core's
+    op table, default flags; nrhs: the right-hand sides)."""
+    dims = {"m": m, "n": n, "k": min(m, n), "r": nrhs}
     total = 0
     for symbols in OUTPUTS[op]:
         size = 1
@@ -304,8 +388,9 @@ def output_floats(op: str, m: int, n: int) -> int:
 
 def roofline_ms(point: Point, peaks: dict) -> float:
     """max(bytes / copy bandwidth, nominal flops / fp32 GEMM rate) in milliseconds."""
-    nbytes = 4 * point.batch * (point.m * point.n + output_floats(point.op, point.m, point.n))
-    flops = point.batch * nominal_flops(point.op, point.m, point.n)
+    m, n, r = point.m, point.n, point.nrhs
+    nbytes = 4 * point.batch * (m * n + n * r + output_floats(point.op, m, n, r))
+    flops = point.batch * nominal_flops(point.op, m, n, r)
     return 1e3 * max(nbytes / peaks["copy_bytes_per_s"], flops / peaks["fp32_flops_per_s"])
 
 
@@ -397,18 +482,17 @@ def run_grid(
                 point.batch,
                 fe.backend_label(point.op, point.m, point.n, point.batch, device),
                 references=refs,
+                nrhs=point.nrhs,
             )
             rec.roofline_ms = roofline_ms(point, peaks)
             for impl in impls:
-                if bar:
-                    bar.update(
-                        task,
-                        description=f"{point.op} {point.m}x{point.n} x{point.batch} {impl.name}",
-                    )
                 try:
-                    ms = time_runs(
-                        impl.run(point.op), impl.prepare(a), impl, min_runs, budget_s, slow_s
-                    )
+                    call = impl.run(point.op)
+                    if call is None:
+                        continue  # no such op there: not timed, "-" in the tables
+                    if bar:
+                        bar.update(task, description=f"{point_text(point)} {impl.name}")
+                    ms = time_runs(call, prepared(impl, a), impl, min_runs, budget_s, slow_s)
                     rec.times[impl.name] = {
                         "best_ms": min(ms),
                         "median_ms": statistics.median(ms),
@@ -428,7 +512,7 @@ def run_grid(
             if bar:
                 bar.update(task, advance=weights[i], done=i + 1)
             elif lines:
-                lines.point_done(i, f"{point.op} {point.m}x{point.n} x{point.batch}")
+                lines.point_done(i, point_text(point))
     finally:
         if bar:
             bar.stop()
@@ -477,7 +561,7 @@ def noisy_lines(records) -> list:
     for r in records:
         if r.noisy:
             spread = ", ".join(f"{n} {r.times[n]['spread']:.1f}x" for n in r.noisy)
-            lines.append(f"{r.op} {r.m}x{r.n} x{r.batch}: {spread}")
+            lines.append(f"{point_text(r)}: {spread}")
     return lines
 
 
@@ -556,7 +640,7 @@ def rich_table(records, title: str):
         roof = r.roofline_ms / r.ours_ms if r.ours_ms > 0 else math.nan
         table.add_row(
             r.op,
-            f"{r.m}x{r.n}",
+            shape_text(r),
             str(r.batch),
             r.backend,
             *(_time_cell(r, n) for n in names),
@@ -577,7 +661,7 @@ def markdown_table(records) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in records:
         d = r.as_dict()
-        cells = [r.op, f"{r.m}x{r.n}", str(r.batch), f"`{r.backend}`"]
+        cells = [r.op, shape_text(r), str(r.batch), f"`{r.backend}`"]
         cells += [_time_cell(r, n) for n in names]
         cells += [f"{d['us_per_matrix']:.3g}", r.best_peer[0] or "-", _x(r.speedup)]
         cells += [_x(r.ratio(ref)) for ref in refs]
@@ -629,7 +713,7 @@ def plot_layout(records) -> dict:
     """What plot() draws: the ops (one panel each), their rows, the y-range every panel shares,
     the peers named in the title, the peers that were fastest somewhere (the legend) and the
     colour of each peer."""
-    ops = [op for op in OPS if any(r.op == op for r in records)]
+    ops = [op for op in bench_ops() if any(r.op == op for r in records)]
     rows_of = {op: [r for r in records if r.op == op and not math.isnan(r.speedup)] for op in ops}
     values = [r.speedup for rows in rows_of.values() for r in rows]
     peers = _peers(records)
@@ -696,7 +780,10 @@ def plot(records, path: str, title: str) -> dict:
                 color="black" if v >= 1 else "tab:red",
             )
         ax.set_xticks(range(len(rows)))
-        ax.set_xticklabels([f"{r.m}x{r.n}\nx{r.batch}" for r in rows], fontsize=8)
+        ax.set_xticklabels(
+            [f"{r.m}x{r.n}\nx{r.batch}" + (f"\n{r.nrhs} rhs" if r.nrhs else "") for r in rows],
+            fontsize=8,
+        )
         ax.set_xlim(-0.6, max(len(rows), 1) - 0.4)
         ax.set_ylabel("speedup vs best peer", fontsize=9)
         ax.set_title(op, fontsize=10, loc="left")
@@ -798,13 +885,31 @@ def write_results(
             f"took more than {SPREAD_LIMIT:g}x the fastest (a busy machine?): treat it with "
             "care.\n\n"
         )
-        notes = meta.get("notes")
+        notes = [*meta.get("notes", []), *report_notes(records)]
         if notes:
             f.write("".join(f"- {n}\n" for n in notes) + "\n")
         f.write(markdown_table(records))
         f.write("\n" + summary(records) + ".\n")
     plot(records, paths["png"], title)
     return paths
+
+
+def report_notes(records) -> list:
+    """The Markdown report's notes on the linear systems' inputs, and on the implementations
+    that do not have some of the ops measured (not timed there)."""
+    notes = []
+    if any(r.op in LINSYS for r in records):
+        notes.append(
+            "Linear systems: A = G G^T / n + I for cholesky, tril(G) + sqrt(n) I for "
+            "solve_triangular (lower), G + 2 sqrt(n) I for solve, inv and lu_factor (G standard "
+            "normal); solve and solve_triangular with B [batch, n, nrhs] (the shape's `rhs`)."
+        )
+    ops = list(dict.fromkeys(r.op for r in records))
+    for name in _impl_names(records):
+        missing = [op for op in ops if not any(name in r.times for r in records if r.op == op)]
+        if missing:
+            notes.append(f"{name} has no {', '.join(missing)}: not timed there.")
+    return notes
 
 
 def load_records(path: str) -> list:

@@ -144,6 +144,25 @@ def bench_plan(args):
     return shapes, batches, bench.MIN_RUNS, bench.BUDGET_S
 
 
+def square_only_problem(ops, shapes, explicit: bool) -> tuple:
+    """(error, note) for square-only ops (eigh, eigvalsh, the linear systems) given non-square
+    --shapes: an error when ops named with --ops (explicit) get no square shape at all, else a
+    note naming the shapes they skip (None, None when nothing is skipped)."""
+    from . import bench
+
+    square_ops = [op for op in ops if op in bench.SQUARE_ONLY]
+    skipped = [f"{m}x{n}" for m, n in shapes or [] if m != n]
+    if not square_ops or not skipped:
+        return None, None
+    which = f"{', '.join(square_ops)} {'takes' if len(square_ops) == 1 else 'take'}"
+    if explicit and len(skipped) == len(shapes):
+        return (
+            f"{which} square matrices only; --shapes {' '.join(skipped)} has none "
+            "(use --n N or NxN shapes)"
+        ), None
+    return None, f"{which} square matrices only: {' '.join(skipped)} skipped for them"
+
+
 def _save_records_somewhere(meta, records, name: str) -> str | None:
     """The results as JSON in the current or temporary folder, when --out failed after
     measuring (None if neither can be written)."""
@@ -179,8 +198,21 @@ def cmd_bench(fe, args) -> int:
     except ValueError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
-    ops = args.ops or OPS
-    points = bench.grid(ops, shapes, batches, args.max_work)
+    ops = args.ops or bench.bench_ops()
+    given = shapes if args.n or args.shapes else None  # not the quick grid's tall shape
+    error, note = square_only_problem(ops, given, bool(args.ops))
+    if error:
+        print(f"bench: {error}", file=sys.stderr)
+        return 2
+    if args.nrhs and not any(op in bench.RHS_OPS for op in ops):
+        print(
+            f"bench: --nrhs applies to {' and '.join(bench.RHS_OPS)} only, and the ops run "
+            f"({' '.join(ops)}) have neither",
+            file=sys.stderr,
+        )
+        return 2
+    nrhs = args.nrhs or bench.NRHS
+    points = bench.grid(ops, shapes, batches, args.max_work, nrhs)
     if not points:
         print("bench: no grid point matches the options", file=sys.stderr)
         return 2
@@ -193,6 +225,8 @@ def cmd_bench(fe, args) -> int:
     meta = bench.metadata(fe, device)
     name = args.name or bench.default_name(fe, device, meta["device_name"])
     paths = bench.result_paths(args.out, name)
+    if note:
+        print(f"bench: note: {note}", file=sys.stderr)
     impls = fe.implementations(device, args.peers)
     names = [i.name for i in impls]
     per_call = bench.per_call_from_rates(bench.probe_rates(impls, sorted({p.op for p in points})))
@@ -210,7 +244,7 @@ def cmd_bench(fe, args) -> int:
         highlight=False,
     )
     if not args.quick and shapes is None:
-        quick = bench.grid(ops, bench.QUICK_SHAPES, bench.QUICK_BATCHES, args.max_work)
+        quick = bench.grid(ops, bench.QUICK_SHAPES, bench.QUICK_BATCHES, args.max_work, nrhs)
         q_est = bench.estimate_seconds(
             quick, per_call, names, bench.QUICK_MIN_RUNS, bench.QUICK_BUDGET_S, args.slow
         )
@@ -411,12 +445,14 @@ def _file_stem(text: str) -> str:
 
 
 def _bench_args(p, package: str) -> None:
+    from . import bench
+
     p.add_argument(
         "--ops",
         nargs="+",
-        choices=OPS,
+        choices=bench.bench_ops(),
         metavar="OP",
-        help="ops to run: qr eigh eigvalsh svd svdvals (default: all)",
+        help=f"ops to run: {' '.join(bench.bench_ops())} (default: all)",
     )
     p.add_argument(
         "--n", nargs="+", type=_positive_int, help="square sizes (default: 8 16 ... 1024)"
@@ -426,16 +462,23 @@ def _bench_args(p, package: str) -> None:
         nargs="+",
         type=_shape,
         metavar="MxN",
-        help="M x N shapes, e.g. 64x32 (default: 64x32 256x128 1024x512)",
+        help="M x N shapes, e.g. 64x32 (default: 64x32 256x128 1024x512); eigh, eigvalsh and the "
+        "linear systems take the square ones only",
     )
     p.add_argument(
         "--batch", nargs="+", type=_positive_int, help="batch sizes (default: 1 64 1024 16384)"
     )
     p.add_argument(
+        "--nrhs",
+        nargs="+",
+        type=_positive_int,
+        help="right-hand sides of solve and solve_triangular (default: 1)",
+    )
+    p.add_argument(
         "--max-work",
         type=_positive_int,
         default=2**27,
-        help="skip points with batch*m*n above this (default 2^27)",
+        help="skip points with batch*m*n (or batch*n*nrhs, when larger) above this (default 2^27)",
     )
     p.add_argument(
         "--device",
@@ -446,7 +489,8 @@ def _bench_args(p, package: str) -> None:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="a small grid (54 points) with fewer runs: 1-2 minutes on a 2-core CPU",
+        help="a small grid (99 points, 54 of them decompositions) with fewer runs: about 2 "
+        "minutes on a 2-core CPU",
     )
     p.add_argument(
         "--out",

@@ -18,20 +18,24 @@ from ._shared.bench import Impl
 OPS = queries.OPS
 
 
-def _ours(op):
+def linalg_fn(la, op):
+    """op of `la`, this package or torch.linalg (the same names and signatures), as the
+    benchmark calls it: the thin svd; solve and solve_triangular (lower) take the pair (A, B)."""
     if op == "svd":
-        return lambda a: mlt.svd(a, full_matrices=False)
-    return getattr(mlt, op)
+        return lambda a: la.svd(a, full_matrices=False)
+    if op == "solve":
+        return lambda ab: la.solve(*ab)
+    if op == "solve_triangular":
+        return lambda ab: la.solve_triangular(*ab, upper=False)
+    return getattr(la, op)
+
+
+def _ours(op):
+    return linalg_fn(mlt, op)
 
 
 def _torch_fn(op):
-    return {
-        "qr": lambda a: torch.linalg.qr(a),
-        "eigh": lambda a: torch.linalg.eigh(a),
-        "eigvalsh": lambda a: torch.linalg.eigvalsh(a),
-        "svd": lambda a: torch.linalg.svd(a, full_matrices=False),
-        "svdvals": lambda a: torch.linalg.svdvals(a),
-    }[op]
+    return linalg_fn(torch.linalg, op)
 
 
 def cuda_events_ms(call, x) -> float:
@@ -157,7 +161,10 @@ class TorchFrontend:
                 if any(d.platform == "gpu" for d in jax.devices()):
 
                     def jax_run(op):
-                        fn = jax.jit(bench.numpy_fns(jnp, op))
+                        fn = bench.numpy_fns(jnp, op)
+                        if fn is None:
+                            return None
+                        fn = jax.jit(fn)
                         return lambda a: jax.block_until_ready(fn(a))
 
                     impls.append(Impl("jax", jnp.asarray, jax_run))
@@ -175,7 +182,7 @@ class TorchFrontend:
 
     def backend_label(self, op, m, n, batch, device) -> str:
         q = getattr(queries, f"{op}_backend")
-        dims = (n,) if op in ("eigh", "eigvalsh") else (m, n)
+        dims = (n,) if op in bench.SQUARE_ONLY else (m, n)
         return q(*dims, batch, device=device)
 
     def machine_peaks(self, device: str) -> dict:

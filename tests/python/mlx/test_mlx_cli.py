@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import metal_linalg as ml
+import numpy as np
 import pytest
 import subproc
 from metal_linalg import _shared
@@ -339,6 +340,51 @@ def test_nominal_flops():
     assert bench.nominal_flops("svd", 1000, 10) == 6 * 1000 * 100 + 20 * 1000
 
 
+def test_linear_systems_grid_flops_and_absent_peer_ops():
+    # solve 8x8 with 16 right-hand sides x64: B over the work cap; 6x3: square-only ops skip it
+    points = bench.grid(["inv", "solve", "qr"], [(8, 8), (6, 3)], [1, 64], 64 * 8 * 8, (1, 16))
+    assert [(p.op, p.m, p.n, p.batch, p.nrhs) for p in points] == [
+        ("inv", 8, 8, 1, 0), ("inv", 8, 8, 64, 0),
+        ("solve", 8, 8, 1, 1), ("solve", 8, 8, 64, 1), ("solve", 8, 8, 1, 16),
+        ("qr", 8, 8, 1, 0), ("qr", 8, 8, 64, 0), ("qr", 6, 3, 1, 0), ("qr", 6, 3, 64, 0),
+    ]  # fmt: skip
+    assert bench.point_text(points[4]) == "solve 8x8 (16 rhs) x1"
+    assert bench.nominal_flops("cholesky", 30, 30) == 9000
+    assert bench.nominal_flops("lu_factor", 30, 30) == 18000
+    assert bench.nominal_flops("inv", 10, 10) == 2000
+    assert bench.nominal_flops("solve", 30, 30, 2) == 18000 + 3600
+    assert bench.nominal_flops("solve_triangular", 10, 10, 3) == 300
+    assert bench.numpy_fns(np, "lu_factor") is None and bench.numpy_fns(np, "inv") is not None
+    # An implementation without an op: no probe entry, no time in the estimate.
+    impls = [bench.numpy_impl(), bench.Impl("fake", lambda a: a, lambda op: lambda x: None)]
+    per_call = bench.per_call_from_rates(bench.probe_rates(impls, ["solve_triangular"]))
+    p = bench.Point("solve_triangular", 8, 8, 4)
+    assert per_call("numpy", p) is None and per_call("fake", p) >= 0
+    assert bench.estimate_seconds([p], lambda n, p: None, ["numpy"], 3, 1.0, 10.0) == 0
+
+
+def test_cli_bench_linear_systems(tmp_path):
+    ops = ("cholesky", "solve", "inv", "lu_factor", "solve_triangular")
+    out = cli_run(
+        "bench", "--device", "cpu", "--ops", *ops, "--n", "6", "--batch", "3", "--nrhs", "2",
+        "--quick", "--out", str(tmp_path), "--name", "ls",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    data = json.loads((tmp_path / "ls.json").read_text())
+    assert [(r["op"], r["n"], r["batch"], r["nrhs"]) for r in data["results"]] == [
+        ("cholesky", 6, 3, 0), ("solve", 6, 3, 2), ("inv", 6, 3, 0), ("lu_factor", 6, 3, 0),
+        ("solve_triangular", 6, 3, 2),
+    ]  # fmt: skip
+    for r in data["results"]:
+        numpy_has = r["op"] in ("cholesky", "solve", "inv")
+        assert set(r["times"]) == {"metal_linalg", "mx.linalg", *(["numpy"] if numpy_has else [])}
+        assert all(t["best_ms"] > 0 and "error" not in t for t in r["times"].values()), r
+        assert r["backend"] == "cpu:lapack" and r["speedup_vs_best_peer"] > 0
+    md = (tmp_path / "ls.md").read_text()
+    assert "| solve_triangular | 6x6 (2 rhs) | 3 |" in md and "Linear systems: A = " in md
+    assert bench.plot_layout(bench.load_records(str(tmp_path / "ls.json")))["ops"] == list(ops)
+
+
 # ---- bench: arguments, --out, partial results, spread, plots ----
 
 
@@ -351,6 +397,10 @@ def test_nominal_flops():
         (("--shapes", "3y4"), "argument --shapes: shape '3y4'"),
         (("--max-work", "0"), "argument --max-work: must be >= 1"),
         (("--slow", "-1"), "argument --slow: must be a positive number"),
+        (("--nrhs", "0"), "argument --nrhs: must be >= 1, got 0"),
+        (("--ops", "solve", "--shapes", "6x3"), "solve takes square matrices only"),
+        (("--ops", "eigh", "lu_factor", "--shapes", "6x3"), "eigh, lu_factor take square"),
+        (("--ops", "qr", "svd", "--nrhs", "2"), "--nrhs applies to solve and solve_triangular"),
     ],
 )
 def test_cli_bench_rejects_bad_arguments_before_measuring(args, message):

@@ -145,3 +145,86 @@ def test_info_names_cpu_only_and_gpu_cores():
     assert out.returncode == 0, out.stderr
     assert "CPU only:" in out.stdout and "GPU cores:" in out.stdout
     assert "on the default device" in out.stdout
+
+
+LINSYS = ("cholesky", "solve", "inv", "lu_factor", "solve_triangular")
+
+
+def _bench_here(*args) -> int:
+    """`python -m metal_linalg_torch bench ARGS` in this process (no second torch import)."""
+    from metal_linalg_torch import __main__
+
+    return __main__.main(["bench", "--device", "cpu", *args])
+
+
+def test_bench_linear_systems(tmp_path, capsys):
+    """The linear systems in the bench: square points only, right-hand sides for solve and
+    solve_triangular, torch.linalg everywhere and NumPy where it has the op."""
+    rc = _bench_here(
+        "--ops", *LINSYS, "--n", "8", "--shapes", "6x3", "--batch", "4", "--nrhs", "1", "3",
+        "--quick", "--out", str(tmp_path), "--name", "ls",
+    )  # fmt: skip
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert "6x3 skipped" in out.err and "estimated time: about" in out.out
+    data = json.loads((tmp_path / "ls.json").read_text())
+    points = {(r["op"], r["m"], r["n"], r["batch"], r["nrhs"]) for r in data["results"]}
+    assert points == {
+        ("cholesky", 8, 8, 4, 0), ("inv", 8, 8, 4, 0), ("lu_factor", 8, 8, 4, 0),
+        ("solve", 8, 8, 4, 1), ("solve", 8, 8, 4, 3),
+        ("solve_triangular", 8, 8, 4, 1), ("solve_triangular", 8, 8, 4, 3),
+    }  # fmt: skip
+    for r in data["results"]:
+        numpy_has = r["op"] in ("cholesky", "solve", "inv")
+        assert set(r["times"]) == {"metal_linalg", "torch", *(["numpy"] if numpy_has else [])}
+        assert all(t["best_ms"] > 0 and "error" not in t for t in r["times"].values()), r
+        assert r["backend"].startswith("cpu:") and r["roofline_ms"] > 0
+        assert r["speedup_vs_best_peer"] > 0
+    md = (tmp_path / "ls.md").read_text()
+    assert "| solve | 8x8 (3 rhs) | 4 |" in md and "| inv | 8x8 | 4 |" in md
+    assert "numpy has no lu_factor, solve_triangular" in md
+    assert (tmp_path / "ls.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_linear_system_arguments_checked_before_measuring(tmp_path, capsys):
+    import pytest
+
+    for args, message in (
+        (("--ops", "solve", "--shapes", "6x3"), "solve takes square matrices only"),
+        (("--ops", "qr", "inv", "--shapes", "6x3", "5x2"), "inv takes square matrices only"),
+        (("--ops", "qr", "--nrhs", "2"), "--nrhs applies to solve and solve_triangular only"),
+    ):
+        rc = _bench_here("--out", str(tmp_path), *args)
+        out = capsys.readouterr()
+        assert rc == 2 and message in out.err, out.err
+        assert "estimated time" not in out.out
+    with pytest.raises(SystemExit) as exit_:
+        _bench_here("--ops", "solve", "--nrhs", "0")
+    assert exit_.value.code == 2
+    assert "argument --nrhs: must be >= 1, got 0" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_bench_linear_system_peers_agree_on_the_inputs():
+    """Each linear system's input suits it (SPD, lower triangular, well conditioned), and ours and
+    torch.linalg, as the bench calls them, give the same results on it."""
+    import numpy as np
+    import torch
+    from metal_linalg_torch import _frontend
+    from metal_linalg_torch._shared import bench
+
+    for op in LINSYS:
+        x = bench.make_input(bench.Point(op, 8, 8, 4, nrhs=2), seed=1)
+        a = x[0] if isinstance(x, tuple) else x
+        assert a.shape == (4, 8, 8) and np.linalg.cond(a.astype(np.float64)).max() < 50
+        if op == "solve_triangular":
+            assert not np.triu(a, 1).any() and x[1].shape == (4, 8, 2)
+        if op == "cholesky":
+            assert np.allclose(a, np.swapaxes(a, -1, -2)) and np.linalg.eigvalsh(a).min() > 0
+        impls = _frontend.frontend().implementations("cpu", ["torch"])
+        ours, peer = ((r if isinstance(r, tuple) else (r,)) for r in (
+            i.run(op)(bench.prepared(i, x)) for i in impls
+        ))  # fmt: skip
+        assert len(ours) == len(peer) == (2 if op == "lu_factor" else 1)
+        for o, p in zip(ours, peer):
+            torch.testing.assert_close(o.float(), p.float(), rtol=1e-4, atol=1e-4)
