@@ -16,6 +16,8 @@ and the linear systems, with torch.linalg's semantics (info words, broadcasting,
     inv(a), inv_ex(a, *, check_errors=False)               -> X[, info]
     solve_triangular(a, b, *, upper=False, left=True, unitriangular=False) -> X
     tri_inv(a, upper=False), cholesky_inv(L, upper=False)  -> X
+    lu(a) -> (p uint32 row indices, L, U) with a = L[p] @ U, as mx.linalg.lu
+    det(a) -> det; slogdet(a) -> (sign, logabsdet)         (from lu_factor, as mx.linalg's)
 
 (each with the keyword-only stream=). The plain cholesky, lu_factor, solve and inv evaluate the
 call and raise LinearSystemError (a ValueError and a LinAlgError) naming the first matrix that
@@ -62,10 +64,13 @@ from ._linsys import (
     cholesky,
     cholesky_ex,
     cholesky_inv,
+    det,
     inv,
     inv_ex,
+    lu,
     lu_factor,
     lu_factor_ex,
+    slogdet,
     solve,
     solve_ex,
     solve_triangular,
@@ -104,6 +109,7 @@ __all__ = [
     "cholesky",
     "cholesky_ex",
     "cholesky_inv",
+    "det",
     "eigh",
     "eigh_ex",
     "eigvalsh",
@@ -111,10 +117,12 @@ __all__ = [
     "gpu_path",
     "inv",
     "inv_ex",
+    "lu",
     "lu_factor",
     "lu_factor_ex",
     "qr",
     "qr_ex",
+    "slogdet",
     "solve",
     "solve_ex",
     "solve_triangular",

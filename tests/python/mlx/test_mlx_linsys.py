@@ -1,9 +1,11 @@
 """The MLX linear systems (cholesky, lu_factor, solve, inv, solve_triangular, the *_ex forms,
-tri_inv, cholesky_inv) against float64 references: LAPACK's test ratios (docs/design.md section
-7) on hard matrix families, a NaN matrix in a batch (NaN for it only, the rest bitwise as
-without it), singular and indefinite matrices (info words, errors naming the matrix), bad
-arguments, broadcasting, gradients and forward derivatives against float64 torch autograd on
-the CPU (also on hard inputs), vmap, compile, one graph node per call, and the queries.
+tri_inv, cholesky_inv; lu, det and slogdet also against mx.linalg's) against float64
+references: LAPACK's test ratios (docs/design.md section 7) on hard matrix families, a NaN
+matrix in a batch (NaN for it only, the rest bitwise as without it), singular and indefinite
+matrices (info words, errors naming the matrix), bad arguments, broadcasting, gradients and
+forward derivatives against float64 torch autograd on the CPU (also on hard inputs; det's at
+singular matrices against float64 cofactors), vmap, compile, one graph node per call, and the
+queries.
 """
 
 from __future__ import annotations
@@ -758,3 +760,244 @@ def test_queries():
     assert ml.cholesky_backend.__name__ == "cholesky_backend"
     with pytest.raises(ValueError):
         ml.solve_backend(0)
+
+
+# ---- lu, det, slogdet (lu_factor's node and MLX ops, as mx.linalg's) ----
+
+
+def take_rows(L: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """L[p] for each matrix of a batch (mx.linalg.lu's a = L[p] @ U)."""
+    return np.take_along_axis(L, p[..., None].astype(np.int64), axis=-2)
+
+
+def cofactors(a: np.ndarray) -> np.ndarray:
+    """The matrix of cofactors adj(a)^T of a small matrix in float64, from its minors (exact
+    where a is singular, unlike det a^-T)."""
+    n = a.shape[-1]
+    c = np.empty_like(a)
+    for i in range(n):
+        for j in range(n):
+            minor = np.delete(np.delete(a, i, -2), j, -1)
+            c[..., i, j] = (-1) ** (i + j) * np.linalg.det(minor)
+    return c
+
+
+@pytest.mark.parametrize("shape", [(6, 6), (33, 33), (9, 4), (4, 9), (1, 1)])
+def test_lu_as_mx_linalg(shape):
+    m, n = shape
+    k = min(m, n)
+    rng = rng_(30)
+    A = np.stack([square(f, max(m, n), rng)[:m, :n] for f in SOLVE_FAMILIES])
+    p, L, U = ml.lu(mxa(A), stream=CPU)
+    assert p.dtype == mx.uint32 and L.dtype == U.dtype == mx.float32
+    assert (p.shape, L.shape, U.shape) == ((6, m), (6, m, k), (6, k, n))
+    p, L, U = np.asarray(p), np64(L), np64(U)
+    assert (np.sort(p, axis=-1) == np.arange(m)).all()
+    assert np.array_equal(np.triu(L), np.broadcast_to(np.eye(m, k), L.shape))
+    assert not np.tril(U, -1).any() and np.abs(L).max() <= 1  # partial pivoting: |L| <= 1
+    ratio = norms1(take_rows(L, p) @ U - A) / (n * norms1(A) * ULP)
+    assert ratio.max() < LIMIT, ratio
+    # p inverts lu_factor's permutation (LAPACK's 1-based interchanges)
+    piv = np.asarray(ml.lu_factor(mxa(A), stream=CPU)[1])
+    assert all((permutation(piv[i], m)[p[i]] == np.arange(m)).all() for i in range(6))
+    # mx.linalg.lu (CPU stream) on the random matrix: the same rows, the same factors
+    rp, rL, rU = mx.linalg.lu(mxa(A[0]), stream=CPU)
+    assert np.array_equal(p[0], np.asarray(rp))
+    np.testing.assert_allclose(L[0], np64(rL), atol=1e-5)
+    np.testing.assert_allclose(U[0], np64(rU), rtol=1e-5, atol=1e-5)
+
+
+def test_lu_singular_nan_and_empty():
+    A = square_batch(5, ("random",) * 4, seed=31)
+    A[1, :, 2] = 0.0  # singular: a factorization with U[2,2] = 0, no error
+    A[2, 1, 3] = np.nan
+    p, L, U = ml.lu(mxa(A), stream=CPU)
+    p, L, U = np.asarray(p), np64(L), np64(U)
+    assert U[1, 2, 2] == 0 and np.isfinite(L[[0, 1, 3]]).all() and np.isfinite(U[[0, 1, 3]]).all()
+    np.testing.assert_allclose(take_rows(L, p)[1] @ U[1], A[1], atol=1e-5)
+    assert np.isnan(np.tril(L[2], -1)[np.tril_indices(5, -1)]).all()
+    assert np.isnan(U[2][np.triu_indices(5)]).all() and p[2].tolist() == [0, 1, 2, 3, 4]
+    alone = ml.lu(mxa(A[[0, 1, 3]]), stream=CPU)
+    for got, ref in zip((p, L, U), alone):
+        assert_rest_exact(got, ref, [0, 1, 3])
+    for shape, k in (((2, 0, 3), 0), ((0, 4, 4), 4), ((0, 0), 0)):
+        p, L, U = ml.lu(mx.zeros(shape), stream=CPU)
+        assert p.dtype == mx.uint32 and (p.shape, L.shape, U.shape) == (
+            shape[:-1],
+            (*shape[:-1], k),
+            (*shape[:-2], k, shape[-1]),
+        )
+    assert ml.det(mx.zeros((0, 0)), stream=CPU).item() == 1.0  # the empty product
+    assert [x.item() for x in ml.slogdet(mx.zeros((0, 0)), stream=CPU)] == [1.0, 0.0]
+    assert ml.det(mx.zeros((3, 0, 0)), stream=CPU).shape == (3,)
+
+
+def equilibrated_cond(a: np.ndarray) -> np.ndarray:
+    """cond of each matrix with rows, then columns, scaled to 1 (graded matrices are easy)."""
+    a = a / np.abs(a).max(axis=-1, keepdims=True)
+    return np.linalg.cond(a / np.abs(a).max(axis=-2, keepdims=True))
+
+
+@pytest.mark.parametrize("n", [1, 6, 33])
+def test_det_and_slogdet_values(n):
+    A = square_batch(n, seed=32)
+    d = np64(ml.det(mxa(A), stream=CPU))
+    sign, logabs = (np64(x) for x in ml.slogdet(mxa(A), stream=CPU))
+    ref_sign, ref_log = np.linalg.slogdet(A)
+    assert np.array_equal(sign, ref_sign)
+    # log|det| moves by about tr(A^-1 dA) for a backward error dA: n ulp cond(A) at most
+    bound = 4 * n * ULP * (np.abs(ref_log) + equilibrated_cond(A))
+    assert (np.abs(logabs - ref_log) <= bound).all(), (logabs - ref_log, bound)
+    # slogdet stays finite where det leaves float32's range ("tiny" 1e-30 and "huge" 1e30
+    # entries): det is 0 where the exact one underflows and +-inf where it overflows
+    with np.errstate(over="ignore", under="ignore"):
+        ref = ref_sign * np.exp(ref_log)
+    tiny, huge = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
+    normal = (np.abs(ref) > 1e4 * tiny) & (np.abs(ref) < huge / 1e4)
+    rel = np.abs(d[normal] - ref[normal]) / np.abs(ref[normal])
+    assert (rel <= np.expm1(bound[normal]) + 1e-6).all(), rel
+    under, over = np.abs(ref) < tiny / 1e4, np.abs(ref) > huge * 1e4
+    assert (np.abs(d[under]) < tiny).all() and (d[over] == np.inf * ref_sign[over]).all()
+    if n == 33:
+        assert np.isinf(d[4]) and d[3] == 0 and np.isfinite(logabs).all()
+    # mx.linalg's on the CPU stream, where its det and slogdet are in range (the random one)
+    np.testing.assert_allclose(d[0], np64(mx.linalg.det(mxa(A[0]), stream=CPU)), rtol=1e-5)
+    ms, ml_ = mx.linalg.slogdet(mxa(A[0]), stream=CPU)
+    assert sign[0] == ms.item() and abs(logabs[0] - ml_.item()) < 1e-5 * max(1, abs(ref_log[0]))
+
+
+def test_det_and_slogdet_singular_and_nan_in_a_batch():
+    A = square_batch(5, ("random",) * 5, seed=33)
+    A[1, :, 3] = 0.0  # exactly singular
+    A[2, 4, 0] = np.nan
+    A[3, 0, 0] = np.inf
+    A[4] = np.outer(np.arange(1.0, 6.0), [1.0, -2.0, 0.5, 4.0, 3.0])  # rank one, no zero column
+    d = np64(ml.det(mxa(A), stream=CPU))
+    sign, logabs = (np64(x) for x in ml.slogdet(mxa(A), stream=CPU))
+    assert np.isnan(d[[2, 3]]).all() and np.isnan(logabs[[2, 3]]).all()
+    assert sign[[2, 3]].tolist() == [0, 0]  # (0, NaN) as mx.linalg.slogdet and torch's
+    assert d[1] == 0 and d[4] == 0 and sign[[1, 4]].tolist() == [0, 0]
+    assert np.isneginf(logabs[[1, 4]]).all()
+    assert not np.signbit(d[[1, 4]]).any()  # 0, not -0
+    assert_rest_exact(d, ml.det(mxa(A[[0]]), stream=CPU), [0])
+    assert_rest_exact(logabs, ml.slogdet(mxa(A[[0]]), stream=CPU)[1], [0])
+    # mx.linalg's on the singular ones: the same
+    md = np64(mx.linalg.det(mxa(A[[1, 4]]), stream=CPU))
+    ms, mlog = (np64(x) for x in mx.linalg.slogdet(mxa(A[[1, 4]]), stream=CPU))
+    assert (md == 0).all() and (ms == 0).all() and np.isneginf(mlog).all()
+
+
+def test_det_and_slogdet_gradients_and_jvp():
+    rng = rng_(34)
+    A = f32(rng.standard_normal((3, 5, 5)) + 2 * np.eye(5))
+    H = hard_matrix(5, rng)[None]
+    slog = (lambda X: ml.slogdet(X, stream=CPU)[1], lambda X: torch.linalg.slogdet(X)[1])
+    det = (lambda X: ml.det(X, stream=CPU), torch.linalg.det)
+    for X, tol in ((A, TOL), (H, HARD_TOL)):
+        for mine, ref in (det, slog):
+            assert_close(mx_grads(mine, X), torch_grads(ref, X), tol)
+            dX = weights(X.shape, 35)
+            assert_close([mx_jvp(mine, [X], [dX])], [torch_jvp(ref, [X], [dX])], tol)
+    # second order: the derivative's own nodes (solve_ex, inv_ex) are differentiable
+    gg = mx.grad(lambda Y: mx.grad(lambda Z: ml.det(Z, stream=CPU))(Y).sum())(mxa(A[0]))
+    At = torch.tensor(A[0], dtype=F64, requires_grad=True)
+    (g,) = torch.autograd.grad(torch.linalg.det(At), At, create_graph=True)
+    (ref,) = torch.autograd.grad(g.sum(), At)
+    assert_close([np64(gg)], [ref.numpy()])
+
+
+def test_det_gradient_of_degenerate_matrices():
+    rng = rng_(36)
+    A = f32(rng.standard_normal((4, 4, 4)))
+    A[0, :, 1] = 0.0  # rank 3, a zero column: det A^-T is 0 * inf; the cofactors are not 0
+    A[1] = f32(rng.standard_normal((4, 3)) @ rng.standard_normal((3, 4)))  # rank 3 (float32)
+    A[2] = f32(rng.standard_normal((4, 2)) @ rng.standard_normal((2, 4)))  # rank 2: gradient ~0
+    A[3] = f32(A[3] * 1e-12)  # det ~1e-48 underflows float32; its cofactors (1e-36) do not
+    g = np64(mx.grad(lambda X: ml.det(X, stream=CPU).sum())(mxa(A)))
+    ref = cofactors(A)
+    assert np.isfinite(g).all()
+    err = np.linalg.norm(g - ref, axis=(-2, -1)) / np.linalg.norm(ref[[0, 1, 3]]).max()
+    assert err[[0, 3]].max() < TOL and err[2] < 1e-5, err
+    rel = np.linalg.norm(g[3] - ref[3]) / np.linalg.norm(ref[3])
+    assert rel < TOL, rel
+    # A[1] is singular in exact arithmetic only (det 7e-7 in float32): det A^-T from A's own LU
+    # (a solve with A^T, factored anew, meets an exact zero pivot there)
+    assert np.linalg.norm(g[1] - ref[1]) / np.linalg.norm(ref[1]) < 1e-4
+    # the same under vmap and jvp (nothing evaluated there: both branches computed)
+    gv = np64(mx.vmap(mx.grad(lambda X: ml.det(X, stream=CPU)))(mxa(A)))
+    np.testing.assert_allclose(gv, g, rtol=1e-6, atol=1e-12)
+    dA = weights(A.shape, 37)
+    t = mx_jvp(lambda X: ml.det(X, stream=CPU), [A], [dA])
+    np.testing.assert_allclose(t, (g * dA).sum(axis=(-2, -1)), rtol=1e-5, atol=1e-12)
+    # (torch.linalg.det's first-order gradient at an exactly singular matrix is 0, not the
+    # cofactors.) slogdet: log|det| has no finite derivative at an exactly singular matrix: an error
+    # naming it (under vmap, where nothing can be read, NaN for it only)
+    with pytest.raises(ml.LinearSystemError, match=r"slogdet\] .*\(batch index 0\).*not finite"):
+        mx.grad(lambda X: ml.slogdet(X, stream=CPU)[1].sum())(mxa(A))
+    with pytest.raises(ValueError, match=r"slogdet\] the input matrix is singular"):
+        mx.jvp(lambda X: ml.slogdet(X, stream=CPU)[1], [mxa(A[0])], [mxa(dA[0])])
+    gv = np64(mx.vmap(mx.grad(lambda X: ml.slogdet(X, stream=CPU)[1]))(mxa(A[[0, 3]])))
+    assert np.isnan(gv[0]).all() and np.isfinite(gv[1]).all()
+
+
+def test_lu_gradients():
+    rng = rng_(38)
+    A = f32(rng.standard_normal((2, 5, 5)))
+    A[1, 0, 0] = 0.0  # the first step must pivot
+    dA = weights(A.shape, 39)
+    for mine, ref in (
+        (lambda X: ml.lu(X, stream=CPU)[1], lambda X: torch.linalg.lu(X).L),
+        (lambda X: ml.lu(X, stream=CPU)[2], lambda X: torch.linalg.lu(X).U),
+    ):
+        assert_close(mx_grads(mine, A), torch_grads(ref, A))
+        assert_close([mx_jvp(mine, [A], [dA])], [torch_jvp(ref, [A], [dA])])
+    # lu_factor's derivative is for square matrices: a non-square lu's raises, naming lu
+    W = mxa(A[0, :, :3])
+    with pytest.raises(ValueError, match=r"\[metal_linalg\.lu\] gradients .* square .* 5 x 3"):
+        mx.grad(lambda X: ml.lu(X, stream=CPU)[2].sum())(W)
+    with pytest.raises(ValueError, match=r"\[metal_linalg\.lu\] gradients .* square .* 3 x 5"):
+        mx.jvp(lambda X: ml.lu(X, stream=CPU)[1], [W.T], [W.T])
+    with pytest.raises(ValueError, match=r"\[metal_linalg\.lu\] gradients"):
+        mx.vjp(lambda X: ml.lu(X, stream=CPU)[1], [W], [mx.ones((5, 3))])
+
+
+def test_lu_det_slogdet_vmap_compile_and_streams():
+    rng = rng_(40)
+    A = f32(rng.standard_normal((3, 4, 6, 6)))
+    A[1, 2, :, 0] = 0.0  # one singular matrix
+    X = mxa(A)
+    want = [ml.det(X, stream=CPU), *ml.slogdet(X, stream=CPU), *ml.lu(X, stream=CPU)]
+
+    def fn(x):
+        return ml.det(x, stream=CPU), *ml.slogdet(x, stream=CPU), *ml.lu(x, stream=CPU)
+
+    moved = mx.vmap(fn, in_axes=1, out_axes=1)(X)
+    for got in (moved, mx.compile(fn)(X), mx.vmap(mx.vmap(fn))(X)):
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    # streams: an mx.Stream, a Device, the default inside `with mx.stream`
+    for stream in (mx.default_stream(CPU), CPU):
+        assert np.array_equal(np.asarray(ml.det(X, stream=stream)), np.asarray(want[0]))
+    with mx.stream(CPU):
+        assert np.array_equal(np.asarray(ml.slogdet(X)[1]), np.asarray(want[2]))
+        assert np.array_equal(np.asarray(ml.lu(X)[0]), np.asarray(want[3]))
+    for name in ("lu", "det", "slogdet"):
+        fn = getattr(ml, name)
+        assert name in ml.__all__
+        with pytest.raises(TypeError, match=rf"{name}\] stream must be"):
+            fn(X, stream="cpu")
+        with pytest.raises(ValueError, match=rf"{name}\] .*\[\.\.\., M?N?, N\]"):
+            fn(mx.zeros(3))
+        with pytest.raises(TypeError, match="complex"):
+            fn(mx.zeros((3, 3), dtype=mx.complex64))
+        if not mx.is_available(mx.gpu):
+            with pytest.raises(ValueError, match="no GPU backend"):
+                fn(X, stream=mx.gpu)
+    for name in ("det", "slogdet"):
+        with pytest.raises(ValueError, match=rf"{name}\] A must be square"):
+            getattr(ml, name)(mx.zeros((3, 4)))
+    # integer and NumPy input as mx.linalg.det takes them
+    assert ml.det(mx.array([[1, 2], [3, 4]]), stream=CPU).item() == pytest.approx(-2.0)
+    assert ml.slogdet(np.array([[2.0, 0.0], [0.0, 3.0]]), stream=CPU)[1].item() == pytest.approx(
+        np.log(6.0)
+    )
