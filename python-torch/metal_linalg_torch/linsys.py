@@ -67,6 +67,12 @@ def _check_square(A, name: str) -> None:
         )
 
 
+def _batch_shape(a: torch.Size, b: torch.Size) -> torch.Size:
+    """The broadcast of two batch shapes (torch.broadcast_shapes, without its cost when they
+    are equal, the common case)."""
+    return a if a == b else torch.broadcast_shapes(a, b)
+
+
 def _check_rhs(A, B, left: bool, name: str) -> None:
     """B's matrix shape against A's for AX = B (left) or XA = B."""
     _check_tensor(B, name, "B")
@@ -83,7 +89,7 @@ def _check_rhs(A, B, left: bool, name: str) -> None:
             f"({A.shape[-2]}x{n} and {B.shape[-2]}x{B.shape[-1]})"
         )
     try:
-        torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+        _batch_shape(A.shape[:-2], B.shape[:-2])
     except RuntimeError:
         raise ValueError(
             f"[metal_linalg.{name}] the batch dimensions of A {tuple(A.shape[:-2])} and B "
@@ -169,7 +175,7 @@ def run(op: str, A: torch.Tensor, B, flags: int) -> tuple:
     (int32, the batch shape), last."""
     m, n = A.shape[-2], A.shape[-1]
     if B is not None:
-        batch_shape = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+        batch_shape = _batch_shape(A.shape[:-2], B.shape[:-2])
         nrhs = B.shape[-2] if flags & ML_LS_RIGHT else B.shape[-1]
     else:
         batch_shape, nrhs = A.shape[:-2], 1
@@ -217,6 +223,18 @@ def run(op: str, A: torch.Tensor, B, flags: int) -> tuple:
 
 def _first_failure(info: torch.Tensor, failed):
     """(flat batch index, info) of the first matrix whose info `failed` accepts, or None."""
+    if (
+        type(info) is torch.Tensor
+        and info.device.type == "cpu"
+        and not torch._C._functorch.is_functorch_wrapped_tensor(info)
+    ):
+        # A plain CPU tensor: the same test on its NumPy view (no tensor ops per call).
+        flat = info.reshape(-1).numpy()
+        bad = failed(flat)
+        if not bad.any():
+            return None
+        i = int(bad.nonzero()[0][0])
+        return i, int(flat[i])
     bad = failed(info)
     if not bool(bad.any()):
         return None
@@ -362,7 +380,7 @@ def _vmap(op, n_tensors: int, n_outputs: int):
 
 
 def _fake_rhs(op: str, A, B, flags: int):
-    batch_shape = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    batch_shape = _batch_shape(A.shape[:-2], B.shape[:-2])
     n = A.shape[-1]
     nrhs = B.shape[-2] if flags & ML_LS_RIGHT else B.shape[-1]
     ((shape, dtype),) = _shapes(op, flags, batch_shape, n, n, nrhs)
