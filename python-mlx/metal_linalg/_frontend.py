@@ -135,7 +135,7 @@ class MlxFrontend:
 
     def backend_label(self, op, m, n, batch, device) -> str:
         q = getattr(queries, f"{op}_backend")
-        dims = (n,) if op in bench.SQUARE_ONLY else (m, n)
+        dims = (n,) if bench.square_only(op) else (m, n)
         try:
             return q(*dims, batch, stream=mx.cpu if device == "cpu" else mx.gpu)
         except ValueError:

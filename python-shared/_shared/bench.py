@@ -2,7 +2,7 @@
 
 The grid: ops x (square n in 8..1024 and tall 64x32, 256x128, 1024x512) x batch in
 {1, 64, 1024, 16384}, capped at batch*m*n <= 2^27. The ops: the decompositions (OPS) and the
-linear systems (LINSYS), these on square matrices only, solve and solve_triangular with a
+linear systems (linsys_ops()), these on square matrices only, solve and solve_triangular with a
 number of right-hand sides (nrhs, default 1). Every implementation gets the same input (one
 NumPy array per point, or the pair (A, B) for the ops with right-hand sides, converted by each
 implementation) in one run; each is timed after a warm-up and reported as best and median of
@@ -30,13 +30,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .queries import OPS, OUTPUTS
+from .queries import ALL_OPS, OPS, OUTPUTS
 
-# The linear systems the bench times besides the decompositions (OPS): square matrices only;
-# RHS_OPS also take right-hand sides B [batch, n, nrhs].
-LINSYS = ("cholesky", "solve", "inv", "lu_factor", "solve_triangular")
-RHS_OPS = ("solve", "solve_triangular")
-SQUARE_ONLY = ("eigh", "eigvalsh", *LINSYS)
 NRHS = (1,)
 SQUARE_N = (8, 16, 32, 64, 128, 256, 512, 1024)
 TALL = ((64, 32), (256, 128), (1024, 512))
@@ -62,9 +57,34 @@ MIN_RUN_S = 2e-4
 GROUP_MAX = 1000
 
 
+# What the bench needs to know of an op, read from the core's op table (queries.ALL_OPS, OPS,
+# OUTPUTS) once the frontend has bound it.
+
+
+def linsys_ops() -> list:
+    """The linear systems: the ops besides the decompositions (OPS), in the table's order."""
+    return [op for op in ALL_OPS if op not in OPS]
+
+
+def takes_rhs(op: str) -> bool:
+    """Whether op takes right-hand sides B [batch, n, nrhs]: its output has their count r."""
+    return any("r" in dims for dims in OUTPUTS[op])
+
+
+def square_only(op: str) -> bool:
+    """Whether the bench times op on square matrices only: the linear systems (their queries
+    take one order n; lu_factor's rectangular case is not benchmarked), and the ops no output of
+    which depends on m or k = min(m, n)."""
+    return op in linsys_ops() or not any(sym in ("m", "k") for dims in OUTPUTS[op] for sym in dims)
+
+
+def rhs_ops() -> list:
+    return [op for op in ALL_OPS if takes_rhs(op)]
+
+
 def bench_ops() -> list:
     """Every op the bench knows, in report order: the decompositions, then the linear systems."""
-    return [*OPS, *LINSYS]
+    return [*OPS, *linsys_ops()]
 
 
 @dataclass
@@ -76,7 +96,7 @@ class Point:
     nrhs: int = 1  # right-hand sides of solve and solve_triangular; 0 for the other ops
 
     def __post_init__(self):
-        if self.op not in RHS_OPS:
+        if not takes_rhs(self.op):
             self.nrhs = 0
 
 
@@ -161,9 +181,9 @@ def grid(ops=OPS, shapes=None, batches=BATCHES, max_work=MAX_WORK, nrhs=NRHS) ->
     points = []
     for op in ops:
         for m, n in shapes:
-            if op in SQUARE_ONLY and m != n:
+            if square_only(op) and m != n:
                 continue
-            for r in nrhs if op in RHS_OPS else (0,):
+            for r in nrhs if takes_rhs(op) else (0,):
                 for b in batches:
                     if b * max(m, r) * n <= max_work:
                         points.append(Point(op, m, n, b, r))
@@ -210,10 +230,10 @@ def make_input(point: Point, seed: int = 0):
         a = a @ np.swapaxes(a, -1, -2) / np.float32(n) + eye
     elif op == "solve_triangular":
         a = np.tril(a) + np.float32(math.sqrt(n)) * eye
-    elif op in LINSYS:
+    elif op in linsys_ops():
         a = a + np.float32(2 * math.sqrt(n)) * eye
     a = np.ascontiguousarray(a)
-    if op in RHS_OPS:
+    if takes_rhs(op):
         return a, rng.standard_normal((point.batch, n, point.nrhs), dtype=np.float32)
     return a
 
@@ -353,15 +373,15 @@ def nominal_flops(op: str, m: int, n: int, nrhs: int = 1) -> float:
     lu_factor mk^2 - k^3/3 (getrf); inv 2n^3 (getrf + getri); solve 2n^3/3 + 2n^2 nrhs (getrf +
     getrs); solve_triangular n^2 nrhs (trsm)."""
     k, big = min(m, n), max(m, n)
-    linsys = {
-        "cholesky": n**3 / 3,
-        "lu_factor": big * k * k - k**3 / 3,
-        "inv": 2.0 * n**3,
-        "solve": 2.0 * n**3 / 3 + 2.0 * n * n * nrhs,
-        "solve_triangular": 1.0 * n * n * nrhs,
+    linsys = {  # each op's own count
+        "cholesky": lambda: n**3 / 3,
+        "lu_factor": lambda: big * k * k - k**3 / 3,
+        "inv": lambda: 2.0 * n**3,
+        "solve": lambda: 2.0 * n**3 / 3 + 2.0 * n * n * nrhs,
+        "solve_triangular": lambda: 1.0 * n * n * nrhs,
     }
     if op in linsys:
-        return linsys[op]
+        return linsys[op]()
     if op == "qr":
         return 4.0 * big * k * k - 4.0 * k**3 / 3
     if op == "eigh":
@@ -898,7 +918,7 @@ def report_notes(records) -> list:
     """The Markdown report's notes on the linear systems' inputs, and on the implementations
     that do not have some of the ops measured (not timed there)."""
     notes = []
-    if any(r.op in LINSYS for r in records):
+    if any(r.op in linsys_ops() for r in records):
         notes.append(
             "Linear systems: A = G G^T / n + I for cholesky, tril(G) + sqrt(n) I for "
             "solve_triangular (lower), G + 2 sqrt(n) I for solve, inv and lu_factor (G standard "

@@ -150,7 +150,7 @@ def square_only_problem(ops, shapes, explicit: bool) -> tuple:
     note naming the shapes they skip (None, None when nothing is skipped)."""
     from . import bench
 
-    square_ops = [op for op in ops if op in bench.SQUARE_ONLY]
+    square_ops = [op for op in ops if bench.square_only(op)]
     skipped = [f"{m}x{n}" for m, n in shapes or [] if m != n]
     if not square_ops or not skipped:
         return None, None
@@ -204,9 +204,9 @@ def cmd_bench(fe, args) -> int:
     if error:
         print(f"bench: {error}", file=sys.stderr)
         return 2
-    if args.nrhs and not any(op in bench.RHS_OPS for op in ops):
+    if args.nrhs and not any(bench.takes_rhs(op) for op in ops):
         print(
-            f"bench: --nrhs applies to {' and '.join(bench.RHS_OPS)} only, and the ops run "
+            f"bench: --nrhs applies to {' and '.join(bench.rhs_ops())} only, and the ops run "
             f"({' '.join(ops)}) have neither",
             file=sys.stderr,
         )

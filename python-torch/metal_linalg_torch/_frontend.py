@@ -182,7 +182,7 @@ class TorchFrontend:
 
     def backend_label(self, op, m, n, batch, device) -> str:
         q = getattr(queries, f"{op}_backend")
-        dims = (n,) if op in bench.SQUARE_ONLY else (m, n)
+        dims = (n,) if bench.square_only(op) else (m, n)
         return q(*dims, batch, device=device)
 
     def machine_peaks(self, device: str) -> dict:
