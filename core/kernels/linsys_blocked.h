@@ -182,6 +182,21 @@ ML_FN void ml_step_ls_pivots(ML_STEP_ARGS) {
   out[k] = ml_lsb_bad(p, ws, b) ? k + 1 : (int)piv[k] + 1;
 }
 
+// The diagonal block's lower triangle (D: W's columns from (k0, k0), ldw) into shared S (ld)
+// and factored there by ml_ls_potf2 (sq: its diagonal); a failing minor goes to stat[2]
+// (k0 + its order). Whether the factorisation completed (the same on every lane).
+ML_FN bool ml_lsb_potf2_block(ML_CTX ctx, ML_DEVICE float *st, ML_DEVICE const float *D, int ldw,
+                              int jb, int k0, ML_SHARED float *S, int ld, ML_SHARED float *sq) {
+  for (int e = ctx.lane; e < jb * jb; e += ctx.group_size) {
+    const int j = e / jb, i = e - j * jb;  // down W's columns
+    if (i >= j) S[i * ld + j] = D[(ml_i64)j * ldw + i];
+  }
+  ml_barrier(ctx);
+  const int status = ml_ls_potf2(ctx, S, ld, jb, sq);
+  if (status != 0 && ctx.lane == 0) st[2] = (float)(k0 + status);
+  return status == 0;
+}
+
 // ls_potrf: the diagonal block W[k0 .. k0 + jb) x [k0 .. k0 + jb) (operand 1, ld[1]; k0 =
 // p.i[0], jb = p.n <= ML_LSB_MAX_NB) := its Cholesky factor L (lower triangle, the diagonal
 // included; the upper part untouched), by linsys_cholesky.h's ml_ls_potf2 in shared memory.
@@ -199,16 +214,7 @@ ML_FN void ml_step_ls_potrf(ML_STEP_ARGS) {
   ML_DEVICE float *D = ws + p.off[1] + b * p.stride[1] + (ml_i64)k0 * ldw + k0;
   ML_SHARED float *S = ctx.scratch;
   ML_SHARED float *sq = S + jb * ld;
-  for (int e = ctx.lane; e < jb * jb; e += ctx.group_size) {
-    const int j = e / jb, i = e - j * jb;  // down W's columns
-    if (i >= j) S[i * ld + j] = D[(ml_i64)j * ldw + i];
-  }
-  ml_barrier(ctx);
-  const int status = ml_ls_potf2(ctx, S, ld, jb, sq);
-  if (status != 0) {
-    if (ctx.lane == 0) st[2] = (float)(k0 + status);
-    return;
-  }
+  if (!ml_lsb_potf2_block(ctx, st, D, ldw, jb, k0, S, ld, sq)) return;
   for (int e = ctx.lane; e < jb * jb; e += ctx.group_size) {
     const int j = e / jb, i = e - j * jb;
     if (i > j) D[(ml_i64)j * ldw + i] = S[i * ld + j];
@@ -269,16 +275,7 @@ ML_FN void ml_step_ls_potrf_inv(ML_STEP_ARGS) {
   ML_SHARED float *S = ctx.scratch;
   ML_SHARED float *sq = S + jb * ld;
   ML_SHARED float *xd = sq + jb;
-  for (int e = ctx.lane; e < jb * jb; e += ctx.group_size) {
-    const int j = e / jb, i = e - j * jb;  // down W's columns
-    if (i >= j) S[i * ld + j] = D[(ml_i64)j * ldw + i];
-  }
-  ml_barrier(ctx);
-  const int status = ml_ls_potf2(ctx, S, ld, jb, sq);
-  if (status != 0) {
-    if (ctx.lane == 0) st[2] = (float)(k0 + status);
-    return;
-  }
+  if (!ml_lsb_potf2_block(ctx, st, D, ldw, jb, k0, S, ld, sq)) return;
   for (int e = ctx.lane; e < jb * jb; e += ctx.group_size) {
     const int j = e / jb, i = e - j * jb;
     const float v = i > j ? S[i * ld + j] : i == j ? sq[i] : S[j * ld + i];

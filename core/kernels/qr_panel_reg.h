@@ -147,6 +147,45 @@ ML_FN void ml_qrr_pass(ML_CTX ctx, ML_THREAD const float *u, ML_THREAD const flo
 // The panel's factorisation with RPL rows per lane and NB register columns (jb <= NB).
 // P: the panel (rows j.. of W's columns j..), V likewise; Tout: the panel's T (ld nb); tau_out:
 // where the taus go when has_tau. Returns whether a diagonal entry of R is exactly zero.
+// The reflector of the column whose products the pass just summed (tot: this lane's total of
+// column idx over the group; src: the lane holding u^T u; alpha: the pivot), into h and vs (the
+// factor of u in v = [1; vs u]). Below ML_QR_FUSED_MIN (group-uniform: every lane holds the same
+// sigma) the column is scaled first (by 2^60 when its plain sum underflowed) and the products
+// formed and summed again from the scaled column (store: whether this lane writes its
+// simdgroup's folded value, slot w of pw), vs = 1. Returns the total of column idx to use.
+template <int RPL, int NB>
+ML_FN float ml_qrr_reflector(ML_CTX ctx, ML_THREAD float *u, ML_THREAD const float (*x)[NB],
+                             ML_SHARED float *pw, ML_SHARED float *red, bool store, int w,
+                             int idx, int nw, float tot, int src, float alpha,
+                             ML_THREAD ml_house_t *h, ML_THREAD float *vs) {
+  const float sigma = ml_simd_shuffle_full(ctx, tot, src);
+  if (sigma >= ML_QR_FUSED_MIN) {
+    ml_house_finish(alpha, sigma, 1.0f, h);
+    *vs = h->scale;
+    return tot;
+  }
+  float sg = sigma, up = 1.0f;
+  if (!(sigma >= ML_HOUSE_TINY)) {
+    float s = 0.0f;
+    ML_UNROLL
+    for (int k = 0; k < RPL; ++k) s += (u[k] * ML_HOUSE_UP) * (u[k] * ML_HOUSE_UP);
+    sg = ml_group_sum(ctx, s, red);
+    up = ML_HOUSE_UP;
+  }
+  ml_house_finish(alpha, sg, up, h);
+  ML_UNROLL
+  for (int k = 0; k < RPL; ++k) u[k] *= h->scale;
+  float v[NB / 2];
+  ml_qrr_pass<RPL, NB>(ctx, u, x, v);
+  ml_barrier(ctx);  // every lane has read pw
+  if (store) pw[w * 32 + idx] = v[0];
+  ml_barrier(ctx);
+  tot = 0.0f;
+  for (int q = 0; q < nw; ++q) tot += pw[q * 32 + idx];
+  *vs = 1.0f;
+  return tot;
+}
+
 template <int RPL, int NB>
 ML_FN bool ml_qrr_run(ML_CTX ctx, ML_DEVICE float *P, int ld, ML_DEVICE float *V, int ldv,
                       int j, int r, int jb, int nb, ML_DEVICE float *Tout,
@@ -197,35 +236,10 @@ ML_FN bool ml_qrr_run(ML_CTX ctx, ML_DEVICE float *P, int ld, ML_DEVICE float *V
     ml_barrier(ctx);
     float tot = 0.0f;  // the group's total of column idx
     for (int q = 0; q < nw; ++q) tot += pw[q * 32 + idx];
-    const float sigma = ml_simd_shuffle_full(ctx, tot, c << shift);
-    const float alpha = rc[c];
     ml_house_t h;
     float vs;  // factor of u in the reflector: v_c = [1; vs u]
-    if (sigma >= ML_QR_FUSED_MIN) {
-      ml_house_finish(alpha, sigma, 1.0f, &h);
-      vs = h.scale;
-    } else {
-      // Group-uniform (every lane holds the same sigma): the column scaled first (by 2^60 when
-      // its plain sum underflowed), then the products summed again from the scaled column.
-      float sg = sigma, up = 1.0f;
-      if (!(sigma >= ML_HOUSE_TINY)) {
-        float s = 0.0f;
-        ML_UNROLL
-        for (int k = 0; k < RPL; ++k) s += (u[k] * ML_HOUSE_UP) * (u[k] * ML_HOUSE_UP);
-        sg = ml_group_sum(ctx, s, red);
-        up = ML_HOUSE_UP;
-      }
-      ml_house_finish(alpha, sg, up, &h);
-      ML_UNROLL
-      for (int k = 0; k < RPL; ++k) u[k] *= h.scale;
-      ml_qrr_pass<RPL, NB>(ctx, u, x, v);
-      ml_barrier(ctx);  // every lane has read pw
-      if ((sl & ((1 << shift) - 1)) == 0) pw[w * 32 + idx] = v[0];
-      ml_barrier(ctx);
-      tot = 0.0f;
-      for (int q = 0; q < nw; ++q) tot += pw[q * 32 + idx];
-      vs = 1.0f;
-    }
+    tot = ml_qrr_reflector<RPL, NB>(ctx, u, x, pw, red, (sl & ((1 << shift) - 1)) == 0, w, idx,
+                                    nw, tot, c << shift, rc[c], &h, &vs);
     zero_diag = zero_diag || h.beta == 0.0f;
     // Every column: its total (shuffled from the lanes holding it), f_l = x_l[c] + vs t_l,
     // which is (H's product with column l) / tau for l > c and v_l^T v_c for l < c.
@@ -341,34 +355,10 @@ ML_FN void ml_qrr_col(ML_CTX ctx, ML_THREAD float (*x)[NB], int c, int r, int jb
   }
   if (q < nw) t0 += pw[q * 32 + idx];
   float tot = t0 + t1;
-  const float sigma = ml_simd_shuffle_full(ctx, tot, pc << shift);
-  const float alpha = rc[pc];
   ml_house_t h;
   float vs;  // factor of u in the reflector: v_c = [1; vs u]
-  if (sigma >= ML_QR_FUSED_MIN) {
-    ml_house_finish(alpha, sigma, 1.0f, &h);
-    vs = h.scale;
-  } else {
-    // As ml_qrr_run: group-uniform, the column scaled first, the products summed again.
-    float sg = sigma, up = 1.0f;
-    if (!(sigma >= ML_HOUSE_TINY)) {
-      float s = 0.0f;
-      ML_UNROLL
-      for (int k = 0; k < RPL; ++k) s += (u[k] * ML_HOUSE_UP) * (u[k] * ML_HOUSE_UP);
-      sg = ml_group_sum(ctx, s, red);
-      up = ML_HOUSE_UP;
-    }
-    ml_house_finish(alpha, sg, up, &h);
-    ML_UNROLL
-    for (int k = 0; k < RPL; ++k) u[k] *= h.scale;
-    ml_qrr_pass<RPL, NB>(ctx, u, x, v);
-    ml_barrier(ctx);  // every lane has read pw
-    if (first) pw[w * 32 + idx] = v[0];
-    ml_barrier(ctx);
-    tot = 0.0f;
-    for (int e = 0; e < nw; ++e) tot += pw[e * 32 + idx];
-    vs = 1.0f;
-  }
+  tot = ml_qrr_reflector<RPL, NB>(ctx, u, x, pw, red, first, w, idx, nw, tot, pc << shift,
+                                  rc[pc], &h, &vs);
   *zero_diag = *zero_diag || h.beta == 0.0f;
   // f = x_col[c] + vs t: (H's product with the column) / tau right of c, v_col^T v_c left of it.
   const float f = rc[idx] + vs * tot, wl = h.tau * f;
