@@ -60,13 +60,34 @@ struct Step {
   bool to_scratch = false;
 };
 
+// A node's steps in a fixed array (a node has at most two), so listing them allocates nothing.
+struct StepList {
+  static constexpr int kMax = 2;
+  Step step[kMax];
+  int count = 0;
+  const Step *begin() const { return step; }
+  const Step *end() const { return step + count; }
+  size_t size() const { return static_cast<size_t>(count); }
+  const Step &operator[](size_t i) const { return step[i]; }
+};
+
 // The steps of a node of spec (see Variant).
-inline std::vector<Step> steps(const Spec &spec) {
-  if (spec.variant == kCholeskyInv)
-    return {Step{ML_OP_SOLVE_TRIANGULAR, 0, 0, 2, true},
-            Step{ML_OP_SOLVE_TRIANGULAR, ML_LS_UPPER, 1, kScratch, false}};
+inline StepList step_list(const Spec &spec) {
+  StepList l;
+  if (spec.variant == kCholeskyInv) {
+    l.step[0] = Step{ML_OP_SOLVE_TRIANGULAR, 0, 0, 2, true};
+    l.step[1] = Step{ML_OP_SOLVE_TRIANGULAR, ML_LS_UPPER, 1, kScratch, false};
+    l.count = 2;
+    return l;
+  }
   const bool rhs = ml_op_inputs(spec.op) > 1;
-  return {Step{spec.op, spec.flags, 0, rhs ? 1 : kNoInput, false}};
+  l.step[0] = Step{spec.op, spec.flags, 0, rhs ? 1 : kNoInput, false};
+  l.count = 1;
+  return l;
+}
+inline std::vector<Step> steps(const Spec &spec) {
+  const StepList l = step_list(spec);
+  return std::vector<Step>(l.begin(), l.end());
 }
 
 // Floats of the node's scratch matrix (0 when its steps use none): one n x n matrix per batch
@@ -118,7 +139,7 @@ inline ml_status plan_core(const ml_exec *exec, const Spec &spec, const Sizes &s
                            CorePlan *out) {
   CorePlan all;
   all.on_device = true;
-  for (const Step &step : steps(spec)) {
+  for (const Step &step : step_list(spec)) {
     CorePlan one;
     const ml_status st = plan_step(exec, spec, step, s, &one);
     if (st != ML_OK) {

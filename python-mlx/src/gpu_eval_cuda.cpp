@@ -4,20 +4,36 @@
 // into MLX's CUDA graph (the encoder's capture context), so they run in order with the MLX ops
 // around them. Nothing here waits for the GPU.
 //
-// The first launch of each kernel kind (the core's launch name, e.g. "cuda:eigh_jacobi_small/lane")
-// is not captured: it goes straight onto MLX's stream after committing the work MLX has
-// encoded so far, so the kernel's module loading and shared-memory attribute setting happen
-// outside any stream capture. Stream order keeps it between the MLX work before and after it.
+// The first launch of each kernel kind (op, flags and the core's launch name, e.g.
+// "cuda:eigh_jacobi_small/lane") is not captured: it goes straight onto MLX's stream after
+// committing the work MLX has encoded so far, so the kernel's module loading and shared-memory
+// attribute setting happen outside any stream capture. Stream order keeps it between the MLX work
+// before and after it.
+//
+// METAL_LINALG_MLX_CUDA_LAUNCH (read once per process) picks how the launches reach the stream:
+//   capture  (default, also when unset) as above: captured into MLX's graph after the first
+//            launch of a kind.
+//   direct   every launch as a first launch: commit MLX's encoder (which launches the graph MLX
+//            has recorded so far), then launch straight onto its stream. The node adds nothing to
+//            MLX's graph, so an evaluation holding only this node launches no graph; a node
+//            between MLX ops splits MLX's graph in two. Stream order keeps it correct.
+// Any other value warns once on stderr and uses capture.
+//
+// Per call: one ml_plan per step here (for the workspace size and the launch name), and the
+// routing ml_run does itself (the C API takes no plan). The seen launch kinds are a small
+// append-only table read without a lock.
 //
 // MLX's allocator hands out unified (managed) memory to code outside libmlx; the kernels use
 // it through its device address.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -42,15 +58,64 @@ bool gpu_covers(const Spec &spec, const Sizes &sizes) {
 
 namespace {
 
-// True the first time a launch kind (op, flags and the core's launch name) is seen.
-bool first_launch_of_kind(const Step &step, const char *plan_name) {
-  static std::mutex mu;
-  static std::set<std::string> seen;
-  std::string key = std::to_string(step.op) + "/" + std::to_string(step.flags) + "/" +
-                    (plan_name != nullptr ? plan_name : "");
-  std::lock_guard<std::mutex> lock(mu);
-  return seen.insert(std::move(key)).second;
+// How the launches reach MLX's stream (METAL_LINALG_MLX_CUDA_LAUNCH, see the top of the file).
+enum class Launch { kCapture, kDirect };
+
+Launch launch_mode() {
+  static const Launch mode = [] {
+    const char *v = std::getenv("METAL_LINALG_MLX_CUDA_LAUNCH");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "capture") == 0) return Launch::kCapture;
+    if (std::strcmp(v, "direct") == 0) return Launch::kDirect;
+    std::fprintf(stderr,
+                 "metal_linalg: METAL_LINALG_MLX_CUDA_LAUNCH='%s' is not capture or direct: "
+                 "capture used\n",
+                 v);
+    return Launch::kCapture;
+  }();
+  return mode;
 }
+
+// The launch kinds seen so far: an append-only table. Readers scan the published entries
+// without a lock (count_ is stored with release after the entry); writers append under mu_.
+// The entries live for the process (a handful of kinds). Past kCapacity a kind is reported as
+// new every time: its launches then all go straight onto the stream, which is always safe.
+class SeenKinds {
+ public:
+  // True the first time (op, flags, name) is seen.
+  bool first_time(int op, int flags, const char *name) {
+    if (name == nullptr) name = "";
+    if (contains(count_.load(std::memory_order_acquire), op, flags, name)) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    const int n = count_.load(std::memory_order_relaxed);
+    if (contains(n, op, flags, name)) return false;
+    if (n == kCapacity) return true;
+    entry_[n] = new Kind{op, flags, name};
+    count_.store(n + 1, std::memory_order_release);
+    return true;
+  }
+
+ private:
+  struct Kind {
+    int op;
+    int flags;
+    std::string name;
+  };
+  static constexpr int kCapacity = 256;
+
+  bool contains(int n, int op, int flags, const char *name) const {
+    for (int i = 0; i < n; ++i) {
+      const Kind *k = entry_[i];
+      if (k->op == op && k->flags == flags && k->name == name) return true;
+    }
+    return false;
+  }
+
+  std::mutex mu_;
+  std::atomic<int> count_{0};
+  const Kind *entry_[kCapacity] = {};
+};
+
+SeenKinds g_seen;
 
 // A device buffer of `bytes` from MLX's allocator, as an array the encoder can hold.
 mx::array device_buffer(int64_t bytes, const Spec &spec, const char *what) {
@@ -65,6 +130,7 @@ mx::array device_buffer(int64_t bytes, const Spec &spec, const char *what) {
 void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::array> &inputs,
               std::vector<mx::array> &outputs) {
   const Sizes sizes = gpu_input(spec, inputs);
+  const bool direct = launch_mode() == Launch::kDirect;
 
   auto &enc = mx::cu::get_command_encoder(stream);
   for (auto &o : outputs) o.set_data(mx::allocator::malloc(o.nbytes()));
@@ -78,17 +144,19 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
   // at most about 1 GiB; the largest any step needs) and the node's scratch matrix between its
   // steps (cholesky_inv): MLX arrays from MLX's allocator, held by the encoder as temporaries
   // until the work that uses them has completed. They are registered after the launches below,
-  // so that an uncaptured first launch (after enc.commit()) is covered by the next commit's
+  // so that an uncaptured launch (after enc.commit()) is covered by the next commit's
   // completion, not by the one just committed.
-  const std::vector<Step> list = steps(spec);
-  std::vector<bool> first;
+  const StepList list = step_list(spec);
+  bool first[StepList::kMax] = {};
   int64_t ws_bytes = 0;
-  for (const Step &step : list) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Step &step = list[i];
     CorePlan plan;
     if (plan_step(&ex, spec, step, sizes, &plan) != ML_OK)
       throw std::runtime_error(error_message(spec, ml_last_error()));
     ws_bytes = std::max(ws_bytes, plan.workspace_bytes);
-    first.push_back(first_launch_of_kind(step, plan.name));
+    // plan.name is valid until the next C API call: used here, before it.
+    first[i] = direct || g_seen.first_time(step.op, step.flags, plan.name);
   }
   std::optional<mx::array> ws, scratch;
   if (ws_bytes > 0) {
@@ -99,8 +167,14 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
   if (const int64_t floats = scratch_floats(spec, sizes); floats > 0)
     scratch.emplace(device_buffer(floats * 4, spec, "scratch"));
 
-  for (const auto &x : inputs) enc.set_input_array(x);
-  for (auto &o : outputs) enc.set_output_array(o);
+  // The encoder's input and output registration only places graph nodes after the ones that
+  // make their inputs and before the ones that read their outputs; in direct mode this node adds
+  // no graph node (its launches follow the committed graph on the stream, and later graphs
+  // follow them), so it registers nothing there.
+  if (!direct) {
+    for (const auto &x : inputs) enc.set_input_array(x);
+    for (auto &o : outputs) enc.set_output_array(o);
+  }
   const CorePointers p =
       output_pointers(spec, outputs, [](mx::array &o) { return mx::gpu_ptr<void>(o); });
   std::string error;
@@ -116,6 +190,8 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
       q.out[0] = z;
     }
     if (first[i]) {
+      // Launches the graph MLX has recorded so far; when a step before this one was a direct
+      // launch too, nothing new is recorded and this commit launches nothing.
       enc.commit();
       if (run_step(&ex, spec, step, sizes, a, b, q) != ML_OK)
         error = error_message(spec, ml_last_error());
