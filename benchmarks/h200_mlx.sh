@@ -6,8 +6,10 @@
 # Steps: install the wheels into /tmp/site; build and install this package against that MLX
 # (CUDA flavour, core with its CUDA backend, sm_90); run the MLX tests on the GPU stream (the
 # default device there), once as routed and once with every covered shape forced onto the CUDA
-# kernels (H200_MLX_FORCED=0 leaves that run out); time eigh of 16384 8x8 and 1024 64x64
-# (benchmarks/h200_mlx_bench.py). Logs, JSON and Markdown go to OUT_DIR. Exit status: non-zero if the build or any test failed.
+# kernels (H200_MLX_FORCED=0 leaves that run out), and the CUDA tests once more with
+# METAL_LINALG_MLX_CUDA_LAUNCH=direct (H200_MLX_TESTS=0 leaves all test runs out); time eigh of
+# 16384 8x8 and 1024 64x64 and break an MLX call's time down (benchmarks/h200_mlx_bench.py:
+# mlx_gpu_eigh.* and mlx_gpu_call_breakdown.*). Logs, JSON and Markdown go to OUT_DIR. Exit status: non-zero if the build or any test failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 WHL=${1:?usage: bash benchmarks/h200_mlx.sh WHEEL_DIR OUT_DIR}
@@ -56,6 +58,9 @@ if ! python3 -c 'import metal_linalg_torch' 2>/dev/null; then
 fi
 
 rc=0
+if [ "${H200_MLX_TESTS:-1}" = 0 ]; then
+echo "== (H200_MLX_TESTS=0: the test runs left out)"
+else
 echo "== MLX tests on the GPU stream (default device), as routed"
 timeout 900 python3 -m pytest tests/python/mlx -q -p no:cacheprovider -o addopts="" --continue-on-collection-errors \
   2>&1 | tee "$OUT/pytest_mlx_gpu.log" | tail -30
@@ -71,8 +76,14 @@ METAL_LINALG_QR_BACKEND=gpu METAL_LINALG_EIGH_BACKEND=gpu METAL_LINALG_EIGVALSH_
   | tail -30
 rc=$((rc | PIPESTATUS[0]))
 fi
+echo "== MLX CUDA tests with METAL_LINALG_MLX_CUDA_LAUNCH=direct (every launch straight onto MLX's stream)"
+METAL_LINALG_MLX_CUDA_LAUNCH=direct timeout 600 python3 -m pytest tests/python/mlx/test_mlx_cuda.py \
+  tests/python/mlx/test_mlx_primitive.py -q -p no:cacheprovider -o addopts="" \
+  2>&1 | tee "$OUT/pytest_mlx_gpu_direct.log" | tail -15
+rc=$((rc | PIPESTATUS[0]))
+fi
 
 echo "== eigh timing: MLX GPU stream vs torch package CUDA vs mx.linalg CPU stream"
-timeout 600 python3 benchmarks/h200_mlx_bench.py --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -12
+timeout 600 python3 benchmarks/h200_mlx_bench.py --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -40
 rc=$((rc | PIPESTATUS[0]))
 exit "$rc"
