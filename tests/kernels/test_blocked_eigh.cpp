@@ -261,6 +261,12 @@ int suite_sytrd() {
       sytrd_case(rep, worst, n, n % 2 ? ML_K_LOWER : ML_K_UPPER, t, rng, false, false,
                  mixed ? 24 : 0);
   }
+  // More rows than eight words a lane: the batched polls' later rounds (ml_poll_tagged_into).
+  ml::blocked::Options res_tall = res;
+  res_tall.trd_res_tagged = 1;
+  res_tall.trd_res_groups = 50;  // ten groups a matrix: 30 columns of 300 rows each
+  res_tall.shared_floats = 16384;
+  sytrd_case(rep, worst, 300, ML_K_LOWER, res_tall, rng, false);
   std::printf("sytrd: %d checks, %d failures; worst |A-QTQ^T| %.3g, |I-Q^TQ| %.3g, eig %.3g, "
               "QB %.3g (limit %g)\n",
               rep.checks, rep.failures, worst.resid, worst.orth, worst.eig, worst.apply, kLimit);
