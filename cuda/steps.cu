@@ -59,6 +59,17 @@ struct ml_cuda_step_bounds<ml_cuda_step_id_ls_getf2_r32> {
   static constexpr int lanes = ML_LSB_REG_LANES, groups = 1;
 };
 
+// The resident reductions (core/kernels/sytrd_resident.h, gebrd_resident.h): groups of at most
+// ML_RES_MAX_LANES lanes (the host caps them), 128 registers a lane.
+template <>
+struct ml_cuda_step_bounds<ml_cuda_step_id_trd_res> {
+  static constexpr int lanes = ML_RES_MAX_LANES, groups = 1;
+};
+template <>
+struct ml_cuda_step_bounds<ml_cuda_step_id_brd_res> {
+  static constexpr int lanes = ML_RES_MAX_LANES, groups = 1;
+};
+
 // The thin block reflector (core/kernels/larfb_cols.h): up to 64 sums a lane in registers.
 template <>
 struct ml_cuda_step_bounds<ml_cuda_step_id_larfb_cols> {

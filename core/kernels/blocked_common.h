@@ -20,6 +20,10 @@
 
 #define ML_STAT_FLOATS 4
 
+// Lanes of a group of the resident reductions (trd_res, brd_res) at most: the host caps them,
+// and the CUDA build gives those steps the registers of 512-lane groups.
+#define ML_RES_MAX_LANES 512
+
 // Which part of a square input the scan and the load read (eigh reads one triangle).
 #define ML_STEP_TRI_FULL 0
 #define ML_STEP_TRI_LOWER 1

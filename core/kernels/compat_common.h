@@ -38,16 +38,20 @@ ML_FN void ml_poll_tagged_into(ML_SHARED float *dst, ML_DEVICE const float *w, i
   for (int q = q0; q < q1; q += ML_POLL_BATCH * step) {
     float x[ML_POLL_BATCH];
     ml_u32 t[ML_POLL_BATCH];
-    for (int k = 0; k < ML_POLL_BATCH; ++k)
+    ML_UNROLL
+    for (int k = 0; k < ML_POLL_BATCH; ++k) {
+      t[k] = want;
+      x[k] = 0.0f;
       if (q + k * step < q1) x[k] = ml_load_tagged(w + 2 * (q + k * step), &t[k]);
+    }
+    ML_UNROLL
     for (int k = 0; k < ML_POLL_BATCH; ++k) {
       const int qk = q + k * step;
-      if (qk >= q1) break;
       while (t[k] != want) {
         ml_spin_relax();
         x[k] = ml_load_tagged(w + 2 * qk, &t[k]);
       }
-      dst[qk] = x[k];
+      if (qk < q1) dst[qk] = x[k];
     }
   }
 }
@@ -60,16 +64,19 @@ ML_FN float ml_poll_tagged_sum(ML_DEVICE const float *w, ml_i64 stride, int h0, 
   for (int h = h0; h < h1; h += ML_POLL_BATCH * step) {
     float x[ML_POLL_BATCH];
     ml_u32 t[ML_POLL_BATCH];
-    for (int k = 0; k < ML_POLL_BATCH; ++k)
-      if (h + k * step < h1) x[k] = ml_load_tagged(w + (h + k * step) * stride, &t[k]);
+    ML_UNROLL
     for (int k = 0; k < ML_POLL_BATCH; ++k) {
-      const int hk = h + k * step;
-      if (hk >= h1) break;
+      t[k] = want;
+      x[k] = 0.0f;
+      if (h + k * step < h1) x[k] = ml_load_tagged(w + (h + k * step) * stride, &t[k]);
+    }
+    ML_UNROLL
+    for (int k = 0; k < ML_POLL_BATCH; ++k) {
       while (t[k] != want) {
         ml_spin_relax();
-        x[k] = ml_load_tagged(w + hk * stride, &t[k]);
+        x[k] = ml_load_tagged(w + (h + k * step) * stride, &t[k]);
       }
-      s += x[k];
+      if (h + k * step < h1) s += x[k];
     }
   }
   return s;

@@ -49,15 +49,17 @@
 #define ML_KERNELS_SYTRD_RESIDENT_H
 
 #include "blocked_common.h"
+#include "gemm.h"
 #include "householder.h"
 #include "sytrd_blocked.h"
 
-// Shared floats of trd_res: nc columns of r rows, v and y / w (r each), the dot products'
-// partial sums (a slot per simdgroup or column), a reduction buffer and one float after it
-// (tau, tagged).
+// Shared floats of trd_res: nc columns of r rows (a stride of r rounded up to a multiple of 4),
+// v and y / w (as long), the dot products' partial sums (a slot per simdgroup or column), a
+// reduction buffer and one float after it (tau, tagged).
+ML_HOST_FN int ml_trd_res_stride(int r) { return (r + 3) / 4 * 4; }
 ML_HOST_FN int ml_trd_res_shared_floats(int r, int nc, int gs) {
-  const int nsimd = (gs + 31) / 32;
-  return nc * r + 2 * r + (nc > nsimd ? nc : nsimd) + ML_RED_FLOATS + 1;
+  const int nsimd = (gs + 31) / 32, rs = ml_trd_res_stride(r);
+  return nc * rs + 2 * rs + (nc > nsimd ? nc : nsimd) + ML_RED_FLOATS + 1;
 }
 
 // Floats of operand 3 per matrix: the words F and C, then (from float 32) two tagged v
@@ -157,6 +159,8 @@ ML_FN void ml_trd_res_wait(ML_CTX ctx, ML_DEVICE float *w, ml_u32 want) {
 // the row's offset q = k - k0 (q < r = n - k0).
 ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_i64 b, int g) {
   const int n = p.n, k0 = p.i[0], G = p.i[1], ncmax = p.i[2], r = n - k0;
+  const int rs = ml_trd_res_stride(r);
+  const bool vec4 = (p.flags & 32) == 0;  // 4-row shared accesses (else a row at a time)
   const int lane = ctx.lane, gs = ctx.group_size;
   const int sl = ml_simd_lane(ctx), sid = ml_simd_id(ctx), nsimd = ml_simd_count(ctx);
   const int ld = p.ld[0];
@@ -165,10 +169,10 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
   ML_DEVICE float *sync = ws + p.off[3] + b * p.stride[3];
   ML_DEVICE float *vg = vec + ML_TRD_PU(n);  // v, row k at vg[k]
   ML_DEVICE float *yg0 = vec + ML_TRD_Y(n), *yg1 = vg + n;
-  ML_SHARED float *cols = ctx.scratch;  // own column c at cols + c r
-  ML_SHARED float *vs = cols + ncmax * r;
-  ML_SHARED float *wv = vs + r;  // y, then w
-  ML_SHARED float *part = wv + r;
+  ML_SHARED float *cols = ctx.scratch;  // own column c at cols + c rs
+  ML_SHARED float *vs = cols + ncmax * rs;
+  ML_SHARED float *wv = vs + rs;  // y, then w
+  ML_SHARED float *part = wv + rs;
   ML_SHARED float *red = part + (ncmax > nsimd ? ncmax : nsimd);
   const int nc = g < r ? (r - g + G - 1) / G : 0;  // columns k0 + g + G c, c < nc
 #if ML_HAS_TAGGED
@@ -180,10 +184,13 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
   // The tagged v buffer of step j's parity (0: the flag-and-fence hand-offs).
 #define ML_TRD_RES_TVJ(j) (tagged ? ML_TRD_RES_TV(sync, n, (j) & 1) : (ML_DEVICE float *)0)
 
+  // The columns, their padding rows r .. rs - 1 and those of v and w zero (so that 4-row
+  // accesses up to rs change nothing and add nothing).
   for (int c = 0; c < nc; ++c) {
     ML_DEVICE const float *src = A + (ml_i64)(k0 + g + G * c) * ld + k0;
-    for (int q = lane; q < r; q += gs) cols[c * r + q] = src[q];
+    for (int q = lane; q < rs; q += gs) cols[c * rs + q] = q < r ? src[q] : 0.0f;
   }
+  for (int q = r + lane; q < rs; q += gs) vs[q] = wv[q] = 0.0f;
   ml_barrier(ctx);
   if (g == 0)
     ml_trd_res_reflect(ctx, n, k0, k0, cols, vec, vg, A + (ml_i64)k0 * ld, sync, red,
@@ -191,6 +198,9 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
 
   for (int j = k0; j < n - 1; ++j) {
     const int q1 = j + 1 - k0;  // the first row left, as an offset
+    // 4-row accesses start at qa: rows qa .. q1 - 1 of v and w read as zero (those rows of
+    // the columns are eliminated: never read again, left unchanged by the update).
+    const int qa = vec4 ? q1 / 4 * 4 : q1;
     ML_DEVICE float *yg = (j & 1) ? yg1 : yg0;
     const int c0 = q1 - g <= 0 ? 0 : (q1 - g + G - 1) / G;
     const int na = nc - c0, rows = r - q1;
@@ -202,6 +212,7 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
     if (tagged) {
       ML_DEVICE const float *tv = ML_TRD_RES_TV(sync, n, j & 1);
       ml_barrier(ctx);  // every lane done with step j - 1's v
+      if (qa + lane < q1) vs[qa + lane] = 0.0f;
       if (poll1)
         for (int q = q1 + lane; q < r; q += gs) vs[q] = ml_poll_tagged(tv + 2 * (k0 + q), (ml_u32)j);
       else
@@ -213,6 +224,7 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
 #endif
     {
       ml_trd_res_wait(ctx, sync, (ml_u32)(j + 1));
+      if (qa + lane < q1) vs[qa + lane] = 0.0f;
       for (int q = q1 + lane; q < r; q += gs) vs[q] = vg[k0 + q];
       tau = vec[ML_TRD_TAU(n) + j];
       ml_barrier(ctx);
@@ -220,19 +232,49 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
     // y_i = A[j+1:n, i]^T v for the own columns i > j: a simdgroup per column and slice of
     // rows (S slices when there are fewer columns than simdgroups).
     const int S = na > 0 && na < nsimd ? nsimd / na : 1;
-    const int seg = ((rows + S - 1) / S + 31) / 32 * 32;
-    for (int t = sid; t < na * S; t += nsimd) {
-      ML_SHARED const float *col = cols + (c0 + t / S) * r;
-      const int e0 = q1 + (t % S) * seg, e1 = e0 + seg < r ? e0 + seg : r;
-      float a0 = 0.0f, a1 = 0.0f;
-      int q = e0 + sl;
-      for (; q + 32 < e1; q += 64) {
-        a0 = ml_fma(col[q], vs[q], a0);
-        a1 = ml_fma(col[q + 32], vs[q + 32], a1);
+    if (vec4) {
+      // Rows qa .. rs - 1 (v zero outside q1 .. r - 1), 4 rows a lane per access.
+      const int seg = ((rs - qa + S - 1) / S + 127) / 128 * 128;
+      for (int t = sid; t < na * S; t += nsimd) {
+        ML_SHARED const float *col = cols + (c0 + t / S) * rs;
+        const int e0 = qa + (t % S) * seg, e1 = e0 + seg < rs ? e0 + seg : rs;
+        float a0 = 0.0f, a1 = 0.0f;
+        int q = e0 + 4 * sl;
+        for (; q + 128 < e1; q += 256) {
+          float x[4], y[4], x2[4], y2[4];
+          ml_gemm_sload4(col + q, x);
+          ml_gemm_sload4(vs + q, y);
+          ml_gemm_sload4(col + q + 128, x2);
+          ml_gemm_sload4(vs + q + 128, y2);
+          for (int k = 0; k < 4; ++k) {
+            a0 = ml_fma(x[k], y[k], a0);
+            a1 = ml_fma(x2[k], y2[k], a1);
+          }
+        }
+        if (q < e1) {
+          float x[4], y[4];
+          ml_gemm_sload4(col + q, x);
+          ml_gemm_sload4(vs + q, y);
+          for (int k = 0; k < 4; ++k) a0 = ml_fma(x[k], y[k], a0);
+        }
+        const float s = ml_simd_sum(ctx, a0 + a1);
+        if (sl == 0) part[t] = s;
       }
-      if (q < e1) a0 = ml_fma(col[q], vs[q], a0);
-      const float s = ml_simd_sum(ctx, a0 + a1);
-      if (sl == 0) part[t] = s;
+    } else {
+      const int seg = ((rows + S - 1) / S + 31) / 32 * 32;
+      for (int t = sid; t < na * S; t += nsimd) {
+        ML_SHARED const float *col = cols + (c0 + t / S) * rs;
+        const int e0 = q1 + (t % S) * seg, e1 = e0 + seg < r ? e0 + seg : r;
+        float a0 = 0.0f, a1 = 0.0f;
+        int q = e0 + sl;
+        for (; q + 32 < e1; q += 64) {
+          a0 = ml_fma(col[q], vs[q], a0);
+          a1 = ml_fma(col[q + 32], vs[q + 32], a1);
+        }
+        if (q < e1) a0 = ml_fma(col[q], vs[q], a0);
+        const float s = ml_simd_sum(ctx, a0 + a1);
+        if (sl == 0) part[t] = s;
+      }
     }
     ml_barrier(ctx);
     float yv = 0.0f;
@@ -270,21 +312,42 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
     }
     const float alpha = -0.5f * tau * tau * ml_group_sum(ctx, yv, red);
     for (int q = q1 + lane; q < r; q += gs) wv[q] = tau * wv[q] + alpha * vs[q];
+    if (qa + lane < q1) wv[qa + lane] = 0.0f;
     ml_barrier(ctx);
     // A[j+1:n, i] -= v w_i + w v_i, column j + 1 first (then its reflector) when it is ours.
     const bool next = q1 % G == g;
     const int cn = q1 / G;
     for (int pass = next ? 0 : 1; pass < 2; ++pass) {
-      for (int c = pass == 0 ? cn : c0; c < (pass == 0 ? cn + 1 : nc); ++c) {
-        if (pass == 1 && next && c == cn) continue;
-        ML_SHARED float *col = cols + c * r;
-        const int qi = g + G * c;
-        const float wi = wv[qi], vi = vs[qi];
-        for (int q = q1 + lane; q < r; q += gs) col[q] -= vs[q] * wi + wv[q] * vi;
+      const int ca = pass == 0 ? cn : c0, cb = pass == 0 ? cn + 1 : nc;
+      if (vec4) {
+        // 4 rows a lane: v and w loaded once for all the columns.
+        for (int q = qa + 4 * lane; q < rs; q += 4 * gs) {
+          float vq[4], wq[4];
+          ml_gemm_sload4(vs + q, vq);
+          ml_gemm_sload4(wv + q, wq);
+          for (int c = ca; c < cb; ++c) {
+            if (pass == 1 && next && c == cn) continue;
+            ML_SHARED float *col = cols + c * rs + q;
+            const int qi = g + G * c;
+            const float wi = wv[qi], vi = vs[qi];
+            float x[4];
+            ml_gemm_sload4(col, x);
+            for (int k = 0; k < 4; ++k) x[k] -= vq[k] * wi + wq[k] * vi;
+            ml_gemm_sstore4(col, x);
+          }
+        }
+      } else {
+        for (int c = ca; c < cb; ++c) {
+          if (pass == 1 && next && c == cn) continue;
+          ML_SHARED float *col = cols + c * rs;
+          const int qi = g + G * c;
+          const float wi = wv[qi], vi = vs[qi];
+          for (int q = q1 + lane; q < r; q += gs) col[q] -= vs[q] * wi + wv[q] * vi;
+        }
       }
       if (pass == 0) {
         ml_barrier(ctx);
-        ml_trd_res_reflect(ctx, n, k0, j + 1, cols + cn * r, vec, vg,
+        ml_trd_res_reflect(ctx, n, k0, j + 1, cols + cn * rs, vec, vg,
                            A + (ml_i64)(j + 1) * ld, sync, red, ML_TRD_RES_TVJ(j + 1));
       }
     }

@@ -101,7 +101,7 @@ ResPlan res_plan(const Options &o, int64_t batch, int n, int nb) {
   const int64_t max_batch = env_or("METAL_LINALG_TRD_RES_MAX_BATCH", o.trd_res_max_batch);
   if (groups <= 0 || max_batch <= 0 || batch > max_batch || n < 2) return rp;
   const int lanes = env_or("METAL_LINALG_TRD_RES_LANES", o.trd_res_lanes);
-  const int gs = std::max(32, std::min(lanes, o.max_group)) / 32 * 32;
+  const int gs = std::max(32, std::min({lanes, o.max_group, ML_RES_MAX_LANES})) / 32 * 32;
   // Every group takes part in every column's exchanges: at most one group per column.
   const int g = static_cast<int>(std::min<int64_t>(groups / batch, n));
   if (g < 1) return rp;
@@ -226,9 +226,11 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
   const int tagged = env_or("METAL_LINALG_TRD_RES_TAGGED", o.trd_res_tagged) != 0 ? 8 : 0;
   // Tagged polls batched (1, the default) or one word at a time (0), for measurement.
   const int poll1 = tagged && env_or("METAL_LINALG_TRD_RES_POLL", 1) == 0 ? 16 : 0;
+  // Shared accesses of 4 rows (1, the default) or of one row (0), for measurement.
+  const int row1 = env_or("METAL_LINALG_TRD_RES_VEC", 1) == 0 ? 32 : 0;
   p.flags = 4 | tagged;
   if ((st = ch.launch(kStep_trd_res, ch.batch, 32, 0, p))) return st;
-  p.flags = tagged | poll1;
+  p.flags = tagged | poll1 | row1;
   p.i[0] = rp.k0;
   p.i[1] = rp.g;
   p.i[2] = rp.nc;

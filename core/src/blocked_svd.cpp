@@ -49,7 +49,7 @@ ResPlan res_plan(const Options &o, const BrdLayout &L, int64_t batch) {
   const int64_t max_batch = env_or("METAL_LINALG_BRD_RES_MAX_BATCH", o.brd_res_max_batch);
   if (groups <= 0 || L.res < 0 || batch > max_batch) return rp;
   const int lanes = env_or("METAL_LINALG_BRD_RES_LANES", o.brd_res_lanes);
-  const int gs = std::max(32, std::min(lanes, o.max_group)) / 32 * 32;
+  const int gs = std::max(32, std::min({lanes, o.max_group, ML_RES_MAX_LANES})) / 32 * 32;
   const int gm = static_cast<int>(std::min<int64_t>(groups / batch, L.res_g));
   if (gm < 1) return rp;
   for (int k0 = 0; k0 < L.N; k0 += L.nb) {
