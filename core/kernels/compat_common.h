@@ -27,60 +27,6 @@ ML_FN float ml_poll_tagged(ML_DEVICE const float *w, ml_u32 want) {
     ml_spin_relax();
   }
 }
-
-// A lane's polls of the tagged words w[2 q] for q = q0, q0 + step, ... < q1, each until its
-// tag is want, into dst[q]. Eight words' loads are issued before any is waited on, so a lane
-// pays about one trip through the device's cache per eight words, not one per word (a
-// ml_poll_tagged per word waits for each load before the next).
-#define ML_POLL_BATCH 8
-ML_FN void ml_poll_tagged_into(ML_SHARED float *dst, ML_DEVICE const float *w, int q0, int q1,
-                               int step, ml_u32 want) {
-  for (int q = q0; q < q1; q += ML_POLL_BATCH * step) {
-    float x[ML_POLL_BATCH];
-    ml_u32 t[ML_POLL_BATCH];
-    ML_UNROLL
-    for (int k = 0; k < ML_POLL_BATCH; ++k) {
-      t[k] = want;
-      x[k] = 0.0f;
-      if (q + k * step < q1) x[k] = ml_load_tagged(w + 2 * (q + k * step), &t[k]);
-    }
-    ML_UNROLL
-    for (int k = 0; k < ML_POLL_BATCH; ++k) {
-      const int qk = q + k * step;
-      while (t[k] != want) {
-        ml_spin_relax();
-        x[k] = ml_load_tagged(w + 2 * qk, &t[k]);
-      }
-      if (qk < q1) dst[qk] = x[k];
-    }
-  }
-}
-
-// The sum, in the order of h, of the tagged words w + h * stride (floats) for h = h0, h0 + step,
-// ... < h1, each polled until its tag is want; batched as ml_poll_tagged_into.
-ML_FN float ml_poll_tagged_sum(ML_DEVICE const float *w, ml_i64 stride, int h0, int h1, int step,
-                               ml_u32 want) {
-  float s = 0.0f;
-  for (int h = h0; h < h1; h += ML_POLL_BATCH * step) {
-    float x[ML_POLL_BATCH];
-    ml_u32 t[ML_POLL_BATCH];
-    ML_UNROLL
-    for (int k = 0; k < ML_POLL_BATCH; ++k) {
-      t[k] = want;
-      x[k] = 0.0f;
-      if (h + k * step < h1) x[k] = ml_load_tagged(w + (h + k * step) * stride, &t[k]);
-    }
-    ML_UNROLL
-    for (int k = 0; k < ML_POLL_BATCH; ++k) {
-      while (t[k] != want) {
-        ml_spin_relax();
-        x[k] = ml_load_tagged(w + (h + k * step) * stride, &t[k]);
-      }
-      if (h + k * step < h1) s += x[k];
-    }
-  }
-  return s;
-}
 #endif
 
 // 2^e for -126 <= e <= 127, built from bits.

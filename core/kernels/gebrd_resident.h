@@ -47,8 +47,7 @@
 // vectors, Z and the row buffer pass as tagged words of tag c, two buffers of each by the parity
 // of c, in the region ml_brd_res_tagged_floats(N, G) at ld[0] (every tag set to ~0 first by the
 // launch with flags 4 | 8: i[3] groups per matrix); readers poll the words they need until
-// their tags read c (a lane's words in batches of loads in flight, compat_common.h; p.flags &
-// 16: one word at a time, for measurement), with no words C1, C2, fences or atomics. Two buffers suffice: a group
+// their tags read c, with no words C1, C2, fences or atomics. Two buffers suffice: a group
 // writes column c + 2's partials (and row) after forming column c + 1's reflectors, which
 // needed every group's slice of Z for c + 1, which each wrote after reading column c + 1's
 // partials, after finishing column c; Z of c + 2 follows every group's partials of c + 2.
@@ -133,7 +132,6 @@ ML_FN void ml_brd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
   const int nr = g < M - k0 ? (M - k0 - g + G - 1) / G : 0;
 #if ML_HAS_TAGGED
   const bool tagged = (p.flags & 8) != 0;
-  const bool poll1 = (p.flags & 16) != 0;  // a poll per word (ml_poll_tagged), not batched
 #else
   const bool tagged = false;
 #endif
@@ -246,12 +244,8 @@ ML_FN void ml_brd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
         float s = 0.0f;
 #if ML_HAS_TAGGED
         if (tagged) {
-          if (poll1)
-            for (int h = h0; h < G; h += teams)
-              s += ml_poll_tagged(ML_BRD_RES_TP(Pt, G, N, h, c & 1) + 2 * e, tag);
-          else
-            s = ml_poll_tagged_sum(ML_BRD_RES_TP(Pt, G, N, 0, c & 1) + 2 * e, 2 * (ml_i64)(N + 2),
-                                   h0, G, teams, tag);
+          for (int h = h0; h < G; h += teams)
+            s += ml_poll_tagged(ML_BRD_RES_TP(Pt, G, N, h, c & 1) + 2 * e, tag);
           if (teams == 1) ml_store_tagged(tZ + 2 * e, s, tag);
           else team[l] = s;
           continue;
@@ -289,22 +283,11 @@ ML_FN void ml_brd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
     if (tagged) {
       ml_brd_res_house(ml_poll_tagged(tR + 2 * c, tag), ml_poll_tagged(tZ, tag),
                        ml_poll_tagged(tZ + 2, tag), &hq);
-      if (poll1) {
-        for (int q = cq + 1 + lane; q < nq; q += gs) {
-          const float r = ml_poll_tagged(tR + 2 * (k0 + q), tag);
-          const float wt = hq.tau * (r + hq.scale * ml_poll_tagged(tZ + 2 * (2 + k0 + q), tag));
-          wv[q] = wt;
-          uv[q] = r - wt;
-        }
-      } else {
-        // Row c into uv and z into wv (batched polls), then w and the updated row in place.
-        ml_poll_tagged_into(uv, tR + 2 * k0, cq + 1 + lane, nq, gs, tag);
-        ml_poll_tagged_into(wv, tZ + 2 * (2 + k0), cq + 1 + lane, nq, gs, tag);
-        for (int q = cq + 1 + lane; q < nq; q += gs) {
-          const float r = uv[q], wt = hq.tau * (r + hq.scale * wv[q]);
-          wv[q] = wt;
-          uv[q] = r - wt;
-        }
+      for (int q = cq + 1 + lane; q < nq; q += gs) {
+        const float r = ml_poll_tagged(tR + 2 * (k0 + q), tag);
+        const float wt = hq.tau * (r + hq.scale * ml_poll_tagged(tZ + 2 * (2 + k0 + q), tag));
+        wv[q] = wt;
+        uv[q] = r - wt;
       }
     } else
 #endif

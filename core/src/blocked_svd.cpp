@@ -201,8 +201,7 @@ ml_status brd_bidiagonalize(const Chunk &ch, const Options &o, const BrdLayout &
     r.i[3] = static_cast<int>(std::clamp<int64_t>(words / (16 * lanes), 1, 64));
     r.flags = 4 | 8;
     if ((st = ch.launch(kStep_brd_res, ch.batch * r.i[3], lanes, 0, r))) return st;
-    // Polls batched (METAL_LINALG_BRD_RES_POLL 1, the default) or one word at a time (0).
-    r.flags = 8 | (env_or("METAL_LINALG_BRD_RES_POLL", 1) == 0 ? 16 : 0);
+    r.flags = 8;
     r.i[3] = 0;
   } else {
     r.flags = 4;
