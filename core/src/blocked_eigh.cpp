@@ -93,22 +93,37 @@ ml_status trd_panel(const Chunk &ch, const TrdPlan &tp, ml_step_params p, int n,
 // not taken) with g groups per matrix of gs lanes, nc columns each at most.
 struct ResPlan {
   int k0, g, gs, nc, shared;
+  bool packed;
 };
 
+int res_groups(const Options &o) { return env_or("METAL_LINALG_TRD_RES_GROUPS", o.trd_res_groups); }
+bool res_tagged(const Options &o) {
+  return env_or("METAL_LINALG_TRD_RES_TAGGED", o.trd_res_tagged) != 0;
+}
+// The packed form (tagged only) at this n.
+bool res_packed(const Options &o, int n) {
+  const int min_n = env_or("METAL_LINALG_TRD_RES_PACKED_MIN_N", o.trd_res_packed_min_n);
+  return min_n > 0 && n >= min_n && n >= 2 && res_groups(o) > 0 &&
+         res_tagged(o);
+}
+
 ResPlan res_plan(const Options &o, int64_t batch, int n, int nb) {
-  ResPlan rp{n, 0, 0, 0, 0};
-  const int64_t groups = env_or("METAL_LINALG_TRD_RES_GROUPS", o.trd_res_groups);
+  ResPlan rp{n, 0, 0, 0, 0, false};
+  const int64_t groups = res_groups(o);
   const int64_t max_batch = env_or("METAL_LINALG_TRD_RES_MAX_BATCH", o.trd_res_max_batch);
   if (groups <= 0 || max_batch <= 0 || batch > max_batch || n < 2) return rp;
   const int lanes = env_or("METAL_LINALG_TRD_RES_LANES", o.trd_res_lanes);
   const int gs = std::max(32, std::min({lanes, o.max_group, ML_RES_MAX_LANES})) / 32 * 32;
-  // Every group takes part in every column's exchanges: at most one group per column.
+  // Every group takes part in every column's exchanges: at most one group per column (the
+  // packed form's partial sums are laid out for min(groups, n), eigh_layout).
   const int g = static_cast<int>(std::min<int64_t>(groups / batch, n));
   if (g < 1) return rp;
+  const bool packed = res_packed(o, n);
   for (int k0 = 0; k0 < n; k0 += nb) {
     const int r = n - k0, nc = (r + g - 1) / g;
-    const int shared = ml_trd_res_shared_floats(r, nc, gs);
-    if (nc <= gs && shared <= o.shared_floats) return ResPlan{k0, g, gs, nc, shared};
+    const int shared = packed ? ml_trd_res_packed_shared_floats(r, g, gs)
+                              : ml_trd_res_shared_floats(r, nc, gs);
+    if (nc <= gs && shared <= o.shared_floats) return ResPlan{k0, g, gs, nc, shared, packed};
   }
   return rp;
 }
@@ -134,7 +149,9 @@ EighLayout eigh_layout(int n, bool vectors, int64_t solver_floats, const Options
   }
   L.w = s.add(nn);
   L.scratch = s.add(solver_floats);
-  L.sync = s.add(ml_trd_res_sync_floats(n));
+  L.sync = s.add(res_packed(o, n)
+                     ? ml_trd_res_packed_sync_floats(n, std::min(res_groups(o), n))
+                     : ml_trd_res_sync_floats(n));
   L.per = s.floats;
   return L;
 }
@@ -223,15 +240,20 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
   p.ld[0] = n;
   p.off[2] = L.dv;
   p.off[3] = L.sync;
-  const int tagged = env_or("METAL_LINALG_TRD_RES_TAGGED", o.trd_res_tagged) != 0 ? 8 : 0;
+  const int tagged = res_tagged(o) ? 8 : 0;
   // Shared accesses of 4 rows (1, the default) or of one row (0), for measurement.
   const int row1 = env_or("METAL_LINALG_TRD_RES_VEC", 1) == 0 ? 32 : 0;
   p.flags = 4 | tagged;
   if ((st = ch.launch(kStep_trd_res, ch.batch, 32, 0, p))) return st;
-  p.flags = tagged | row1;
   p.i[0] = rp.k0;
   p.i[1] = rp.g;
   p.i[2] = rp.nc;
+  if (rp.packed) {  // the partial sums' tags voided, a group per matrix and group
+    p.flags = 4 | 8 | 64;
+    if ((st = ch.launch(kStep_trd_res, ch.batch * rp.g, std::min(256, rp.gs), 0, p)))
+      return st;
+  }
+  p.flags = tagged | (rp.packed ? 64 : row1);
   if ((st = ch.launch(kStep_trd_res, ch.batch * rp.g, rp.gs, rp.shared, p))) return st;
   for (int j0 = rp.k0; j0 < n; j0 += nb)
     if ((st = panel_t(j0))) return st;

@@ -113,7 +113,9 @@ void sytrd_case(Report &rep, Worst &worst, int n, int uplo, const ml::blocked::O
     // The resident reduction ran (its zeroing launch and itself), after the panels of the
     // columns before res_k0 (nb + 1 trd_update launches each).
     const auto count = [&](int step) { return std::count(run.steps.begin(), run.steps.end(), step); };
-    rep.expect(count(ml::blocked::kStep_trd_res) == 2 &&
+    // The packed form voids its partial sums' tags in a launch of its own.
+    const int res_launches = o.trd_res_packed_min_n > 0 && n >= o.trd_res_packed_min_n ? 3 : 2;
+    rep.expect(count(ml::blocked::kStep_trd_res) == res_launches &&
                    count(ml::blocked::kStep_trd_update) == res_k0 / o.nb * (o.nb + 1),
                where("sytrd trd_res launches", n, uplo, "", 0, o));
   }
@@ -267,6 +269,25 @@ int suite_sytrd() {
   res_tall.trd_res_groups = 50;  // ten groups a matrix: 30 columns of 300 rows each
   res_tall.shared_floats = 16384;
   sytrd_case(rep, worst, 300, ML_K_LOWER, res_tall, rng, false);
+  // The lower triangle alone (packed): four groups a matrix (blocks of rows summed over the
+  // groups, later only over those with columns left, one row each at the end), columns from
+  // every residue mod 4 (the upper rows above a column masked), n = 2 and 3 (more groups than
+  // columns), a shared budget that leaves the first panels to the steps above (k0 = 24 at
+  // n = 67: full storage would need k0 = 32), groups of two simdgroups, and ten groups of 300
+  // rows.
+  for (ml::blocked::Options t : {res, res_big, res_tall}) {
+    t.trd_res_tagged = 1;
+    t.trd_res_packed_min_n = 2;
+    const std::vector<int> ns = t.trd_res_groups == 50   ? std::vector<int>{300}
+                                : t.trd_res_lanes == 64 ? std::vector<int>{50}
+                                                        : std::vector<int>{2, 3, 17, 67};
+    for (int n : ns) sytrd_case(rep, worst, n, n % 2 ? ML_K_LOWER : ML_K_UPPER, t, rng, false);
+  }
+  ml::blocked::Options res_packed = res;
+  res_packed.trd_res_tagged = 1;
+  res_packed.trd_res_packed_min_n = 2;
+  res_packed.shared_floats = 560;
+  sytrd_case(rep, worst, 67, ML_K_LOWER, res_packed, rng, false, false, 24);
   std::printf("sytrd: %d checks, %d failures; worst |A-QTQ^T| %.3g, |I-Q^TQ| %.3g, eig %.3g, "
               "QB %.3g (limit %g)\n",
               rep.checks, rep.failures, worst.resid, worst.orth, worst.eig, worst.apply, kLimit);
@@ -363,6 +384,8 @@ int suite_eigh() {
   eigh_case(rep, worst, 37, ML_K_LOWER, res, rng, false);
   res.trd_res_tagged = 1;
   eigh_case(rep, worst, 37, ML_K_UPPER, res, rng, false);
+  res.trd_res_packed_min_n = 2;  // the lower triangle alone
+  eigh_case(rep, worst, 37, ML_K_LOWER, res, rng, false);
   std::printf("eigh: %d checks, %d failures; worst |A-VWV^T| %.3g, |I-V^TV| %.3g, values %.3g "
               "(limit %g)\n",
               rep.checks, rep.failures, worst.resid, worst.orth, worst.eig, kLimit);
