@@ -215,6 +215,10 @@ const blocked::Options &blocked_options() {
     x.trd_res_lanes = 512;
     // Its hand-offs as tagged words (sytrd_resident.h).
     x.trd_res_tagged = 1;
+    // eigh's back-transformation in blocks of 64 reflectors, their T in one launch (H200,
+    // benchmarks/results/nvidia-h200-trd-back/: against 32 with T a panel at a time, eigh 4096
+    // x1 88.8 -> 83.5 ms, 2048 x1 22.3 -> 20.5, 2048 x8 76.8 -> 71.0, 1024 x1 9.70 -> 8.96).
+    x.trd_back_nb = 64;
     // The bidiagonalisation's rows resident in shared memory (brd_res), one group per
     // multiprocessor, for chunks of up to 8 matrices (H200, benchmarks/results/
     // nvidia-h200-brd-res/brd-res.md, panels -> resident: svd 2048 x1 99.3 -> 41.5 ms, 4096 x1

@@ -18,6 +18,7 @@
 #define ML_LARFT_COUNT(p) ((p).i[1])  // jb, the reflectors
 #define ML_LARFT_LDT(p) ((p).i[2])    // nb (<= 64), T's order and leading dimension
 #define ML_LARFT_HAS_G(p) ((p).i[3])  // larft_gram: 1 when G holds the product
+#define ML_LARFT_BLOCKS(p) ((p).i[0])  // larft: 0, or the blocks of one launch (below)
 #define ML_LARFT_V 0
 #define ML_LARFT_TAU 1
 #define ML_LARFT_T 2
@@ -26,6 +27,14 @@
 ML_HOST_FN int ml_larft_shared_floats(int nb) { return 2 * nb * nb; }
 // Shared floats of ml_step_larft: the recurrence's and tau.
 ML_HOST_FN int ml_larft_step_shared_floats(int nb) { return ml_larft_shared_floats(nb) + nb; }
+// Rows of V the blocks form of ml_step_larft stages at a time, its lanes (a 16 x 16 grid of
+// 4 x 4 tiles of G), the lanes a block of nb reflectors needs, and its shared floats.
+#define ML_LARFT_ROWS 64
+#define ML_LARFT_BLOCK_LANES 256
+ML_HOST_FN int ml_larft_blocks_lanes(int nb) { return 16 * ((nb + 3) / 4); }
+ML_HOST_FN int ml_larft_blocks_shared_floats(int nb) {
+  return ml_larft_step_shared_floats(nb) + ML_LARFT_ROWS * nb;
+}
 
 // T (nb x nb, column-major, zeros outside the upper jb x jb triangle) into the workspace from
 // G (G[q * nb + c] = V[:, q]^T V[:, c] for q < c) and tau, both in shared memory; Ts: nb * nb
@@ -121,9 +130,90 @@ ML_FN void ml_larft_gram_top(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE const float
 // Operands: ML_LARFT_V (column-major, its ld; explicit, unit lower trapezoidal), ML_LARFT_TAU
 // (jb floats), ML_LARFT_T (nb x nb, column-major, ld nb). Shared:
 // ml_larft_step_shared_floats(nb).
+// The blocks form (ML_LARFT_BLOCKS(p) = nblk > 0): the T of each of nblk blocks of nb
+// reflectors in one launch, a group of ML_LARFT_BLOCK_LANES lanes per matrix and block: block k's
+// V at ML_LARFT_V + k nb (ld + 1) (the blocks along one diagonal, as the tridiagonalisation
+// leaves them), p.m - k nb rows and min(nb, rows) reflectors, its tau at ML_LARFT_TAU + k nb,
+// its T at ML_LARFT_T + k nb nb. V made explicit first (zeros above the unit diagonal, ones
+// on it, written), so G = V^T V over all rows: staged ML_LARFT_ROWS rows at a time, each
+// lane summing a 4 x 4 tile of G in registers (ml_larft_blocks_lanes(nb) lanes at least).
+// Shared:
+// ml_larft_blocks_shared_floats(nb).
+ML_FN void ml_larft_blocks(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws) {
+  const int nblk = ML_LARFT_BLOCKS(p), nb = ML_LARFT_LDT(p), ldv = p.ld[ML_LARFT_V];
+  const ml_i64 b = ctx.group_id / nblk;
+  const int k = (int)(ctx.group_id - b * nblk), r = p.m - k * nb;
+  if (r <= 0) return;
+  const int jb = r < nb ? r : nb, lane = ctx.lane, gs = ctx.group_size;
+  ML_DEVICE float *V =
+      ws + p.off[ML_LARFT_V] + b * p.stride[ML_LARFT_V] + (ml_i64)k * nb * (ldv + 1);
+  ML_DEVICE const float *tau = ws + p.off[ML_LARFT_TAU] + b * p.stride[ML_LARFT_TAU] + k * nb;
+  ML_SHARED float *G = ctx.scratch;
+  ML_SHARED float *Ts = G + nb * nb;
+  ML_SHARED float *ts = Ts + nb * nb;
+  ML_SHARED float *S = ts + nb;  // rows i0 .. i0 + ML_LARFT_ROWS - 1 of V, S[i * nb + c]
+  for (int c = lane; c < jb; c += gs) ts[c] = tau[c];
+  // The block's unit upper part made explicit: a block may span several panels of the
+  // reduction, and a panel writes its columns' zeros from its own first row only (the
+  // back-transformation's products read V in full too).
+  for (int e = lane; e < jb * jb; e += gs) {
+    const int c = e / jb, i = e - c * jb;
+    if (i <= c) V[(ml_i64)c * ldv + i] = i == c ? 1.0f : 0.0f;
+  }
+  ml_barrier_device(ctx);
+  // Lane l sums the 4 x 4 tile of G at rows 4 (l % 16) .., columns 4 (l / 16) .. (only
+  // entries q < c < jb are kept): 8 shared loads and 16 fmas a staged row.
+  const int q0 = 4 * (lane % 16), c0 = 4 * (lane / 16);
+  const bool tile = q0 < jb && c0 < jb && q0 < c0 + 4;
+  float acc[16];
+  ML_UNROLL
+  for (int t = 0; t < 16; ++t) acc[t] = 0.0f;
+  for (int i0 = 0; i0 < r; i0 += ML_LARFT_ROWS) {
+    ml_barrier(ctx);
+    for (int e = lane; e < ML_LARFT_ROWS * jb; e += gs) {
+      const int i = e % ML_LARFT_ROWS, c = e / ML_LARFT_ROWS;
+      S[i * nb + c] = i0 + i < r ? V[(ml_i64)c * ldv + i0 + i] : 0.0f;
+    }
+    for (int e = lane; e < ML_LARFT_ROWS * (nb - jb); e += gs) {  // columns jb .. nb - 1 zero
+      const int i = e % ML_LARFT_ROWS, c = jb + e / ML_LARFT_ROWS;
+      S[i * nb + c] = 0.0f;
+    }
+    ml_barrier(ctx);
+    const int rows = r - i0 < ML_LARFT_ROWS ? r - i0 : ML_LARFT_ROWS;
+    if (tile)
+      for (int i = 0; i < rows; ++i) {
+        float x[4], y[4];
+        ML_UNROLL
+        for (int a = 0; a < 4; ++a) {
+          x[a] = q0 + a < nb ? S[i * nb + q0 + a] : 0.0f;
+          y[a] = c0 + a < nb ? S[i * nb + c0 + a] : 0.0f;
+        }
+        ML_UNROLL
+        for (int a = 0; a < 4; ++a) {
+          ML_UNROLL
+          for (int b2 = 0; b2 < 4; ++b2) acc[4 * a + b2] = ml_fma(x[a], y[b2], acc[4 * a + b2]);
+        }
+      }
+  }
+  ML_UNROLL
+  for (int a = 0; a < 4; ++a) {
+    ML_UNROLL
+    for (int b2 = 0; b2 < 4; ++b2) {
+      const int q = q0 + a, c = c0 + b2;
+      if (tile && q < c && c < jb) G[q * nb + c] = acc[4 * a + b2];
+    }
+  }
+  ml_larft_from_gram(ctx, G, ts, jb, nb, Ts,
+                     ws + p.off[ML_LARFT_T] + b * p.stride[ML_LARFT_T] + (ml_i64)k * nb * nb);
+}
+
 ML_FN void ml_step_larft(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
+  if (ML_LARFT_BLOCKS(p) > 0) {
+    ml_larft_blocks(ctx, p, ws);
+    return;
+  }
   const ml_i64 b = ctx.group_id;
   const int r = p.m, jb = ML_LARFT_COUNT(p), nb = ML_LARFT_LDT(p), ldv = p.ld[ML_LARFT_V];
   ML_DEVICE const float *V = ws + p.off[ML_LARFT_V] + b * p.stride[ML_LARFT_V];

@@ -69,17 +69,15 @@ ML_HOST_FN int ml_trd_res_sync_floats(int n) { return 32 + 4 * (n + 1) + 4 * n; 
 #define ML_TRD_RES_TY(sync, n, par) ((sync) + 32 + 4 * ((n) + 1) + (par) * 2 * (n))
 #define ML_TRD_RES_NO_TAG 0xffffffffu
 
-// Reflector of column i (in shared memory at col, row k at col[k - k0 - cb]), by the group owning
+// Reflector of column i (in shared memory at col, row k at col[k - k0]), by the group owning
 // it: d_i, e_i, tau_i into vec, v into vg (row k at vg[k]), the reflector into A's column i
 // (acol, rows k0 .. n - 1), then F = i + 1 released. The last column has no reflector.
 // Tagged (tv: the tagged v buffer of step i's parity, else 0): v and tau as tagged words of
 // tag i instead, no release.
-ML_FN void ml_trd_res_reflect(ML_CTX ctx, int n, int k0, int cb, int i,
-                              ML_SHARED const float *col, ML_DEVICE float *vec,
-                              ML_DEVICE float *vg, ML_DEVICE float *acol, ML_DEVICE float *flag,
-                              ML_SHARED float *red, ML_DEVICE float *tv) {
+ML_FN void ml_trd_res_reflect(ML_CTX ctx, int n, int k0, int i, ML_SHARED const float *col,
+                              ML_DEVICE float *vec, ML_DEVICE float *vg, ML_DEVICE float *acol,
+                              ML_DEVICE float *flag, ML_SHARED float *red, ML_DEVICE float *tv) {
   const int lane = ctx.lane, gs = ctx.group_size;
-  k0 += cb;  // col[k - k0]: only rows k >= i (>= the stored ones) are read
   float s = 0.0f, su = 0.0f;
   for (int k = i + 2 + lane; k < n; k += gs) {
     const float x = col[k - k0], xu = x * ML_HOUSE_UP;
@@ -111,7 +109,7 @@ ML_FN void ml_trd_res_reflect(ML_CTX ctx, int n, int k0, int cb, int i,
   const float hs = h.scale;
 #if ML_HAS_TAGGED
   if (tv) {
-    for (int k = k0 - cb + lane; k < n; k += gs) {
+    for (int k = k0 + lane; k < n; k += gs) {
       float v = 0.0f;
       if (k == i + 1) v = 1.0f;
       else if (k > i + 1) v = col[k - k0] * hs;
@@ -129,7 +127,7 @@ ML_FN void ml_trd_res_reflect(ML_CTX ctx, int n, int k0, int cb, int i,
     return;
   }
 #endif
-  for (int k = k0 - cb + lane; k < n; k += gs) {
+  for (int k = k0 + lane; k < n; k += gs) {
     float v = 0.0f;
     if (k == i + 1) v = 1.0f;
     else if (k > i + 1) v = col[k - k0] * hs;
@@ -194,7 +192,7 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
   for (int q = r + lane; q < rs; q += gs) vs[q] = wv[q] = 0.0f;
   ml_barrier(ctx);
   if (g == 0)
-    ml_trd_res_reflect(ctx, n, k0, 0, k0, cols, vec, vg, A + (ml_i64)k0 * ld, sync, red,
+    ml_trd_res_reflect(ctx, n, k0, k0, cols, vec, vg, A + (ml_i64)k0 * ld, sync, red,
                        ML_TRD_RES_TVJ(k0));
 
   for (int j = k0; j < n - 1; ++j) {
@@ -345,7 +343,7 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
       }
       if (pass == 0) {
         ml_barrier(ctx);
-        ml_trd_res_reflect(ctx, n, k0, 0, j + 1, cols + cn * rs, vec, vg,
+        ml_trd_res_reflect(ctx, n, k0, j + 1, cols + cn * rs, vec, vg,
                            A + (ml_i64)(j + 1) * ld, sync, red, ML_TRD_RES_TVJ(j + 1));
       }
     }
@@ -353,244 +351,9 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
 #undef ML_TRD_RES_TVJ
 }
 
-#if ML_HAS_TAGGED
-// ---- Packed (p.flags & 64, tagged only): the lower triangle alone ----
-// A group holds of its column i (offset qc = i - k0) only the rows from qs = qc rounded down to
-// a multiple of 4 (the three rows above qc hold upper entries, kept up to date by the same
-// update and never read), about half of the full storage, so the columns fit from about
-// k0 = n / 14 instead of n / 3 at n = 4096 on the H200. y = A v then needs the upper part of
-// every column, which lives in other groups' columns as rows: y_q = sum_{k >= q} A[k, q] v_k
-// (the dot of column q, its owner) + sum_{k < q} A[q, k] v_k (row q of the columns before q,
-// every group). Each group forms the partial sums of all rows q1 .. r - 1 of its own columns
-// (the dots at their own rows, the axpys below them) and writes them as tagged words to its
-// own buffer; the rows are split into blocks over the groups still active, each group sums
-// its block's partials over those groups (in one fixed order: the same bits in every run) and
-// writes y as tagged words, which all groups gather as in the full form. One hand-off more
-// per column (partials, then y), half the shared-memory traffic per column.
-// Buffers after the full form's: two by parity of G x n tagged words, group g's at
-// ML_TRD_RES_TP; ml_trd_res_packed_sync_floats(n, G) floats in all.
-
-// Shared floats of the stored columns of group g (offsets c - the columns k0 + g + G c).
-ML_HOST_FN int ml_trd_res_packed_col_floats(int r, int G, int g) {
-  const int rs = ml_trd_res_stride(r);
-  int s = 0;
-  for (int q = g; q < r; q += G) s += rs - q / 4 * 4;
-  return s;
-}
-// Shared floats of the packed form (group 0 holds the most): columns, v, y / w, the dots'
-// partial sums, the block sums (a float a lane), the columns' offsets, a reduction buffer and
-// tau.
-ML_HOST_FN int ml_trd_res_packed_shared_floats(int r, int G, int gs) {
-  const int nsimd = (gs + 31) / 32, rs = ml_trd_res_stride(r), nc = (r + G - 1) / G;
-  return ml_trd_res_packed_col_floats(r, G, 0) + 2 * rs + (nc > nsimd ? nc : nsimd) + gs + nc +
-         ML_RED_FLOATS + 1;
-}
-ML_HOST_FN ml_i64 ml_trd_res_packed_sync_floats(int n, int G) {
-  return ml_trd_res_sync_floats(n) + 4 * (ml_i64)n * G;
-}
-#define ML_TRD_RES_TP(sync, n, G, par, g) \
-  ((sync) + ml_trd_res_sync_floats(n) + ((ml_i64)(par) * (G) + (g)) * 2 * (ml_i64)(n))
-
-ML_FN void ml_trd_res_run_packed(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_i64 b,
-                                 int g) {
-  const int n = p.n, k0 = p.i[0], G = p.i[1], ncmax = p.i[2], r = n - k0;
-  const int rs = ml_trd_res_stride(r);
-  const int lane = ctx.lane, gs = ctx.group_size;
-  const int sl = ml_simd_lane(ctx), sid = ml_simd_id(ctx), nsimd = ml_simd_count(ctx);
-  const int ld = p.ld[0];
-  ML_DEVICE float *A = ws + p.off[0] + b * p.stride[0];
-  ML_DEVICE float *vec = ws + p.off[2] + b * p.stride[2];
-  ML_DEVICE float *sync = ws + p.off[3] + b * p.stride[3];
-  const int nc = g < r ? (r - g + G - 1) / G : 0;  // columns k0 + g + G c, c < nc
-  int total = 0;
-  for (int c = 0; c < nc; ++c) total += rs - (g + G * c) / 4 * 4;
-  ML_SHARED float *cols = ctx.scratch;  // column c's rows qs .. rs - 1 at cols + offs[c]
-  ML_SHARED float *vs = cols + total;
-  ML_SHARED float *wv = vs + rs;  // y, then w
-  ML_SHARED float *part = wv + rs;
-  ML_SHARED float *psum = part + (ncmax > nsimd ? ncmax : nsimd);
-  ML_SHARED float *offs = psum + gs;  // column c's offset (a float: exact below 2^24)
-  ML_SHARED float *red = offs + ncmax;
-  {
-    int off = 0;
-    for (int c = 0; c < nc; ++c) {
-      const int qs = (g + G * c) / 4 * 4;
-      ML_DEVICE const float *src = A + (ml_i64)(k0 + g + G * c) * ld + k0;
-      for (int q = qs + lane; q < rs; q += gs) cols[off + q - qs] = q < r ? src[q] : 0.0f;
-      if (lane == 0) offs[c] = (float)off;
-      off += rs - qs;
-    }
-  }
-  for (int q = r + lane; q < rs; q += gs) vs[q] = wv[q] = 0.0f;
-  ml_barrier(ctx);
-  if (g == 0)
-    ml_trd_res_reflect(ctx, n, k0, 0, k0, cols, vec, vec, A + (ml_i64)k0 * ld, sync, red,
-                       ML_TRD_RES_TV(sync, n, k0 & 1));
-
-  for (int j = k0; j < n - 1; ++j) {
-    const int q1 = j + 1 - k0, qa = q1 / 4 * 4, par = j & 1;
-    const int c0 = q1 - g <= 0 ? 0 : (q1 - g + G - 1) / G;
-    const int na = nc - c0;
-    if (na <= 0) break;  // no column left: no one waits for this group
-    // v_j.
-    ML_DEVICE const float *tv = ML_TRD_RES_TV(sync, n, par);
-    ml_barrier(ctx);  // every lane done with step j - 1's v
-    if (qa + lane < q1) vs[qa + lane] = 0.0f;
-    for (int q = q1 + lane; q < r; q += gs) vs[q] = ml_poll_tagged(tv + 2 * (k0 + q), (ml_u32)j);
-    if (lane == 0) red[ML_RED_FLOATS] = ml_poll_tagged(tv + 2 * n, (ml_u32)j);
-    ml_barrier(ctx);
-    const float tau = red[ML_RED_FLOATS];
-    // The dots of the own columns over their rows qc .. r - 1 (a simdgroup per column and slice
-    // of rows; rows qs .. qc - 1, upper entries, masked).
-    const int S = na < nsimd ? nsimd / na : 1;
-    for (int t = sid; t < na * S; t += nsimd) {
-      const int c = c0 + t / S, qc = g + G * c, qs = qc / 4 * 4;
-      ML_SHARED const float *col = cols + (int)offs[c] - qs;  // row q at col[q], q >= qs
-      const int seg = ((rs - qs + S - 1) / S + 127) / 128 * 128;
-      const int e0 = qs + (t % S) * seg, e1 = e0 + seg < rs ? e0 + seg : rs;
-      float a0 = 0.0f, a1 = 0.0f;
-      for (int q = e0 + 4 * sl; q < e1; q += 128) {
-        float x[4], y[4];
-        ml_gemm_sload4(col + q, x);
-        ml_gemm_sload4(vs + q, y);
-        if (q < qc)
-          for (int k = 0; k < 4; ++k) x[k] = q + k < qc ? 0.0f : x[k];
-        a0 = ml_fma(x[0], y[0], a0);
-        a1 = ml_fma(x[1], y[1], a1);
-        a0 = ml_fma(x[2], y[2], a0);
-        a1 = ml_fma(x[3], y[3], a1);
-      }
-      const float s = ml_simd_sum(ctx, a0 + a1);
-      if (sl == 0) part[t] = s;
-    }
-    ml_barrier(ctx);
-    // The partial sums of rows q1 .. r - 1: the own columns' entries below their diagonal times
-    // v at the column, plus the dot at an own column's row; written to the group's buffer.
-    ML_DEVICE float *tp = ML_TRD_RES_TP(sync, n, G, par, g);
-    const int off0 = (int)offs[c0];
-    for (int q = qa + 4 * lane; q < r; q += 4 * gs) {
-      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      int off = off0;
-      for (int c = c0; c < nc; ++c) {
-        const int qc = g + G * c, qs = qc / 4 * 4;
-        if (qs > q) break;  // the columns' first stored rows ascend with c
-        float x[4];
-        ml_gemm_sload4(cols + off + (q - qs), x);
-        const float vc = vs[qc];
-        if (q > qc) {
-          for (int k = 0; k < 4; ++k) acc[k] = ml_fma(x[k], vc, acc[k]);
-        } else {
-          for (int k = 0; k < 4; ++k)
-            if (q + k > qc) acc[k] = ml_fma(x[k], vc, acc[k]);
-        }
-        off += rs - qs;
-      }
-      for (int k = 0; k < 4; ++k) {
-        const int row = q + k;
-        if (row < q1 || row >= r) continue;
-        if (row >= g && (row - g) % G == 0) {
-          const int t0 = ((row - g) / G - c0) * S;
-          for (int s = 0; s < S; ++s) acc[k] += part[t0 + s];
-        }
-        ml_store_tagged(tp + 2 * (k0 + row), acc[k], (ml_u32)j);
-      }
-    }
-    // The sums of a block of rows over the active groups: rank rho (the order of the groups'
-    // first columns left), rows q1 + rho B .. of B = ceil(rows / active).
-    {
-      const int left = r - q1, nA = left < G ? left : G;
-      const int rho = ((g - q1) % G + G) % G, B = (left + nA - 1) / nA;
-      const int lo = q1 + rho * B, hi = lo + B < r ? lo + B : r;
-      ML_DEVICE float *ty = ML_TRD_RES_TY(sync, n, par);
-      const int Rc = hi - lo < gs ? hi - lo : gs;
-      for (int cs = lo; cs < hi; cs += Rc) {
-        const int rc = hi - cs < Rc ? hi - cs : Rc, sub = gs / Rc;
-        const int row = lane % Rc, s = lane / Rc;
-        float a = 0.0f;
-        if (s < sub && row < rc) {
-          // The partials of groups rho' = s, s + sub, ... in that order.
-          const ml_i64 at = 2 * (ml_i64)(k0 + cs + row);
-          int rp = s;
-          for (; rp < nA; rp += sub)
-            a += ml_poll_tagged(ML_TRD_RES_TP(sync, n, G, par, (q1 + rp) % G) + at, (ml_u32)j);
-        }
-        psum[lane] = a;
-        ml_barrier(ctx);
-        if (lane < rc) {
-          float y = 0.0f;
-          for (int t = 0; t < sub; ++t) y += psum[t * Rc + lane];
-          ml_store_tagged(ty + 2 * (k0 + cs + lane), y, (ml_u32)j);
-        }
-        ml_barrier(ctx);
-      }
-    }
-    // y of every row; w = tau y - (tau^2 / 2) (y^T v) v.
-    float yv = 0.0f;
-    {
-      ML_DEVICE const float *ty = ML_TRD_RES_TY(sync, n, par);
-      for (int q = q1 + lane; q < r; q += gs) {
-        const float y = ml_poll_tagged(ty + 2 * (k0 + q), (ml_u32)j);
-        wv[q] = y;
-        yv = ml_fma(y, vs[q], yv);
-      }
-    }
-    const float alpha = -0.5f * tau * tau * ml_group_sum(ctx, yv, red);
-    for (int q = q1 + lane; q < r; q += gs) wv[q] = tau * wv[q] + alpha * vs[q];
-    if (qa + lane < q1) wv[qa + lane] = 0.0f;
-    ml_barrier(ctx);
-    // A[j+1:n, i] -= v w_i + w v_i over the stored rows, column j + 1 first (then its
-    // reflector) when it is ours.
-    const bool next = q1 % G == g;
-    const int cn = q1 / G;
-    for (int pass = next ? 0 : 1; pass < 2; ++pass) {
-      const int ca = pass == 0 ? cn : c0, cb = pass == 0 ? cn + 1 : nc;
-      const int offa = (int)offs[ca];
-      for (int q = qa + 4 * lane; q < rs; q += 4 * gs) {
-        float vq[4], wq[4];
-        ml_gemm_sload4(vs + q, vq);
-        ml_gemm_sload4(wv + q, wq);
-        int off = offa;
-        for (int c = ca; c < cb; ++c) {
-          const int qi = g + G * c, qs = qi / 4 * 4;
-          if (qs > q) break;
-          if (!(pass == 1 && next && c == cn)) {
-            ML_SHARED float *col = cols + off + (q - qs);
-            const float wi = wv[qi], vi = vs[qi];
-            float x[4];
-            ml_gemm_sload4(col, x);
-            for (int k = 0; k < 4; ++k) x[k] -= vq[k] * wi + wq[k] * vi;
-            ml_gemm_sstore4(col, x);
-          }
-          off += rs - qs;
-        }
-      }
-      if (pass == 0) {
-        ml_barrier(ctx);
-        ml_trd_res_reflect(ctx, n, k0, q1 / 4 * 4, j + 1, cols + (int)offs[cn], vec, vec,
-                           A + (ml_i64)(j + 1) * ld, sync, red,
-                           ML_TRD_RES_TV(sync, n, (j + 1) & 1));
-      }
-    }
-  }
-}
-#endif  // ML_HAS_TAGGED
-
 ML_FN void ml_step_trd_res(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
-#if ML_HAS_TAGGED
-  if ((p.flags & (4 | 64)) == (4 | 64)) {  // packed: void group g's partial words of matrix b
-    const ml_i64 b = ctx.group_id / p.i[1];
-    const int g = (int)(ctx.group_id - b * p.i[1]), n = p.n;
-    ML_DEVICE float *sync = ws + p.off[3] + b * p.stride[3];
-    for (int par = 0; par < 2; ++par) {
-      ML_DEVICE float *tp = ML_TRD_RES_TP(sync, n, p.i[1], par, g);
-      for (int k = ctx.lane; k < n; k += ctx.group_size)
-        ml_store_tagged(tp + 2 * k, 0.0f, ML_TRD_RES_NO_TAG);
-    }
-    return;
-  }
-#endif
   if ((p.flags & 4) != 0) {  // zero matrix group_id's two words (and void its tags)
     ML_DEVICE float *sync = ws + p.off[3] + ctx.group_id * p.stride[3];
     if (ctx.lane < 2) sync[ctx.lane] = 0.0f;
@@ -604,12 +367,6 @@ ML_FN void ml_step_trd_res(ML_STEP_ARGS) {
     return;
   }
   const ml_i64 b = ctx.group_id / p.i[1];
-#if ML_HAS_TAGGED
-  if ((p.flags & 64) != 0) {
-    ml_trd_res_run_packed(ctx, p, ws, b, (int)(ctx.group_id - b * p.i[1]));
-    return;
-  }
-#endif
   ml_trd_res_run(ctx, p, ws, b, (int)(ctx.group_id - b * p.i[1]));
 }
 

@@ -85,10 +85,9 @@ struct Options {
   // trd_res's hand-offs as tagged words (sytrd_resident.h; backends whose dialect has them,
   // ML_HAS_TAGGED) instead of flags and fences.
   int trd_res_tagged = 0;
-  // trd_res holding each column's lower part only (sytrd_resident.h, packed; tagged only) for
-  // n >= trd_res_packed_min_n (0: never): about half the shared memory per column, so the
-  // columns fit after fewer panels, at the cost of one hand-off more per column.
-  int trd_res_packed_min_n = 0;
+  // eigh's back-transformation in blocks of this many reflectors (1..64; 0: nb), their T in one
+  // launch after the reduction (larft.h's blocks form) where a group can hold G.
+  int trd_back_nb = 0;
   // QR: the one-group panels by the fused factorisation (one reduction per column, T built
   // alongside, core/kernels/qr_blocked.h ml_qr_factor_fused; 0: a simdgroup per column), with
   // this many lanes (0: 32 per simdgroup, about sqrt(rows) simdgroups, at most 32). Off: slower

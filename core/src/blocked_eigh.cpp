@@ -93,37 +93,22 @@ ml_status trd_panel(const Chunk &ch, const TrdPlan &tp, ml_step_params p, int n,
 // not taken) with g groups per matrix of gs lanes, nc columns each at most.
 struct ResPlan {
   int k0, g, gs, nc, shared;
-  bool packed;
 };
 
-int res_groups(const Options &o) { return env_or("METAL_LINALG_TRD_RES_GROUPS", o.trd_res_groups); }
-bool res_tagged(const Options &o) {
-  return env_or("METAL_LINALG_TRD_RES_TAGGED", o.trd_res_tagged) != 0;
-}
-// The packed form (tagged only) at this n.
-bool res_packed(const Options &o, int n) {
-  const int min_n = env_or("METAL_LINALG_TRD_RES_PACKED_MIN_N", o.trd_res_packed_min_n);
-  return min_n > 0 && n >= min_n && n >= 2 && res_groups(o) > 0 &&
-         res_tagged(o);
-}
-
 ResPlan res_plan(const Options &o, int64_t batch, int n, int nb) {
-  ResPlan rp{n, 0, 0, 0, 0, false};
-  const int64_t groups = res_groups(o);
+  ResPlan rp{n, 0, 0, 0, 0};
+  const int64_t groups = env_or("METAL_LINALG_TRD_RES_GROUPS", o.trd_res_groups);
   const int64_t max_batch = env_or("METAL_LINALG_TRD_RES_MAX_BATCH", o.trd_res_max_batch);
   if (groups <= 0 || max_batch <= 0 || batch > max_batch || n < 2) return rp;
   const int lanes = env_or("METAL_LINALG_TRD_RES_LANES", o.trd_res_lanes);
   const int gs = std::max(32, std::min({lanes, o.max_group, ML_RES_MAX_LANES})) / 32 * 32;
-  // Every group takes part in every column's exchanges: at most one group per column (the
-  // packed form's partial sums are laid out for min(groups, n), eigh_layout).
+  // Every group takes part in every column's exchanges: at most one group per column.
   const int g = static_cast<int>(std::min<int64_t>(groups / batch, n));
   if (g < 1) return rp;
-  const bool packed = res_packed(o, n);
   for (int k0 = 0; k0 < n; k0 += nb) {
     const int r = n - k0, nc = (r + g - 1) / g;
-    const int shared = packed ? ml_trd_res_packed_shared_floats(r, g, gs)
-                              : ml_trd_res_shared_floats(r, nc, gs);
-    if (nc <= gs && shared <= o.shared_floats) return ResPlan{k0, g, gs, nc, shared, packed};
+    const int shared = ml_trd_res_shared_floats(r, nc, gs);
+    if (nc <= gs && shared <= o.shared_floats) return ResPlan{k0, g, gs, nc, shared};
   }
   return rp;
 }
@@ -135,23 +120,29 @@ EighLayout eigh_layout(int n, bool vectors, int64_t solver_floats, const Options
   L.n = n;
   L.nb = o.nb;
   L.vectors = vectors;
-  const int64_t nn = n, nb = o.nb, np = (nn + nb - 1) / nb;
+  // Blocks of bt reflectors for the back-transformation (METAL_LINALG_TRD_BACK_NB overrides
+  // Options::trd_back_nb; 0: nb), their T in one launch where a group's lanes hold G.
+  const int want = env_or("METAL_LINALG_TRD_BACK_NB", o.trd_back_nb);
+  L.bt = want >= 1 && want <= 64 ? want : o.nb;
+  const int tl = std::min(ML_LARFT_BLOCK_LANES, o.max_group / 32 * 32);
+  L.t_blocks = tl >= ml_larft_blocks_lanes(L.bt) &&
+               env_or("METAL_LINALG_TRD_T_BLOCKS", 1) != 0;
+  if (!L.t_blocks) L.bt = o.nb;  // T a panel at a time, as the reduction goes
+  const int64_t nn = n, nb = o.nb, bt = L.bt, nbt = (nn + bt - 1) / bt;
   Slice s;
   L.stat = s.add(ML_STAT_FLOATS);
   L.a = s.add(nn * nn);
   L.dv = s.add(ml_trd_vec_floats(n));
   L.p = s.add(nn * 3 * nb);
   if (vectors) {
-    L.t = s.add(np * nb * nb);
+    L.t = s.add(nbt * bt * bt);
     L.z = s.add(nn * nn);
-    L.x1 = s.add(nb * nn);
-    L.x2 = s.add(nb * nn);
+    L.x1 = s.add(bt * nn);
+    L.x2 = s.add(bt * nn);
   }
   L.w = s.add(nn);
   L.scratch = s.add(solver_floats);
-  L.sync = s.add(res_packed(o, n)
-                     ? ml_trd_res_packed_sync_floats(n, std::min(res_groups(o), n))
-                     : ml_trd_res_sync_floats(n));
+  L.sync = s.add(ml_trd_res_sync_floats(n));
   L.per = s.floats;
   return L;
 }
@@ -172,7 +163,7 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
   // T of the reflectors of the panel at j0 (eigh; the last column of the matrix has none).
   const auto panel_t = [&](int j0) -> ml_status {
     const int kr = std::min(nb, n - 1 - j0);
-    if (!L.vectors || kr <= 0) return ML_OK;
+    if (!L.vectors || kr <= 0 || L.t_blocks) return ML_OK;
     return larft(ch, o, L.a + static_cast<int64_t>(j0) * n + j0 + 1, n, L.tau() + j0,
                  n - 1 - j0, kr, nb, L.t + static_cast<int64_t>(j0 / nb) * nb * nb,
                  panel_lanes(n - 1 - j0, o));
@@ -233,38 +224,51 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
       return st;
     if ((st = panel_t(j0))) return st;
   }
-  if (rp.k0 >= n) return ML_OK;
+  // T of every block of bt reflectors in one launch (the blocks form of larft.h).
+  const auto block_t = [&]() -> ml_status {
+    if (!L.vectors || !L.t_blocks || n < 2) return ML_OK;
+    ml_step_params q = step_params();
+    const int bt = L.bt, nblk = (n - 1 + bt - 1) / bt;
+    q.m = n - 1;
+    ML_LARFT_BLOCKS(q) = nblk;
+    ML_LARFT_COUNT(q) = bt;
+    ML_LARFT_LDT(q) = bt;
+    q.off[ML_LARFT_V] = L.a + 1;
+    q.ld[ML_LARFT_V] = n;
+    q.off[ML_LARFT_TAU] = L.tau();
+    q.off[ML_LARFT_T] = L.t;
+    return ch.launch(kStep_larft, ch.batch * nblk,
+                     std::min(ML_LARFT_BLOCK_LANES, o.max_group / 32 * 32),
+                     ml_larft_blocks_shared_floats(bt), q);
+  };
+  if (rp.k0 >= n) return block_t();
   ml_step_params p = step_params();
   p.n = n;
   p.off[0] = L.a;
   p.ld[0] = n;
   p.off[2] = L.dv;
   p.off[3] = L.sync;
-  const int tagged = res_tagged(o) ? 8 : 0;
+  const int tagged = env_or("METAL_LINALG_TRD_RES_TAGGED", o.trd_res_tagged) != 0 ? 8 : 0;
   // Shared accesses of 4 rows (1, the default) or of one row (0), for measurement.
   const int row1 = env_or("METAL_LINALG_TRD_RES_VEC", 1) == 0 ? 32 : 0;
   p.flags = 4 | tagged;
   if ((st = ch.launch(kStep_trd_res, ch.batch, 32, 0, p))) return st;
+  p.flags = tagged | row1;
   p.i[0] = rp.k0;
   p.i[1] = rp.g;
   p.i[2] = rp.nc;
-  if (rp.packed) {  // the partial sums' tags voided, a group per matrix and group
-    p.flags = 4 | 8 | 64;
-    if ((st = ch.launch(kStep_trd_res, ch.batch * rp.g, std::min(256, rp.gs), 0, p)))
-      return st;
-  }
-  p.flags = tagged | (rp.packed ? 64 : row1);
   if ((st = ch.launch(kStep_trd_res, ch.batch * rp.g, rp.gs, rp.shared, p))) return st;
   for (int j0 = rp.k0; j0 < n; j0 += nb)
     if ((st = panel_t(j0))) return st;
-  return ML_OK;
+  return block_t();
 }
 
 ml_status ormtr(Runner &r, int64_t first, int64_t batch, const Options &o, const EighLayout &L,
                 int64_t z, int ldz, int ncols) {
   const Chunk ch{r, first, batch, L.per};
-  const int n = L.n, nb = L.nb, kr = n - 1;
-  // Z = P_0 (P_1 (... (P_last Z))), P = I - V T V^T of a panel acting on rows j + 1 .. n - 1.
+  const int n = L.n, nb = L.bt, kr = n - 1;
+  // Z = P_0 (P_1 (... (P_last Z))), P = I - V T V^T of a block of bt reflectors acting on rows
+  // j + 1 .. n - 1.
   for (int j = (kr - 1) / nb * nb; j >= 0 && kr > 0; j -= nb) {
     const BlockReflector h{L.a + static_cast<int64_t>(j) * n + j + 1, n,
                            L.t + static_cast<int64_t>(j / nb) * nb * nb, nb, n - 1 - j,

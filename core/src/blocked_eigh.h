@@ -12,14 +12,18 @@ namespace ml::blocked {
 // Regions of one matrix's workspace slice, in floats from the slice start.
 struct EighLayout {
   int n = 0, nb = 0;
+  // The back-transformation's blocks of reflectors (T and the products), bt wide; with
+  // t_blocks the T of all of them in one launch after the reduction (larft.h, the blocks form).
+  int bt = 0;
+  bool t_blocks = false;
   bool vectors = false;
   int64_t stat = 0;  // ML_STAT_FLOATS (core/kernels/blocked_common.h)
   int64_t a = 0;     // n x n, column-major: the matrix, then the unit lower reflectors
   int64_t dv = 0;    // d (n), e (n - 1, at n), tau (n, at 2 n), ...: ML_TRD_* of sytrd_blocked.h
   int64_t p = 0;     // the panel's [V | W | V], n x 3 nb
-  int64_t t = 0;     // T of each panel (nb x nb each), vectors only
+  int64_t t = 0;     // T of each block of bt reflectors (bt x bt each), vectors only
   int64_t z = 0;     // eigenvectors, n x n, vectors only
-  int64_t x1 = 0, x2 = 0;  // nb x n products of the back-transformation, vectors only
+  int64_t x1 = 0, x2 = 0;  // bt x n products of the back-transformation, vectors only
   int64_t w = 0;           // eigenvalues (n)
   int64_t scratch = 0;     // the tridiagonal eigensolver's scratch
   int64_t sync = 0;        // trd_panel's two words (ticket, items done), zeroed before each panel
@@ -37,7 +41,7 @@ EighLayout eigh_layout(int n, bool vectors, int64_t solver_floats, const Options
 // sytrd: the load of the call's input (kf: ML_K_LOWER / ML_K_UPPER: the triangle read) into
 // L.a scaled by 2^-e (L.stat), then Q^T A Q = tridiag(d, e) with Q = H_0 ... H_{n-2}, the
 // reflectors unit lower in L.a (column i: zeros to row i, 1 at row i + 1), tau, and with
-// L.vectors the T of compact WY of each panel of nb reflectors in L.t.
+// L.vectors the T of compact WY of each block of L.bt reflectors in L.t.
 ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Options &o,
                 const EighLayout &L);
 // Z = Q Z for Z (n x ncols, column-major, ld ldz) at workspace offset z of each slice, with

@@ -113,9 +113,7 @@ void sytrd_case(Report &rep, Worst &worst, int n, int uplo, const ml::blocked::O
     // The resident reduction ran (its zeroing launch and itself), after the panels of the
     // columns before res_k0 (nb + 1 trd_update launches each).
     const auto count = [&](int step) { return std::count(run.steps.begin(), run.steps.end(), step); };
-    // The packed form voids its partial sums' tags in a launch of its own.
-    const int res_launches = o.trd_res_packed_min_n > 0 && n >= o.trd_res_packed_min_n ? 3 : 2;
-    rep.expect(count(ml::blocked::kStep_trd_res) == res_launches &&
+    rep.expect(count(ml::blocked::kStep_trd_res) == 2 &&
                    count(ml::blocked::kStep_trd_update) == res_k0 / o.nb * (o.nb + 1),
                where("sytrd trd_res launches", n, uplo, "", 0, o));
   }
@@ -263,31 +261,27 @@ int suite_sytrd() {
       sytrd_case(rep, worst, n, n % 2 ? ML_K_LOWER : ML_K_UPPER, t, rng, false, false,
                  mixed ? 24 : 0);
   }
+  // The back-transformation in blocks wider than the panels, of an odd width, and up to the
+  // widest (their T in one launch, larft.h's blocks form), and T a panel at a time (no group
+  // of lanes enough for the blocks form).
+  ml::blocked::Options back = o;
+  back.trd_back_nb = 2 * o.nb;
+  sytrd_case(rep, worst, 37, ML_K_LOWER, back, rng, false);
+  back.trd_back_nb = 5;
+  sytrd_case(rep, worst, 23, ML_K_UPPER, back, rng, false);
+  ml::blocked::Options back_big = big;
+  back_big.max_group = 256;
+  back_big.trd_back_nb = 64;
+  sytrd_case(rep, worst, 150, ML_K_LOWER, back_big, rng, false);
+  ml::blocked::Options panel_t = o;  // 32 lanes: 2 x 16 tiles of G, not 16 x 16
+  panel_t.trd_back_nb = 64;
+  sytrd_case(rep, worst, 70, ML_K_LOWER, panel_t, rng, false);
   // More rows than eight words a lane: the batched polls' later rounds (ml_poll_tagged_into).
   ml::blocked::Options res_tall = res;
   res_tall.trd_res_tagged = 1;
   res_tall.trd_res_groups = 50;  // ten groups a matrix: 30 columns of 300 rows each
   res_tall.shared_floats = 16384;
   sytrd_case(rep, worst, 300, ML_K_LOWER, res_tall, rng, false);
-  // The lower triangle alone (packed): four groups a matrix (blocks of rows summed over the
-  // groups, later only over those with columns left, one row each at the end), columns from
-  // every residue mod 4 (the upper rows above a column masked), n = 2 and 3 (more groups than
-  // columns), a shared budget that leaves the first panels to the steps above (k0 = 24 at
-  // n = 67: full storage would need k0 = 32), groups of two simdgroups, and ten groups of 300
-  // rows.
-  for (ml::blocked::Options t : {res, res_big, res_tall}) {
-    t.trd_res_tagged = 1;
-    t.trd_res_packed_min_n = 2;
-    const std::vector<int> ns = t.trd_res_groups == 50   ? std::vector<int>{300}
-                                : t.trd_res_lanes == 64 ? std::vector<int>{50}
-                                                        : std::vector<int>{2, 3, 17, 67};
-    for (int n : ns) sytrd_case(rep, worst, n, n % 2 ? ML_K_LOWER : ML_K_UPPER, t, rng, false);
-  }
-  ml::blocked::Options res_packed = res;
-  res_packed.trd_res_tagged = 1;
-  res_packed.trd_res_packed_min_n = 2;
-  res_packed.shared_floats = 560;
-  sytrd_case(rep, worst, 67, ML_K_LOWER, res_packed, rng, false, false, 24);
   std::printf("sytrd: %d checks, %d failures; worst |A-QTQ^T| %.3g, |I-Q^TQ| %.3g, eig %.3g, "
               "QB %.3g (limit %g)\n",
               rep.checks, rep.failures, worst.resid, worst.orth, worst.eig, worst.apply, kLimit);
@@ -372,6 +366,10 @@ int suite_eigh() {
   }
   ml::blocked::Options big = kt::blocked_options(32, 8, 64);
   eigh_case(rep, worst, 67, ML_K_LOWER, big, rng, false);
+  ml::blocked::Options wide = big;  // back-transformation blocks of 64 reflectors
+  wide.max_group = 256;
+  wide.trd_back_nb = 64;
+  eigh_case(rep, worst, 100, ML_K_UPPER, wide, rng, false);
   // A workspace bound that forces one matrix per chunk.
   ml::blocked::Options chunked = o;
   chunked.max_workspace_bytes = 1;
@@ -384,8 +382,6 @@ int suite_eigh() {
   eigh_case(rep, worst, 37, ML_K_LOWER, res, rng, false);
   res.trd_res_tagged = 1;
   eigh_case(rep, worst, 37, ML_K_UPPER, res, rng, false);
-  res.trd_res_packed_min_n = 2;  // the lower triangle alone
-  eigh_case(rep, worst, 37, ML_K_LOWER, res, rng, false);
   std::printf("eigh: %d checks, %d failures; worst |A-VWV^T| %.3g, |I-V^TV| %.3g, values %.3g "
               "(limit %g)\n",
               rep.checks, rep.failures, worst.resid, worst.orth, worst.eig, kLimit);
