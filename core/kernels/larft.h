@@ -27,13 +27,18 @@
 ML_HOST_FN int ml_larft_shared_floats(int nb) { return 2 * nb * nb; }
 // Shared floats of ml_step_larft: the recurrence's and tau.
 ML_HOST_FN int ml_larft_step_shared_floats(int nb) { return ml_larft_shared_floats(nb) + nb; }
-// Rows of V the blocks form of ml_step_larft stages at a time, its lanes (a 16 x 16 grid of
-// 4 x 4 tiles of G), the lanes a block of nb reflectors needs, and its shared floats.
+// Rows of V each slice of the blocks form of ml_step_larft stages at a time, the lanes of a
+// slice (a 16 x 16 grid of 4 x 4 tiles of G), the lanes a block of nb reflectors needs, and
+// the shared floats with gs lanes (gs / ML_LARFT_BLOCK_LANES slices, at least one).
 #define ML_LARFT_ROWS 64
 #define ML_LARFT_BLOCK_LANES 256
 ML_HOST_FN int ml_larft_blocks_lanes(int nb) { return 16 * ((nb + 3) / 4); }
-ML_HOST_FN int ml_larft_blocks_shared_floats(int nb) {
-  return ml_larft_step_shared_floats(nb) + ML_LARFT_ROWS * nb;
+ML_HOST_FN int ml_larft_blocks_slices(int gs) {
+  return gs >= ML_LARFT_BLOCK_LANES ? gs / ML_LARFT_BLOCK_LANES : 1;
+}
+ML_HOST_FN int ml_larft_blocks_shared_floats(int nb, int gs) {
+  const int h = ml_larft_blocks_slices(gs), rows = h * ML_LARFT_ROWS;
+  return ml_larft_step_shared_floats(nb) + (rows > nb ? rows : nb) * (nb + 1);
 }
 
 // T (nb x nb, column-major, zeros outside the upper jb x jb triangle) into the workspace from
@@ -151,7 +156,10 @@ ML_FN void ml_larft_blocks(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws) {
   ML_SHARED float *G = ctx.scratch;
   ML_SHARED float *Ts = G + nb * nb;
   ML_SHARED float *ts = Ts + nb * nb;
-  ML_SHARED float *S = ts + nb;  // rows i0 .. i0 + ML_LARFT_ROWS - 1 of V, S[i * nb + c]
+  // A chunk's rows of V, S[i * (nb + 1) + c] (a padded stride: consecutive lanes store
+  // consecutive rows of a column in different banks); then the slices' tiles.
+  ML_SHARED float *S = ts + nb;
+  const int ls = nb + 1;
   for (int c = lane; c < jb; c += gs) ts[c] = tau[c];
   // The block's unit upper part made explicit: a block may span several panels of the
   // reduction, and a panel writes its columns' zeros from its own first row only (the
@@ -161,32 +169,33 @@ ML_FN void ml_larft_blocks(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws) {
     if (i <= c) V[(ml_i64)c * ldv + i] = i == c ? 1.0f : 0.0f;
   }
   ml_barrier_device(ctx);
-  // Lane l sums the 4 x 4 tile of G at rows 4 (l % 16) .., columns 4 (l / 16) .. (only
-  // entries q < c < jb are kept): 8 shared loads and 16 fmas a staged row.
-  const int q0 = 4 * (lane % 16), c0 = 4 * (lane / 16);
-  const bool tile = q0 < jb && c0 < jb && q0 < c0 + 4;
+  // Slice h = lane / 256 of the lanes takes rows h ML_LARFT_ROWS .. of every staged chunk of
+  // H ML_LARFT_ROWS rows; its lane l = lane % 256 sums the 4 x 4 tile of G at rows 4 (l % 16)
+  // .., columns 4 (l / 16) .. (only entries q < c < jb are kept): 8 shared loads and 16 fmas a
+  // row. The slices' tiles are added in slice order at the end.
+  const int H = ml_larft_blocks_slices(gs), hs = lane / ML_LARFT_BLOCK_LANES;
+  const int tl = lane % ML_LARFT_BLOCK_LANES, q0 = 4 * (tl % 16), c0 = 4 * (tl / 16);
+  const bool tile = hs < H && q0 < jb && c0 < jb && q0 < c0 + 4;
+  const int chunk = H * ML_LARFT_ROWS;
   float acc[16];
   ML_UNROLL
   for (int t = 0; t < 16; ++t) acc[t] = 0.0f;
-  for (int i0 = 0; i0 < r; i0 += ML_LARFT_ROWS) {
+  for (int i0 = 0; i0 < r; i0 += chunk) {
     ml_barrier(ctx);
-    for (int e = lane; e < ML_LARFT_ROWS * jb; e += gs) {
-      const int i = e % ML_LARFT_ROWS, c = e / ML_LARFT_ROWS;
-      S[i * nb + c] = i0 + i < r ? V[(ml_i64)c * ldv + i0 + i] : 0.0f;
-    }
-    for (int e = lane; e < ML_LARFT_ROWS * (nb - jb); e += gs) {  // columns jb .. nb - 1 zero
-      const int i = e % ML_LARFT_ROWS, c = jb + e / ML_LARFT_ROWS;
-      S[i * nb + c] = 0.0f;
+    for (int e = lane; e < chunk * jb; e += gs) {
+      const int i = e % chunk, c = e / chunk;
+      S[i * ls + c] = i0 + i < r ? V[(ml_i64)c * ldv + i0 + i] : 0.0f;
     }
     ml_barrier(ctx);
-    const int rows = r - i0 < ML_LARFT_ROWS ? r - i0 : ML_LARFT_ROWS;
+    const int ia = hs * ML_LARFT_ROWS, left = r - i0 - ia;
+    const int ib = ia + (left < ML_LARFT_ROWS ? left : ML_LARFT_ROWS);
     if (tile)
-      for (int i = 0; i < rows; ++i) {
+      for (int i = ia; i < ib; ++i) {
         float x[4], y[4];
         ML_UNROLL
         for (int a = 0; a < 4; ++a) {
-          x[a] = q0 + a < nb ? S[i * nb + q0 + a] : 0.0f;
-          y[a] = c0 + a < nb ? S[i * nb + c0 + a] : 0.0f;
+          x[a] = q0 + a < jb ? S[i * ls + q0 + a] : 0.0f;
+          y[a] = c0 + a < jb ? S[i * ls + c0 + a] : 0.0f;
         }
         ML_UNROLL
         for (int a = 0; a < 4; ++a) {
@@ -195,13 +204,23 @@ ML_FN void ml_larft_blocks(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws) {
         }
       }
   }
+  // The slices' tiles through S (H nb x nb), summed in slice order into G.
+  ml_barrier(ctx);
   ML_UNROLL
   for (int a = 0; a < 4; ++a) {
     ML_UNROLL
     for (int b2 = 0; b2 < 4; ++b2) {
       const int q = q0 + a, c = c0 + b2;
-      if (tile && q < c && c < jb) G[q * nb + c] = acc[4 * a + b2];
+      if (tile && q < c && c < jb) S[(hs * nb + q) * nb + c] = acc[4 * a + b2];
     }
+  }
+  ml_barrier(ctx);
+  for (int e = lane; e < jb * jb; e += gs) {
+    const int c = e / jb, q = e - c * jb;
+    if (q >= c) continue;
+    float g = 0.0f;
+    for (int h = 0; h < H; ++h) g += S[(h * nb + q) * nb + c];
+    G[q * nb + c] = g;
   }
   ml_larft_from_gram(ctx, G, ts, jb, nb, Ts,
                      ws + p.off[ML_LARFT_T] + b * p.stride[ML_LARFT_T] + (ml_i64)k * nb * nb);

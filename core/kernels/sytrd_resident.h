@@ -74,16 +74,14 @@ ML_HOST_FN int ml_trd_res_sync_floats(int n) { return 32 + 4 * (n + 1) + 4 * n; 
 // (acol, rows k0 .. n - 1), then F = i + 1 released. The last column has no reflector.
 // Tagged (tv: the tagged v buffer of step i's parity, else 0): v and tau as tagged words of
 // tag i instead, no release.
-ML_FN void ml_trd_res_reflect(ML_CTX ctx, int n, int k0, int i, ML_SHARED const float *col,
-                              ML_DEVICE float *vec, ML_DEVICE float *vg, ML_DEVICE float *acol,
-                              ML_DEVICE float *flag, ML_SHARED float *red, ML_DEVICE float *tv) {
+// From the lanes' partial sums s, su of the squares of A[i+2:n, i] and of its entries times
+// ML_HOUSE_UP (any split of the rows over the lanes), whose writes to col this call's first
+// barrier orders before its reads.
+ML_FN void ml_trd_res_reflect_sums(ML_CTX ctx, int n, int k0, int i, ML_SHARED const float *col,
+                                   ML_DEVICE float *vec, ML_DEVICE float *vg,
+                                   ML_DEVICE float *acol, ML_DEVICE float *flag,
+                                   ML_SHARED float *red, ML_DEVICE float *tv, float s, float su) {
   const int lane = ctx.lane, gs = ctx.group_size;
-  float s = 0.0f, su = 0.0f;
-  for (int k = i + 2 + lane; k < n; k += gs) {
-    const float x = col[k - k0], xu = x * ML_HOUSE_UP;
-    s += x * x;
-    su += xu * xu;
-  }
   // Both sums behind one barrier (red: 64 floats).
   s = ml_simd_sum(ctx, s);
   su = ml_simd_sum(ctx, su);
@@ -141,6 +139,17 @@ ML_FN void ml_trd_res_reflect(ML_CTX ctx, int n, int k0, int i, ML_SHARED const 
   }
   ml_barrier_device(ctx);
   if (lane == 0 && i + 1 < n) ml_store_release_u32(flag, (ml_u32)(i + 1));
+}
+ML_FN void ml_trd_res_reflect(ML_CTX ctx, int n, int k0, int i, ML_SHARED const float *col,
+                              ML_DEVICE float *vec, ML_DEVICE float *vg, ML_DEVICE float *acol,
+                              ML_DEVICE float *flag, ML_SHARED float *red, ML_DEVICE float *tv) {
+  float s = 0.0f, su = 0.0f;
+  for (int k = i + 2 + ctx.lane; k < n; k += ctx.group_size) {
+    const float x = col[k - k0], xu = x * ML_HOUSE_UP;
+    s += x * x;
+    su += xu * xu;
+  }
+  ml_trd_res_reflect_sums(ctx, n, k0, i, col, vec, vg, acol, flag, red, tv, s, su);
 }
 
 
@@ -315,6 +324,9 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
     const int cn = q1 / G;
     for (int pass = next ? 0 : 1; pass < 2; ++pass) {
       const int ca = pass == 0 ? cn : c0, cb = pass == 0 ? cn + 1 : nc;
+      // Pass 0 (4-row form): the squares of column j + 1's new rows j + 3 .. summed on the way,
+      // so its reflector needs no pass of its own over the column and one barrier less.
+      float s2 = 0.0f, su2 = 0.0f;
       if (vec4) {
         // 4 rows a lane: v and w loaded once for all the columns.
         for (int q = qa + 4 * lane; q < rs; q += 4 * gs) {
@@ -330,6 +342,13 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
             ml_gemm_sload4(col, x);
             for (int k = 0; k < 4; ++k) x[k] -= vq[k] * wi + wq[k] * vi;
             ml_gemm_sstore4(col, x);
+            if (pass == 0)
+              for (int k = 0; k < 4; ++k)
+                if (q + k >= q1 + 2) {
+                  const float xu = x[k] * ML_HOUSE_UP;
+                  s2 += x[k] * x[k];
+                  su2 += xu * xu;
+                }
           }
         }
       } else {
@@ -341,7 +360,11 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
           for (int q = q1 + lane; q < r; q += gs) col[q] -= vs[q] * wi + wv[q] * vi;
         }
       }
-      if (pass == 0) {
+      if (pass == 0 && vec4) {
+        ml_trd_res_reflect_sums(ctx, n, k0, j + 1, cols + cn * rs, vec, vg,
+                                A + (ml_i64)(j + 1) * ld, sync, red, ML_TRD_RES_TVJ(j + 1), s2,
+                                su2);
+      } else if (pass == 0) {
         ml_barrier(ctx);
         ml_trd_res_reflect(ctx, n, k0, j + 1, cols + cn * rs, vec, vg,
                            A + (ml_i64)(j + 1) * ld, sync, red, ML_TRD_RES_TVJ(j + 1));

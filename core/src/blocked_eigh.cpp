@@ -126,6 +126,7 @@ EighLayout eigh_layout(int n, bool vectors, int64_t solver_floats, const Options
   L.bt = want >= 1 && want <= 64 ? want : o.nb;
   const int tl = std::min(ML_LARFT_BLOCK_LANES, o.max_group / 32 * 32);
   L.t_blocks = tl >= ml_larft_blocks_lanes(L.bt) &&
+               ml_larft_blocks_shared_floats(L.bt, tl) <= o.shared_floats &&
                env_or("METAL_LINALG_TRD_T_BLOCKS", 1) != 0;
   if (!L.t_blocks) L.bt = o.nb;  // T a panel at a time, as the reduction goes
   const int64_t nn = n, nb = o.nb, bt = L.bt, nbt = (nn + bt - 1) / bt;
@@ -237,9 +238,16 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
     q.ld[ML_LARFT_V] = n;
     q.off[ML_LARFT_TAU] = L.tau();
     q.off[ML_LARFT_T] = L.t;
-    return ch.launch(kStep_larft, ch.batch * nblk,
-                     std::min(ML_LARFT_BLOCK_LANES, o.max_group / 32 * 32),
-                     ml_larft_blocks_shared_floats(bt), q);
+    // Up to four slices of 256 lanes sharing a block's rows, as many as shared memory holds.
+    int lanes = std::min(ML_LARFT_BLOCK_LANES, o.max_group / 32 * 32);
+    for (int h = 4; h > 1; --h)
+      if (h * ML_LARFT_BLOCK_LANES <= o.max_group &&
+          ml_larft_blocks_shared_floats(bt, h * ML_LARFT_BLOCK_LANES) <= o.shared_floats) {
+        lanes = h * ML_LARFT_BLOCK_LANES;
+        break;
+      }
+    return ch.launch(kStep_larft, ch.batch * nblk, lanes, ml_larft_blocks_shared_floats(bt, lanes),
+                     q);
   };
   if (rp.k0 >= n) return block_t();
   ml_step_params p = step_params();

@@ -273,6 +273,11 @@ int suite_sytrd() {
   back_big.max_group = 256;
   back_big.trd_back_nb = 64;
   sytrd_case(rep, worst, 150, ML_K_LOWER, back_big, rng, false);
+  // Slices of 256 lanes sharing each block's rows (four, then two where shared memory is short).
+  back_big.max_group = 1024;
+  sytrd_case(rep, worst, 300, ML_K_UPPER, back_big, rng, false);
+  back_big.shared_floats = 8192 + 64 + 128 * 64;
+  sytrd_case(rep, worst, 150, ML_K_LOWER, back_big, rng, false);
   ml::blocked::Options panel_t = o;  // 32 lanes: 2 x 16 tiles of G, not 16 x 16
   panel_t.trd_back_nb = 64;
   sytrd_case(rep, worst, 70, ML_K_LOWER, panel_t, rng, false);
