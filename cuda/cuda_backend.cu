@@ -293,6 +293,10 @@ const blocked::Options &blocked_options() {
     x.dc_secular_simd = 64;
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_DC_SECULAR_SIMD"))
       x.dc_secular_simd = std::max(0, std::atoi(v));
+    // eigh's values from divide and conquer's roots, no bisection launch (measured below).
+    x.dc_values = 1;
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_DC_VALUES"))
+      x.dc_values = std::atoi(v) != 0 ? 1 : 0;
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_SVD_FIX_LANES"))
       x.svd_fix_lanes = std::max(0, std::atoi(v));
     const int gl = env_int("METAL_LINALG_BLOCKED_GEMM_LANES");

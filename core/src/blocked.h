@@ -184,6 +184,9 @@ struct Options {
   // Divide and conquer: the secular equation's roots a simdgroup each (instead of a lane) in the
   // levels with at most this many merges over the chunk (0: never).
   int dc_secular_simd = 0;
+  // eigh by divide and conquer: the eigenvalues from its secular roots too (1), instead of from
+  // bisection as eigvalsh's (0: then eigh's values equal eigvalsh's bit for bit).
+  int dc_values = 0;
   // SVD: the bidiagonalisation with the trailing matrix resident in the groups' shared memory
   // (brd_res, core/kernels/gebrd_resident.h) for chunks of at most brd_res_max_batch matrices
   // (0: never): brd_res_groups groups in all, each of brd_res_lanes lanes (all must run at once:

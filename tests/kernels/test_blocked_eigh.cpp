@@ -375,6 +375,10 @@ int suite_eigh() {
   wide.max_group = 256;
   wide.trd_back_nb = 64;
   eigh_case(rep, worst, 100, ML_K_UPPER, wide, rng, false);
+  // Divide and conquer (from 256 rows) with its own roots as the values, no bisection.
+  ml::blocked::Options dcv = big;
+  dcv.dc_values = 1;
+  eigh_case(rep, worst, 300, ML_K_LOWER, dcv, rng, false);
   // A workspace bound that forces one matrix per chunk.
   ml::blocked::Options chunked = o;
   chunked.max_workspace_bytes = 1;
