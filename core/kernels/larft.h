@@ -131,19 +131,14 @@ ML_FN void ml_larft_gram_top(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE const float
   ml_barrier(ctx);
 }
 
-// larft: one group per matrix. p.m = r (rows of V), ML_LARFT_COUNT = jb, ML_LARFT_LDT = nb.
-// Operands: ML_LARFT_V (column-major, its ld; explicit, unit lower trapezoidal), ML_LARFT_TAU
-// (jb floats), ML_LARFT_T (nb x nb, column-major, ld nb). Shared:
-// ml_larft_step_shared_floats(nb).
 // The blocks form (ML_LARFT_BLOCKS(p) = nblk > 0): the T of each of nblk blocks of nb
-// reflectors in one launch, a group of ML_LARFT_BLOCK_LANES lanes per matrix and block: block k's
+// reflectors in one launch, a group per matrix and block (one to four slices of
+// ML_LARFT_BLOCK_LANES lanes, or ml_larft_blocks_lanes(nb) lanes at least): block k's
 // V at ML_LARFT_V + k nb (ld + 1) (the blocks along one diagonal, as the tridiagonalisation
 // leaves them), p.m - k nb rows and min(nb, rows) reflectors, its tau at ML_LARFT_TAU + k nb,
 // its T at ML_LARFT_T + k nb nb. V made explicit first (zeros above the unit diagonal, ones
-// on it, written), so G = V^T V over all rows: staged ML_LARFT_ROWS rows at a time, each
-// lane summing a 4 x 4 tile of G in registers (ml_larft_blocks_lanes(nb) lanes at least).
-// Shared:
-// ml_larft_blocks_shared_floats(nb).
+// on it, written), so G = V^T V over all rows, each lane summing a 4 x 4 tile of G in
+// registers. Shared: ml_larft_blocks_shared_floats(nb, group size).
 ML_FN void ml_larft_blocks(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws) {
   const int nblk = ML_LARFT_BLOCKS(p), nb = ML_LARFT_LDT(p), ldv = p.ld[ML_LARFT_V];
   const ml_i64 b = ctx.group_id / nblk;
@@ -226,6 +221,10 @@ ML_FN void ml_larft_blocks(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws) {
                      ws + p.off[ML_LARFT_T] + b * p.stride[ML_LARFT_T] + (ml_i64)k * nb * nb);
 }
 
+// larft: one group per matrix. p.m = r (rows of V), ML_LARFT_COUNT = jb, ML_LARFT_LDT = nb.
+// Operands: ML_LARFT_V (column-major, its ld; explicit, unit lower trapezoidal), ML_LARFT_TAU
+// (jb floats), ML_LARFT_T (nb x nb, column-major, ld nb). Shared:
+// ml_larft_step_shared_floats(nb).
 ML_FN void ml_step_larft(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;

@@ -113,6 +113,21 @@ ResPlan res_plan(const Options &o, int64_t batch, int n, int nb) {
   return rp;
 }
 
+// Lanes of the blocks form of larft for blocks of bt reflectors: up to four slices of 256
+// sharing a block's rows, as many as the group and shared memory hold; 0 where even the
+// smallest group that holds G's tiles does not fit (T then comes a panel at a time).
+int t_block_lanes(const Options &o, int bt) {
+  for (int h = 4; h > 1; --h)
+    if (h * ML_LARFT_BLOCK_LANES <= o.max_group &&
+        ml_larft_blocks_shared_floats(bt, h * ML_LARFT_BLOCK_LANES) <= o.shared_floats)
+      return h * ML_LARFT_BLOCK_LANES;
+  const int lanes = std::min(ML_LARFT_BLOCK_LANES, o.max_group / 32 * 32);
+  return lanes >= ml_larft_blocks_lanes(bt) &&
+                 ml_larft_blocks_shared_floats(bt, lanes) <= o.shared_floats
+             ? lanes
+             : 0;
+}
+
 }  // namespace
 
 EighLayout eigh_layout(int n, bool vectors, int64_t solver_floats, const Options &o) {
@@ -124,10 +139,7 @@ EighLayout eigh_layout(int n, bool vectors, int64_t solver_floats, const Options
   // Options::trd_back_nb; 0: nb), their T in one launch where a group's lanes hold G.
   const int want = env_or("METAL_LINALG_TRD_BACK_NB", o.trd_back_nb);
   L.bt = want >= 1 && want <= 64 ? want : o.nb;
-  const int tl = std::min(ML_LARFT_BLOCK_LANES, o.max_group / 32 * 32);
-  L.t_blocks = tl >= ml_larft_blocks_lanes(L.bt) &&
-               ml_larft_blocks_shared_floats(L.bt, tl) <= o.shared_floats &&
-               env_or("METAL_LINALG_TRD_T_BLOCKS", 1) != 0;
+  L.t_blocks = t_block_lanes(o, L.bt) > 0 && env_or("METAL_LINALG_TRD_T_BLOCKS", 1) != 0;
   if (!L.t_blocks) L.bt = o.nb;  // T a panel at a time, as the reduction goes
   const int64_t nn = n, nb = o.nb, bt = L.bt, nbt = (nn + bt - 1) / bt;
   Slice s;
@@ -238,14 +250,7 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
     q.ld[ML_LARFT_V] = n;
     q.off[ML_LARFT_TAU] = L.tau();
     q.off[ML_LARFT_T] = L.t;
-    // Up to four slices of 256 lanes sharing a block's rows, as many as shared memory holds.
-    int lanes = std::min(ML_LARFT_BLOCK_LANES, o.max_group / 32 * 32);
-    for (int h = 4; h > 1; --h)
-      if (h * ML_LARFT_BLOCK_LANES <= o.max_group &&
-          ml_larft_blocks_shared_floats(bt, h * ML_LARFT_BLOCK_LANES) <= o.shared_floats) {
-        lanes = h * ML_LARFT_BLOCK_LANES;
-        break;
-      }
+    const int lanes = t_block_lanes(o, bt);
     return ch.launch(kStep_larft, ch.batch * nblk, lanes, ml_larft_blocks_shared_floats(bt, lanes),
                      q);
   };

@@ -76,14 +76,15 @@ ml_status tridiag_eig(const Chunk &ch, const Options &o, int n, int il, int coun
   if (il < 0 || count > n - il || (vectors && ldz < n))
     return fail(ML_INVALID_ARGUMENT, "tridiag_eig", "values %d..%d of order %d, ldz %d", il,
                 il + count - 1, n, ldz);
+  // Divide and conquer: the values by bisection as without vectors, then its vectors; or
+  // (Options::dc_values) the values from its roots too, no bisection.
+  const bool dc = use_dc(n, vectors);
+  if (dc && o.dc_values)
+    return tridiag_eig_dc(ch, o, n, il, count, d, e, w, z, ldz, scratch, stat);
   ml_status st;
   ml_step_params p = tridiag_params(n, scratch, d, e, stat);
   p.i[0] = il;
   p.i[1] = count;
-  // Divide and conquer: the values by bisection as without vectors, then its vectors; or
-  // (Options::dc_values) the values from its roots too, no bisection.
-  const bool dc = use_dc(n, vectors);
-  if (dc && o.dc_values) return tridiag_eig_dc(ch, o, n, il, count, d, e, w, z, ldz, scratch, stat);
   p.i[3] = vectors && !dc ? 1 : 0;
   if ((st = tridiag_prep(ch, o, p))) return st;
   const int vl = value_lanes(o);

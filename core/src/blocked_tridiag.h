@@ -44,7 +44,8 @@ int tridiag_dc_min_n();
 // and eigenvectors of every matrix of the chunk, then values il .. il+count-1 and their
 // vectors selected into w and Z; arguments as tridiag_eig (z >= 0; w < 0: no values written),
 // scratch of tridiag_dc_scratch_floats(n) floats. tridiag_eig takes the values from bisection
-// instead (the same values as without vectors, bit for bit; Options::dc_values: the values from here too) and the vectors from here. Orthogonal to a few n eps whatever the clustering;
+// instead (the same values as without vectors, bit for bit; with Options::dc_values from here
+// too) and the vectors from here. Orthogonal to a few n eps whatever the clustering;
 // ML_INFO_NOT_CONVERGED in stat[2] when a leaf's QL hits its cap. Launches: 3 plus, per
 // level (ceil(log2(n / 32)) of them), 4 steps and 2 products per merge (one for all full
 // merges of a single matrix).
