@@ -206,6 +206,11 @@ const blocked::Options &blocked_options() {
     // 102.9 -> 85.8, 512 x64 23.1 -> 20.2).
     x.trd_panel_groups = -1;
     x.trd_panel_max_batch = 64;
+    // Its y from A22's lower triangle, items of 32 columns by 1024 rows (H200, benchmarks/
+    // results/nvidia-h200-trd-tri/occupancy-g4.md, against the full columns of the same build:
+    // eigvalsh 4096 x1 87.3 -> 66.0 ms, eigh 3000 x1 47.2 -> 39.5, 2048 x8 89.9 -> 68.6, 1024 x64
+    // 113.1 -> 93.5).
+    x.trd_tri_rows = 1024;
     // The tridiagonalisation's columns resident in shared memory (trd_res), one group per
     // multiprocessor (groups / batch per matrix), for chunks of up to 64 matrices (H200,
     // benchmarks/results/nvidia-h200-trd-res/trd-res-batch.md, up to 8 -> up to 132: eigh 256 x64

@@ -24,6 +24,7 @@
   X(trd_update, ml_step_trd_update)     \
   X(trd_symv, ml_step_trd_symv)   \
   X(trd_panel, ml_step_trd_panel)       \
+  X(trd_panel_tri, ml_step_trd_panel_tri) \
   X(trd_res, ml_step_trd_res)           \
   X(brd_col, ml_step_brd_col)           \
   X(brd_row, ml_step_brd_row)           \

@@ -45,7 +45,27 @@
 #define ML_TRD_Y(n) (3 * (n) + 128)
 #define ML_TRD_PU(n) (4 * (n) + 128)
 #define ML_TRD_PS(n) (6 * (n) + 128)
-ML_HOST_FN ml_i64 ml_trd_vec_floats(int n) { return 7 * (ml_i64)n + 256; }
+#define ML_TRD_Q(n) (7 * (n) + 256)
+// Columns of a block of the triangle form of trd_symv (below), and its slots of partial sums:
+// rows of n floats, one per column block (the row sums) and one per chunk of rows (the column
+// sums), ml_trd_tri_slots(n) of each.
+#define ML_TRD_TRI_T 32
+#ifndef ML_TRD_TRI_ROWS
+#define ML_TRD_TRI_ROWS 2  // rows a lane loads together in the triangle form
+#endif
+ML_HOST_FN int ml_trd_tri_slots(int n) { return (n + ML_TRD_TRI_T - 1) / ML_TRD_TRI_T; }
+// Floats of the vectors operand; tri: with the triangle form's partial sums.
+ML_HOST_FN ml_i64 ml_trd_vec_floats(int n, int tri) {
+  return 7 * (ml_i64)n + 256 + (tri ? 2 * (ml_i64)ml_trd_tri_slots(n) * n : 0);
+}
+// Items of the triangle form over r rows in chunks of h rows (a multiple of ML_TRD_TRI_T):
+// chunk C holds the column blocks J < min(nbk, (C + 1) h / T) (those with rows in it), so
+// sum over C of that; the first a chunks hold fewer than all nbk blocks.
+ML_HOST_FN int ml_trd_tri_items(int r, int h) {
+  const int nbk = (r + ML_TRD_TRI_T - 1) / ML_TRD_TRI_T, nch = (r + h - 1) / h;
+  const int m = h / ML_TRD_TRI_T, a0 = (nbk - 1) / m, a = a0 < nch ? a0 : nch;
+  return m * a * (a + 1) / 2 + (nch - a) * nbk;
+}
 
 // Shared floats of trd_update with panel width nb and gs lanes in groups of rl rows: row i of
 // V and W, W's new column at the group's rows, the slices' partial sums, reduction buffers.
@@ -75,7 +95,7 @@ ML_FN int ml_trd_symv_groups(int n, int j0, int c, int per) {
 // Group g (< ml_trd_update_groups) of matrix b of trd_update for column c; nps: the groups of
 // the trd_symv before (its partial sums).
 ML_FN void ml_trd_update_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_i64 b, int g,
-                            int c, int nps) {
+                            int c, int nps, int h) {
   const int n = p.n, j0 = p.i[0], jb = p.i[2];
   const int lane = ctx.lane, gs = ctx.group_size;
   const int rl = p.m > 0 && p.m < gs ? p.m : gs, nq = gs / rl;
@@ -100,10 +120,16 @@ ML_FN void ml_trd_update_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, m
   // Column c - 1 of W, when reflector i - 1 exists (trd_symv ran for it).
   const int q0 = c - 1;
   const bool fin = c > 0 && i - 1 < n - 1;
+  // The triangle form (h > 0 rows per chunk): y of reflector i - 1 (rows i .. n - 1, relative
+  // index row - i) from its slots' partial sums (ml_trd_tri_at).
+  const int T = ML_TRD_TRI_T, nch = h > 0 ? (n - i + h - 1) / h : 0;
+  ML_DEVICE const float *Q = vec + ML_TRD_Q(n);
+  const ml_i64 S = ml_trd_tri_slots(n);
   if (fin) {
     ML_DEVICE const float *PS = vec + ML_TRD_PS(n);
-    float s = 0.0f, t1 = 0.0f, t2 = 0.0f;
+    float s = 0.0f, t1 = 0.0f, t2 = 0.0f, y0 = 0.0f;
     for (int k = lane; k < nps; k += gs) s += PS[k];
+    for (int k = lane; k < nch; k += gs) y0 += Q[(S + k) * n];
     // (V^T v)^T (W^T v), and row i of the new column (every group needs it; group g's own
     // rows may not include it), the earlier columns' terms spread over the lanes.
     for (int q = lane; q < q0; q += gs) {
@@ -113,23 +139,29 @@ ML_FN void ml_trd_update_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, m
     const float yv = ml_group_sum(ctx, s, red);
     const float tt = ml_group_sum(ctx, t1, red + 32);
     const float ti = ml_group_sum(ctx, t2, red + ML_RED_FLOATS);
+    const float yi = h > 0 ? ml_group_sum(ctx, y0, red + ML_RED_FLOATS + 32) : Y[i];
     const float tau = TAU[i - 1];
     const float alpha = -0.5f * tau * (tau * (yv - 2.0f * tt));
     // w at row r (>= i) of the column: the slices' sums, then one lane per row.
     float xs = 0.0f;
-    if (live && r >= i)
+    if (live && r >= i) {
       for (int q = qs; q < q0; q += nq)
         xs += V[(ml_i64)q * ldp + r] * TV[jb + q] + W[(ml_i64)q * ldp + r] * TV[q];
+      if (h > 0) {  // minus this slice's share of y_r's slots
+        const int k = r - i, K = k / T, c0 = K * T / h, ns = K + nch - c0;
+        for (int q = qs; q < ns; q += nq) xs -= Q[(q < K ? q : S + c0 + q - K) * n + k];
+      }
+    }
     part[lane] = xs;
     ml_barrier(ctx);
     if (live && qs == 0 && r >= i) {
-      float x = Y[r];
+      float x = h > 0 ? 0.0f : Y[r];
       for (int k = 0; k < nq; ++k) x -= part[k * rl + rlane];
       const float wr = tau * x + alpha * V[(ml_i64)q0 * ldp + r];
       W[(ml_i64)q0 * ldp + r] = wr;
       wrs[rlane] = wr;
     }
-    if (c < jb && lane == 0) wi[q0] = tau * (Y[i] - ti) + alpha * V[(ml_i64)q0 * ldp + i];
+    if (c < jb && lane == 0) wi[q0] = tau * (yi - ti) + alpha * V[(ml_i64)q0 * ldp + i];
   }
 
   if (c == jb) {
@@ -187,7 +219,7 @@ ML_FN void ml_step_trd_update(ML_STEP_ARGS) {
   const int gs = ctx.group_size, rl = p.m > 0 && p.m < gs ? p.m : gs;
   const ml_i64 gpm = ml_trd_update_groups(p.n, p.i[0], p.i[1], p.i[2], rl);
   const ml_i64 b = ctx.group_id / gpm;
-  ml_trd_update_at(ctx, p, ws, b, (int)(ctx.group_id - b * gpm), p.i[1], p.i[3]);
+  ml_trd_update_at(ctx, p, ws, b, (int)(ctx.group_id - b * gpm), p.i[1], p.i[3], 0);
 }
 
 // Output t of trd_symv for column c (its sum s) into vec: y's entry (t < r; *yv += s v_t,
@@ -204,54 +236,44 @@ ML_FN void ml_trd_symv_put(ML_DEVICE float *vec, int n, int r, int r0, int c, in
   }
 }
 
-// trd_symv: groups batch x ceil((r + 2c) / i[3]), r = n - 1 - i rows below column i = j0 + c;
-// each group takes i[3] consecutive outputs: output t < r is y[i+1+t] = A[i+1:n, i+1+t]^T v,
-// output r + q is V_q^T v (t[q]), output r + c + q is W_q^T v (t[jb + q]), q < c; its partial
-// sum of y^T v goes to the ML_TRD_PS slot of its index. p.m: the groups of the trd_update
-// before (its partial sums). flags 1: v staged in shared memory; flags 2: tiled, each output
-// summed by all the group's simdgroups, each over a slice of the r rows (many simdgroups per
-// column: the loads in flight that a column's latency needs), else one simdgroup per output.
-// Group g (< ml_trd_symv_groups) of matrix b of trd_symv for column c, per outputs each; nu:
-// the groups of the trd_update before (its partial sums).
-ML_FN void ml_trd_symv_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_i64 b, int g,
-                          int c, int per, int nu) {
-  const int n = p.n, j0 = p.i[0], jb = p.i[2];
-  const int i = j0 + c, r = n - 1 - i, r0 = i + 1, outs = r + 2 * c;
-  const int ld = p.ld[0], ldp = p.ld[1], lane = ctx.lane, gs = ctx.group_size;
-  const bool staged = (p.flags & 1) != 0, tiled = (p.flags & 2) != 0;
-  const int sl = ml_simd_lane(ctx), sid = ml_simd_id(ctx), nsg = ml_simd_count(ctx);
-  ML_DEVICE const float *A = ws + p.off[0] + b * p.stride[0];
-  ML_DEVICE float *V = ws + p.off[1] + b * p.stride[1];
-  ML_DEVICE float *W = V + (ml_i64)jb * ldp;
-  ML_DEVICE float *V2 = W + (ml_i64)jb * ldp;
-  ML_DEVICE float *vec = ws + p.off[2] + b * p.stride[2];
-  ML_SHARED float *red = ctx.scratch;
-  ML_SHARED float *tp = red + ML_RED_FLOATS;  // tiled: per x nsg partial sums
-  ML_SHARED float *vs = tp + (tiled ? per * nsg : 0);
-
-  // The reflector, identically in every group (the same sums in the same order).
-  ML_DEVICE const float *PU = vec + ML_TRD_PU(n);
-  float s0 = 0.0f, s1 = 0.0f;
-  for (int k = lane; k < nu; k += gs) {
-    s0 += PU[2 * k];
-    s1 += PU[2 * k + 1];
+// The reflector of column i = j0 + c from the partial sums of squares of the trd_update before
+// (nu groups), identically in every group (the same sums in the same order), in two parts so
+// that loads can be in flight between them: this lane's share of the sums (s), then the
+// reflector, with which the group with own set stores v_i into column c of V (both copies),
+// e_i and tau_i. Returns the scale hs of x = A[i+1:n, i] that gives v (v_0 = 1, v_t = x[t]
+// hs). red: 2 x 32 floats.
+typedef struct {
+  float s, su;  // sums of squares, and of the entries times 2^60
+} ml_trd_sq;
+ML_FN void ml_trd_reflector_sums(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE const float *ws,
+                                 ml_i64 b, int nu, ML_THREAD ml_trd_sq *q) {
+  ML_DEVICE const float *PU = ws + p.off[2] + b * p.stride[2] + ML_TRD_PU(p.n);
+  q->s = 0.0f;
+  q->su = 0.0f;
+  for (int k = ctx.lane; k < nu; k += ctx.group_size) {
+    q->s += PU[2 * k];
+    q->su += PU[2 * k + 1];
   }
-  const float sigma = ml_group_sum(ctx, s0, red);
-  const float sigma_up = ml_group_sum(ctx, s1, red + 32);
+}
+ML_FN float ml_trd_reflector_finish(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_i64 b,
+                                    int c, ML_THREAD const ml_trd_sq *q, bool own,
+                                    ML_SHARED float *red) {
+  const int n = p.n, jb = p.i[2], i = p.i[0] + c, r = n - 1 - i, r0 = i + 1;
+  const int ld = p.ld[0], ldp = p.ld[1], lane = ctx.lane, gs = ctx.group_size;
+  ML_DEVICE const float *A = ws + p.off[0] + b * p.stride[0];
+  ML_DEVICE float *vec = ws + p.off[2] + b * p.stride[2];
+  const float sigma = ml_group_sum(ctx, q->s, red);
+  const float sigma_up = ml_group_sum(ctx, q->su, red + 32);
   ML_DEVICE const float *x = A + (ml_i64)i * ld + r0;  // x[0] = alpha, x[1..] the tail
   ml_house_t h;
   if (sigma < ML_HOUSE_TINY) ml_house_finish(x[0], sigma_up, ML_HOUSE_UP, &h);
   else ml_house_finish(x[0], sigma, 1.0f, &h);
-  const float hs = h.scale;
-  if (staged) {
-    for (int t = lane; t < r; t += gs) vs[t] = t == 0 ? 1.0f : x[t] * hs;
-    ml_barrier(ctx);
-  }
-  if (g == 0) {
+  if (own) {
+    ML_DEVICE float *V = ws + p.off[1] + b * p.stride[1];
     ML_DEVICE float *vc = V + (ml_i64)c * ldp + r0;
-    ML_DEVICE float *vc2 = V2 + (ml_i64)c * ldp + r0;
+    ML_DEVICE float *vc2 = vc + 2 * (ml_i64)jb * ldp;
     for (int t = lane; t < r; t += gs) {
-      const float v = t == 0 ? 1.0f : x[t] * hs;
+      const float v = t == 0 ? 1.0f : x[t] * h.scale;
       vc[t] = v;
       vc2[t] = v;
     }
@@ -260,7 +282,46 @@ ML_FN void ml_trd_symv_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
       vec[ML_TRD_TAU(n) + i] = h.tau;
     }
   }
-  const int t0 = g * per, t1 = t0 + per < outs ? t0 + per : outs;
+  return h.scale;
+}
+ML_FN float ml_trd_reflector(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_i64 b, int c,
+                             int nu, bool own, ML_SHARED float *red) {
+  ml_trd_sq q;
+  ml_trd_reflector_sums(ctx, p, ws, b, nu, &q);
+  return ml_trd_reflector_finish(ctx, p, ws, b, c, &q, own, red);
+}
+
+// trd_symv: groups batch x ceil((r + 2c) / i[3]), r = n - 1 - i rows below column i = j0 + c;
+// each group takes i[3] consecutive outputs: output t < r is y[i+1+t] = A[i+1:n, i+1+t]^T v,
+// output r + q is V_q^T v (t[q]), output r + c + q is W_q^T v (t[jb + q]), q < c; its partial
+// sum of y^T v goes to the ML_TRD_PS slot of its index. p.m: the groups of the trd_update
+// before (its partial sums). flags 1: v staged in shared memory; flags 2: tiled, each output
+// summed by all the group's simdgroups, each over a slice of the r rows (many simdgroups per
+// column: the loads in flight that a column's latency needs), else one simdgroup per output.
+// Outputs t0 .. t0 + per - 1 of trd_symv for column c of matrix b, its partial sum of y^T v
+// into PS slot g (g = 0 stores the reflector); nu: the groups of the trd_update before.
+ML_FN void ml_trd_symv_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_i64 b, int g,
+                          int t0, int c, int per, int nu) {
+  const int n = p.n, j0 = p.i[0], jb = p.i[2];
+  const int i = j0 + c, r = n - 1 - i, r0 = i + 1, outs = r + 2 * c;
+  const int ld = p.ld[0], ldp = p.ld[1], lane = ctx.lane, gs = ctx.group_size;
+  const bool staged = (p.flags & 1) != 0, tiled = (p.flags & 2) != 0;
+  const int sl = ml_simd_lane(ctx), sid = ml_simd_id(ctx), nsg = ml_simd_count(ctx);
+  ML_DEVICE const float *A = ws + p.off[0] + b * p.stride[0];
+  ML_DEVICE float *V = ws + p.off[1] + b * p.stride[1];
+  ML_DEVICE float *W = V + (ml_i64)jb * ldp;
+  ML_DEVICE float *vec = ws + p.off[2] + b * p.stride[2];
+  ML_SHARED float *red = ctx.scratch;
+  ML_SHARED float *tp = red + ML_RED_FLOATS;  // tiled: per x nsg partial sums
+  ML_SHARED float *vs = tp + (tiled ? per * nsg : 0);
+
+  const float hs = ml_trd_reflector(ctx, p, ws, b, c, nu, g == 0, red);
+  ML_DEVICE const float *x = A + (ml_i64)i * ld + r0;
+  if (staged) {
+    for (int t = lane; t < r; t += gs) vs[t] = t == 0 ? 1.0f : x[t] * hs;
+    ml_barrier(ctx);
+  }
+  const int t1 = t0 + per < outs ? t0 + per : outs;
   // Rows of this simdgroup's share of every output (all rows when not tiled).
   const int seg = tiled ? ((r + nsg - 1) / nsg + 31) / 32 * 32 : r;
   const int k0 = tiled ? sid * seg : 0, k1 = k0 + seg < r ? k0 + seg : r;
@@ -308,7 +369,128 @@ ML_FN void ml_step_trd_symv(ML_STEP_ARGS) {
   if (ctx.group_id >= p.groups) return;
   const ml_i64 gpm = ml_trd_symv_groups(p.n, p.i[0], p.i[1], p.i[3]);
   const ml_i64 b = ctx.group_id / gpm;
-  ml_trd_symv_at(ctx, p, ws, b, (int)(ctx.group_id - b * gpm), p.i[1], p.i[3], p.m);
+  const int g = (int)(ctx.group_id - b * gpm);
+  ml_trd_symv_at(ctx, p, ws, b, g, g * p.i[3], p.i[1], p.i[3], p.m);
+}
+
+// The triangle form of trd_symv (trd_panel with p.k = h > 0): y = A22 v from A22's lower
+// triangle alone (half the reads of the full columns). Relative to r0 = i + 1, the r columns
+// fall in blocks J of T = ML_TRD_TRI_T and the rows in chunks C of h (a multiple of T). Item
+// (J, C) reads the rows of chunk C from row J T down of block J's columns (the diagonal tile
+// whole: both of its triangles are A22's) and leaves, in the vectors operand's slots Q (rows
+// of n floats, relative index): the column sums over its rows, Q[S + C][t] for t in block J
+// (S = ml_trd_tri_slots(n)), and the row sums over its columns, Q[J][k], for its rows k >= (J +
+// 1) T. So y_k, k in block K, is sum over C >= K T / h of Q[S + C][k] plus sum over J < K of
+// Q[J][k] (trd_update adds them), and the item's share of y^T v is over what it wrote. Simdgroup
+// s takes columns s, s + nsg, ... (four at a time) over all the item's rows, a lane a row:
+// one load per entry serves both sums. Items chunk-major (ml_trd_tri_items); g = 0 stores the
+// reflector.
+ML_FN void ml_trd_tri_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_i64 b, int g,
+                         int c, int nu) {
+  const int n = p.n, i = p.i[0] + c, r = n - 1 - i, r0 = i + 1, h = p.k, T = ML_TRD_TRI_T;
+  const int ld = p.ld[0], lane = ctx.lane, gs = ctx.group_size;
+  const int sl = ml_simd_lane(ctx), sid = ml_simd_id(ctx), nsg = ml_simd_count(ctx);
+  ML_DEVICE const float *A = ws + p.off[0] + b * p.stride[0];
+  ML_DEVICE float *vec = ws + p.off[2] + b * p.stride[2];
+  ML_DEVICE float *Q = vec + ML_TRD_Q(n);
+  const ml_i64 S = ml_trd_tri_slots(n);
+  ML_SHARED float *red = ctx.scratch;
+  ML_SHARED float *rsh = red + ML_RED_FLOATS;  // nsg x h row sums
+  ML_SHARED float *dsh = rsh + nsg * h;         // the block's column sums
+
+  // The reflector's sums in flight while the entries are read; the sums below are of x with
+  // x[0] = 0 (v / hs but for v_0 = 1), scaled and given row / column 0's term at the end.
+  ml_trd_sq sq;
+  ml_trd_reflector_sums(ctx, p, ws, b, nu, &sq);
+  ML_DEVICE const float *x = A + (ml_i64)i * ld + r0;
+  const int nbk = (r + T - 1) / T, m = h / T;
+  int C = 0, J = g;
+  for (;;) {
+    const int cnt = nbk < (C + 1) * m ? nbk : (C + 1) * m;
+    if (J < cnt) break;
+    J -= cnt;
+    ++C;
+  }
+  const int ca = J * T, cb = ca + T < r ? ca + T : r;
+  const int ra = C * h > ca ? C * h : ca, rb = C * h + h < r ? C * h + h : r;
+  ML_SHARED float *rs = rsh + sid * h;  // this simdgroup's row sums, rows from ra
+  for (int tb = ca + sid; tb < ca + T; tb += 4 * nsg) {
+    // Columns tb + j nsg, j < 4 (u: inside the block), x at them (w), their entries a few rows
+    // at a time.
+    float w[4], d[4];
+    bool u[4];
+    for (int j = 0; j < 4; ++j) {
+      const int t = tb + j * nsg;
+      u[j] = t < cb;
+      w[j] = u[j] && t > 0 ? x[t] : 0.0f;
+      d[j] = 0.0f;
+    }
+    ML_DEVICE const float *col = A + (ml_i64)(r0 + tb) * ld + r0;
+    const int cs = nsg * ld;  // from one of the simdgroup's columns to the next
+    const bool first = tb < ca + 4 * nsg;
+    int k = ra + sl;
+    for (; k + 32 * (ML_TRD_TRI_ROWS - 1) < rb; k += 32 * ML_TRD_TRI_ROWS) {
+      float vk[ML_TRD_TRI_ROWS], q[ML_TRD_TRI_ROWS];
+      for (int e = 0; e < ML_TRD_TRI_ROWS; ++e) {
+        const int kk = k + 32 * e;
+        vk[e] = kk == 0 ? 0.0f : x[kk];
+        q[e] = 0.0f;
+      }
+      for (int j = 0; j < 4; ++j) {
+        ML_DEVICE const float *cj = col + j * cs + k;
+        for (int e = 0; e < ML_TRD_TRI_ROWS; ++e) {
+          const float a = u[j] ? cj[32 * e] : 0.0f;
+          q[e] = ml_fma(a, w[j], q[e]);
+          d[j] = ml_fma(a, vk[e], d[j]);
+        }
+      }
+      for (int e = 0; e < ML_TRD_TRI_ROWS; ++e) {
+        const int kk = k + 32 * e;
+        rs[kk - ra] = first ? q[e] : rs[kk - ra] + q[e];
+      }
+    }
+    for (; k < rb; k += 32) {
+      const float vk = k == 0 ? 0.0f : x[k];
+      float q = 0.0f;
+      for (int j = 0; j < 4; ++j) {
+        const float a = u[j] ? col[j * cs + k] : 0.0f;
+        q = ml_fma(a, w[j], q);
+        d[j] = ml_fma(a, vk, d[j]);
+      }
+      rs[k - ra] = first ? q : rs[k - ra] + q;
+    }
+    for (int j = 0; j < 4; ++j) {
+      d[j] = ml_simd_sum(ctx, d[j]);
+      if (sl == 0 && u[j]) dsh[tb + j * nsg - ca] = d[j];
+    }
+  }
+  const float hs = ml_trd_reflector_finish(ctx, p, ws, b, c, &sq, g == 0, red);  // barriers
+  // Column sums: scaled, plus row 0's term where the item has row 0 (J = C = 0).
+  float yv = 0.0f;
+  for (int t = ca + lane; t < cb; t += gs) {
+    const float d = dsh[t - ca] * hs + (ra == 0 ? A[(ml_i64)(r0 + t) * ld + r0] : 0.0f);
+    Q[(S + C) * n + t] = d;
+    yv += d * (t == 0 ? 1.0f : x[t] * hs);
+  }
+  // Row sums below the diagonal tile: scaled, plus column 0's term in block 0.
+  const int rw = ca + T;
+  ML_DEVICE const float *c0 = A + (ml_i64)r0 * ld + r0;
+  for (int k = (ra > rw ? ra : rw) + lane; k < rb; k += gs) {
+    float t = 0.0f;
+    for (int g2 = 0; g2 < nsg; ++g2) t += rsh[g2 * h + k - ra];
+    t = t * hs + (J == 0 ? c0[k] : 0.0f);
+    Q[(ml_i64)J * n + k] = t;
+    yv += t * x[k] * hs;
+  }
+  yv = ml_group_sum(ctx, yv, red);
+  if (lane == 0) vec[ML_TRD_PS(n) + g] = yv;
+}
+
+// Symv items of trd_panel for column c (per outputs per item of the panel's dot products):
+// the triangle form's and ceil(2c / per) of V^T v, W^T v (h > 0), else trd_symv's groups.
+ML_FN int ml_trd_panel_symv_items(int n, int j0, int c, int per, int h) {
+  if (h <= 0) return ml_trd_symv_groups(n, j0, c, per);
+  return ml_trd_tri_items(n - 1 - (j0 + c), h) + (2 * c + per - 1) / per;
 }
 
 // trd_panel: a whole panel in one launch, its trd_update (c = 0 .. jb) and trd_symv (c < jb,
@@ -321,11 +503,13 @@ ML_FN void ml_step_trd_symv(ML_STEP_ARGS) {
 // as across launches. Tickets are taken in order and no group waits on an item taken after its
 // own: correct on any schedule of the groups, also one after another. p.n = n; i[0] = j0,
 // i[2] = jb; p.m: rows per update item (as trd_update); i[3]: outputs per symv item (tiled, as
-// trd_symv with flags 2); flags 1: v staged (trd_symv); i[1]: the scratch float past both
-// steps' shared floats that holds the group's ticket. flags 4: only zero the two words (one
-// group), before the panel's launch.
-ML_FN void ml_step_trd_panel(ML_STEP_ARGS) {
-  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+// trd_symv with flags 2); flags 1: v staged (trd_symv); trd_panel_tri: y by the triangle form
+// (ml_trd_tri_at, chunks of p.k rows) and items of per of the panel's dot products after it;
+// i[1]: the scratch float past the steps' shared floats that holds the group's ticket.
+// flags 4: only zero the two words (one group), before the panel's launch.
+// tri: the triangle form (trd_panel_tri, p.k > 0) or not (trd_panel: its own kernel, so that
+// the triangle form's registers do not weigh on it).
+ML_FN void ml_trd_panel_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, bool tri) {
   if (ctx.group_id >= p.groups) return;
   ML_DEVICE float *sync = ws + p.off[3];
   if ((p.flags & 4) != 0) {
@@ -335,7 +519,10 @@ ML_FN void ml_step_trd_panel(ML_STEP_ARGS) {
   const int n = p.n, j0 = p.i[0], jb = p.i[2], per = p.i[3], lane = ctx.lane;
   const int gs = ctx.group_size, rl = p.m > 0 && p.m < gs ? p.m : gs;
   const ml_u32 nug = (ml_u32)ml_trd_update_groups(n, j0, 0, jb, rl);
-  const ml_u32 nsg = (ml_u32)ml_trd_symv_groups(n, j0, jb - 1, per);
+  const int h = tri ? p.k : 0;  // > 0: the triangle form
+  const ml_u32 nsg =
+      h > 0 ? (ml_u32)(ml_trd_tri_items(n - 1 - j0, h) + (2 * (jb - 1) + per - 1) / per)
+            : (ml_u32)ml_trd_symv_groups(n, j0, jb - 1, per);
   const ml_u32 batch = (ml_u32)p.batch, nu = batch * nug, col = nu + batch * nsg;
   const ml_u32 total = (ml_u32)jb * col + nu;
   ML_SHARED float *tick = ctx.scratch + p.i[1];
@@ -358,17 +545,33 @@ ML_FN void ml_step_trd_panel(ML_STEP_ARGS) {
       const int g = (int)(rem % nug);
       if (g < ml_trd_update_groups(n, j0, c, jb, rl))
         ml_trd_update_at(ctx, p, ws, (ml_i64)(rem / nug), g, c,
-                         c > 0 ? ml_trd_symv_groups(n, j0, c - 1, per) : 0);
+                         c > 0 ? ml_trd_panel_symv_items(n, j0, c - 1, per, h) : 0, h);
     } else {
       rem -= nu;
-      const int g = (int)(rem % nsg);
-      if (n - 1 - (j0 + c) > 0 && g < ml_trd_symv_groups(n, j0, c, per))
-        ml_trd_symv_at(ctx, p, ws, (ml_i64)(rem / nsg), g, c, per,
-                       ml_trd_update_groups(n, j0, c, jb, rl));
+      const int g = (int)(rem % nsg), r = n - 1 - (j0 + c);
+      const ml_i64 b = (ml_i64)(rem / nsg);
+      const int nup = ml_trd_update_groups(n, j0, c, jb, rl);
+      const int nt = h > 0 && r > 0 ? ml_trd_tri_items(r, h) : 0;
+      if (r <= 0 || g >= ml_trd_panel_symv_items(n, j0, c, per, h)) {
+      } else if (g < nt) {
+        ml_trd_tri_at(ctx, p, ws, b, g, c, nup);
+      } else {  // V^T v, W^T v (h > 0: outputs from r on), else y's and those
+        ml_trd_symv_at(ctx, p, ws, b, g, (h > 0 ? r : 0) + (g - nt) * per, c, per, nup);
+      }
     }
     ml_barrier_device(ctx);
     if (lane == 0) ml_atomic_add_release_u32(sync + 1, 1u);
   }
+}
+
+ML_FN void ml_step_trd_panel(ML_STEP_ARGS) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  ml_trd_panel_run(ctx, p, ws, false);
+}
+
+ML_FN void ml_step_trd_panel_tri(ML_STEP_ARGS) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  ml_trd_panel_run(ctx, p, ws, true);
 }
 
 #endif  // ML_KERNELS_SYTRD_BLOCKED_H

@@ -45,7 +45,15 @@ struct TrdPlan {
   int sg;        // trd_symv: lanes
   int per;       // trd_symv: outputs per group (tiled; 0: from the size), -1: untiled
   int panel;     // trd_panel's groups (0: a launch per step)
+  int tri;       // trd_panel's triangle form: rows per chunk (0: off)
 };
+
+// The triangle form's rows per chunk (METAL_LINALG_TRD_TRI_ROWS overrides
+// Options::trd_tri_rows; 0 or less: off), rounded up to a multiple of 32.
+int tri_rows(const Options &o) {
+  const int h = env_or("METAL_LINALG_TRD_TRI_ROWS", o.trd_tri_rows);
+  return h <= 0 ? 0 : (h + ML_TRD_TRI_T - 1) / ML_TRD_TRI_T * ML_TRD_TRI_T;
+}
 
 TrdPlan trd_plan(const Options &o, int64_t batch, int n) {
   TrdPlan t;
@@ -55,6 +63,7 @@ TrdPlan trd_plan(const Options &o, int64_t batch, int n) {
   t.sg = std::max(1, std::min(env_or("METAL_LINALG_TRD_SYMV_LANES", kSymvLanes), o.max_group));
   t.per = env_or("METAL_LINALG_TRD_SYMV_PER", o.trd_symv_per);
   t.panel = env_or("METAL_LINALG_TRD_PANEL_GROUPS", o.trd_panel_groups);
+  t.tri = tri_rows(o);
   // -1: parallel_groups, twice that from batch x n = 4096 outputs per column (measured on the
   // H200: 264 groups fastest at 512..2048 x1, 528 at 4096 x1 and 1024 x8 .. 512 x64).
   if (t.panel < 0)
@@ -64,6 +73,8 @@ TrdPlan trd_plan(const Options &o, int64_t batch, int n) {
 
 // Outputs per item of trd_panel's symv: about one item per group per phase.
 constexpr int kPanelMaxPer = 64;
+// With the triangle form: outputs per item of the panel's dot products (tiled).
+constexpr int kTriPer = 2;
 
 // The panel at j0 (width jb) in one launch of trd_panel (after the one that zeroes its words).
 ml_status trd_panel(const Chunk &ch, const TrdPlan &tp, ml_step_params p, int n, int nb,
@@ -71,22 +82,37 @@ ml_status trd_panel(const Chunk &ch, const TrdPlan &tp, ml_step_params p, int n,
   const int j0 = p.i[0], jb = p.i[2], gs = tp.ug, rows0 = n - 1 - j0;
   const int nsg = (gs + 31) / 32;
   const int64_t outs = int64_t{rows0} + jb;  // the most outputs of a column (c = jb - 1)
-  const int per = static_cast<int>(
+  const int per_full = static_cast<int>(
       std::clamp<int64_t>((ch.batch * outs + tp.panel - 1) / tp.panel, 1, kPanelMaxPer));
   const int stage = rows0 <= kSymvStage ? 1 : 0;
-  const int shared = std::max(ml_trd_update_shared_floats(nb, gs, tp.rows),
-                              ml_trd_symv_shared_floats(rows0, stage, per * nsg));
+  // The triangle form: chunks of h rows (at most the column's, rounded up to 32), doubled
+  // while the items outnumber the partial sums' slots (n + 128, ML_TRD_PS); the panel's dot
+  // products (V^T v, W^T v) kTriPer outputs an item, each over all the group's simdgroups.
+  int h = 0, per = per_full, tiled = 0;
+  if (tp.tri > 0 && rows0 > 0) {
+    per = kTriPer;
+    tiled = 2;
+    h = std::min(tp.tri, (rows0 + ML_TRD_TRI_T - 1) / ML_TRD_TRI_T * ML_TRD_TRI_T);
+    while (ml_trd_tri_items(rows0, h) + (2 * jb + per - 1) / per > n + 128) h *= 2;
+  }
+  int shared = std::max(ml_trd_update_shared_floats(nb, gs, tp.rows),
+                        ml_trd_symv_shared_floats(rows0, stage, per * nsg));
+  if (h > 0) shared = std::max(shared, ML_RED_FLOATS + nsg * h + ML_TRD_TRI_T);
   p.off[3] = sync;
   p.flags = 4;
   ml_status st;
-  if ((st = ch.launch(kStep_trd_panel, 1, 32, 0, p))) return st;
+  const int step = h > 0 ? kStep_trd_panel_tri : kStep_trd_panel;
+  if ((st = ch.launch(step, 1, 32, 0, p))) return st;
   p.m = tp.rows;
-  p.flags = stage;
+  p.k = h;
+  p.flags = stage | tiled;
   p.i[1] = shared;
   p.i[3] = per;
-  const int64_t items = ch.batch * std::max<int64_t>((n - j0 + tp.rows - 1) / tp.rows,
-                                                     (outs + per - 1) / per);
-  return ch.launch(kStep_trd_panel, std::min<int64_t>(tp.panel, items), gs, shared + 1, p);
+  const int64_t symv = h > 0 ? ml_trd_tri_items(rows0, h) + (2 * jb + per - 1) / per
+                             : (outs + per - 1) / per;
+  const int64_t items =
+      ch.batch * std::max<int64_t>((n - j0 + tp.rows - 1) / tp.rows, symv);
+  return ch.launch(step, std::min<int64_t>(tp.panel, items), gs, shared + 1, p);
 }
 
 // The resident tridiagonalisation (trd_res) of a chunk: from column k0 (a panel boundary, n:
@@ -145,7 +171,8 @@ EighLayout eigh_layout(int n, bool vectors, int64_t solver_floats, const Options
   Slice s;
   L.stat = s.add(ML_STAT_FLOATS);
   L.a = s.add(nn * nn);
-  L.dv = s.add(ml_trd_vec_floats(n));
+  const bool panels = env_or("METAL_LINALG_TRD_PANEL_GROUPS", o.trd_panel_groups) != 0;
+  L.dv = s.add(ml_trd_vec_floats(n, panels && tri_rows(o) != 0 ? 1 : 0));
   L.p = s.add(nn * 3 * nb);
   if (vectors) {
     L.t = s.add(nbt * bt * bt);

@@ -71,7 +71,9 @@ void sytrd_case(Report &rep, Worst &worst, int n, int uplo, const ml::blocked::O
   const int batch = int(eb.items.size());
   const ml::blocked::EighLayout L = ml::blocked::eigh_layout(n, true, 0, o);
   kt::CpuStepRunner run;
-  if (threaded) run.threaded_step = ml::blocked::kStep_trd_panel;
+  if (threaded)
+    run.threaded_step = o.trd_tri_rows != 0 ? ml::blocked::kStep_trd_panel_tri
+                                            : ml::blocked::kStep_trd_panel;
   // The resident reduction's groups wait on each other both ways: always concurrent threads.
   if (o.trd_res_groups > 0) run.threaded_step = ml::blocked::kStep_trd_res;
   run.ws.assign(size_t(L.per) * batch, std::nanf(""));
@@ -233,6 +235,20 @@ int suite_sytrd() {
   ml::blocked::Options fused_thr = o;
   fused_thr.trd_panel_groups = 4;
   sytrd_case(rep, worst, 41, ML_K_LOWER, fused_thr, rng, false, true);
+  // y from the lower triangle alone (the triangle form): chunks of one block (every column
+  // sum over several chunks, row sums from every earlier block), of two blocks with two
+  // simdgroups (columns four at a time, a pass and a half), and on concurrent threads.
+  ml::blocked::Options tri = fused;
+  tri.trd_rows = 4;
+  tri.trd_tri_rows = 32;
+  for (int n : {2, 33, 67}) sytrd_case(rep, worst, n, n % 2 ? ML_K_LOWER : ML_K_UPPER, tri, rng,
+                                        n == 67);
+  ml::blocked::Options tri_big = fused_big;
+  tri_big.trd_tri_rows = 64;
+  sytrd_case(rep, worst, 150, ML_K_UPPER, tri_big, rng, false);
+  ml::blocked::Options tri_thr = fused_thr;
+  tri_thr.trd_tri_rows = 40;  // rounded up to 64
+  sytrd_case(rep, worst, 70, ML_K_LOWER, tri_thr, rng, false, true);
   // The columns resident in the groups' shared memory (trd_res; five matrices: four groups
   // each): every column (n = 2: two groups, more groups than columns late in every matrix), and
   // with a shared budget that leaves the first panels to the steps above (k0 = 24 at n = 67),
@@ -391,6 +407,12 @@ int suite_eigh() {
   eigh_case(rep, worst, 37, ML_K_LOWER, res, rng, false);
   res.trd_res_tagged = 1;
   eigh_case(rep, worst, 37, ML_K_UPPER, res, rng, false);
+  // Each panel in one launch with y from the lower triangle, chunks longer than the columns
+  // (one chunk of 96 rows at n = 90).
+  ml::blocked::Options tri = big;
+  tri.trd_panel_groups = 6;
+  tri.trd_tri_rows = 1024;
+  eigh_case(rep, worst, 90, ML_K_LOWER, tri, rng, false);
   std::printf("eigh: %d checks, %d failures; worst |A-VWV^T| %.3g, |I-V^TV| %.3g, values %.3g "
               "(limit %g)\n",
               rep.checks, rep.failures, worst.resid, worst.orth, worst.eig, kLimit);
