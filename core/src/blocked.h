@@ -106,7 +106,8 @@ struct Options {
   // QR: the form of the register panels (core/kernels/qr_panel_reg.h, ML_QRR_FORM_*): 0 the
   // column a run-time index (every access to its registers a select over the panel's), 1
   // rotating (the current column always the first register column, a compact loop), 2 the
-  // columns unrolled (compile-time indices; classes 8 and 16, class 32 rotating: more code).
+  // columns unrolled (compile-time indices; classes 8 and 16, class 32 rotating: more code), 3
+  // the rotating form of classes 8 and 16 in kernels of their own (qr_panel_rot8, rot16; CUDA).
   int qr_panel_reg_form = 1;
   // QR: two levels (outer panels of nb_outer columns) from this batch even where the panels
   // need no narrowing.
