@@ -288,6 +288,21 @@ const blocked::Options &blocked_options() {
     x.qr_row_larft = 1;
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_ROW_LARFT"))
       x.qr_row_larft = std::atoi(v) != 0;
+    // The register panels' rotating form in its class's own kernel (no spill), at most 2 rows
+    // a lane (up to 512 lanes), and lookahead for one-level runs from 1024 columns: H200,
+    // benchmarks/results/nvidia-h200-qr-lookahead/ (qr 1024 x1 4.45 -> 3.55 ms, 4096 x1 30.7
+    // -> 27.8, 256 x1 0.89 -> 0.65, 3000x500 x1 3.48 -> 3.32; lookahead slowed 256 x1 and every
+    // two-level run).
+    x.qr_panel_reg_form = 3;
+    x.qr_panel_reg_rows = 2;
+    x.qr_lookahead = 1;
+    x.qr_lookahead_min_k = 1024;
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_LOOKAHEAD"))
+      x.qr_lookahead = std::max(0, std::atoi(v));
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_LOOKAHEAD_MIN_K"))
+      x.qr_lookahead_min_k = std::max(0, std::atoi(v));
+    if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_PANEL_REG_ROWS"))
+      x.qr_panel_reg_rows = std::max(0, std::atoi(v));
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_QR_OUTER_MIN_BATCH"))
       x.qr_outer_min_batch = std::max(1, std::atoi(v));
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_BRD_X_LANES"))
@@ -458,8 +473,31 @@ ml_status launch_global(const Plan &pl, int dev, const Call &c, cudaStream_t str
   return ML_OK;
 }
 
+// The side queue of the blocked plans (Runner::side_begin) on one device for the calling
+// thread: a non-blocking stream (the caller's stream may be the legacy default stream, which
+// would wait on a blocking one) and the events of its fork and its end, made once.
+struct SideQueue {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, done = nullptr;
+  bool tried = false, ok = false;
+};
+SideQueue &side_queue(int dev) {
+  thread_local SideQueue queues[kMaxDevices];
+  SideQueue &q = queues[dev];
+  if (!q.tried) {
+    q.tried = true;
+    q.ok = cudaStreamCreateWithFlags(&q.stream, cudaStreamNonBlocking) == cudaSuccess &&
+           cudaEventCreateWithFlags(&q.fork, cudaEventDisableTiming) == cudaSuccess &&
+           cudaEventCreateWithFlags(&q.done, cudaEventDisableTiming) == cudaSuccess;
+    if (!q.ok) (void)cudaGetLastError();
+  }
+  return q;
+}
+
 // Enqueues the step kernels of a blocked plan on a stream: one launch per step, a group per
-// block, chunked when a step has more groups than a grid takes.
+// block, chunked when a step has more groups than a grid takes. The side queue is a second
+// stream (none while the caller's stream is being captured: then one stream, in order); its
+// products take no cuBLAS workspace (the main stream's may be in use at the same time).
 class StepRunner final : public blocked::Runner {
  public:
   StepRunner(int dev, const Call &c, cudaStream_t stream, float *ws,
@@ -474,9 +512,9 @@ class StepRunner final : public blocked::Runner {
     const bool ta = (g.flags & blocked::kGemmTransA) != 0;
     const bool tb = (g.flags & blocked::kGemmTransB) != 0;
     const int err = cublas::sgemm_strided_batched(
-        dev_, stream_, ta, tb, g.m, g.n, g.k, g.alpha, ws_ + g.a, g.lda, g.stride, ws_ + g.b,
-        g.ldb, g.stride, g.beta, ws_ + g.c, g.ldc, g.stride, static_cast<int>(g.batch), work_,
-        work_bytes_, &what);
+        dev_, queue(), ta, tb, g.m, g.n, g.k, g.alpha, ws_ + g.a, g.lda, g.stride, ws_ + g.b,
+        g.ldb, g.stride, g.beta, ws_ + g.c, g.ldc, g.stride, static_cast<int>(g.batch),
+        side_ ? nullptr : work_, side_ ? 0 : work_bytes_, &what);
     *st = err == 0 ? ML_OK
                    : fail(ML_RUNTIME_ERROR, kWhere, "%s failed (cuBLAS status %d)", what, err);
     return true;
@@ -509,11 +547,42 @@ class StepRunner final : public blocked::Runner {
       const unsigned blocks = static_cast<unsigned>(std::min(kMaxGrid, l.p.groups - off));
       const cudaError_t err = cudaLaunchKernel(reinterpret_cast<const void *>(all[l.step]),
                                                dim3(blocks), dim3(l.group_size), args, smem,
-                                               stream_);
+                                               queue());
       if (err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, name, err);
     }
     return ML_OK;
   }
+  ml_status side_begin() override {
+    side_ = false;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream_, &cs) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return ML_OK;
+    }
+    if (cs != cudaStreamCaptureStatusNone) return ML_OK;
+    SideQueue &q = side_queue(dev_);
+    if (!q.ok) return ML_OK;
+    cudaError_t err = cudaEventRecord(q.fork, stream_);
+    if (err == cudaSuccess) err = cudaStreamWaitEvent(q.stream, q.fork, 0);
+    if (err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, "side queue", err);
+    side_ = true;
+    return ML_OK;
+  }
+  ml_status side_end() override {
+    if (!side_) return ML_OK;
+    side_ = false;
+    const cudaError_t err = cudaEventRecord(side_queue(dev_).done, side_queue(dev_).stream);
+    if (err != cudaSuccess) return cuda_fail(ML_RUNTIME_ERROR, "side queue", err);
+    waiting_ = true;
+    return ML_OK;
+  }
+  ml_status join() override {
+    if (!waiting_) return ML_OK;
+    waiting_ = false;
+    const cudaError_t err = cudaStreamWaitEvent(stream_, side_queue(dev_).done, 0);
+    return err == cudaSuccess ? ML_OK : cuda_fail(ML_RUNTIME_ERROR, "side queue", err);
+  }
+  ~StepRunner() override { (void)join(); }
 
  private:
   // Raises the step's dynamic shared-memory limit to the device's budget once per device.
@@ -528,9 +597,13 @@ class StepRunner final : public blocked::Runner {
     return s;
   }
 
+  cudaStream_t queue() const { return side_ ? side_queue(dev_).stream : stream_; }
+
   int dev_;
   const Call &c_;
   cudaStream_t stream_;
+  bool side_ = false;     // launches go to the side queue
+  bool waiting_ = false;  // the side queue's last work not yet joined
   float *ws_;
   GemmImpl gemm_;
   void *work_;

@@ -37,10 +37,19 @@ struct ml_cuda_step_bounds<ml_cuda_step_id_sb_block> {
   static constexpr int lanes = 512, groups = 1;
 };
 
-// The QR panel in registers (core/kernels/qr_panel_reg.h): 64 floats of the panel a lane plus
-// its partial sums, 128 registers a lane at 512 lanes.
+// The QR panel in registers (core/kernels/qr_panel_reg.h; the rotating form's classes apart in
+// qr_panel_rot*): 64 floats of the panel a lane plus its partial sums, 128 registers a lane at
+// 512 lanes.
 template <>
 struct ml_cuda_step_bounds<ml_cuda_step_id_qr_panel_reg> {
+  static constexpr int lanes = ML_QRR_MAX_LANES, groups = 1;
+};
+template <>
+struct ml_cuda_step_bounds<ml_cuda_step_id_qr_panel_rot8> {
+  static constexpr int lanes = ML_QRR_MAX_LANES, groups = 1;
+};
+template <>
+struct ml_cuda_step_bounds<ml_cuda_step_id_qr_panel_rot16> {
   static constexpr int lanes = ML_QRR_MAX_LANES, groups = 1;
 };
 

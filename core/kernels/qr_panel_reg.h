@@ -470,11 +470,13 @@ ML_FN bool ml_qrr_run_ct(ML_CTX ctx, ML_DEVICE float *P, int ld, ML_DEVICE float
 
 // qr_panel_reg: qr_panel's arguments and operands (ML_QRP_*); group size a multiple of 32 with
 // ml_qrr_rows_per_lane(m - j, group size) x ml_qrr_class(nb) <= ML_QRR_REGS; shared
-// ml_qrr_shared_floats(nb, group size).
-ML_FN void ml_step_qr_panel_reg(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws,
-                                ML_DEVICE const float *a, ML_DEVICE float *o0,
-                                ML_DEVICE float *o1, ML_DEVICE float *o2, ML_DEVICE int *info) {
-  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+// ml_qrr_shared_floats(nb, group size). CLS 0: every class, the flags' form; CLS 8 or 16: that
+// class in the rotating form only (the qr_panel_rot* steps: kernels without the other forms'
+// and classes' code, whose registers the compiler allocates for that class's loops: sm_90,
+// 512 lanes: no spill at 16, 16 bytes at 8, against 160 for qr_panel_reg), for RMIN <= rows
+// per lane <= RMAX.
+template <int CLS, int RMIN, int RMAX>
+ML_FN void ml_qrr_step(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws) {
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id;
   const int j = ML_QRP_COL(p), jb = ML_QRP_WIDTH(p), nb = ML_QRP_LDT(p);
@@ -489,16 +491,22 @@ ML_FN void ml_step_qr_panel_reg(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *w
   const int rpl = ml_qrr_rows_per_lane(r, ctx.group_size), cls = ml_qrr_class(nb);
   const int form = (p.flags >> ML_QRR_FORM_SHIFT) & 3;
   bool zero_diag = false;
+  // A class kernel's rows per lane clamped to its range at compile time: the branches outside
+  // it (never taken) instantiate no other shape.
+#define ML_QRR_R(R) (R < RMIN ? RMIN : R > RMAX ? RMAX : R)
 #define ML_QRR_RUN(R, N)                                                                        \
-  zero_diag = form == ML_QRR_FORM_RUNTIME                                                      \
+  zero_diag = CLS != 0                                                                         \
+                  ? ml_qrr_run_ct<ML_QRR_R(R), N, true>(ctx, P, ld, V, ldv, j, r, jb, nb, T, tau, \
+                                                        has_tau)                               \
+              : form == ML_QRR_FORM_RUNTIME                                                    \
                   ? ml_qrr_run<R, N>(ctx, P, ld, V, ldv, j, r, jb, nb, T, tau, has_tau)         \
               : form == ML_QRR_FORM_UNROLL && N <= 16                                          \
                   ? ml_qrr_run_ct<R, N, (N > 16)>(ctx, P, ld, V, ldv, j, r, jb, nb, T, tau, has_tau) \
                   : ml_qrr_run_ct<R, N, true>(ctx, P, ld, V, ldv, j, r, jb, nb, T, tau, has_tau)
-  if (cls == 32) {
+  if (CLS == 0 && cls == 32) {
     if (rpl == 1) ML_QRR_RUN(1, 32);
     else ML_QRR_RUN(2, 32);
-  } else if (cls == 16) {
+  } else if (CLS == 16 || (CLS == 0 && cls == 16)) {
     if (rpl == 1) ML_QRR_RUN(1, 16);
     else if (rpl == 2) ML_QRR_RUN(2, 16);
     else ML_QRR_RUN(4, 16);
@@ -509,7 +517,22 @@ ML_FN void ml_step_qr_panel_reg(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *w
     else ML_QRR_RUN(8, 8);
   }
 #undef ML_QRR_RUN
+#undef ML_QRR_R
   if (ctx.lane == 0 && zero_diag) st[2] = (float)((int)st[2] | ML_INFO_RANK_DEFICIENT);
+}
+
+ML_FN void ml_step_qr_panel_reg(ML_STEP_ARGS) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  ml_qrr_step<0, 1, 8>(ctx, p, ws);
+}
+// The rotating form of class 16 and of class 8; qr_panel_reg's contract otherwise.
+ML_FN void ml_step_qr_panel_rot16(ML_STEP_ARGS) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  ml_qrr_step<16, 1, 4>(ctx, p, ws);
+}
+ML_FN void ml_step_qr_panel_rot8(ML_STEP_ARGS) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  ml_qrr_step<8, 1, 8>(ctx, p, ws);
 }
 
 #endif  // ML_KERNELS_QR_PANEL_REG_H

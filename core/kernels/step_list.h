@@ -53,6 +53,8 @@
   X(sb_block, ml_step_sb_block)         \
   X(sb_block_wide, ml_step_sb_block)     \
   X(qr_panel_reg, ml_step_qr_panel_reg) \
+  X(qr_panel_rot16, ml_step_qr_panel_rot16) \
+  X(qr_panel_rot8, ml_step_qr_panel_rot8)   \
   X(larfb_cols, ml_step_larfb_cols)     \
   X(ls_init, ml_step_ls_init)           \
   X(ls_load, ml_step_ls_load)           \

@@ -110,7 +110,8 @@ struct Options {
   // QR: the form of the register panels (core/kernels/qr_panel_reg.h, ML_QRR_FORM_*): 0 the
   // column a run-time index (every access to its registers a select over the panel's), 1
   // rotating (the current column always the first register column, a compact loop), 2 the
-  // columns unrolled (compile-time indices; classes 8 and 16, class 32 rotating: more code).
+  // columns unrolled (compile-time indices; classes 8 and 16, class 32 rotating: more code), 3
+  // the rotating form of classes 8 and 16 in kernels of their own (qr_panel_rot8, rot16; CUDA).
   int qr_panel_reg_form = 1;
   // QR: two levels (outer panels of nb_outer columns) from this batch even where the panels
   // need no narrowing.
@@ -118,6 +119,18 @@ struct Options {
   // QR: T of an outer panel by the qr_larft step (T's rows a simdgroup each, no barrier per
   // column; 0: larft_gram, larft.h). Off with the fused panels (measured together).
   int qr_row_larft = 0;
+  // QR: lookahead (0: off; 1: one-level runs; 2: two-level runs too) for k = min(m, n) >=
+  // qr_lookahead_min_k. The trailing update after a panel is split: the next panel's columns
+  // first (two levels: by the products, not larfb_cols), then the rest on the runner's side
+  // queue (Runner::side_begin) while the next panel (one level) or the next outer panel's
+  // panels and T (two levels) are factored; joined before the next split. The side's products
+  // use their own buffers.
+  int qr_lookahead = 0;
+  int qr_lookahead_min_k = 0;
+  // QR: at most this many rows a lane in the register panels where ML_QRR_MAX_LANES lanes
+  // allow it (0: the fewest lanes that hold the rows, up to ML_QRR_REGS floats a lane): more,
+  // less loaded simdgroups.
+  int qr_panel_reg_rows = 0;
   // eigh (with eigenvectors) by two stages (blocked_eigh2.cpp) for eigh_vec_two_stage_min_n <=
   // n <= eigh_vec_two_stage_max_n (0: any) from batch eigh_vec_two_stage_min_batch (min_n 0:
   // never); the band as eigvalsh's (eigh_band). The chase's back-transformation in blocks of
@@ -228,6 +241,14 @@ class Runner {
     (void)g, (void)st;
     return false;
   }
+  // A side queue: the launches and products enqueued between side_begin() and side_end() start
+  // after everything enqueued before side_begin() and may run alongside those enqueued after
+  // side_end(), until join() makes everything enqueued after it wait for them (a backend
+  // keeps the side's products off any scratch the main queue's use). Default: one queue, in
+  // order (no-ops).
+  virtual ml_status side_begin() { return ML_OK; }
+  virtual ml_status side_end() { return ML_OK; }
+  virtual ml_status join() { return ML_OK; }
 };
 
 // Clears the vector-access bits of a gemm step's parameters (ML_GEMM_VEC of

@@ -22,6 +22,17 @@ int qr_lanes(int r, const Options &o) {
 }
 int qr_flags(const Options &o) { return o.qr_panel_split ? ML_QR_SPLIT_ROWS : 0; }
 
+// Lanes of a register panel step over r rows of nb columns: the fewest that hold the rows, or
+// more where o.qr_panel_reg_rows caps the rows a lane holds (whole simdgroups, at most
+// ML_QRR_MAX_LANES and max_group).
+int reg_lanes(int r, int nb, const Options &o) {
+  const int fewest = ml_qrr_lanes(r, nb, o.max_group);
+  if (o.qr_panel_reg_rows <= 0) return fewest;
+  const int most = std::min(o.max_group, ML_QRR_MAX_LANES) / 32 * 32;
+  const int want = ((r + o.qr_panel_reg_rows - 1) / o.qr_panel_reg_rows + 31) / 32 * 32;
+  return std::max(fewest, std::min(want, most));
+}
+
 // Whether the qr_panel steps take the fused factorisation (whole simdgroups of 32 lanes).
 bool fused(const Options &o) { return o.qr_panel_fused != 0 && o.max_group >= 32; }
 
@@ -87,6 +98,7 @@ struct QrLayout {
   bool reg;    // one-group panels in registers (qr_panel_reg)
   int max_nl;  // most row blocks of a spread panel
   int64_t stat, w, v, t, tin, tau, q, x1, x2, part, part_floats, ts;
+  int64_t y1, y2, ypart;  // the side queue's products' buffers (lookahead; 0: none)
   int64_t per;
 };
 
@@ -145,6 +157,11 @@ QrLayout layout(const Call &c, int32_t kf, const Options &o) {
   L.part_floats = split > 1 ? split * xw : 0;
   L.part = L.part_floats > 0 ? s.add(L.part_floats) : 0;
   L.ts = L.tsqr ? s.add(ml_tsqr_lu_floats(L.nb) + int64_t{L.max_nl} * L.nb * L.nb) : 0;
+  const bool ahead = (o.qr_lookahead == 1 ? L.NB == L.nb : o.qr_lookahead >= 2) && !L.tsqr &&
+                     L.k > L.NB && L.k >= o.qr_lookahead_min_k;
+  L.y1 = ahead ? s.add(xw) : 0;
+  L.y2 = ahead ? s.add(xw) : 0;
+  L.ypart = ahead && L.part_floats > 0 ? s.add(L.part_floats) : 0;
   L.per = s.floats;
   return L;
 }
@@ -190,6 +207,12 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
   ml_status st;
   // The products' buffers (NB x width each) and the split-k scratch of V^T X.
   const LarfbWork work{L.x1, L.x2, NB, L.part, L.part_floats};
+  // Lookahead (o.qr_lookahead): after panel (one level) or outer panel (two) J, the next one's
+  // columns are updated on the main queue and the rest on the side queue (its own buffers),
+  // joined after the next panel or outer panel is factored, before its own split.
+  const bool ahead = L.y1 > 0;
+  const LarfbWork side_work{L.y1, L.y2, NB, L.ypart, L.ypart > 0 ? L.part_floats : 0};
+  bool pending = false;  // a side update in flight
   // The jb reflectors from column j (rows j..) with their T (at tp, ld ldt).
   auto refl = [&](int j, int jb, int64_t tp, int ldt) {
     return BlockReflector{L.v + static_cast<int64_t>(j) * m + j, m, tp, ldt, m - j, jb};
@@ -198,6 +221,30 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
   auto update = [&](int j, int jb, int64_t tp, int ldt, int c0, int nt) -> ml_status {
     return larfb(ch, o, refl(j, jb, tp, ldt), true, L.w + static_cast<int64_t>(c0) * m + j, m, nt,
                  work);
+  };
+  // The trailing update of columns c0.. after the reflectors from column j: all of it at once,
+  // or (lookahead, when another panel of width next follows) its first `next` columns, then
+  // the rest on the side queue.
+  Options by_products = o;  // a two-level split's first part (next outer panel's columns)
+  by_products.larfb_cols = 0;
+  by_products.larfb_work = 0;
+  auto trailing = [&](int j, int jb, int64_t tp, int ldt, int c0, int next) -> ml_status {
+    if (!ahead || next <= 0 || c0 + next >= n) return update(j, jb, tp, ldt, c0, n - c0);
+    ml_status e;
+    if ((e = larfb(ch, two ? by_products : o, refl(j, jb, tp, ldt), true,
+                   L.w + static_cast<int64_t>(c0) * m + j, m, next, work)))
+      return e;
+    if ((e = ch.r.side_begin())) return e;
+    e = larfb(ch, o, refl(j, jb, tp, ldt), true, L.w + static_cast<int64_t>(c0 + next) * m + j, m,
+              n - c0 - next, side_work);
+    if (ml_status f = ch.r.side_end()) e = e ? e : f;
+    pending = e == ML_OK;
+    return e;
+  };
+  auto join = [&]() -> ml_status {
+    if (!pending) return ML_OK;
+    pending = false;
+    return ch.r.join();
   };
   if ((st = load_input(ch, o, m, n, ML_STEP_TRI_FULL, L.stat, L.w))) return st;
   for (int J = 0; J < k; J += NB) {
@@ -223,27 +270,38 @@ ml_status run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch
       if (ts.nl > 0) {
         if ((st = tsqr_panel(ch, o, L, j, jb, ts, tp))) return st;
       } else if (L.reg) {
-        const int pg = ml_qrr_lanes(r, nb, o.max_group);
+        const int pg = reg_lanes(r, nb, o);
         const int form = env_or("METAL_LINALG_QR_PANEL_REG_FORM", o.qr_panel_reg_form);
-        p.flags |= (form & 3) << ML_QRR_FORM_SHIFT;
-        if ((st = ch.launch(kStep_qr_panel_reg, ch.batch, pg, ml_qrr_shared_floats(nb, pg), p)))
-          return st;
+        // Form 3: the rotating form in its shape's own kernel (qr_panel_rot*; class 32 in
+        // qr_panel_reg's).
+        const int cls = ml_qrr_class(nb);
+        const int32_t step = form != 3 || cls == 32 ? kStep_qr_panel_reg
+                             : cls == 16            ? kStep_qr_panel_rot16
+                                                    : kStep_qr_panel_rot8;
+        p.flags |= (form == 3 ? ML_QRR_FORM_ROTATE : form & 3) << ML_QRR_FORM_SHIFT;
+        if ((st = ch.launch(step, ch.batch, pg, ml_qrr_shared_floats(nb, pg), p))) return st;
       } else {
         const int pg = panel_gs(r, o);
         if ((st = ch.launch(kStep_qr_panel, ch.batch, pg, ml_qr_panel_shared_floats(r, nb, pg), p)))
           return st;
       }
       // The rest of the outer panel (two levels), or all trailing columns (one).
-      const int end = two ? J + JB : n;
-      if ((st = update(j, jb, two ? L.tin : tp, nb, j + jb, end - j - jb))) return st;
+      if (two) {
+        if ((st = update(j, jb, L.tin, nb, j + jb, J + JB - j - jb))) return st;
+      } else {
+        if ((st = join())) return st;
+        if ((st = trailing(j, jb, tp, nb, j + jb, std::min(nb, k - j - jb)))) return st;
+      }
     }
     if (!two) continue;
     // T of the outer panel's JB reflectors, then the trailing columns at k = JB.
     if ((st = outer_t(ch, o, L.v + static_cast<int64_t>(J) * m + J, m, L.tau + J, m - J, JB, NB,
                       tp, L.part, L.part_floats)))
       return st;
-    if ((st = update(J, JB, tp, NB, J + JB, n - J - JB))) return st;
+    if ((st = join())) return st;
+    if ((st = trailing(J, JB, tp, NB, J + JB, std::min(NB, k - J - JB)))) return st;
   }
+  if ((st = join())) return st;
   if (L.want_q) {
     const int kq = static_cast<int>(L.kq);
     ml_step_params p = step_params();

@@ -74,7 +74,37 @@ class CpuStepRunner final : public ml::blocked::Runner {
   // groups wait on each other through device words), not in turn.
   int threaded_step = -1;
 
+  // The side queue (Runner::side_begin): its launches are held back and run at join(), after
+  // the main queue's launches made in between, so a sequence that let the two overlap on
+  // shared data computes a different result here.
+  ml_status side_begin() override {
+    if (ml_status st = join()) return st;
+    side = true;
+    return ML_OK;
+  }
+  ml_status side_end() override {
+    side = false;
+    return ML_OK;
+  }
+  ml_status join() override {
+    std::vector<ml::blocked::StepLaunch> held;
+    held.swap(side_launches);
+    for (const auto &l : held)
+      if (ml_status st = run_launch(l)) return st;
+    return ML_OK;
+  }
+  int side_count = 0;  // launches made on the side queue
+
   ml_status launch(const ml::blocked::StepLaunch &l) override {
+    if (side) {
+      side_launches.push_back(l);
+      ++side_count;
+      return ML_OK;
+    }
+    return run_launch(l);
+  }
+
+  ml_status run_launch(const ml::blocked::StepLaunch &l) {
     if (l.step < 0 || l.step >= ml::blocked::kStepCount || l.group_size < 1 ||
         l.group_size > 1024 || l.p.groups < 0) {
       std::printf("FAIL bad step launch %d (gs %d)\n", l.step, l.group_size);
@@ -111,10 +141,19 @@ class CpuStepRunner final : public ml::blocked::Runner {
     o1 = c.out1;
     o2 = ml::rhs_op(c) ? const_cast<float *>(c.b) : c.out2;  // B in the out2 slot (backend.h)
     info = c.info;
-    return ml::blocked::run(c, kf, o, via ? *via : *this);
+    side = false;
+    side_launches.clear();
+    const ml_status st = ml::blocked::run(c, kf, o, via ? *via : *this);
+    if (!side_launches.empty()) {
+      std::printf("FAIL side-queue launches never joined\n");
+      return ML_RUNTIME_ERROR;
+    }
+    return st;
   }
 
  private:
+  bool side = false;
+  std::vector<ml::blocked::StepLaunch> side_launches;
   struct Bound {
     const ml::blocked::StepLaunch *l;
     CpuStepRunner *r;

@@ -29,10 +29,15 @@ class CountingRunner final : public ml::blocked::Runner {
   int leaves = 0, fused = 0, unfused = 0, reg = 0;
   ml_status launch(const ml::blocked::StepLaunch &l) override {
     if (l.step == ml::blocked::kStep_tsqr_leaf) ++leaves;
-    if (l.step == ml::blocked::kStep_qr_panel_reg) ++reg;
+    if (l.step == ml::blocked::kStep_qr_panel_reg || l.step == ml::blocked::kStep_qr_panel_rot8 ||
+        l.step == ml::blocked::kStep_qr_panel_rot16)
+      ++reg;
     if (l.step == ml::blocked::kStep_qr_panel) ++((l.p.flags & ML_QR_FUSED) ? fused : unfused);
     return inner.launch(l);
   }
+  ml_status side_begin() override { return inner.side_begin(); }
+  ml_status side_end() override { return inner.side_end(); }
+  ml_status join() override { return inner.join(); }
   ml_status run(const ml::Call &c, int32_t kf, const ml::blocked::Options &o) {
     return inner.run(c, kf, o, this);
   }
@@ -55,10 +60,11 @@ kt::Families families(int m, int n, std::mt19937_64 &rng) {
 
 // One batch of the families (plus a NaN and an Inf matrix) through the blocked QR under o;
 // spread: whether the run must have spread panels; reg: whether its one-group panels must be
-// in registers (qr_panel_reg: all of them, or none).
+// in registers (qr_panel_reg: all of them, or none); side (>= 0): whether it must use the
+// runner's side queue (lookahead).
 void qr_case(Report &rep, kt::QrWorst &worst, int m, int n, int mode,
              const ml::blocked::Options &o, bool spread, std::mt19937_64 &rng,
-             bool reg = false) {
+             bool reg = false, int side = -1) {
   const kt::QrShape s(m, n, mode);
   const kt::NamedBatch in = kt::nan_inf_batch(families(m, n, rng), m, n,
                                               std::numeric_limits<float>::infinity(), rng);
@@ -72,6 +78,10 @@ void qr_case(Report &rep, kt::QrWorst &worst, int m, int n, int mode,
              where(s.op, m, n, want_fused ? "fused panels" : "unfused panels", 0));
   rep.expect(reg ? run.reg > 0 && run.fused == 0 : run.reg == 0,
              where(s.op, m, n, reg ? "register panels" : "no register panels", 0));
+  // Lookahead: side-queue launches exactly where asked for (side >= 0).
+  if (side >= 0)
+    rep.expect((run.inner.side_count > 0) == (side > 0),
+               where(s.op, m, n, side ? "side queue" : "no side queue", 0));
   kt::run_qr_kernel(qr_group_entry, 32, in.size(), ml_qr_householder_scratch_floats(m, n), s, in,
                     ref, true);
 
@@ -257,12 +267,17 @@ void reg_cases(Report &rep, kt::QrWorst &worst, int form) {
       {600, 20, ML_K_QR_R, 8, 512},         // class 8, 8 rows a lane, 3 simdgroups
   };
   for (const Case &x : cases) {
+    // Form 3 at class 32: qr_panel_reg's rotating form, as form 1.
+    if (form == 3 && ml_qrr_class(ml_qrr_width(x.m, x.nb, x.lanes)) == 32) continue;
     ml::blocked::Options o = kt::blocked_options(x.nb, 4, x.lanes);
     o.qr_panel_reg_form = form;
     o.qr_panel_reg = 1;
     kt::Timer t("qr reg", x.m, x.n, x.lanes);
     qr_case(rep, worst, x.m, x.n, x.mode, o, false, rng, true);
   }
+  // Form 3 runs form 1's code (classes 8 and 16 in their own kernels): the classes above
+  // suffice.
+  if (form == 3) return;
   // One level where the width needs no narrowing; the fused and the spread panels asked for too
   // (the register panels take precedence); too many rows for the registers, and fewer rows than
   // the option names (shared-memory panels).
@@ -308,16 +323,73 @@ void reg_cases(Report &rep, kt::QrWorst &worst, int form) {
 int suite_reg() {
   Report rep;
   kt::QrWorst worst;
-  for (int form = 0; form < 3; ++form) reg_cases(rep, worst, form);
+  // Forms 0-2 in qr_panel_reg, 3 the rotating form in the class kernels (qr_panel_rot8 and
+  // rot16; class 32 in qr_panel_reg).
+  for (int form = 0; form < 4; ++form) reg_cases(rep, worst, form);
+  // More lanes than the rows need (Options::qr_panel_reg_rows: at most 2 rows a lane, or 1;
+  // 300 rows of class 16 fit 96 lanes): fewer rows a lane, idle lanes in the last panels.
+  std::mt19937_64 rng(47);
+  for (int form : {1, 3}) {
+    ml::blocked::Options o = kt::blocked_options(16, 4, 512);
+    o.qr_panel_reg_form = form;
+    o.qr_panel_reg = 1;
+    o.qr_panel_reg_rows = form == 1 ? 2 : 1;
+    kt::Timer t("qr reg rows", 300, 40, 512);
+    qr_case(rep, worst, 300, 40, ML_K_QR_REDUCED, o, false, rng, true);
+  }
   return finish("reg", rep, worst);
+}
+
+// Lookahead (Options::qr_lookahead): the next panel's columns updated first, the rest on the
+// runner's side queue, which the CPU runner holds back until the join (after the next panel
+// or outer panel): one level (register and shared-memory panels, square, tall, wide), two
+// levels (register panels too tall for one level; shared-memory panels at a batch that asks
+// for two), every block reflector by the larfb_cols step; no side queue for one panel, below
+// qr_lookahead_min_k columns, or for two levels at qr_lookahead 1.
+int suite_ahead() {
+  Report rep;
+  kt::QrWorst worst;
+  std::mt19937_64 rng(53);
+  ml::blocked::Options one = kt::blocked_options(8, 4, 32);
+  one.qr_lookahead = 1;
+  one.qr_panel_reg = 1;
+  one.qr_panel_reg_form = 3;
+  one.nb_outer = 0;
+  qr_case(rep, worst, 70, 70, ML_K_QR_COMPLETE, one, false, rng, true, 1);
+  qr_case(rep, worst, 90, 30, ML_K_QR_REDUCED, one, false, rng, true, 1);
+  qr_case(rep, worst, 30, 75, ML_K_QR_REDUCED, one, false, rng, true, 1);
+  qr_case(rep, worst, 40, 8, ML_K_QR_COMPLETE, one, false, rng, true, 0);
+  ml::blocked::Options shared = one;
+  shared.qr_panel_reg = 0;
+  qr_case(rep, worst, 64, 50, ML_K_QR_R, shared, false, rng, false, 1);
+  // Fewer columns than qr_lookahead_min_k: none.
+  ml::blocked::Options few = one;
+  few.qr_lookahead_min_k = 71;
+  qr_case(rep, worst, 70, 70, ML_K_QR_REDUCED, few, false, rng, true, 0);
+  ml::blocked::Options two = kt::blocked_options(32, 4, 32);
+  two.qr_lookahead = 2;
+  two.qr_panel_reg = 1;
+  two.nb_outer = 16;
+  qr_case(rep, worst, 200, 60, ML_K_QR_COMPLETE, two, false, rng, true, 1);
+  two.larfb_cols = 1 << 20;
+  qr_case(rep, worst, 150, 45, ML_K_QR_REDUCED, two, false, rng, true, 1);
+  two.qr_lookahead = 1;  // one-level runs only
+  qr_case(rep, worst, 150, 45, ML_K_QR_REDUCED, two, false, rng, true, 0);
+  ml::blocked::Options two_shared = kt::blocked_options(8, 4, 32);
+  two_shared.qr_lookahead = 2;
+  two_shared.nb_outer = 16;
+  two_shared.qr_outer_min_batch = 1;
+  qr_case(rep, worst, 60, 60, ML_K_QR_COMPLETE, two_shared, false, rng, false, 1);
+  return finish("ahead", rep, worst);
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
-  return kt::run_suite(argc, argv, "test_blocked_qr tsqr|split|fused|reg",
+  return kt::run_suite(argc, argv, "test_blocked_qr tsqr|split|fused|reg|ahead",
                        {{"tsqr", suite_tsqr},
                         {"split", suite_split},
                         {"fused", suite_fused},
-                        {"reg", suite_reg}});
+                        {"reg", suite_reg},
+                        {"ahead", suite_ahead}});
 }
