@@ -147,9 +147,17 @@ ML_FN void ml_trd_update_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, m
     if (live && r >= i) {
       for (int q = qs; q < q0; q += nq)
         xs += V[(ml_i64)q * ldp + r] * TV[jb + q] + W[(ml_i64)q * ldp + r] * TV[q];
-      if (h > 0) {  // minus this slice's share of y_r's slots
+      if (h > 0) {  // minus this slice's share of y_r's slots, two loads in flight
         const int k = r - i, K = k / T, c0 = K * T / h, ns = K + nch - c0;
-        for (int q = qs; q < ns; q += nq) xs -= Q[(q < K ? q : S + c0 + q - K) * n + k];
+        ML_DEVICE const float *Qk = Q + k, *Qc = Q + (S + c0 - K) * n + k;
+        float y0 = 0.0f, y1 = 0.0f;
+        int q = qs;
+        for (; q + nq < ns; q += 2 * nq) {
+          y0 += (q < K ? Qk : Qc)[(ml_i64)q * n];
+          y1 += (q + nq < K ? Qk : Qc)[(ml_i64)(q + nq) * n];
+        }
+        if (q < ns) y0 += (q < K ? Qk : Qc)[(ml_i64)q * n];
+        xs -= y0 + y1;
       }
     }
     part[lane] = xs;
