@@ -206,11 +206,13 @@ const blocked::Options &blocked_options() {
     // 102.9 -> 85.8, 512 x64 23.1 -> 20.2).
     x.trd_panel_groups = -1;
     x.trd_panel_max_batch = 64;
-    // Its y from A22's lower triangle, items of 32 columns by 1024 rows (H200, benchmarks/
-    // results/nvidia-h200-trd-tri/occupancy-g4.md, against the full columns of the same build:
-    // eigvalsh 4096 x1 87.3 -> 66.0 ms, eigh 3000 x1 47.2 -> 39.5, 2048 x8 89.9 -> 68.6, 1024 x64
-    // 113.1 -> 93.5).
+    // Its y from A22's lower triangle, items of 32 columns by 1024 rows, for chunks of up to 8
+    // matrices (H200, benchmarks/results/nvidia-h200-trd-tri/head-vs-tri.md, against the code
+    // before it in the same call: eigvalsh 4096 x1 69.2 -> 64.0 ms, eigh 4096 x1 79.9 -> 75.5,
+    // 3000 x1 41.2 -> 39.0, 2048 x8 68.9 -> 68.0; slower at batch 64: 1024 x64 90.7 -> 93.1, 512
+    // x64 16.6 -> 19.3).
     x.trd_tri_rows = 1024;
+    x.trd_tri_max_batch = 8;
     // The tridiagonalisation's columns resident in shared memory (trd_res), one group per
     // multiprocessor (groups / batch per matrix), for chunks of up to 64 matrices (H200,
     // benchmarks/results/nvidia-h200-trd-res/trd-res-batch.md, up to 8 -> up to 132: eigh 256 x64
@@ -417,6 +419,18 @@ int64_t cublas_work_bytes() {
   return b;
 }
 
+// cuBLAS's workspace shared with the side queue (METAL_LINALG_CUBLAS_SIDE_WORKSPACE=1): while
+// the side queue's work is in flight (from Runner::side_begin to Runner::join), the main
+// stream's products take the first half of cuBLAS's part and the side queue's the second, so
+// that both may split k; otherwise the main stream takes all of it and the side queue none.
+// Off: H200 (benchmarks/results/nvidia-h200-qr-lookahead2/), qr 1024 x1 (one-level lookahead)
+// 3.48 -> 3.47 ms; with two-level lookahead 4096 x1 27.5 -> 27.8, residual ratio 0.0043 -> 0.0037
+// (0.0022 without lookahead), so neither is on.
+bool cublas_side_work() {
+  static const bool on = env_int("METAL_LINALG_CUBLAS_SIDE_WORKSPACE") != 0;
+  return on;
+}
+
 // The steps' part of a blocked plan's workspace, rounded up to where cuBLAS's part starts.
 int64_t blocked_steps_bytes(const Call &c, const Plan &pl) {
   return (blocked::workspace_bytes(c, pl.kernel_flags, blocked_options()) + 255) / 256 * 256;
@@ -497,24 +511,35 @@ SideQueue &side_queue(int dev) {
 // Enqueues the step kernels of a blocked plan on a stream: one launch per step, a group per
 // block, chunked when a step has more groups than a grid takes. The side queue is a second
 // stream (none while the caller's stream is being captured: then one stream, in order); its
-// products take no cuBLAS workspace (the main stream's may be in use at the same time).
+// products take no cuBLAS workspace (the main stream's may be in use at the same time), or,
+// with cublas_side_work(), the second half of it while the main stream's take the first.
 class StepRunner final : public blocked::Runner {
  public:
   StepRunner(int dev, const Call &c, cudaStream_t stream, float *ws,
              GemmImpl gemm = gemm_impl(), void *work = nullptr, size_t work_bytes = 0)
       : dev_(dev), c_(c), stream_(stream), ws_(ws), gemm_(gemm), work_(work),
-        work_bytes_(work_bytes) {}
+        work_bytes_(work_bytes), split_work_(work && work_bytes >= 512 && cublas_side_work()) {}
   bool gemm(const blocked::GemmCall &g, ml_status *st) override {
     if (gemm_ == GemmImpl::kDialect || g.batch > INT32_MAX) return false;
     const bool splittable = g.part_floats >= 2 * int64_t{g.m} * g.n && g.k >= 128;
     if (gemm_ == GemmImpl::kAuto && std::min(g.m, g.n) <= 32 && splittable) return false;
     const char *what = "";
+    // cuBLAS's workspace for this queue: the side queue's work is ordered after the main
+    // stream's earlier products (the fork) and before its products after the join, so the
+    // halves only apply from side_begin to join.
+    void *work = side_ ? nullptr : work_;
+    size_t work_bytes = side_ ? 0 : work_bytes_;
+    if (split_work_ && (side_ || waiting_)) {
+      const size_t half = work_bytes_ / 2 / 256 * 256;
+      work = side_ ? static_cast<char *>(work_) + half : work_;
+      work_bytes = side_ ? work_bytes_ - half : half;
+    }
     const bool ta = (g.flags & blocked::kGemmTransA) != 0;
     const bool tb = (g.flags & blocked::kGemmTransB) != 0;
     const int err = cublas::sgemm_strided_batched(
         dev_, queue(), ta, tb, g.m, g.n, g.k, g.alpha, ws_ + g.a, g.lda, g.stride, ws_ + g.b,
         g.ldb, g.stride, g.beta, ws_ + g.c, g.ldc, g.stride, static_cast<int>(g.batch),
-        side_ ? nullptr : work_, side_ ? 0 : work_bytes_, &what);
+        work, work_bytes, &what);
     *st = err == 0 ? ML_OK
                    : fail(ML_RUNTIME_ERROR, kWhere, "%s failed (cuBLAS status %d)", what, err);
     return true;
@@ -608,6 +633,7 @@ class StepRunner final : public blocked::Runner {
   GemmImpl gemm_;
   void *work_;
   size_t work_bytes_;
+  bool split_work_;  // cuBLAS's workspace halved between the queues (cublas_side_work)
 };
 
 // Enqueues plan pl for c (device pointers) on stream; the current device is already set.

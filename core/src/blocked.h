@@ -76,8 +76,9 @@ struct Options {
   int trd_panel_max_batch = 0;
   // trd_panel's y = A22 v from A22's lower triangle alone (the triangle form, trd_panel_tri):
   // items of 32 columns by chunks of this many rows (rounded up to a multiple of 32; 0: full
-  // columns, the default).
+  // columns, the default), for chunks of up to trd_tri_max_batch matrices (0: any).
   int trd_tri_rows = 0;
+  int trd_tri_max_batch = 0;
   // eigh's tridiagonalisation with the trailing matrix resident in the groups' shared memory
   // (trd_res, core/kernels/sytrd_resident.h) for chunks of at most trd_res_max_batch matrices
   // (0: never): trd_res_groups groups in all, each of trd_res_lanes lanes (all must run at once:

@@ -64,6 +64,8 @@ TrdPlan trd_plan(const Options &o, int64_t batch, int n) {
   t.per = env_or("METAL_LINALG_TRD_SYMV_PER", o.trd_symv_per);
   t.panel = env_or("METAL_LINALG_TRD_PANEL_GROUPS", o.trd_panel_groups);
   t.tri = tri_rows(o);
+  const int tri_batch = env_or("METAL_LINALG_TRD_TRI_MAX_BATCH", o.trd_tri_max_batch);
+  if (tri_batch > 0 && batch > tri_batch) t.tri = 0;
   // -1: parallel_groups, twice that from batch x n = 4096 outputs per column (measured on the
   // H200: 264 groups fastest at 512..2048 x1, 528 at 4096 x1 and 1024 x8 .. 512 x64).
   if (t.panel < 0)
