@@ -246,7 +246,8 @@ ML_FN void ml_trd_symv_put(ML_DEVICE float *vec, int n, int r, int r0, int c, in
 
 // The reflector of column i = j0 + c from the partial sums of squares of the trd_update before
 // (nu groups), identically in every group (the same sums in the same order), in two parts so
-// that loads can be in flight between them: this lane's share of the sums (s), then the
+// that loads can be in flight between them (the triangle form; trd_symv has the same inline,
+// which keeps trd_panel's kernel under its register cap): this lane's share of the sums (s), then the
 // reflector, with which the group with own set stores v_i into column c of V (both copies),
 // e_i and tau_i. Returns the scale hs of x = A[i+1:n, i] that gives v (v_0 = 1, v_t = x[t]
 // hs). red: 2 x 32 floats.
@@ -292,12 +293,6 @@ ML_FN float ml_trd_reflector_finish(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE floa
   }
   return h.scale;
 }
-ML_FN float ml_trd_reflector(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_i64 b, int c,
-                             int nu, bool own, ML_SHARED float *red) {
-  ml_trd_sq q;
-  ml_trd_reflector_sums(ctx, p, ws, b, nu, &q);
-  return ml_trd_reflector_finish(ctx, p, ws, b, c, &q, own, red);
-}
 
 // trd_symv: groups batch x ceil((r + 2c) / i[3]), r = n - 1 - i rows below column i = j0 + c;
 // each group takes i[3] consecutive outputs: output t < r is y[i+1+t] = A[i+1:n, i+1+t]^T v,
@@ -323,11 +318,37 @@ ML_FN void ml_trd_symv_at(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
   ML_SHARED float *tp = red + ML_RED_FLOATS;  // tiled: per x nsg partial sums
   ML_SHARED float *vs = tp + (tiled ? per * nsg : 0);
 
-  const float hs = ml_trd_reflector(ctx, p, ws, b, c, nu, g == 0, red);
-  ML_DEVICE const float *x = A + (ml_i64)i * ld + r0;
+  // The reflector, identically in every group (the same sums in the same order; as
+  // ml_trd_reflector_sums / _finish, written out).
+  ML_DEVICE const float *PU = vec + ML_TRD_PU(n);
+  float s0 = 0.0f, s1 = 0.0f;
+  for (int k = lane; k < nu; k += gs) {
+    s0 += PU[2 * k];
+    s1 += PU[2 * k + 1];
+  }
+  const float sigma = ml_group_sum(ctx, s0, red);
+  const float sigma_up = ml_group_sum(ctx, s1, red + 32);
+  ML_DEVICE const float *x = A + (ml_i64)i * ld + r0;  // x[0] = alpha, x[1..] the tail
+  ml_house_t h;
+  if (sigma < ML_HOUSE_TINY) ml_house_finish(x[0], sigma_up, ML_HOUSE_UP, &h);
+  else ml_house_finish(x[0], sigma, 1.0f, &h);
+  const float hs = h.scale;
   if (staged) {
     for (int t = lane; t < r; t += gs) vs[t] = t == 0 ? 1.0f : x[t] * hs;
     ml_barrier(ctx);
+  }
+  if (g == 0) {
+    ML_DEVICE float *vc = V + (ml_i64)c * ldp + r0;
+    ML_DEVICE float *vc2 = vc + 2 * (ml_i64)jb * ldp;
+    for (int t = lane; t < r; t += gs) {
+      const float v = t == 0 ? 1.0f : x[t] * hs;
+      vc[t] = v;
+      vc2[t] = v;
+    }
+    if (lane == 0) {
+      vec[ML_TRD_E(n) + i] = h.beta;
+      vec[ML_TRD_TAU(n) + i] = h.tau;
+    }
   }
   const int t1 = t0 + per < outs ? t0 + per : outs;
   // Rows of this simdgroup's share of every output (all rows when not tiled).
@@ -554,6 +575,12 @@ ML_FN void ml_trd_panel_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, b
       if (g < ml_trd_update_groups(n, j0, c, jb, rl))
         ml_trd_update_at(ctx, p, ws, (ml_i64)(rem / nug), g, c,
                          c > 0 ? ml_trd_panel_symv_items(n, j0, c - 1, per, h) : 0, h);
+    } else if (!tri) {  // written apart: the form below spills the full columns' kernel
+      rem -= nu;
+      const int g = (int)(rem % nsg);
+      if (n - 1 - (j0 + c) > 0 && g < ml_trd_symv_groups(n, j0, c, per))
+        ml_trd_symv_at(ctx, p, ws, (ml_i64)(rem / nsg), g, g * per, c, per,
+                       ml_trd_update_groups(n, j0, c, jb, rl));
     } else {
       rem -= nu;
       const int g = (int)(rem % nsg), r = n - 1 - (j0 + c);
