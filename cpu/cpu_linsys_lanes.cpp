@@ -35,10 +35,7 @@ bool finite_triangle(const float *a, int64_t n, bool lower, bool diag) {
 
 }  // namespace
 
-// GCC vector extensions: without AVX the 8-lane vectors are pairs of SSE registers, and their
-// ABI warning concerns functions private to this file.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpsabi"
+// GCC vector extensions: without AVX the 8-lane vectors are pairs of SSE registers.
 namespace lanes_base {
 namespace {
 #include "cpu_linsys_lanes.inc"
@@ -74,4 +71,3 @@ void linsys_lanes(const Call &c, int64_t first) {
 }
 
 }  // namespace ml::cpu
-#pragma GCC diagnostic pop
