@@ -17,6 +17,7 @@ namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr size_t kKeepBytes = size_t(4) << 20;
+constexpr int kRhsChunk = 32;  // right-hand sides per pass through the lanes
 
 bool finite_all(const float *p, int64_t count) {
   bool ok = true;

@@ -385,15 +385,15 @@ static void route_lapack(int lapack) {
 #define BL 19
 #define NL 32
 static void test_lanes_vs_lapack(void) {
-  static float a[BL * NL * NL], b[BL * NL * NL], x[2][BL * NL * NL];
+  static float a[BL * NL * NL], b[BL * NL * (NL + 3)], x[2][BL * NL * (NL + 3)];
   static int32_t piv[2][BL * NL], info[2][BL];
   static const int ns[3] = {1, 8, NL};
   int s, i, k, path, op, bad;
   for (s = 0; s < 3; ++s) {
-    const int n = ns[s], nn = n * n;
+    const int n = ns[s], nn = n * n, r = n + 3; /* n = 32: the right-hand sides in two passes */
     for (op = ML_OP_CHOLESKY; op <= ML_OP_LU_FACTOR; ++op) {
       for (i = 0; i < BL * nn; ++i) a[i] = rnd();
-      for (i = 0; i < BL * nn; ++i) b[i] = rnd();
+      for (i = 0; i < BL * n * r; ++i) b[i] = rnd();
       for (k = 0; k < BL; ++k)
         for (i = 0; i < n; ++i) a[k * nn + i * n + i] += op == ML_OP_LU_FACTOR ? 0.f : 2.f * n;
       if (op == ML_OP_CHOLESKY)
@@ -402,17 +402,17 @@ static void test_lanes_vs_lapack(void) {
       if (n > 1) a[17 * nn + nn - 1] = NAN; /* matrix 17: NaN (the last group's second) */
       for (path = 0; path < 2; ++path) {
         route_lapack(path);
-        for (i = 0; i < BL * NL * NL; ++i) x[path][i] = 7.f;
+        for (i = 0; i < BL * NL * (NL + 3); ++i) x[path][i] = 7.f;
         switch (op) {
           case ML_OP_CHOLESKY:
             expect(ml_cholesky(NULL, a, BL, n, 0, x[path], info[path]), ML_OK, "chol");
             break;
           case ML_OP_SOLVE:
-            expect(ml_solve(NULL, a, b, BL, n, 2, 0, x[path], info[path]), ML_OK, "solve");
+            expect(ml_solve(NULL, a, b, BL, n, r, 0, x[path], info[path]), ML_OK, "solve");
             break;
           case ML_OP_INV: expect(ml_inv(NULL, a, BL, n, x[path], info[path]), ML_OK, "inv"); break;
           case ML_OP_SOLVE_TRIANGULAR:
-            expect(ml_solve_triangular(NULL, a, b, BL, n, 2, ML_LS_RIGHT, x[path], info[path]),
+            expect(ml_solve_triangular(NULL, a, b, BL, n, r, ML_LS_RIGHT, x[path], info[path]),
                    ML_OK, "trsm");
             break;
           default:
@@ -421,7 +421,7 @@ static void test_lanes_vs_lapack(void) {
       }
       route_lapack(0);
       {
-        const int count = BL * (op == ML_OP_SOLVE || op == ML_OP_SOLVE_TRIANGULAR ? 2 * n : nn);
+        const int count = BL * (op == ML_OP_SOLVE || op == ML_OP_SOLVE_TRIANGULAR ? r * n : nn);
         double err = 0, scale = 0;
         bad = 0;
         for (k = 0; k < BL; ++k) bad |= info[0][k] != info[1][k];
