@@ -33,10 +33,8 @@ const char *const kFieldNames[kFieldCount] = {"cpu_kernel_max_n",  "gpu_min_batc
                                               "gpu_blocked_min_n", "gpu_simd_min_n",
                                               "cpu_small_max_n",   "gpu_blocked_max_batch"};
 
-// Largest max(m, n) at which the CPU backend's portable kernels (cpu/cpu_kernels.cpp, group
-// size 1) ever beat one LAPACK call per matrix, per op (a 2-core x86-64 machine, thread CPU
-// time, n in 2..128; svd as core/kernels/README.md says). The kernels are correct for any n:
-// this bounds cpu_kernel_max_n, whatever sets it.
+// The linear systems' CPU kernels across SIMD lanes (cpu/cpu_linsys_lanes.cpp): up to n = 32 by
+// default and at most (measured against LAPACK on a 2-core x86-64 machine: docs/routing.md).
 constexpr int64_t kCpuLanesCap = 32;
 
 bool is_lanes_op(int32_t op) {
@@ -44,6 +42,10 @@ bool is_lanes_op(int32_t op) {
          op == ML_OP_SOLVE_TRIANGULAR;
 }
 
+// Largest max(m, n) at which the CPU backend's portable kernels (cpu/cpu_kernels.cpp, group
+// size 1) ever beat one LAPACK call per matrix, per op (a 2-core x86-64 machine, thread CPU
+// time, n in 2..128; svd as core/kernels/README.md says). The kernels are correct for any n:
+// this bounds cpu_kernel_max_n, whatever sets it.
 int64_t cpu_kernel_cap(int32_t op) {
   switch (op) {
     case ML_OP_QR: return 16;
@@ -51,7 +53,7 @@ int64_t cpu_kernel_cap(int32_t op) {
     case ML_OP_EIGVALSH: return 16;
     case ML_OP_SVD: return 24;
     case ML_OP_SVDVALS: return 16;
-    // The linear systems across SIMD lanes (cpu/cpu_linsys_lanes.cpp).
+    // The linear systems across SIMD lanes.
     case ML_OP_CHOLESKY:
     case ML_OP_SOLVE:
     case ML_OP_INV:
