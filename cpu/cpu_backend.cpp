@@ -499,6 +499,17 @@ void one_matrix(Job &job, int64_t i) {
 
 void task(void *ctx, int64_t i) { one_matrix(*static_cast<Job *>(ctx), i); }
 
+// kLanes matrices of a linear-system batch, starting at matrix i * kLanes (cpu_linsys_lanes.cpp).
+void lanes_task(void *ctx, int64_t i) {
+  Job &job = *static_cast<Job *>(ctx);
+  try {
+    linsys_lanes(*job.c, i * kLanes);
+  } catch (...) {
+    int expected = 0;
+    job.failed.compare_exchange_strong(expected, ML_OUT_OF_MEMORY);
+  }
+}
+
 // Batches enter it shared; a call that turns OpenBLAS's threads on (few large
 // matrices) enters alone, so no batch worker sees a threaded OpenBLAS, and so
 // does fork(). Unlike std::shared_mutex, a waiting exclusive entrant holds back
@@ -617,6 +628,7 @@ bool small_route(int32_t op, int64_t m, int64_t n, const policy::Resolved &pol) 
 
 const char *backend_name(int32_t op, int64_t m, int64_t n, const policy::Resolved &pol) {
   if (!kernel_route(op, m, n, pol)) return "cpu:lapack";
+  if (is_linsys(op)) return "cpu:kernel:linsys_lanes";
   // Named after the core/kernels header each op's portable kernel comes from.
   static thread_local std::string out;
   out = std::string("cpu:kernel:") + cpu_kernels::name(op, small_route(op, m, n, pol));
@@ -635,6 +647,17 @@ ml_status run(const Call &c, const policy::Resolved &pol, const char *where) {
     if (!job.lp) return ML_RUNTIME_ERROR;
   }
   ensure_fork_handlers(job.lp);
+  if (is_linsys(c.op) && job.kernel) {
+    try {
+      GateEntry entry(*g_gate, false);
+      parallel_for((c.batch + kLanes - 1) / kLanes, lanes_task, &job);
+    } catch (const std::system_error &e) {
+      return fail(ML_RUNTIME_ERROR, where, "cannot start worker threads: %s", e.what());
+    }
+    if (const int st = job.failed.load())
+      return fail(static_cast<ml_status>(st), where, "out of memory for the CPU workspace");
+    return ML_OK;
+  }
   if (is_linsys(c.op)) {
     if (const char *missing = linsys_missing(*job.lp, c.op))
       return fail(ML_RUNTIME_ERROR, where, "the LAPACK provider %s lacks %s, which %s needs",

@@ -1,5 +1,6 @@
-// The CPU backend's linear systems (cholesky, solve, inv, solve_triangular): LAPACK per matrix,
-// called from the batch loop of cpu_backend.cpp (thread pool, fork gate, provider).
+// The CPU backend's linear systems (cholesky, solve, inv, lu_factor, solve_triangular): LAPACK per
+// matrix, or kLanes matrices at a time across SIMD lanes where the policy routes small n to the
+// portable path; called from the batch loop of cpu_backend.cpp (thread pool, fork gate, provider).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -28,6 +29,14 @@ int linsys_lwork(const lapack::Provider &lp, const Call &c, int *rejected);
 // *rejected. May throw std::bad_alloc (scratch).
 void linsys_matrix(const lapack::Provider &lp, const Call &c, int64_t i, int lwork,
                    std::atomic<int> &rejected);
+
+// Matrices of a batch factored together, one per SIMD lane (cpu_linsys_lanes.cpp).
+constexpr int kLanes = 8;
+
+// Matrices [first, first + kLanes) of c (those below c.batch) across lanes, without LAPACK:
+// the same outputs, info words and pivots as linsys_matrix's, the failing matrix all NaN.
+// May throw std::bad_alloc (scratch).
+void linsys_lanes(const Call &c, int64_t first);
 
 // Frees a worker's scratch beyond what it keeps between matrices.
 void linsys_trim_scratch();

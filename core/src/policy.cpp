@@ -33,6 +33,15 @@ const char *const kFieldNames[kFieldCount] = {"cpu_kernel_max_n",  "gpu_min_batc
                                               "gpu_blocked_min_n", "gpu_simd_min_n",
                                               "cpu_small_max_n",   "gpu_blocked_max_batch"};
 
+// The linear systems' CPU kernels across SIMD lanes (cpu/cpu_linsys_lanes.cpp): up to n = 32 by
+// default and at most (measured against LAPACK on a 2-core x86-64 machine: docs/routing.md).
+constexpr int64_t kCpuLanesCap = 32;
+
+bool is_lanes_op(int32_t op) {
+  return op == ML_OP_CHOLESKY || op == ML_OP_SOLVE || op == ML_OP_INV || op == ML_OP_LU_FACTOR ||
+         op == ML_OP_SOLVE_TRIANGULAR;
+}
+
 // Largest max(m, n) at which the CPU backend's portable kernels (cpu/cpu_kernels.cpp, group
 // size 1) ever beat one LAPACK call per matrix, per op (a 2-core x86-64 machine, thread CPU
 // time, n in 2..128; svd as core/kernels/README.md says). The kernels are correct for any n:
@@ -44,6 +53,12 @@ int64_t cpu_kernel_cap(int32_t op) {
     case ML_OP_EIGVALSH: return 16;
     case ML_OP_SVD: return 24;
     case ML_OP_SVDVALS: return 16;
+    // The linear systems across SIMD lanes.
+    case ML_OP_CHOLESKY:
+    case ML_OP_SOLVE:
+    case ML_OP_INV:
+    case ML_OP_LU_FACTOR:
+    case ML_OP_SOLVE_TRIANGULAR: return kCpuLanesCap;
     default: return 0;
   }
 }
@@ -71,7 +86,8 @@ int64_t cpu_small_default(int32_t op) {
 // buffers never pay for a round trip to the GPU.
 int64_t default_value(int32_t op, int field) {
   switch (field) {
-    case kCpuKernelMaxN: return std::min<int64_t>(cpu_kernel_cap(op), 16);
+    case kCpuKernelMaxN:
+      return is_lanes_op(op) ? cpu_kernel_cap(op) : std::min<int64_t>(cpu_kernel_cap(op), 16);
     case kCpuSmallMaxN: return cpu_small_default(op);
     case kGpuMinBatch: return 1;
     case kGpuMaxN: return 16384;  // kBlockedMaxDim (routing.h)

@@ -27,6 +27,7 @@ static int g_failures = 0;
 #define N 7
 #define R 3
 #define B 4
+#define LANES "cpu:kernel:linsys_lanes"
 
 static unsigned long g_seed = 777u;
 static float rnd(void) { /* uniform in [-1, 1) */
@@ -110,15 +111,27 @@ static void test_table(void) {
   for (op = ML_OP_CHOLESKY; op <= ML_OP_LU_FACTOR; ++op) {
     /* GPU kernels (core/kernels/linsys_*.h) for device memory; LAPACK's info words. */
     CHECK(ml_op_kernels(op) == 1 && ml_op_linear_system(op) == 1, "op %d: kernels\n", op);
-    CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, N, N, 100), "cpu:lapack") == 0, "op %d: %s\n",
-          op, ml_backend(op, ML_MEMORY_HOST, N, N, 100));
-    /* Without a CUDA backend, device memory is served through the host (the frontends
-     * copy); host memory always runs LAPACK. */
-    CHECK(strcmp(ml_backend(op, ML_MEMORY_CUDA, N, N, 100), "cpu:lapack") == 0, "op %d cuda\n", op);
+    /* Small host matrices: the kernels across SIMD lanes by default (up to n = 32), LAPACK
+     * beyond; cpu_kernel_max_n moves the bound, 0 turns them off. Without a CUDA backend,
+     * device memory is served through the host (the frontends copy). */
+    CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, N, N, 100), LANES) == 0, "op %d: %s\n", op,
+          ml_backend(op, ML_MEMORY_HOST, N, N, 100));
+    CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 32, 32, 1), LANES) == 0, "op %d: 32\n", op);
+    CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 33, 33, 1), "cpu:lapack") == 0, "op %d 33\n", op);
+    CHECK(strcmp(ml_backend(op, ML_MEMORY_CUDA, N, N, 100), LANES) == 0, "op %d cuda\n", op);
     memory = -1;
     expect(ml_plan(NULL, op, sizes, 0, &memory, &ws, &plan), ML_OK, "plan");
-    CHECK(memory == ML_MEMORY_HOST && ws == 0 && strcmp(plan, "cpu:lapack") == 0, "plan %d %s\n",
+    CHECK(memory == ML_MEMORY_HOST && ws == 0 && strcmp(plan, LANES) == 0, "plan %d %s\n",
           memory, plan);
+    expect(ml_policy_set(op, "cpu_kernel_max_n", 8), ML_OK, "policy 8");
+    CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 8, 8, 1000), LANES) == 0, "op %d: 8\n", op);
+    CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 9, 9, 1000), "cpu:lapack") == 0, "op %d 9\n", op);
+    expect(ml_policy_set(op, "cpu_kernel_max_n", 0), ML_OK, "policy 0");
+    CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 2, 2, 1000), "cpu:lapack") == 0, "op %d 0\n", op);
+    expect(ml_policy_set(op, "cpu_kernel_max_n", 100), ML_OK, "policy 100");
+    CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 33, 33, 1), "cpu:lapack") == 0, "op %d cap\n",
+          op);
+    expect(ml_policy_reset(op), ML_OK, "policy reset");
   }
   CHECK(ml_op_kernels(ML_OP_QR) == 1 && ml_op_kernels(-1) == 0, "qr has kernels\n");
   CHECK(ml_op_linear_system(ML_OP_QR) == 0 && ml_op_linear_system(-1) == 0 &&
@@ -359,14 +372,91 @@ static void test_lu_factor(void) {
   }
 }
 
+/* Every linear system through LAPACK (lapack != 0) or the default routing. */
+static void route_lapack(int lapack) {
+  int op;
+  for (op = ML_OP_CHOLESKY; op <= ML_OP_LU_FACTOR; ++op)
+    expect(lapack ? ml_policy_set(op, "cpu_kernel_max_n", 0) : ml_policy_reset(op), ML_OK,
+           "policy");
+}
+
+/* Batches of more than one lane group (and a partial last one) at n = 1, 8 and 32: the lanes'
+ * pivots and info words equal LAPACK's, their values agree to a few eps of the conditioning. */
+#define BL 19
+#define NL 32
+static void test_lanes_vs_lapack(void) {
+  static float a[BL * NL * NL], b[BL * NL * (NL + 3)], x[2][BL * NL * (NL + 3)];
+  static int32_t piv[2][BL * NL], info[2][BL];
+  static const int ns[3] = {1, 8, NL};
+  int s, i, k, path, op, bad;
+  for (s = 0; s < 3; ++s) {
+    const int n = ns[s], nn = n * n, r = n + 3; /* n = 32: the right-hand sides in two passes */
+    for (op = ML_OP_CHOLESKY; op <= ML_OP_LU_FACTOR; ++op) {
+      for (i = 0; i < BL * nn; ++i) a[i] = rnd();
+      for (i = 0; i < BL * n * r; ++i) b[i] = rnd();
+      for (k = 0; k < BL; ++k)
+        for (i = 0; i < n; ++i) a[k * nn + i * n + i] += op == ML_OP_LU_FACTOR ? 0.f : 2.f * n;
+      if (op == ML_OP_CHOLESKY)
+        for (k = 0; k < BL; ++k)
+          for (i = 0; i < nn; ++i) a[k * nn + i] = a[k * nn + (i % n) * n + i / n];
+      if (n > 1) a[17 * nn + nn - 1] = NAN; /* matrix 17: NaN (the last group's second) */
+      for (path = 0; path < 2; ++path) {
+        route_lapack(path);
+        for (i = 0; i < BL * NL * (NL + 3); ++i) x[path][i] = 7.f;
+        switch (op) {
+          case ML_OP_CHOLESKY:
+            expect(ml_cholesky(NULL, a, BL, n, 0, x[path], info[path]), ML_OK, "chol");
+            break;
+          case ML_OP_SOLVE:
+            expect(ml_solve(NULL, a, b, BL, n, r, 0, x[path], info[path]), ML_OK, "solve");
+            break;
+          case ML_OP_INV: expect(ml_inv(NULL, a, BL, n, x[path], info[path]), ML_OK, "inv"); break;
+          case ML_OP_SOLVE_TRIANGULAR:
+            expect(ml_solve_triangular(NULL, a, b, BL, n, r, ML_LS_RIGHT, x[path], info[path]),
+                   ML_OK, "trsm");
+            break;
+          default:
+            expect(ml_lu_factor(NULL, a, BL, n, n, x[path], piv[path], info[path]), ML_OK, "lu");
+        }
+      }
+      route_lapack(0);
+      {
+        const int count = BL * (op == ML_OP_SOLVE || op == ML_OP_SOLVE_TRIANGULAR ? r * n : nn);
+        double err = 0, scale = 0;
+        bad = 0;
+        for (k = 0; k < BL; ++k) bad |= info[0][k] != info[1][k];
+        if (op == ML_OP_LU_FACTOR)
+          for (i = 0; i < BL * n; ++i) bad |= piv[0][i] != piv[1][i];
+        CHECK(!bad, "op %d n %d: info or pivots differ\n", op, n);
+        CHECK(n == 1 || (info[0][17] == ML_INFO_LS_NONFINITE && all_nan(x[0] + 17 * count / BL,
+                                                                         count / BL)),
+              "op %d n %d: NaN matrix\n", op, n);
+        for (i = 0; i < count; ++i) {
+          if (n > 1 && i / (count / BL) == 17) continue;
+          err = fmax(err, fabs((double)x[0][i] - x[1][i]));
+          scale = fmax(scale, fabs((double)x[1][i]));
+        }
+        CHECK(err <= 64 * n * EPS * scale && scale > 0, "op %d n %d: lanes vs LAPACK %g of %g\n",
+              op, n, err, scale);
+      }
+    }
+  }
+}
+
 int main(void) {
-  test_lu_factor();
+  int path;
   test_table();
   test_checks();
-  test_cholesky();
-  test_solve();
-  test_inv();
-  test_solve_triangular();
+  for (path = 0; path < 2; ++path) { /* the lanes (default), then LAPACK */
+    route_lapack(path);
+    test_lu_factor();
+    test_cholesky();
+    test_solve();
+    test_inv();
+    test_solve_triangular();
+  }
+  route_lapack(0);
+  test_lanes_vs_lapack();
   printf("%d failures (LAPACK: %s)\n", g_failures, ml_lapack_info());
   return g_failures ? 1 : 0;
 }

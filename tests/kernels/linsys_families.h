@@ -231,8 +231,9 @@ inline std::vector<int> lapack_info(const lsk::Shape &s, const Batch &bt, int ba
                              std::vector<int> *pivots) {
   std::vector<int> info(size_t(batch), -1);
   std::vector<float> x(size_t(batch) * s.x_floats() + 1);
-  ml_status st = ML_OK;
-  switch (s.op) {
+  // LAPACK itself, not the CPU backend's kernels across lanes that small n goes to by default.
+  ml_status st = ml_policy_set(s.op, "cpu_kernel_max_n", 0);
+  if (st == ML_OK) switch (s.op) {
     case ML_OP_CHOLESKY:
       st = ml_cholesky(nullptr, bt.a.data(), batch, s.n, s.flags, x.data(), info.data());
       break;
@@ -250,6 +251,7 @@ inline std::vector<int> lapack_info(const lsk::Shape &s, const Batch &bt, int ba
       st = ml_solve_triangular(nullptr, bt.a.data(), bt.b.data(), batch, s.n, s.nrhs, s.flags,
                                x.data(), info.data());
   }
+  if (st == ML_OK) st = ml_policy_reset(s.op);
   if (st != ML_OK) {
     std::printf("LAPACK reference failed: %s\n", ml_last_error());
     std::exit(1);

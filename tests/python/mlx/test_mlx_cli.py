@@ -379,7 +379,7 @@ def test_cli_bench_linear_systems(tmp_path):
         numpy_has = r["op"] in ("cholesky", "solve", "inv")
         assert set(r["times"]) == {"metal_linalg", "mx.linalg", *(["numpy"] if numpy_has else [])}
         assert all(t["best_ms"] > 0 and "error" not in t for t in r["times"].values()), r
-        assert r["backend"] == "cpu:lapack" and r["speedup_vs_best_peer"] > 0
+        assert r["backend"] == "cpu:kernel:linsys_lanes" and r["speedup_vs_best_peer"] > 0
     md = (tmp_path / "ls.md").read_text()
     assert "| solve_triangular | 6x6 (2 rhs) | 3 |" in md and "Linear systems: A = " in md
     # The plot's panels in the bench's report order (the op table's).

@@ -750,7 +750,9 @@ def test_queries():
         assert op in queries.ALL_OPS and op not in queries.OPS  # nothing to calibrate
         assert op not in ml.calibration_status()
         backend = getattr(ml, f"{op}_backend")
-        assert backend(8, 4, stream=CPU) == "cpu:lapack" == backend(300, stream=CPU)
+        # Up to n = 32 the CPU's kernels across SIMD lanes, LAPACK beyond.
+        assert backend(8, 4, stream=CPU) == "cpu:kernel:linsys_lanes" == backend(32, stream=CPU)
+        assert backend(33, stream=CPU) == "cpu:lapack" == backend(300, stream=CPU)
         # Without a stream: the default stream's answer, the CUDA kernels on a CUDA MLX's GPU.
         default = backend(300)
         assert default == backend(300, stream=mx.default_stream(mx.default_device()))

@@ -608,7 +608,20 @@ def test_forward_mode_ad_is_a_clear_error(fn):
 def test_queries_and_table():
     assert mlt.queries.OP_ID["cholesky"] > mlt.queries.OP_ID["svdvals"]
     assert "cholesky" not in mlt.queries.OPS  # a linear system: not calibrated, no notice
-    assert mlt.solve_backend(8, 4) == "cpu:lapack" == mlt.cholesky_backend(300)
+    # Up to n = 32 the kernels across SIMD lanes, LAPACK beyond; the policy moves the bound.
+    lanes = "cpu:kernel:linsys_lanes"
+    assert mlt.solve_backend(8, 4) == lanes == mlt.cholesky_backend(32)
+    assert mlt.cholesky_backend(300) == "cpu:lapack" == mlt.lu_factor_backend(33, 33)
+    core, solve = mlt.queries._Core, mlt.queries.OP_ID["solve"]
+    try:
+        core.policy_set(solve, "cpu_kernel_max_n", 8)
+        assert mlt.solve_backend(8, 1000) == lanes
+        assert mlt.solve_backend(9, 1000) == "cpu:lapack"
+        core.policy_set(solve, "cpu_kernel_max_n", 0)
+        assert mlt.solve_backend(2, 1000) == "cpu:lapack"
+    finally:
+        core.policy_reset(solve)
+    assert mlt.solve_backend(9, 1000) == lanes
     assert set(mlt.calibration_status()) == set(mlt.queries.OPS)
 
 
