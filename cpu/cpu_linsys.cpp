@@ -29,23 +29,6 @@ int *ints(int64_t count) {
   return t_scratch.i.data();
 }
 
-bool finite_all(const float *p, int64_t count) {
-  bool ok = true;
-  for (int64_t k = 0; k < count; ++k) ok &= std::fabs(p[k]) <= FLT_MAX;  // false for NaN too
-  return ok;
-}
-
-// The row-major triangle of an n x n matrix an op reads: lower (j <= i) or upper (j >= i),
-// without the diagonal when !diag.
-bool finite_triangle(const float *a, int64_t n, bool lower, bool diag) {
-  bool ok = true;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t j0 = lower ? 0 : (diag ? i : i + 1), j1 = lower ? (diag ? i + 1 : i) : n;
-    for (int64_t j = j0; j < j1; ++j) ok &= std::fabs(a[i * n + j]) <= FLT_MAX;
-  }
-  return ok;
-}
-
 // Row-major A is column-major A^T, and row-major B (n x r) is column-major B^T (r x n): the
 // routines work on the column-major view of the caller's buffers where the transpose is the
 // problem itself (cholesky, solve_triangular), and factor a column-major copy of A itself
@@ -180,6 +163,24 @@ int32_t solve_triangular(const lapack::Provider &lp, const float *a, const float
 }
 
 }  // namespace
+
+bool finite_all(const float *p, int64_t count) {
+  bool ok = true;
+  for (int64_t k = 0; k < count; ++k) ok &= std::fabs(p[k]) <= FLT_MAX;  // false for NaN too
+  return ok;
+}
+
+// The row-major triangle of an n x n matrix an op reads: lower (j <= i) or upper (j >= i),
+// without the diagonal when !diag.
+bool finite_triangle(const float *a, int64_t n, bool lower, bool diag) {
+  bool ok = true;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t j0 = lower ? 0 : (diag ? i : i + 1), j1 = lower ? (diag ? i + 1 : i) : n;
+    for (int64_t j = j0; j < j1; ++j) ok &= std::fabs(a[i * n + j]) <= FLT_MAX;
+  }
+  return ok;
+}
+
 
 const char *linsys_missing(const lapack::Provider &lp, int32_t op) {
   switch (op) {

@@ -41,4 +41,10 @@ void linsys_lanes(const Call &c, int64_t first);
 // Frees a worker's scratch beyond what it keeps between matrices.
 void linsys_trim_scratch();
 
+// Whether every entry of p[0:count] is finite (false for NaN too), and every entry of the
+// row-major triangle of an n x n matrix an op reads: lower (j <= i) or upper (j >= i), without
+// the diagonal when !diag. Shared by the LAPACK path and the lanes.
+bool finite_all(const float *p, int64_t count);
+bool finite_triangle(const float *a, int64_t n, bool lower, bool diag);
+
 }  // namespace ml::cpu

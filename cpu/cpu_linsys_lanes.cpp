@@ -19,21 +19,6 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr size_t kKeepBytes = size_t(4) << 20;
 constexpr int kRhsChunk = 32;  // right-hand sides per pass through the lanes
 
-bool finite_all(const float *p, int64_t count) {
-  bool ok = true;
-  for (int64_t k = 0; k < count; ++k) ok &= std::fabs(p[k]) <= FLT_MAX;
-  return ok;
-}
-
-bool finite_triangle(const float *a, int64_t n, bool lower, bool diag) {
-  bool ok = true;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t j0 = lower ? 0 : (diag ? i : i + 1), j1 = lower ? (diag ? i + 1 : i) : n;
-    for (int64_t j = j0; j < j1; ++j) ok &= std::fabs(a[i * n + j]) <= FLT_MAX;
-  }
-  return ok;
-}
-
 }  // namespace
 
 // GCC vector extensions: without AVX the 8-lane vectors are pairs of SSE registers.
