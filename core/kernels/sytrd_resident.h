@@ -170,6 +170,7 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
   const int n = p.n, k0 = p.i[0], G = p.i[1], ncmax = p.i[2], r = n - k0;
   const int rs = ml_trd_res_stride(r);
   const bool vec4 = (p.flags & 32) == 0;  // 4-row shared accesses (else a row at a time)
+  const bool wide = (p.flags & 64) == 0;  // the many-columns forms below (else off, to measure)
   const int lane = ctx.lane, gs = ctx.group_size;
   const int sl = ml_simd_lane(ctx), sid = ml_simd_id(ctx), nsimd = ml_simd_count(ctx);
   const int ld = p.ld[0];
@@ -237,7 +238,28 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
     // y_i = A[j+1:n, i]^T v for the own columns i > j: a simdgroup per column and slice of
     // rows (S slices when there are fewer columns than simdgroups).
     const int S = na > 0 && na < nsimd ? nsimd / na : 1;
-    if (vec4) {
+    if (vec4 && wide && na >= 2 * nsimd) {
+      // Many columns a simdgroup: four at a time, v loaded once for the four and their four
+      // sums reduced together (independent shuffle chains).
+      for (int t0 = 4 * sid; t0 < na; t0 += 4 * nsimd) {
+        const int nu = na - t0 < 4 ? na - t0 : 4;
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int q = qa + 4 * sl; q < rs; q += 128) {
+          float y[4];
+          ml_gemm_sload4(vs + q, y);
+          for (int u = 0; u < 4; ++u) {
+            if (u >= nu) break;
+            float x[4];
+            ml_gemm_sload4(cols + (c0 + t0 + u) * rs + q, x);
+            for (int k = 0; k < 4; ++k) acc[u] = ml_fma(x[k], y[k], acc[u]);
+          }
+        }
+        for (int u = 0; u < 4; ++u) {
+          const float sum = ml_simd_sum(ctx, acc[u]);
+          if (sl == 0 && u < nu) part[t0 + u] = sum;
+        }
+      }
+    } else if (vec4) {
       // Rows qa .. rs - 1 (v zero outside q1 .. r - 1), 4 rows a lane per access.
       const int seg = ((rs - qa + S - 1) / S + 127) / 128 * 128;
       for (int t = sid; t < na * S; t += nsimd) {
@@ -328,12 +350,22 @@ ML_FN void ml_trd_res_run(ML_CTX ctx, ML_STEP_PARAMS p, ML_DEVICE float *ws, ml_
       // so its reflector needs no pass of its own over the column and one barrier less.
       float s2 = 0.0f, su2 = 0.0f;
       if (vec4) {
-        // 4 rows a lane: v and w loaded once for all the columns.
-        for (int q = qa + 4 * lane; q < rs; q += 4 * gs) {
+        // 4 rows a lane: v and w loaded once for all the columns. Pass 1 with fewer 4-row
+        // chunks than lanes: the columns in cs slices (lanes t and t + nq take the same rows of
+        // different columns), so that every lane works when a group holds many columns.
+        const int nq = (rs - qa) / 4;
+        int cs = 1;
+        if (pass == 1 && wide && nq > 0 && nq < gs) {
+          cs = gs / nq;
+          if (cs > cb - ca) cs = cb - ca;
+          if (cs < 1) cs = 1;
+        }
+        for (int t = lane; t < nq * cs; t += gs) {
+          const int q = qa + 4 * (t % nq), c1 = ca + t / nq;
           float vq[4], wq[4];
           ml_gemm_sload4(vs + q, vq);
           ml_gemm_sload4(wv + q, wq);
-          for (int c = ca; c < cb; ++c) {
+          for (int c = c1; c < cb; c += cs) {
             if (pass == 1 && next && c == cn) continue;
             ML_SHARED float *col = cols + c * rs + q;
             const int qi = g + G * c;

@@ -293,9 +293,11 @@ ml_status sytrd(Runner &r, int64_t first, int64_t batch, int32_t kf, const Optio
   const int tagged = env_or("METAL_LINALG_TRD_RES_TAGGED", o.trd_res_tagged) != 0 ? 8 : 0;
   // Shared accesses of 4 rows (1, the default) or of one row (0), for measurement.
   const int row1 = env_or("METAL_LINALG_TRD_RES_VEC", 1) == 0 ? 32 : 0;
+  // The forms for groups holding many columns (the default, 1), or not (0), for measurement.
+  const int narrow = env_or("METAL_LINALG_TRD_RES_WIDE", 1) == 0 ? 64 : 0;
   p.flags = 4 | tagged;
   if ((st = ch.launch(kStep_trd_res, ch.batch, 32, 0, p))) return st;
-  p.flags = tagged | row1;
+  p.flags = tagged | row1 | narrow;
   p.i[0] = rp.k0;
   p.i[1] = rp.g;
   p.i[2] = rp.nc;
