@@ -315,6 +315,10 @@ const blocked::Options &blocked_options() {
     x.dc_secular_simd = 64;
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_DC_SECULAR_SIMD"))
       x.dc_secular_simd = std::max(0, std::atoi(v));
+    // Divide and conquer's leaves by Jacobi in a simdgroup (H200, benchmarks/results/
+    // nvidia-h200-dc-leaf/: against QL, eigh 256 x1 2.20 -> 1.94 ms, 256 x64 3.24 -> 3.02, 1024 x1
+    // 8.60 -> 8.26; METAL_LINALG_DC_LEAF_JACOBI=0 restores QL).
+    x.dc_leaf_jacobi = 1;
     // eigh's values from divide and conquer's roots, no bisection launch (measured below).
     x.dc_values = 1;
     if (const char *v = std::getenv("METAL_LINALG_BLOCKED_DC_VALUES"))

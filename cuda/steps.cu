@@ -79,6 +79,13 @@ struct ml_cuda_step_bounds<ml_cuda_step_id_brd_res> {
   static constexpr int lanes = ML_RES_MAX_LANES, groups = 1;
 };
 
+// The divide-and-conquer leaves (core/kernels/tridiag_dc.h): one simdgroup a leaf, the Jacobi
+// form's 32 rows a lane in registers.
+template <>
+struct ml_cuda_step_bounds<ml_cuda_step_id_dc_leaf> {
+  static constexpr int lanes = 32, groups = 8;
+};
+
 // The thin block reflector (core/kernels/larfb_cols.h): up to 64 sums a lane in registers.
 template <>
 struct ml_cuda_step_bounds<ml_cuda_step_id_larfb_cols> {

@@ -200,16 +200,15 @@ ML_FN void ml_ejsimd_round(ML_CTX ctx, int lane, int partner, float tol2, ML_THR
   *large = *large || gam * gam > ML_EJSIMD_FINAL_RATIO * thr;
 }
 
-// The sweeps on the shifted, scaled columns x, up to the cap; the column is *d * x at the end.
-// *sweeps: the sweeps that rotated. Returns whether they converged.
+// The sweeps on the shifted, scaled columns x, up to cap sweeps; the column is *d * x at the
+// end. *sweeps: the sweeps that rotated. Returns whether they converged.
 template <int NP>
-ML_FN bool ml_ejsimd_iterate(ML_CTX ctx, ML_PARAMS p, int lane, int n, ML_THREAD float *x,
+ML_FN bool ml_ejsimd_iterate(ML_CTX ctx, int cap, int lane, int n, ML_THREAD float *x,
                              ML_THREAD float *dout, ML_THREAD int *sweeps) {
   const int M = n + (n & 1);  // players of the schedule (a dummy one for odd n)
   const int rounds = M - 1;
   // (sqrt(n) eps)^2: the square of LAPACK sgesvj's threshold.
   const float tol2 = (float)n * ML_FLT_EPS * ML_FLT_EPS;
-  const int cap = p.max_iter > 0 ? p.max_iter : ML_EJSIMD_MAX_SWEEPS;
   float d = 1.0f;     // column scale: the column is d * x
   float dinv = 1.0f;  // 1 / d, kept by its own product (1 / c = 2 r k below)
   bool converged = false;
@@ -321,7 +320,8 @@ ML_FN void ml_ejsimd_solve(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *am,
     ML_UNROLL
     for (int i = 0; i < NP; ++i) x[i] += (i == lane && mine) ? shift : 0.0f;
     float d = 1.0f;
-    converged = ml_ejsimd_iterate<NP>(ctx, p, lane, n, x, &d, &sweeps);
+    converged = ml_ejsimd_iterate<NP>(ctx, p.max_iter > 0 ? p.max_iter : ML_EJSIMD_MAX_SWEEPS,
+                                      lane, n, x, &d, &sweeps);
     // sigma_j = ||w_j||, lambda_j = sigma_j - 2R; u_j = w_j / sigma_j.
     if (converged) lam = ml_ejsimd_eigen<NP, VEC>(mine, d, shift, ex, x);
   } else if (VEC) {

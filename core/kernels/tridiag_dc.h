@@ -30,6 +30,7 @@
 #define ML_KERNELS_TRIDIAG_DC_H
 
 #include "blocked_common.h"
+#include "eigh_jacobi_simd.h"
 #include "tridiag_steps.h"
 
 // Rows of a leaf (merges are blocks of ML_DC_LEAF 2^l rows).
@@ -85,7 +86,68 @@ ML_FN void ml_dc_merge_rows(int n, int s, ml_i64 mg, ML_THREAD int *lo, ML_THREA
   *mid = ml_imin(*hi, *lo + s / 2);
 }
 
-// dc_leaf: groups batch x leaves, a group (one simdgroup, <= 32 lanes) per leaf. Every lane
+// The leaf rows lo .. lo + m - 1 (m <= 32) by one-sided Jacobi (eigh_jacobi_simd.h) in a
+// group that is one simdgroup of 32 lanes: lane j holds column j of the leaf's torn tridiagonal
+// (the tears' |b| off its first and last diagonal entries, as below), scaled by a power of two
+// and shifted by 2 ||T||_1; the sweeps run on all lanes at once (about 6 of 31 rounds at m = 32,
+// each a shuffle per row) instead of every lane repeating the QL recurrence with its arrays in
+// private memory. Values ascending into D, vectors into the leaf's block of Q. Returns false,
+// writing nothing, for a non-finite leaf or one not converged in ML_EJSIMD_MAX_SWEEPS sweeps
+// (the QL below then runs as before).
+ML_FN bool ml_dc_leaf_jacobi(ML_CTX ctx, int n, int lo, int m, ML_DEVICE const float *ds,
+                             ML_DEVICE const float *es, ML_DEVICE float *D, ML_DEVICE float *Q) {
+  const int lane = ctx.lane;
+  const bool mine = lane < m;
+  float dl = 0.0f, eu = 0.0f, ed = 0.0f;  // rows lane, lane - 1, lane + 1 of column lane
+  if (mine) {
+    dl = ds[lo + lane];
+    if (lane == 0 && lo > 0) dl -= ml_fabs(es[lo - 1]);
+    if (lane == m - 1 && lo + m < n) dl -= ml_fabs(es[lo + m - 1]);
+    if (lane > 0) eu = es[lo + lane - 1];
+    if (lane + 1 < m) ed = es[lo + lane];
+  }
+  const bool finite = ml_isfinite(dl) && ml_isfinite(eu) && ml_isfinite(ed);
+  if (ml_simd_max(ctx, finite ? 0.0f : 1.0f) > 0.0f) return false;
+  const float amax = ml_simd_max(ctx, ml_fmax(ml_fabs(dl), ml_fmax(ml_fabs(eu), ml_fabs(ed))));
+  const bool diagonal = ml_simd_max(ctx, eu != 0.0f || ed != 0.0f ? 1.0f : 0.0f) == 0.0f;
+  float x[32];
+  float lam = dl;
+  if (diagonal) {
+    ML_UNROLL
+    for (int i = 0; i < 32; ++i) x[i] = i == lane ? 1.0f : 0.0f;
+  } else {
+    // max |t| into [1, 2) by two exact factors; shift 2 ||T||_1 onto the diagonal.
+    const int ex = amax > 0.0f ? ml_ilogb(amax) : 0;
+    const int e1 = (-ex) / 2;
+    const float f1 = ml_exp2i(e1), f2 = ml_exp2i(-ex - e1);
+    const float sd = (dl * f1) * f2, su = (eu * f1) * f2, sdn = (ed * f1) * f2;
+    const float shift = 2.0f * ml_simd_max(ctx, ml_fabs(sd) + ml_fabs(su) + ml_fabs(sdn));
+    ML_UNROLL
+    for (int i = 0; i < 32; ++i)
+      x[i] = i == lane ? (mine ? sd + shift : 0.0f) : i + 1 == lane ? su : i == lane + 1 ? sdn
+                                                                                         : 0.0f;
+    float d = 1.0f;
+    int sweeps = 0;
+    if (!ml_ejsimd_iterate<32>(ctx, ML_EJSIMD_MAX_SWEEPS, lane, m, x, &d, &sweeps)) return false;
+    lam = ml_ejsimd_eigen<32, true>(mine, d, shift, ex, x);
+  }
+  // Ascending: the lane's rank among the m values (ties by lane) is its column.
+  int rank = 0;
+  for (int k = 0; k < m; ++k) {
+    const float o = ml_simd_broadcast(ctx, lam, k);
+    rank += (k < lane ? o <= lam : o < lam) ? 1 : 0;
+  }
+  if (mine) {
+    D[lo + rank] = lam;
+    ML_UNROLL
+    for (int i = 0; i < 32; ++i)
+      if (i < m) Q[(ml_i64)(lo + rank) * n + lo + i] = x[i];  // column-major, as below
+  }
+  return true;
+}
+
+// dc_leaf: groups batch x leaves, a group (one simdgroup, <= 32 lanes) per leaf. With p.flags
+// & 1 and a group of one simdgroup of 32 lanes, by Jacobi (above) where it converges. Every lane
 // runs the leaf's scalar QL recurrence on its own copies of d and e (the same operations on the
 // same values, so the copies agree bitwise and control flow stays uniform, with no shuffles or
 // barriers) and applies each rotation to its own column of the leaf's eigenvectors, kept in
@@ -105,6 +167,9 @@ ML_FN void ml_step_dc_leaf(ML_STEP_ARGS) {
   ML_DEVICE float *D = sc + ml_dc_arr(n, ML_DC_D);
   ML_DEVICE float *Q = sc + ml_dc_off_q(n, 0);
   const int lo = leaf * ML_DC_LEAF, m = ml_imin(ML_DC_LEAF, n - lo);
+  if ((p.flags & 1) != 0 && ctx.group_size == 32 && ml_simd_width(ctx) == 32 &&
+      ml_dc_leaf_jacobi(ctx, n, lo, m, ds, es, D, Q))
+    return;
   float d[ML_DC_LEAF], e[ML_DC_LEAF], z[ML_DC_LEAF];
   for (int c0 = 0; c0 < m; c0 += ctx.group_size) {
     const int k = c0 + ctx.lane;  // this lane's column (none when k >= m)

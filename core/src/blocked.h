@@ -205,6 +205,9 @@ struct Options {
   // eigh by divide and conquer: the eigenvalues from its secular roots too (1), instead of from
   // bisection as eigvalsh's (0: then eigh's values equal eigvalsh's bit for bit).
   int dc_values = 0;
+  // Divide and conquer: the leaves by one-sided Jacobi in a simdgroup of 32 lanes (1) instead
+  // of every lane repeating the QL recurrence (0; also where the group is not 32 lanes).
+  int dc_leaf_jacobi = 0;
   // SVD: the bidiagonalisation with the trailing matrix resident in the groups' shared memory
   // (brd_res, core/kernels/gebrd_resident.h) for chunks of at most brd_res_max_batch matrices
   // (0: never): brd_res_groups groups in all, each of brd_res_lanes lanes (all must run at once:

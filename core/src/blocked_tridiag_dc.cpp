@@ -22,7 +22,9 @@ ml_status tridiag_eig_dc(const Chunk &ch, const Options &o, int n, int il, int c
   // A simdgroup per leaf: its lanes share the rotations' row updates (ML_DC_LEAF columns).
   const int ll = std::max(1, std::min(ML_DC_LEAF, o.max_group));
   p.off[3] = stat;
-  if ((st = ch.launch(kStep_dc_leaf, ch.batch * leaves, ll, 0, p))) return st;
+  ml_step_params pl = p;
+  pl.flags = env_or("METAL_LINALG_DC_LEAF_JACOBI", o.dc_leaf_jacobi) != 0 ? 1 : 0;
+  if ((st = ch.launch(kStep_dc_leaf, ch.batch * leaves, ll, 0, pl))) return st;
   const int lanes = plain_lanes(o);
   int cur = 0;  // which of Q, Q' holds the current eigenvectors
   for (int s = 2 * ML_DC_LEAF; s / 2 < n; s *= 2) {

@@ -523,6 +523,33 @@ int suite_dc() {
     f.push_back(ata(rng, n));
     run_case(rep, w, f, 0, n, true, o, "dc");
   }
+  // The leaves by one-sided Jacobi in a simdgroup of 32 lanes (dc_leaf_jacobi), the same
+  // families, A^T A (a clustered low end), glued Wilkinson (pairs closer than ulp), scaled near
+  // underflow and overflow; with a group of 7 lanes the QL form runs instead.
+  ml::blocked::Options oj = o;
+  oj.dc_leaf_jacobi = 1;
+  for (int n : {1, 2, 5, 32, 33, 100, 129}) {
+    auto f = families(rng, n);
+    f.push_back(ata(rng, n));
+    run_case(rep, w, f, 0, n, true, oj, "dc");
+  }
+  run_case(rep, w, {ata(rng, 294), glued_wilkinson(14, 1e-5f)}, 0, 294, true, oj, "dc");
+  {
+    std::vector<Tri> f;
+    for (float sc : {1e-30f, 1e30f, 3e-38f}) {
+      Tri t = graded(70), c = clustered(rng, 70);
+      for (auto *x : {&t, &c}) {
+        for (auto &v : x->d) v *= sc;
+        for (auto &v : x->e) v *= sc;
+        x->name += "-scaled";
+        f.push_back(*x);
+      }
+    }
+    run_case(rep, w, f, 0, 70, true, oj, "dc");
+    ml::blocked::Options oj7 = opts(7);
+    oj7.dc_leaf_jacobi = 1;
+    run_case(rep, w, f, 0, 70, true, oj7, "dc");
+  }
   // Single matrices (the full merges of a level as one batch of products).
   run_case(rep, w, {random_tri(rng, 300)}, 0, 300, true, o, "dc");
   run_case(rep, w, {ata(rng, 256)}, 0, 256, true, o, "dc");
