@@ -150,6 +150,7 @@ def main() -> None:
         help="op:n:batch[:nrhs] instead of the default points (e.g. solve:2048:1:2048)",
     )
     ap.add_argument("--replot", default="", help="an earlier run's JSON: draw its plot again")
+    ap.add_argument("--ours-only", action="store_true", help="no peers (an A/B's other variants)")
     args = ap.parse_args()
     if args.replot:
         src = Path(args.replot)
@@ -168,7 +169,12 @@ def main() -> None:
         x = _inputs(op, n, batch, nrhs)
         backend = getattr(mlt, f"{op}_backend")(n, batch, device="cuda")
         row = {"op": op, "n": n, "batch": batch, "nrhs": nrhs, "backend": backend}
-        for name, make in (("ours", _ours), ("torch", _torch), ("cupy", _cupy)):
+        libs = (
+            (("ours", _ours),)
+            if args.ours_only
+            else (("ours", _ours), ("torch", _torch), ("cupy", _cupy))
+        )
+        for name, make in libs:
             fn = make(op)
             if fn is None:
                 continue

@@ -382,6 +382,16 @@ const blocked::Options &blocked_options() {
       x.ls_laswp_blk = std::atoi(v) != 0;
     if (const char *v = std::getenv("METAL_LINALG_LS_RHS_WIDE"))
       x.ls_rhs_wide = std::atoi(v) != 0;
+    // The Cholesky's diagonal blocks by sub-blocks of 32 in one simdgroup's registers
+    // (ls_potrf_reg), in two levels of outer panels of 256 columns (ls_chol_outer) with the
+    // stripes past the next outer panel on the side stream (ls_chol_lookahead);
+    // METAL_LINALG_LS_POTRF_REG (0: ls_potrf_inv, 1 registers, 2 shared memory),
+    // METAL_LINALG_LS_CHOL_OUTER (0: one level), METAL_LINALG_LS_CHOL_LOOKAHEAD, read per call by
+    // blocked_linsys.cpp. H200 (benchmarks/results/nvidia-h200-linsys-chol/, before / after in one
+    // call): cholesky 4096 x1 9.36 -> 3.61 ms, 2048 x8 5.98 -> 2.51, 1024 x1 2.05 -> 0.92.
+    x.ls_potrf_reg = 1;
+    x.ls_chol_outer = 256;
+    x.ls_chol_lookahead = 1;
     const int ls_nb = env_int("METAL_LINALG_LS_NB");
     if (ls_nb >= 1 && ls_nb <= 64) x.ls_nb = ls_nb;
     // LU's panel width (its trailing products' k; 0: METAL_LINALG_LS_NB's).

@@ -92,6 +92,14 @@ struct ml_cuda_step_bounds<ml_cuda_step_id_larfb_cols> {
   static constexpr int lanes = 256, groups = 2;
 };
 
+// The Cholesky's diagonal block by sub-blocks in registers (core/kernels/linsys_blocked.h,
+// ls_potrf_reg): a 32-float row of the factor and one of its inverse a lane, groups of at most
+// 256 lanes (blocked_linsys.cpp, ls_lanes).
+template <>
+struct ml_cuda_step_bounds<ml_cuda_step_id_ls_potrf_reg> {
+  static constexpr int lanes = 256, groups = 1;
+};
+
 #define ML_CUDA_STEP_ENTRY(name, fn)                                                       \
   __global__ void __launch_bounds__(ml_cuda_step_bounds<ml_cuda_step_id_##name>::lanes,    \
                                     ml_cuda_step_bounds<ml_cuda_step_id_##name>::groups)   \

@@ -289,6 +289,216 @@ ML_FN void ml_step_ls_potrf_inv(ML_STEP_ARGS) {
   }
 }
 
+// ---- ls_potrf_reg: ls_potrf_inv's contract without a barrier per column ----
+//
+// The diagonal block of jb columns in shared memory as ls_potrf_inv's, factored and inverted
+// by sub-blocks of 32 columns: each sub-block's own 32 x 32 Cholesky factor and its inverse by
+// the group's first simdgroup in registers (lane i holding row i, every l_jk and every entry
+// of the inverse's finished row fetched by a shuffle: no barrier inside), then the rows below
+// it L21 = A21 L11^-T and the lower triangle of the rest A22 -= L21 L21^T by the whole group
+// (two barriers); then the inverse's blocks below the diagonal, a block row at a time:
+// X_ic = -X_ii sum_{c <= j < i0} L(i0.., j) X(j, c) (two barriers). About five barriers per 32
+// columns against ls_potrf_inv's three per column. With ML_LSB_POTRF_SHARED in p.flags the
+// sub-blocks stay in shared memory instead (ml_lsb_potrf_sub_sh: the first simdgroup alone, two
+// simdgroup barriers a column, short loops rather than the unrolled register code). Same
+// contract, info and skips as
+// ls_potrf_inv; the group must have at least 32 lanes and whole simdgroups of 32 (the host
+// runs it only so; smaller groups return at once). Shared: ml_lsb_potrf_reg_shared_floats(jb).
+#define ML_LSB_REG_SUB 32
+#define ML_LSB_POTRF_SHARED 1  // p.flags: the sub-blocks by ml_lsb_potrf_sub_sh
+ML_HOST_FN int ml_lsb_potrf_reg_shared_floats(int jb) {
+  return jb * ml_shared_ld(jb) + 2 * jb + 32 * (jb + 1) + 4;
+}
+
+// The sub-block of tb <= 32 columns at t0 of S (A's updated lower triangle, its diagonal on
+// S's diagonal) := its factor L (strictly lower part in place, diagonal to sq[t0..]) and
+// L^-1 (strictly lower part transposed into the sub-block's upper triangle, X(i, c) at
+// S[c * ld + i]; diagonal to xd[t0..]), by the first simdgroup (every lane of it calls).
+// Returns the order k + 1 of the first pivot that is not positive (or NaN) within the
+// sub-block, 0 when none (the same on every lane; nothing written then).
+ML_FN int ml_lsb_potrf_sub(ML_CTX ctx, ML_SHARED float *S, int ld, int t0, int tb,
+                           ML_SHARED float *sq, ML_SHARED float *xd) {
+  // Lanes i >= tb hold the identity's row (a full 32 x 32 block: no bounds in the unrolled
+  // loops); a pivot that is not positive is recorded and replaced by 1 (no branch: the rest runs
+  // on, its results unused).
+  const int i = ctx.lane;
+  ML_SHARED float *Si = S + (t0 + i) * ld + t0;
+  float row[ML_LSB_REG_SUB];
+  ML_UNROLL
+  for (int j = 0; j < ML_LSB_REG_SUB; ++j)
+    row[j] = i < tb ? (j <= i ? Si[j] : 0.0f) : (j == i ? 1.0f : 0.0f);
+  int status = 0;
+  float diag = 1.0f;
+  ML_UNROLL
+  for (int k = 0; k < ML_LSB_REG_SUB; ++k) {
+    const float d = ml_simd_shuffle_full(ctx, row[k], k);
+    const bool ok = d > 0.0f;
+    status = status == 0 && !ok ? k + 1 : status;
+    const float s = ml_sqrt(ok ? d : 1.0f), r = 1.0f / s;
+    diag = i == k ? s : diag;
+    const float l = i > k ? row[k] * r : 0.0f;
+    row[k] = l;
+    ML_UNROLL
+    for (int j = k + 1; j < ML_LSB_REG_SUB; ++j) row[j] -= l * ml_simd_shuffle_full(ctx, l, j);
+  }
+  if (status != 0) return status;  // the same on every lane (every lane saw every pivot)
+  // row[j] = L(i, j) for j < i, zero from i on. X = L^-1 by rows: row k of X is final once
+  // scaled by 1 / L(k, k); every later row subtracts L(i, k) times it.
+  const float rd = 1.0f / diag;
+  float x[ML_LSB_REG_SUB];
+  ML_UNROLL
+  for (int c = 0; c < ML_LSB_REG_SUB; ++c) x[c] = c == i ? 1.0f : 0.0f;
+  ML_UNROLL
+  for (int k = 0; k < ML_LSB_REG_SUB; ++k) {
+    ML_UNROLL
+    for (int c = 0; c <= k; ++c) {
+      x[c] = i == k ? x[c] * rd : x[c];
+      x[c] -= row[k] * ml_simd_shuffle_full(ctx, x[c], k);
+    }
+  }
+  if (i < tb) {
+    ML_UNROLL
+    for (int j = 0; j < ML_LSB_REG_SUB; ++j) {
+      if (j < i) {
+        Si[j] = row[j];
+        S[(t0 + j) * ld + t0 + i] = x[j];
+      }
+    }
+    sq[t0 + i] = diag;
+    xd[t0 + i] = rd;
+  }
+  return 0;
+}
+
+// ml_lsb_potrf_sub's contract in shared memory (ls_potrf_reg with ML_LSB_POTRF_SHARED): the
+// first simdgroup factors the sub-block right-looking in place, lane i owning row i (two
+// simdgroup barriers a column, no group barrier), then inverts it a column a lane (lane c
+// substitutes down column c of X alone: no barrier). Short loops instead of unrolled code.
+ML_FN int ml_lsb_potrf_sub_sh(ML_CTX ctx, ML_SHARED float *S, int ld, int t0, int tb,
+                              ML_SHARED float *sq, ML_SHARED float *xd) {
+  const int i = ctx.lane;
+  ML_SHARED float *B = S + t0 * ld + t0;  // B[r * ld + c]: the sub-block
+  const bool mine = i < tb;
+  for (int k = 0; k < tb; ++k) {
+    const float d = B[k * ld + k];
+    if (!(d > 0.0f)) return k + 1;  // the same on every lane
+    const float s = ml_sqrt(d), r = 1.0f / s;
+    float l = 0.0f;
+    if (mine && i > k) {
+      l = B[i * ld + k] * r;
+      B[i * ld + k] = l;
+    }
+    if (i == k) sq[t0 + k] = s;
+    ml_simd_barrier(ctx);
+    if (mine && i > k)
+      for (int j = k + 1; j <= i; ++j) B[i * ld + j] -= l * B[j * ld + k];
+    ml_simd_barrier(ctx);
+  }
+  // Column c of X = L^-1 by lane c: X(c, c) = 1 / L(c, c), X(q, c) = -(sum_{c <= j < q}
+  // L(q, j) X(j, c)) / L(q, q), X(q, c) at B[c * ld + q].
+  if (mine) xd[t0 + i] = 1.0f / sq[t0 + i];
+  ml_simd_barrier(ctx);
+  if (mine) {
+    const int c = i;
+    for (int q = c + 1; q < tb; ++q) {
+      ML_SHARED const float *Lq = B + q * ld;
+      float v = Lq[c] * xd[t0 + c];
+      for (int j = c + 1; j < q; ++j) v += Lq[j] * B[c * ld + j];
+      B[c * ld + q] = -v * xd[t0 + q];
+    }
+  }
+  return 0;
+}
+
+ML_FN void ml_step_ls_potrf_reg(ML_STEP_ARGS) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups || ctx.group_size < ML_LSB_REG_SUB) return;
+  const ml_i64 b = ctx.group_id;
+  ML_DEVICE float *st = ws + p.off[0] + b * p.stride[0];
+  if (st[1] != 0.0f || st[2] != 0.0f) return;  // the same on every lane
+  const int jb = p.n, k0 = p.i[0], ld = ml_shared_ld(jb), ldw = p.ld[1], ldy = p.ld[2];
+  const int lane = ctx.lane, gs = ctx.group_size;
+  ML_DEVICE float *D = ws + p.off[1] + b * p.stride[1] + (ml_i64)k0 * ldw + k0;
+  ML_DEVICE float *Y = ws + p.off[2] + b * p.stride[2];
+  ML_SHARED float *S = ctx.scratch;
+  ML_SHARED float *sq = S + jb * ld;
+  ML_SHARED float *xd = sq + jb;
+  ML_SHARED float *T = xd + jb;  // 32 x (jb + 1): L21 of a sub-block, a product of the inverse
+  ML_SHARED float *flag = T + ML_LSB_REG_SUB * (jb + 1);
+  for (int e = lane; e < jb * jb; e += gs) {
+    const int j = e / jb, i = e - j * jb;  // down W's columns
+    if (i >= j) S[i * ld + j] = D[(ml_i64)j * ldw + i];
+  }
+  ml_barrier(ctx);
+  for (int t0 = 0; t0 < jb; t0 += ML_LSB_REG_SUB) {
+    const int tb = ml_imin(ML_LSB_REG_SUB, jb - t0), r0 = t0 + tb, nr = jb - r0;
+    if (lane < ML_LSB_REG_SUB) {
+      const int status = (p.flags & ML_LSB_POTRF_SHARED)
+                             ? ml_lsb_potrf_sub_sh(ctx, S, ld, t0, tb, sq, xd)
+                             : ml_lsb_potrf_sub(ctx, S, ld, t0, tb, sq, xd);
+      if (lane == 0) flag[0] = (float)status;
+    }
+    ml_barrier(ctx);
+    const int status = (int)flag[0];
+    if (status != 0) {  // the same on every lane
+      if (lane == 0) st[2] = (float)(k0 + t0 + status);
+      return;
+    }
+    if (nr == 0) break;
+    // L21(r, c) = sum_{t0 <= j <= c} A21(r, j) X(c, j), into T (nr x 33).
+    for (int e = lane; e < nr * tb; e += gs) {
+      const int rr = e / tb, c = e - rr * tb;
+      ML_SHARED const float *Ar = S + (r0 + rr) * ld + t0;
+      float v = Ar[c] * xd[t0 + c];
+      for (int j = 0; j < c; ++j) v += Ar[j] * S[(t0 + j) * ld + t0 + c];
+      T[rr * (ML_LSB_REG_SUB + 1) + c] = v;
+    }
+    ml_barrier(ctx);
+    // L21 into S, and A22 -= L21 L21^T on A22's lower triangle (distinct entries of S).
+    for (int e = lane; e < nr * tb; e += gs) {
+      const int rr = e / tb, c = e - rr * tb;
+      S[(r0 + rr) * ld + t0 + c] = T[rr * (ML_LSB_REG_SUB + 1) + c];
+    }
+    for (int e = lane; e < nr * nr; e += gs) {
+      const int ii = e / nr, jj = e - ii * nr;
+      if (jj > ii) continue;
+      ML_SHARED const float *Ti = T + ii * (ML_LSB_REG_SUB + 1);
+      ML_SHARED const float *Tj = T + jj * (ML_LSB_REG_SUB + 1);
+      float v = 0.0f;
+      for (int c = 0; c < tb; ++c) v += Ti[c] * Tj[c];
+      S[(r0 + ii) * ld + r0 + jj] -= v;
+    }
+    ml_barrier(ctx);
+  }
+  // The inverse's blocks below its diagonal, by block rows i0: P(r, c) = sum_{c <= j < i0}
+  // L(r, j) X(j, c) for c < i0 into T (ld i0 + 1), then X(r, c) = -sum_{i0 <= j <= r} X(r, j)
+  // P(j, c) (X(r, c) at S[c * ld + r], X(j, j) at xd[j]).
+  for (int i0 = ML_LSB_REG_SUB; i0 < jb; i0 += ML_LSB_REG_SUB) {
+    const int ib = ml_imin(ML_LSB_REG_SUB, jb - i0), ldp = i0 + 1;
+    for (int e = lane; e < ib * i0; e += gs) {
+      const int rr = e / i0, c = e - rr * i0;
+      ML_SHARED const float *Lr = S + (i0 + rr) * ld;
+      float v = Lr[c] * xd[c];
+      for (int j = c + 1; j < i0; ++j) v += Lr[j] * S[c * ld + j];
+      T[rr * ldp + c] = v;
+    }
+    ml_barrier(ctx);
+    for (int e = lane; e < ib * i0; e += gs) {
+      const int rr = e / i0, c = e - rr * i0, r = i0 + rr;
+      float v = xd[r] * T[rr * ldp + c];
+      for (int j = i0; j < r; ++j) v += S[j * ld + r] * T[(j - i0) * ldp + c];
+      S[c * ld + r] = -v;
+    }
+    ml_barrier(ctx);
+  }
+  for (int e = lane; e < jb * jb; e += gs) {
+    const int j = e / jb, i = e - j * jb;
+    // L11 below the diagonal, L11^T above it (S's upper triangle holds the inverse now).
+    D[(ml_i64)j * ldw + i] = i > j ? S[i * ld + j] : i == j ? sq[i] : S[j * ld + i];
+    Y[(ml_i64)j * ldy + i] = i > j ? S[j * ld + i] : i == j ? xd[i] : 0.0f;
+  }
+}
+
 // ls_trtri: the inverses of op(T)'s diagonal blocks, all at once: T (operand 1, p.n x p.n,
 // ld[1]) with ls_trsm's flags (ML_LSB_T_LOWER / _UNIT / _TRANS: of op(T); only that triangle
 // read), blocks of nb = p.k rows from row 0 (the last one jb = p.n - q nb); block q's inverse

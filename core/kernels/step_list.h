@@ -72,7 +72,8 @@
   X(ls_getf2_r32, ml_step_ls_getf2_r32) \
   X(ls_laswp_blk, ml_step_ls_laswp_blk) \
   X(ls_potrf_inv, ml_step_ls_potrf_inv) \
-  X(ls_trtri, ml_step_ls_trtri)
+  X(ls_trtri, ml_step_ls_trtri)         \
+  X(ls_potrf_reg, ml_step_ls_potrf_reg)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

@@ -199,6 +199,20 @@ struct Options {
   // memory, shared_floats).
   int ls_gemm_form = 1;
   int ls_gemm_nb = 0;
+  // The GEMM-rich Cholesky's diagonal blocks by ls_potrf_reg (sub-blocks of 32 columns factored
+  // and inverted by one simdgroup, a few group barriers per sub-block: 1 in its registers, 2 in
+  // shared memory) instead of ls_potrf_inv (0: three group barriers per column); where the
+  // group has at least 32 lanes.
+  int ls_potrf_reg = 0;
+  // The GEMM-rich Cholesky in two levels: outer panels of ls_chol_outer columns (a multiple of
+  // the blocks' width), the rest of the matrix updated after each by products on stripes of
+  // that many columns from their diagonal down (about SYRK's flops instead of a full square's);
+  // 0: one level, every block column's update a product over the whole trailing square.
+  int ls_chol_outer = 0;
+  // With ls_chol_outer: after each outer panel the stripes past the next outer panel's columns
+  // go to the runner's side queue (Runner::side_begin), updated while the next outer panel is
+  // factored (its diagonal blocks one group a matrix); joined before the next stripes.
+  int ls_chol_lookahead = 0;
   // Divide and conquer: the secular equation's roots a simdgroup each (instead of a lane) in the
   // levels with at most this many merges over the chunk (0: never).
   int dc_secular_simd = 0;

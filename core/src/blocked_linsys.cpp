@@ -17,6 +17,9 @@
 // The GEMM-rich forms (Options::ls_gemm_form, the default; the forms above with 0) of the
 // Cholesky and the triangular solves replace the substitutions over panels and right-hand
 // sides by products with inverted diagonal blocks: run_cholesky_gemm and ls_trsm_gemm_rows.
+// The GEMM-rich Cholesky's diagonal blocks may go by sub-blocks in one simdgroup (ls_potrf_reg),
+// its updates in two levels (outer panels, then stripes of the rest from their diagonal down)
+// with the stripes past the next outer panel on the side queue (Options::ls_chol_*).
 #include "blocked_impl.h"
 
 namespace ml::blocked {
@@ -289,37 +292,92 @@ ml_status ls_tri_solve(const Chunk &ch, const Options &o, const LsLayout &L, int
 }
 
 // The GEMM-rich Cholesky, right-looking by blocks of L.nbg columns: the diagonal block factored
-// and inverted by one group (ls_potrf_inv: L11 below its diagonal, L11^T above it, L11^-1 at
-// L.dinv), the panel's transpose L21^T = L11^-1 A21^T into W's upper triangle (the block row
+// and inverted by one group (ls_potrf_inv, or ls_potrf_reg by sub-blocks in registers: L11
+// below its diagonal, L11^T above it, L11^-1 at L.dinv), the panel's transpose L21^T = L11^-1 A21^T into W's upper triangle (the block row
 // right of the diagonal block, which no later step touches), the trailing matrix A22 -= L21
 // L21^T (a full product as the former form's). The store reads L^T from W's upper triangle.
 ml_status run_cholesky_gemm(const Call &c, const Options &o, const Chunk &ch, const LsLayout &L) {
   const int n = L.n, nb = L.nbg;
   const bool upper = (c.flags & ML_LS_UPPER) != 0;
+  // The diagonal blocks by sub-blocks of 32 (ls_potrf_reg; METAL_LINALG_LS_POTRF_REG: 1 in
+  // registers, 2 in shared memory, 0 ls_potrf_inv) where a group holds a whole simdgroup.
+  const int potrf_form = env_or("METAL_LINALG_LS_POTRF_REG", o.ls_potrf_reg);
+  const bool potrf_reg = potrf_form != 0 && ls_lanes(o) >= 32;
   ml_status st;
   if ((st = ls_init(ch, o, L)) ||
       (st = ls_copy(ch, o, L, false, L.w, n, n, n, (upper ? ML_LSB_STRAIGHT : 0) | ML_LSB_LOWER,
                     n, n, 0)))
     return st;
-  for (int k = 0; k < n; k += nb) {
-    const int jb = std::min(nb, n - k), r = n - k - jb;
-    ml_step_params p = ls_params(L);
-    p.n = jb;
-    p.off[1] = L.w;
-    p.ld[1] = n;
-    p.off[2] = L.dinv;
-    p.ld[2] = nb;
-    p.i[0] = k;
-    if ((st = ch.launch(kStep_ls_potrf_inv, ch.batch, ls_lanes(o),
-                        ml_lsb_potrf_inv_shared_floats(jb), p)))
-      return st;
-    if (r == 0) break;
-    const int64_t d = L.w + int64_t{k} * n + k, u12 = L.w + int64_t{k + jb} * n + k;
-    if ((st = gemm(ch, o, ML_GEMM_TRANS_B, jb, r, jb, 1.0f, L.dinv, nb, d + jb, n, 0.0f, u12,
-                   n)) ||
-        (st = gemm(ch, o, ML_GEMM_TRANS_A, r, r, jb, -1.0f, u12, n, u12, n, 1.0f, u12 + jb, n)))
-      return st;
+  // Two levels (METAL_LINALG_LS_CHOL_OUTER, Options::ls_chol_outer: outer panels of that many
+  // columns, 0 one level): inside an outer panel each block column updates only the outer
+  // panel's columns right of it; after the outer panel the rest of the matrix is updated by
+  // products of the outer panel's width on stripes of columns, each from its diagonal down,
+  // so the products touch about the lower triangle instead of the whole square.
+  const int ov = env_or("METAL_LINALG_LS_CHOL_OUTER", o.ls_chol_outer);
+  const int nbo = ov > 0 ? std::max(nb, ov / nb * nb) : n;
+  // Lookahead (METAL_LINALG_LS_CHOL_LOOKAHEAD, Options::ls_chol_lookahead; two levels only).
+  const bool lookahead =
+      ov > 0 && env_or("METAL_LINALG_LS_CHOL_LOOKAHEAD", o.ls_chol_lookahead) != 0;
+  bool pending = false;  // side stripes in flight
+  auto join = [&]() -> ml_status {
+    if (!pending) return ML_OK;
+    pending = false;
+    return ch.r.join();
+  };
+  for (int k0 = 0; k0 < n; k0 += nbo) {
+    const int end = std::min(n, k0 + nbo);
+    for (int k = k0; k < end; k += nb) {
+      const int jb = std::min(nb, end - k), r = n - k - jb, cols = end - k - jb;
+      ml_step_params p = ls_params(L);
+      p.n = jb;
+      p.off[1] = L.w;
+      p.ld[1] = n;
+      p.off[2] = L.dinv;
+      p.ld[2] = nb;
+      p.i[0] = k;
+      p.flags = potrf_form == 2 ? ML_LSB_POTRF_SHARED : 0;
+      const bool reg = potrf_reg && ml_lsb_potrf_reg_shared_floats(jb) <= o.shared_floats;
+      if ((st = reg ? ch.launch(kStep_ls_potrf_reg, ch.batch, ls_lanes(o),
+                                ml_lsb_potrf_reg_shared_floats(jb), p)
+                    : ch.launch(kStep_ls_potrf_inv, ch.batch, ls_lanes(o),
+                                ml_lsb_potrf_inv_shared_floats(jb), p)))
+        return st;
+      if (r == 0) break;
+      const int64_t d = L.w + int64_t{k} * n + k, u12 = L.w + int64_t{k + jb} * n + k;
+      if ((st = gemm(ch, o, ML_GEMM_TRANS_B, jb, r, jb, 1.0f, L.dinv, nb, d + jb, n, 0.0f, u12,
+                     n)))
+        return st;
+      if (cols > 0 &&
+          (st = gemm(ch, o, ML_GEMM_TRANS_A, r, cols, jb, -1.0f, u12, n, u12, n, 1.0f, u12 + jb,
+                     n)))
+        return st;
+    }
+    // The rest, columns [end, n), by stripes of nbo columns: W(end + s.., end + s..) -=
+    // L(end + s.., k0..end) L(end + s..end + s + w, k0..end)^T, L^T read from W's upper part.
+    // With lookahead the stripes past the next outer panel go to the side queue: the next outer
+    // panel reads and writes only its own columns and its block rows of W's upper part, none of
+    // the side's entries; joined before the next stripes (which update the same entries).
+    if ((st = join())) return st;
+    const int r2 = n - end;
+    for (int s0 = 0; s0 < r2; s0 += nbo) {
+      const int w = std::min(nbo, r2 - s0);
+      const int64_t u = L.w + int64_t{end + s0} * n + k0;
+      const int64_t cc = L.w + int64_t{end + s0} * n + end + s0;
+      if (s0 == nbo && lookahead) {
+        if ((st = ch.r.side_begin())) return st;
+        pending = true;
+      }
+      if ((st = gemm(ch, o, ML_GEMM_TRANS_A, r2 - s0, w, end - k0, -1.0f, u, n, u, n, 1.0f, cc,
+                     n)))
+        break;
+    }
+    if (pending) {
+      const ml_status f = ch.r.side_end();
+      st = st ? st : f;
+    }
+    if (st) return st;
   }
+  if ((st = join())) return st;
   // W's upper triangle is L^T = U: stored as it lies for the upper form, transposed for L.
   const int io = (upper ? 0 : ML_LSB_STRAIGHT) | ML_LSB_UPPER | ML_LSB_NAN_INFO;
   if ((st = ls_copy(ch, o, L, true, L.w, n, n, n, io, n, n, 0))) return st;

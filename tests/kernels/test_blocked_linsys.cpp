@@ -17,6 +17,9 @@
 // (Options::ls_gemm_form: 0 the diagonal blocks' substitutions, 1 the GEMM-rich forms with
 // inverted diagonal blocks and recursive block substitution), also with the GEMM-rich blocks
 // wider or narrower than ls_nb (ls_gemm_nb), and each suite prints the worst ratio of each form.
+// The GEMM-rich Cholesky also runs with its diagonal blocks by sub-blocks in one simdgroup
+// (ls_potrf_reg 1 registers, 2 shared memory) and in two levels (ls_chol_outer, with and without
+// ls_chol_lookahead: the runner holds the side queue back until the join).
 // Suites: cholesky, lu, solve, inv, triangular. Usage: test_blocked_linsys <suite>
 #include <cmath>
 #include <cstdio>
@@ -138,7 +141,43 @@ void suite_cholesky(kt::Report &rep) {
       o.ls_gemm_nb = gnb;
       run_batch(rep, {ML_OP_CHOLESKY, 100, 100, 1, flags}, bt, o, "gemm_nb");
     }
+    // The diagonal blocks in registers (ls_potrf_reg): sub-blocks of 32 and a narrower last
+    // one (blocks of 64 and 36, 40 and 20, 100), one simdgroup a group and two.
+    // Both forms: in registers (1) and in shared memory (2).
+    for (int form : {1, 2})
+      for (int gnb : {64, 40, 100}) {
+        ml::blocked::Options o = options(8, 100, 1);
+        o.ls_gemm_nb = gnb;
+        o.ls_potrf_reg = form;
+        if (gnb == 40) o.max_group = 64;
+        run_batch(rep, {ML_OP_CHOLESKY, 100, 100, 1, flags}, bt, o,
+                  form == 1 ? "potrf_reg" : "potrf_reg shared");
+      }
+    // Two levels (ls_chol_outer): outer panels of 3 blocks (the last one narrower) and of 2
+    // register blocks, the rest by stripes (the last one narrower); with lookahead (the
+    // runner holds the side queue's stripes back until the join: a next outer panel reading
+    // what they write fails), outer panels of 2 and 3 blocks.
+    for (int outer : {24, 80, 16, -24}) {
+      ml::blocked::Options o = options(8, 100, 1);
+      o.ls_chol_outer = outer < 0 ? -outer : outer;
+      o.ls_chol_lookahead = outer == 16 || outer < 0;
+      if (outer == 80) {
+        o.ls_gemm_nb = 40;
+        o.ls_potrf_reg = flags ? 2 : 1;
+      }
+      run_batch(rep, {ML_OP_CHOLESKY, 100, 100, 1, flags}, bt, o,
+                o.ls_chol_lookahead ? "outer lookahead" : "outer");
+    }
   }
+  for (int form : {1, 2})
+    run_batch(rep, {ML_OP_CHOLESKY, 21, 21, 1, 0}, lsk::spd_batch(21, 0, rng),
+              [&] {
+                ml::blocked::Options o = options(8, 21, 1);
+                o.ls_gemm_nb = 16;
+                o.ls_potrf_reg = form;
+                return o;
+              }(),
+              form == 1 ? "potrf_reg" : "potrf_reg shared");
   print_forms();
 }
 
