@@ -220,6 +220,10 @@ const blocked::Options &blocked_options() {
     // 50.6 -> 48.9; 256 x8 unchanged; batches past 64 not measured).
     x.trd_res_max_batch = 64;
     x.trd_res_lanes = 512;
+    // At least 8 columns a group (H200, benchmarks/results/nvidia-h200-trd-res-wide/groups.md,
+    // groups in all 132 -> 32 at batch 1: eigh 256 x1 1.98 -> 1.84 ms, 512 x1 3.92 -> 3.66; 64
+    // at 1024 x1 8.26 -> 8.03; 2048 and 4096 slower with fewer groups, untouched by this bound).
+    x.trd_res_min_cols = 8;
     // Its hand-offs as tagged words (sytrd_resident.h).
     x.trd_res_tagged = 1;
     // eigh's back-transformation in blocks of 64 reflectors, their T in one launch (H200,

@@ -87,6 +87,9 @@ struct Options {
   int trd_res_groups = 0;
   int trd_res_max_batch = 0;
   int trd_res_lanes = 1024;
+  // At most n / trd_res_min_cols groups a matrix (fewer, fuller groups for small n; 1: one
+  // column a group at the least).
+  int trd_res_min_cols = 1;
   // trd_res's hand-offs as tagged words (sytrd_resident.h; backends whose dialect has them,
   // ML_HAS_TAGGED) instead of flags and fences.
   int trd_res_tagged = 0;

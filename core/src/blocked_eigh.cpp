@@ -130,8 +130,10 @@ ResPlan res_plan(const Options &o, int64_t batch, int n, int nb) {
   if (groups <= 0 || max_batch <= 0 || batch > max_batch || n < 2) return rp;
   const int lanes = env_or("METAL_LINALG_TRD_RES_LANES", o.trd_res_lanes);
   const int gs = std::max(32, std::min({lanes, o.max_group, ML_RES_MAX_LANES})) / 32 * 32;
-  // Every group takes part in every column's exchanges: at most one group per column.
-  const int g = static_cast<int>(std::min<int64_t>(groups / batch, n));
+  // Every group takes part in every column's exchanges: at most one group per column, and
+  // (trd_res_min_cols) no fewer than that many columns a group at the start.
+  const int per = std::max(1, env_or("METAL_LINALG_TRD_RES_MIN_COLS", o.trd_res_min_cols));
+  const int g = static_cast<int>(std::min<int64_t>(groups / batch, std::max(1, n / per)));
   if (g < 1) return rp;
   for (int k0 = 0; k0 < n; k0 += nb) {
     const int r = n - k0, nc = (r + g - 1) / g;

@@ -259,6 +259,10 @@ int suite_sytrd() {
   res.trd_res_lanes = 32;
   for (int n : {2, 3, 17, 67}) sytrd_case(rep, worst, n, n % 2 ? ML_K_LOWER : ML_K_UPPER, res,
                                           rng, false);
+  // At least 8 columns a group: two groups a matrix at n = 17, four of the five at n = 67.
+  ml::blocked::Options res_min = res;
+  res_min.trd_res_min_cols = 8;
+  for (int n : {17, 67}) sytrd_case(rep, worst, n, ML_K_LOWER, res_min, rng, false);
   ml::blocked::Options res_mixed = res;
   res_mixed.shared_floats = 800;
   sytrd_case(rep, worst, 67, ML_K_LOWER, res_mixed, rng, false, false, 24);
