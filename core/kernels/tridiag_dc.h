@@ -295,14 +295,7 @@ ML_FN void ml_step_dc_deflate(ML_STEP_ARGS) {
     perm[r] = (float)t;
   }
   ml_barrier_device(ctx);
-  if (ctx.lane != 0) return;
   const float rho = 2.0f * ml_fabs(beta);
-  float dmax = 0.0f, zmax = 0.0f;
-  for (int t = 0; t < len; ++t) {
-    dmax = ml_fmax(dmax, ml_fabs(D[t]));
-    zmax = ml_fmax(zmax, ml_fabs(zw[t]));
-  }
-  const float tol = 8.0f * ML_FLT_EPS * ml_fmax(dmax, zmax);
   ML_DEVICE float *dk = sc + ml_dc_arr(n, ML_DC_DK) + lo;
   ML_DEVICE float *zk = sc + ml_dc_arr(n, ML_DC_ZK) + lo;
   ML_DEVICE float *src = sc + ml_dc_arr(n, ML_DC_SRC) + lo;
@@ -312,67 +305,120 @@ ML_FN void ml_step_dc_deflate(ML_STEP_ARGS) {
   ML_DEVICE float *r1 = sc + ml_dc_arr(n, ML_DC_R1) + lo;
   ML_DEVICE float *rc = sc + ml_dc_arr(n, ML_DC_RC) + lo;
   ML_DEVICE float *rs = sc + ml_dc_arr(n, ML_DC_RS) + lo;
+  // Lane 0's scan in value order (LAPACK's slaed2): a value with a tiny rho |z| is deflated;
+  // a pair whose rotation zeroing the earlier one's z moves the matrix by at most tol is
+  // rotated and the earlier one deflated; the rest are the poles dk, zk (normalised after),
+  // their rows src. The deflated values come in value order except for the rotated ones (moved
+  // by ~tol): an insertion sort does little work. PERM, DD, Z: the order and the merged values
+  // and z; V, VS: the deflated values and their rows.
+#define ML_DC_DEFLATE_SCAN(PERM, DD, Z, V, VS)                 \
+  for (int k = 0; k < len; ++k) {                               \
+    const int t = (int)PERM[k];                                 \
+    float dt = DD[t], zt = Z[t];                                \
+    if (rho * ml_fabs(zt) <= tol) {                             \
+      V[nd] = dt;                                               \
+      VS[nd++] = (float)t;                                      \
+      continue;                                                 \
+    }                                                           \
+    if (pj >= 0) {                                              \
+      const float tau = ml_hypot(zt, zp);                       \
+      const float c = zt / tau, sn = -zp / tau;                 \
+      if (ml_fabs((dt - dp) * c * sn) <= tol) {                 \
+        const float tp = dp * c * c + dt * sn * sn;             \
+        dt = dp * sn * sn + dt * c * c;                         \
+        zt = tau;                                               \
+        V[nd] = tp;                                             \
+        VS[nd++] = (float)pj;                                   \
+        r0[nrot] = (float)pj;                                   \
+        r1[nrot] = (float)t;                                    \
+        rc[nrot] = c;                                           \
+        rs[nrot++] = sn;                                        \
+      } else {                                                  \
+        dk[K] = dp;                                             \
+        zk[K] = zp;                                             \
+        zz += zp * zp;                                          \
+        src[K++] = (float)pj;                                   \
+      }                                                         \
+    }                                                           \
+    pj = t;                                                     \
+    dp = dt;                                                    \
+    zp = zt;                                                    \
+  }                                                             \
+  if (pj >= 0) {                                                \
+    dk[K] = dp;                                                 \
+    zk[K] = zp;                                                 \
+    zz += zp * zp;                                              \
+    src[K++] = (float)pj;                                       \
+  }                                                             \
+  for (int q = 1; q < nd; ++q) {                                \
+    const float v = V[q], sv = VS[q];                           \
+    int u = q;                                                  \
+    while (u > 0 && V[u - 1] > v) {                             \
+      V[u] = V[u - 1];                                          \
+      VS[u] = VS[u - 1];                                        \
+      --u;                                                      \
+    }                                                           \
+    V[u] = v;                                                   \
+    VS[u] = sv;                                                 \
+  }
   int K = 0, nd = 0, nrot = 0, pj = -1;
   float dp = 0.0f, zp = 0.0f;  // the pending candidate pj's value and z
-  for (int k = 0; k < len; ++k) {
-    const int t = (int)perm[k];
-    float dt = D[t], zt = zw[t];
-    if (rho * ml_fabs(zt) <= tol) {
-      dv[nd] = dt;
-      dsrc[nd++] = (float)t;
-      continue;
+  float zz = 0.0f;             // the squared norm of the poles' z
+  if (p.i[2] != 0) {
+    // Staged (the host gave 5 len + 2 ML_RED_FLOATS + 4 shared floats): the merge's values, z
+    // and order in shared memory, so that the scan's dependent reads are shared ones, the
+    // maxima over all lanes, the deflated values sorted in shared memory and copied out by all.
+    ML_SHARED float *sD = ctx.scratch, *sZ = sD + len, *sP = sZ + len, *sV = sP + len;
+    ML_SHARED float *sS = sV + len, *red = sS + len, *cnt = red + 2 * ML_RED_FLOATS;
+    float dm = 0.0f, zm = 0.0f;
+    for (int t = ctx.lane; t < len; t += ctx.group_size) {
+      const float d = D[t], z = zw[t];
+      sD[t] = d;
+      sZ[t] = z;
+      sP[t] = perm[t];
+      dm = ml_fmax(dm, ml_fabs(d));
+      zm = ml_fmax(zm, ml_fabs(z));
     }
-    if (pj >= 0) {
-      // Rotate the pair (pj, t) so that pj's z vanishes; deflate pj when the rotation moves
-      // the matrix by at most tol.
-      const float tau = ml_hypot(zt, zp);
-      const float c = zt / tau, sn = -zp / tau;
-      if (ml_fabs((dt - dp) * c * sn) <= tol) {
-        const float tp = dp * c * c + dt * sn * sn;
-        dt = dp * sn * sn + dt * c * c;
-        zt = tau;
-        dv[nd] = tp;
-        dsrc[nd++] = (float)pj;
-        r0[nrot] = (float)pj;
-        r1[nrot] = (float)t;
-        rc[nrot] = c;
-        rs[nrot++] = sn;
-      } else {
-        dk[K] = dp;
-        zk[K] = zp;
-        src[K++] = (float)pj;
-      }
+    dm = ml_group_max(ctx, dm, red);
+    zm = ml_group_max(ctx, zm, red + ML_RED_FLOATS);
+    const float tol = 8.0f * ML_FLT_EPS * ml_fmax(dm, zm);
+    if (ctx.lane == 0) {
+      ML_DC_DEFLATE_SCAN(sP, sD, sZ, sV, sS)
+      cnt[0] = (float)K;
+      cnt[1] = (float)nd;
+      cnt[2] = (float)nrot;
+      cnt[3] = zz;
     }
-    pj = t;
-    dp = dt;
-    zp = zt;
-  }
-  if (pj >= 0) {
-    dk[K] = dp;
-    zk[K] = zp;
-    src[K++] = (float)pj;
-  }
-  // The deflated values come in value order except for the rotated ones (moved by ~tol):
-  // an insertion sort does little work.
-  for (int q = 1; q < nd; ++q) {
-    const float v = dv[q], sv = dsrc[q];
-    int u = q;
-    while (u > 0 && dv[u - 1] > v) {
-      dv[u] = dv[u - 1];
-      dsrc[u] = dsrc[u - 1];
-      --u;
+    ml_barrier_device(ctx);
+    K = (int)cnt[0];
+    nd = (int)cnt[1];
+    nrot = (int)cnt[2];
+    zz = cnt[3];
+    for (int q = ctx.lane; q < nd; q += ctx.group_size) {
+      dv[q] = sV[q];
+      dsrc[q] = sS[q];
     }
-    dv[u] = v;
-    dsrc[u] = sv;
+  } else {
+    if (ctx.lane != 0) return;
+    float dmax = 0.0f, zmax = 0.0f;
+    for (int t = 0; t < len; ++t) {
+      dmax = ml_fmax(dmax, ml_fabs(D[t]));
+      zmax = ml_fmax(zmax, ml_fabs(zw[t]));
+    }
+    const float tol = 8.0f * ML_FLT_EPS * ml_fmax(dmax, zmax);
+    ML_DC_DEFLATE_SCAN(perm, D, zw, dv, dsrc)
   }
+#undef ML_DC_DEFLATE_SCAN
   // z of the undeflated poles normalised (rho takes the norm): the secular bound is rho.
-  float zz = 0.0f;
-  for (int q = 0; q < K; ++q) zz += zk[q] * zk[q];
+  // (Staged: all lanes, after the device barrier above; else lane 0 alone.)
   const float zn = zz > 0.0f ? ml_sqrt(zz) : 1.0f;
-  for (int q = 0; q < K; ++q) zk[q] /= zn;
-  sc[ml_dc_arr(n, ML_DC_K) + lo] = (float)K;
-  sc[ml_dc_arr(n, ML_DC_NROT) + lo] = (float)nrot;
-  sc[ml_dc_arr(n, ML_DC_RHO) + lo] = rho * zz;
+  const int q0 = p.i[2] != 0 ? ctx.lane : 0, qs = p.i[2] != 0 ? ctx.group_size : 1;
+  for (int q = q0; q < K; q += qs) zk[q] /= zn;
+  if (ctx.lane == 0) {
+    sc[ml_dc_arr(n, ML_DC_K) + lo] = (float)K;
+    sc[ml_dc_arr(n, ML_DC_NROT) + lo] = (float)nrot;
+    sc[ml_dc_arr(n, ML_DC_RHO) + lo] = rho * zz;
+  }
 }
 
 // The merge and lane index of a lane-per-entry step (groups batch x merges x ceil(s / gs)).

@@ -35,7 +35,14 @@ ml_status tridiag_eig_dc(const Chunk &ch, const Options &o, int n, int il, int c
     q.i[1] = cur;
     q.off[0] = scratch;
     const int64_t per = (s + lanes - 1) / lanes;
-    if ((st = ch.launch(kStep_dc_deflate, ch.batch * merges, lanes, 0, q))) return st;
+    // The deflation's scan over shared memory where the merge's arrays fit (i[2] = 1).
+    const int64_t dsh = 5 * int64_t{s} + 2 * ML_RED_FLOATS + 4;
+    const bool staged = dsh <= o.shared_floats && env_or("METAL_LINALG_DC_DEFLATE_SHARED", 1) != 0;
+    ml_step_params qd = q;
+    qd.i[2] = staged ? 1 : 0;
+    if ((st = ch.launch(kStep_dc_deflate, ch.batch * merges, lanes,
+                        staged ? static_cast<int>(dsh) : 0, qd)))
+      return st;
     // The secular roots a simdgroup each where the merges are few (their pole sums then
     // spread over 32 lanes instead of one lane's serial loop).
     ml_step_params qs = q;

@@ -550,6 +550,15 @@ int suite_dc() {
     oj7.dc_leaf_jacobi = 1;
     run_case(rep, w, f, 0, 70, true, oj7, "dc");
   }
+  // The deflation's scan staged in shared memory where a merge's arrays fit (the default here)
+  // and in device memory where they do not: a budget that stages the merges of 64 rows only.
+  {
+    ml::blocked::Options small = o;
+    small.shared_floats = 5 * 64 + 2 * ML_RED_FLOATS + 4;
+    auto f = families(rng, 300);
+    f.push_back(ata(rng, 300));
+    run_case(rep, w, f, 0, 300, true, small, "dc");
+  }
   // Single matrices (the full merges of a level as one batch of products).
   run_case(rep, w, {random_tri(rng, 300)}, 0, 300, true, o, "dc");
   run_case(rep, w, {ata(rng, 256)}, 0, 256, true, o, "dc");
