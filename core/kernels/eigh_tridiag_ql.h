@@ -588,21 +588,33 @@ ML_FN void ml_eigvalsh_tridiag_bisect(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const f
   if (info && lane == 0) info[g] = ml_eigh_info(iters, 0);
 }
 
-// Inverse-iteration solves per eigenvector (after one LDL^T factorisation per eigenvalue).
+// Inverse-iteration solves per eigenvector (after one LDL^T factorisation per eigenvalue):
+// values alone in their cluster, members of a cluster of two or more.
 #define ML_EIGH_INVIT_ITERS 3
+#define ML_EIGH_INVIT_CLUSTER_ITERS 4
+
+// z / ||z||_2 (a zero z stays zero).
+ML_FN void ml_invit_normalise(ML_SHARED float *z, int n) {
+  const float nrm = ml_sqrt(ml_dot(z, z, n));
+  const float sc = nrm > 0.0f ? 1.0f / nrm : 0.0f;
+  for (int i = 0; i < n; ++i) z[i] *= sc;
+}
 
 // w: n eigenvalues ascending; v: n x n, eigenvector j in column j. Eigenvalues as
 // ml_eigvalsh_tridiag_bisect (bitwise the same at the same group size); eigenvectors of the
 // tridiagonal T by inverse iteration, lane j for eigenvalue j, then back-transformed by the
 // Householder reflectors, each lane its own vectors: no serial chase and no per-rotation or
 // per-reflector barriers. Inverse iteration as LAPACK's sstein: eigenvalues closer than
-// max(1e-3, 0.1 / n) g (g as in bisect.h) form a cluster; within one, a value closer than 10 eps |x| to the
-// previous one is moved to that distance, and vector j is orthogonalised against the cluster's
-// earlier vectors after every solve (twice, modified Gram-Schmidt), so a cluster's vectors are
-// computed in rounds (one barrier each; most spectra have clusters of 1 or 2). Each vector:
+// max(1e-3, 0.1 / n) g (g as in bisect.h) form a cluster; within one, a value closer than
+// 10 eps |x| to the previous one is moved to that distance, and after every solve the
+// vectors of a cluster are orthonormalised in order (each projected off the earlier members,
+// modified Gram-Schmidt; twice in the last iteration and once more after it), all vectors iterating
+// at once (a barrier per member of the longest cluster and iteration; the A^T A of a random
+// square A has clusters of tens of members at the small end of its spectrum). Each vector:
 // one LDL^T factorisation of T - x I without pivoting (pivots kept at least eps g from zero;
-// the factorisation is the tridiagonal Sturm recurrence, stable in the same sense), a
-// hashed start vector, ML_EIGH_INVIT_ITERS solves. Diagonal T: unit vectors.
+// the factorisation is the tridiagonal Sturm recurrence, stable in the same sense), a hashed
+// start vector, ML_EIGH_INVIT_ITERS solves (ML_EIGH_INVIT_CLUSTER_ITERS in clusters of two
+// or more). Diagonal T: unit vectors.
 // Scratch: ml_eigh_tridiag_bisect_scratch_floats (n <= 137 on sm_90, 50 on Metal). Info and
 // cap as ml_eigvalsh_tridiag_bisect (v NaN too at the cap).
 ML_FN void ml_eigh_tridiag_bisect(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
@@ -658,18 +670,24 @@ ML_FN void ml_eigh_tridiag_bisect(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float
   ml_barrier(ctx);
   const int rounds = (int)red[32];
 
-  // Vectors of T: member r of every cluster in round r.
+  // Vectors of T, all at once (a lane each): every iteration solves every vector, then
+  // orthonormalises each cluster's members in order (member r projected off members 0..r-1,
+  // then normalised), step s handling member s + 1 of every cluster, one barrier per step:
+  // rounds - 1 steps of O(n / simdgroup width) per member instead of a serial chain of whole
+  // inverse iterations per member. A member's solves then start from vectors projected off
+  // earlier members that have not converged yet, so clusters take
+  // ML_EIGH_INVIT_CLUSTER_ITERS iterations (values alone in their cluster
+  // ML_EIGH_INVIT_ITERS); the projections are single in the first ones, twice in the last.
   const float pfloor = ml_fmax(ML_FLT_EPS * gnorm, ML_FLT_MIN);
-  for (int r = 0; r < rounds; ++r) {
+  if (diagonal) {
     for (int j = lane; j < n; j += gs) {
-      const int c0 = (int)cl[j];
-      if (j - c0 != r) continue;
       ML_SHARED float *z = Z + j * ld;
-      if (diagonal) {
-        const int src = (int)perm[j];
-        for (int i = 0; i < n; ++i) z[i] = i == src ? 1.0f : 0.0f;
-        continue;
-      }
+      const int src = (int)perm[j];
+      for (int i = 0; i < n; ++i) z[i] = i == src ? 1.0f : 0.0f;
+    }
+  } else {
+    for (int j = lane; j < n; j += gs) {
+      ML_SHARED float *z = Z + j * ld;
       ML_SHARED float *dinv = W + j * ld;
       const float x = ws[j];
       float rinv = 0.0f;  // 1 / previous pivot
@@ -681,7 +699,20 @@ ML_FN void ml_eigh_tridiag_bisect(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float
         dinv[i] = rinv;
       }
       for (int i = 0; i < n; ++i) z[i] = ml_invit_start(j, i);
-      for (int it = 0; it < ML_EIGH_INVIT_ITERS; ++it) {
+    }
+    const int its = rounds > 1 ? ML_EIGH_INVIT_CLUSTER_ITERS : ML_EIGH_INVIT_ITERS;
+    // One more orthonormalisation without a solve after the last iteration: Gram-Schmidt
+    // applied twice over the whole cluster (a member's later projections and its
+    // normalisation can bring back components along earlier members when much of it
+    // cancels).
+    for (int it = 0; it <= its; ++it) {
+      if (it == its && rounds <= 1) break;
+      for (int j = lane; j < n && it < its; j += gs) {
+        const int c0 = (int)cl[j];
+        const int alone = c0 == j && (j + 1 == n || (int)cl[j + 1] == j + 1);
+        if (alone && it >= ML_EIGH_INVIT_ITERS) continue;
+        ML_SHARED float *z = Z + j * ld;
+        ML_SHARED const float *dinv = W + j * ld;
         // (L D L^T) z_new = z: forward with L, then D^-1, then back with L^T.
         float y = z[0];
         for (int i = 1; i < n; ++i) {
@@ -702,18 +733,38 @@ ML_FN void ml_eigh_tridiag_bisect(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float
           const float sc = 1.0f / amax;
           for (int i = 0; i < n; ++i) z[i] *= sc;
         }
-        for (int pass = 0; pass < 2; ++pass)
-          for (int k = c0; k < j; ++k) {
-            ML_SHARED const float *zk = Z + k * ld;
-            const float dk = ml_dot(z, zk, n);
-            for (int i = 0; i < n; ++i) z[i] -= dk * zk[i];
+        if (j == c0) ml_invit_normalise(z, n);  // member 0: nothing to project off
+      }
+      if (rounds > 1) {
+        // Each simdgroup takes members j = its id, + simdgroups, ... (a cluster's consecutive
+        // members go to different simdgroups), its lanes splitting the entries of a product.
+        ml_barrier(ctx);
+        const int sl = ml_simd_lane(ctx), sw = ml_simd_width(ctx);
+        const int sid = ml_simd_id(ctx), nsg = ml_simd_count(ctx);
+        for (int s = 0; s + 1 < rounds; ++s) {
+          for (int j = sid; j < n; j += nsg) {
+            const int c0 = (int)cl[j], r = j - c0;
+            if (r <= s) continue;
+            ML_SHARED float *z = Z + j * ld;
+            ML_SHARED const float *zq = Z + (c0 + s) * ld;
+            for (int pass = it + 1 < its ? 1 : 0; pass < 2; ++pass) {
+              float part = 0.0f;
+              for (int i = sl; i < n; i += sw) part += z[i] * zq[i];
+              const float dq = ml_simd_sum(ctx, part);
+              for (int i = sl; i < n; i += sw) z[i] -= dq * zq[i];
+            }
+            if (r == s + 1) {
+              float part = 0.0f;
+              for (int i = sl; i < n; i += sw) part += z[i] * z[i];
+              const float nrm = ml_sqrt(ml_simd_sum(ctx, part));
+              const float sc = nrm > 0.0f ? 1.0f / nrm : 0.0f;
+              for (int i = sl; i < n; i += sw) z[i] *= sc;
+            }
           }
-        const float nrm = ml_sqrt(ml_dot(z, z, n));
-        const float sc = nrm > 0.0f ? 1.0f / nrm : 0.0f;
-        for (int i = 0; i < n; ++i) z[i] *= sc;
+          ml_barrier(ctx);
+        }
       }
     }
-    ml_barrier(ctx);
   }
 
   // Back-transformation v_j = H_0 (H_1 (... (H_{n-3} z_j))), each lane its own rows; the

@@ -29,7 +29,7 @@ int sections(int64_t values, int gs) {
 }
 
 // Order from which eigenvectors come from divide and conquer (docs/routing.md).
-constexpr int kTridiagDcMinN = 256;
+constexpr int kTridiagDcMinN = 128;
 
 }  // namespace
 

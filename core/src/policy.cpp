@@ -31,7 +31,9 @@ const char *const kFieldNames[kFieldCount] = {"cpu_kernel_max_n",  "gpu_min_batc
                                               "gpu_small_max_n",   "gpu_simd_max_n",
                                               "gpu_global_max_n",  "gpu_global_min_batch",
                                               "gpu_blocked_min_n", "gpu_simd_min_n",
-                                              "cpu_small_max_n",   "gpu_blocked_max_batch"};
+                                              "cpu_small_max_n",   "gpu_blocked_max_batch",
+                                              "gpu_alt_min_n",     "gpu_alt_max_n",
+                                              "gpu_alt_max_batch"};
 
 // The linear systems' CPU kernels across SIMD lanes (cpu/cpu_linsys_lanes.cpp): up to n = 32 by
 // default and at most (measured against LAPACK on a 2-core x86-64 machine: docs/routing.md).
@@ -107,6 +109,11 @@ int64_t default_value(int32_t op, int field) {
     // ... at any batch where gpu_blocked_min_n takes them inside the window.
     case kGpuBlockedMaxBatch: return kUnboundedBatch;
     case kGpuSimdMinN: return 0;
+    // The alternative group kernels (eigh_tridiag_bisect, eigvalsh_tridiag_ql,
+    // svdvals_bidiag_qr): never until measured.
+    case kGpuAltMinN: return 0;
+    case kGpuAltMaxN: return 0;
+    case kGpuAltMaxBatch: return kUnboundedBatch;
     default: return 0;
   }
 }

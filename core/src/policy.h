@@ -30,7 +30,10 @@ enum Field : int {
                            // instead of the group kernels when max(m,n) <= this (where they fit)
   kGpuBlockedMaxBatch = 13,  // with kGpuBlockedMinN: inside the shared window the blocked
                              // algorithm only for batch <= this (beyond it: any batch)
-  kFieldCount = 14
+  kGpuAltMinN = 14,  // GPU group kernels: for kGpuAltMinN <= max(m,n) <= kGpuAltMaxN the op's
+  kGpuAltMaxN = 15,  // next GROUP line that covers the shape instead of its first (0 = never)
+  kGpuAltMaxBatch = 16,  // ... at batch <= this
+  kFieldCount = 17
 };
 
 // kGpuBlockedMaxBatch's default: no bound on the batch.

@@ -62,6 +62,23 @@ bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget,
   };
   int count = 0;
   const KernelInfo *table = kernel_table(&count);
+  // In the window gpu_alt_min_n..gpu_alt_max_n, up to the batch gpu_alt_max_batch, the first
+  // GROUP line that covers the shape is passed over for the next one that does (an op's
+  // alternative algorithm, listed after its default line: eigh_tridiag_bisect after
+  // eigh_tridiag_ql); without one, the first is taken.
+  const bool alt = big >= pol.value[policy::kGpuAltMinN] &&
+                   big <= pol.value[policy::kGpuAltMaxN] &&
+                   c.batch <= pol.value[policy::kGpuAltMaxBatch];
+  int passed = -1;
+  auto take_group = [&](int i) {
+    out->kernel = i;
+    out->kernel_flags = kf;
+    out->launch = big <= pol.value[policy::kGpuLaneMaxN] &&
+                          c.batch >= pol.value[policy::kGpuLaneMinBatch]
+                      ? Launch::kLane
+                      : Launch::kBlock;
+    return true;
+  };
   for (int i = 0; i < count; ++i) {
     const KernelInfo &k = table[i];
     if (k.op != c.op || (has_kernel && !has_kernel(i))) continue;
@@ -74,19 +91,19 @@ bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget,
         (in_range(budget) &&
          k.fits(static_cast<int>(km), static_cast<int>(n), kf, static_cast<int>(budget)));
     if (!covers) continue;
+    if (k.kind == KernelKind::kGroup) {
+      if (alt && passed < 0 && m > 0 && n > 0) {
+        passed = i;
+        continue;
+      }
+      return take_group(i);
+    }
     out->kernel = i;
     out->kernel_flags = kf;
-    if (k.kind == KernelKind::kRegister)
-      out->launch = Launch::kRegister;
-    else if (k.kind == KernelKind::kSimd)
-      out->launch = Launch::kBlock;
-    else if (big <= pol.value[policy::kGpuLaneMaxN] &&
-             c.batch >= pol.value[policy::kGpuLaneMinBatch])
-      out->launch = Launch::kLane;
-    else
-      out->launch = Launch::kBlock;
+    out->launch = k.kind == KernelKind::kRegister ? Launch::kRegister : Launch::kBlock;
     return true;
   }
+  if (passed >= 0) return take_group(passed);
   // Beyond the shared window: the blocked algorithm, else a GROUP line with its scratch in
   // device memory.
   if (blocked_ok) return take_blocked();

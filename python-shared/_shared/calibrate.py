@@ -74,6 +74,12 @@ BLOCKED_SIZES = (64, 96, 128, 192)
 BLOCKED_BATCHES = (1, 8, 64)
 BLOCKED_TOLERANCE = SIMD_TOLERANCE  # a blocked time within this factor of the kernels' is no loss
 UNBOUNDED = (1 << 63) - 1  # gpu_blocked_max_batch's default: no bound on the batch
+# Device data: an op's alternative group kernel (its next table line: eigh_tridiag_bisect,
+# eigvalsh_tridiag_ql, svdvals_bidiag_qr) against its first, the window by choose_simd's rule.
+ALT_OPS = ("eigh", "eigvalsh", "svdvals")
+ALT_SIZES = (33, 48, 64, 96, 128)
+ALT_BATCHES = (1, 64)  # the window is claimed up to the largest (gpu_alt_max_batch)
+ALT_MAX_WORK = 1 << 26  # batch * n^2 above this is not timed
 
 SLOW_CALL_S = 0.25  # a call slower than this is timed once after its warm-up
 LANE_FIELDS = ("gpu_lane_max_n", "gpu_lane_min_batch")
@@ -91,10 +97,14 @@ FIELD_ORDER = (
     "gpu_global_min_batch",
     "gpu_blocked_min_n",
     "gpu_blocked_max_batch",
+    "gpu_alt_min_n",
+    "gpu_alt_max_n",
+    "gpu_alt_max_batch",
     "cpu_small_max_n",
 )
 GLOBAL_FIELDS = ("gpu_global_max_n", "gpu_global_min_batch")
 BLOCKED_FIELDS = ("gpu_blocked_min_n", "gpu_blocked_max_batch")
+ALT_FIELDS = ("gpu_alt_min_n", "gpu_alt_max_n", "gpu_alt_max_batch")
 HEADER_MARK = "# metal-linalg policy measured by "
 MAX_POLICY_FILE_BYTES = 1 << 20  # what the core reads of a policy file at most (policy.cpp)
 
@@ -855,6 +865,50 @@ def global_timings(fe, op: str, budget: Budget | None = None, log=print, record=
     return out
 
 
+def alt_timings(fe, op: str, budget: Budget | None = None, log=print, record=None, base=None):
+    """{(n, batch): (t_alt, t_first)} for device data (see choose_simd, whose window rule
+    applies): square n of ALT_SIZES x ALT_BATCHES, the op's alternative group kernel (gpu_alt
+    window over every n) against its first (gpu_alt_max_n 0), the blocked path off inside the
+    window, the other fields as `base` says. Every size is timed up to the first where no
+    alternative covers the shape (the same kernel either way)."""
+    gpu_max_n = max(max(ALT_SIZES), fe.q.policy(op)["gpu_max_n"])
+    common = dict(base or {}, gpu_min_batch=1, gpu_max_n=gpu_max_n)
+    if "gpu_blocked_min_n" in fe.q.policy(op):
+        common.update(gpu_blocked_min_n=HUGE)
+
+    def on():
+        fe.q.set_policy(
+            op, gpu_alt_min_n=0, gpu_alt_max_n=HUGE, gpu_alt_max_batch=UNBOUNDED, **common
+        )
+
+    def off():
+        fe.q.set_policy(op, gpu_alt_min_n=0, gpu_alt_max_n=0, **common)
+
+    def classify(on_name, off_name):
+        if on_name == off_name or not on_name.startswith("cuda:"):
+            return ("uncovered", f"no alternative kernel covers the shape ({on_name})")
+        return None
+
+    def too_much(n, batch):
+        return "work above ALT_MAX_WORK" if batch * n * n > ALT_MAX_WORK else None
+
+    return _window_sweep(
+        fe,
+        op,
+        ALT_SIZES,
+        ALT_BATCHES,
+        ("alt", "first"),
+        on,
+        off,
+        classify,
+        19,
+        budget or Budget(None),
+        log,
+        record,
+        too_much,
+    )
+
+
 def blocked_timings(fe, op: str, budget: Budget | None = None, log=print, record=None, base=None):
     """{(n, batch): (t_blocked, t_table)} for device data (see choose_blocked): square n of
     BLOCKED_SIZES x BLOCKED_BATCHES, the blocked path forced on (gpu_blocked_min_n 1, no batch
@@ -988,6 +1042,7 @@ PHASE_WEIGHTS = {
     "simd": 0.75,
     "global": 1.5,
     "blocked": 0.5,
+    "alt": 0.5,
     "gpu_min_batch": 0.25,
     "host": 2.0,
 }
@@ -1003,9 +1058,12 @@ def plan_phases(
     simd: bool = False,
     global_launch: bool = False,
     blocked: bool = False,
+    alt: bool = False,
 ) -> list:
     """[(op, phase)] in measuring order. blocked: the backend of device data runs the blocked
-    algorithms and the core has their fields (never for CPU data)."""
+    algorithms and the core has their fields (never for CPU data). alt: the core has the
+    gpu_alt fields (measured for the ops of ALT_OPS, before the blocked phase, which then
+    compares the blocked path with the kernels the window picks)."""
     phases = []
     for op in ops:
         if cpu:
@@ -1017,6 +1075,8 @@ def plan_phases(
                 phases.append((op, "simd"))
             if global_launch:
                 phases.append((op, "global"))
+            if alt and op in ALT_OPS:
+                phases.append((op, "alt"))
             if blocked:
                 phases.append((op, "blocked"))
             phases.append((op, "gpu_min_batch"))
@@ -1040,6 +1100,7 @@ def measure(
         f in fe.q.policy(ops[0] if ops else "qr") for f in GLOBAL_FIELDS
     )
     blocked = device_gpu and all(f in fe.q.policy(ops[0] if ops else "qr") for f in BLOCKED_FIELDS)
+    alt = device_gpu and all(f in fe.q.policy(ops[0] if ops else "qr") for f in ALT_FIELDS)
     phases = plan_phases(
         ops,
         cpu=cpu,
@@ -1049,6 +1110,7 @@ def measure(
         simd=simd,
         global_launch=global_launch,
         blocked=blocked,
+        alt=alt,
     )
     budget = Budget(budget_s)
     result = {
@@ -1069,6 +1131,7 @@ def measure(
             "simd_field": simd,
             "global_fields": global_launch,
             "blocked_fields": blocked,
+            "alt_fields": alt,
             "grids": {
                 "cpu_sizes": list(CPU_SIZES),
                 "cpu_batch": CPU_BATCH,
@@ -1085,6 +1148,8 @@ def measure(
                 "global_max_work": GLOBAL_MAX_WORK,
                 "blocked_sizes": list(BLOCKED_SIZES),
                 "blocked_batches": list(BLOCKED_BATCHES),
+                "alt_sizes": list(ALT_SIZES),
+                "alt_batches": list(ALT_BATCHES),
             },
         },
         "chosen": {op: {} for op in ops},
@@ -1161,6 +1226,16 @@ def _phase(fe, op, phase, chosen, notes, rec, base, budget, log) -> None:
             chosen["gpu_global_max_n"] = max_n
             if min_batch is not None:
                 chosen["gpu_global_min_batch"] = min_batch
+    elif phase == "alt":
+        log(f"[calibrate] {op}: the alternative group kernel vs the first (device data)")
+        window = choose_simd(alt_timings(fe, op, budget, log, rec, base), ALT_SIZES, ALT_BATCHES)
+        if window is None:
+            notes.append("alt: nothing measured (fields not set)")
+        else:
+            min_n, max_n = window  # a window from the smallest size claims no smaller n
+            chosen["gpu_alt_min_n"] = min_n or (ALT_SIZES[0] if max_n else 0)
+            chosen["gpu_alt_max_n"] = max_n
+            chosen["gpu_alt_max_batch"] = max(ALT_BATCHES)
     elif phase == "blocked":
         log(f"[calibrate] {op}: blocked path vs the shared-memory kernels inside the window")
         found = choose_blocked(blocked_timings(fe, op, budget, log, rec, base))

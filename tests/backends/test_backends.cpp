@@ -107,6 +107,7 @@ policy::Resolved pol(int64_t small, int64_t lane_n, int64_t lane_b, int64_t host
   p.value[policy::kGpuGlobalMaxN] = 0;
   p.value[policy::kGpuGlobalMinBatch] = 1;
   p.value[policy::kGpuBlockedMaxBatch] = policy::kUnboundedBatch;  // the default
+  p.value[policy::kGpuAltMaxBatch] = policy::kUnboundedBatch;      // the default
   p.force = force;
   return p;
 }
@@ -497,6 +498,74 @@ void test_blocked_max_batch() {
   g_cuda.blocked = false;
 }
 
+void test_alt_routing() {
+  const auto dev = ML_MEMORY_CUDA;
+  // gpu_alt_min_n..gpu_alt_max_n: the op's next GROUP line that covers the shape instead of its
+  // first, on the H200's budget (eigh_tridiag_bisect fits up to 137, the others up to 235+).
+  policy::Resolved p = pol(8, 0, 1);
+  p.value[policy::kGpuAltMinN] = 64;
+  p.value[policy::kGpuAltMaxN] = 137;
+  struct Case {
+    int32_t op;
+    int64_t m, n;
+    int32_t flags;
+    const char *want;
+  };
+  const Case cases[] = {
+      {ML_OP_EIGH, 64, 64, ML_LOWER, "cuda:eigh_tridiag_bisect"},
+      {ML_OP_EIGH, 137, 137, ML_LOWER, "cuda:eigh_tridiag_bisect"},
+      {ML_OP_EIGH, 63, 63, ML_LOWER, "cuda:eigh_tridiag_ql"},     // below the window
+      {ML_OP_EIGVALSH, 100, 100, ML_LOWER, "cuda:eigvalsh_tridiag_ql"},
+      {ML_OP_EIGVALSH, 138, 138, ML_LOWER, "cuda:eigvalsh_tridiag_bisect"},  // above it
+      {ML_OP_SVDVALS, 100, 100, 0, "cuda:svdvals_bidiag_qr"},
+      {ML_OP_SVD, 100, 100, 0, "cuda:svd_bidiag_qr"},  // no alternative: the first line
+      {ML_OP_QR, 100, 100, ML_QR_REDUCED, "cuda:qr_householder"},
+  };
+  for (const Case &k : cases)
+    for (const int64_t batch : {int64_t{1}, int64_t{64}})
+      expect(name_of(k.op, k.m, k.n, batch, k.flags, dev, p) == k.want,
+             std::string(op_name(k.op)) + " " + std::to_string(k.n) + " x" +
+                 std::to_string(batch) + ", alternative lines for 64..137: " + k.want);
+  // The batch bound: up to gpu_alt_max_batch only.
+  policy::Resolved bounded = p;
+  bounded.value[policy::kGpuAltMaxBatch] = 64;
+  expect(name_of(ML_OP_EIGH, 100, 100, 64, ML_LOWER, dev, bounded) == "cuda:eigh_tridiag_bisect",
+         "eigh 100 x64, alternative up to batch 64: eigh_tridiag_bisect");
+  expect(name_of(ML_OP_EIGH, 100, 100, 65, ML_LOWER, dev, bounded) == "cuda:eigh_tridiag_ql",
+         "eigh 100 x65, alternative up to batch 64: eigh_tridiag_ql");
+  // A wider window than the alternative's own: beyond 137 eigh has no second line, so the
+  // first covers it.
+  policy::Resolved wide = p;
+  wide.value[policy::kGpuAltMaxN] = 1 << 20;
+  expect(name_of(ML_OP_EIGH, 200, 200, 64, ML_LOWER, dev, wide) == "cuda:eigh_tridiag_ql",
+         "eigh 200 x64, window to 2^20: eigh_tridiag_ql (the alternative does not fit)");
+  // Off (the default 0 / 0): the first line.
+  const policy::Resolved off = pol(8, 0, 1);
+  expect(name_of(ML_OP_EIGH, 100, 100, 64, ML_LOWER, dev, off) == "cuda:eigh_tridiag_ql",
+         "eigh 100 x64, no window: eigh_tridiag_ql");
+  expect(name_of(ML_OP_EIGVALSH, 100, 100, 64, ML_LOWER, dev, off) == "cuda:eigvalsh_tridiag_bisect",
+         "eigvalsh 100 x64, no window: eigvalsh_tridiag_bisect");
+  // The blocked rectangle comes first; the window applies below it.
+  policy::Resolved both = p;
+  both.value[policy::kGpuBlockedMinN] = 138;
+  both.value[policy::kGpuBlockedMaxBatch] = 64;
+  g_cuda.blocked = true;
+  expect(name_of(ML_OP_EIGH, 128, 128, 64, ML_LOWER, dev, both) == "cuda:eigh_tridiag_bisect",
+         "eigh 128 x64, blocked from 138: eigh_tridiag_bisect");
+  expect(name_of(ML_OP_EIGH, 192, 192, 64, ML_LOWER, dev, both) == "cuda:blocked_eigh",
+         "eigh 192 x64, blocked from 138: blocked");
+  expect(name_of(ML_OP_EIGH, 192, 192, 65, ML_LOWER, dev, both) == "cuda:eigh_tridiag_ql",
+         "eigh 192 x65, blocked up to 64: eigh_tridiag_ql");
+  g_cuda.blocked = false;
+  // Lane launches follow the lane fields whichever line is taken.
+  policy::Resolved lanes = p;
+  lanes.value[policy::kGpuAltMinN] = 1;  // (unbounded batch)
+  lanes.value[policy::kGpuLaneMaxN] = 12;
+  lanes.value[policy::kGpuLaneMinBatch] = 1000;
+  expect(name_of(ML_OP_EIGH, 12, 12, 4096, ML_LOWER, dev, lanes) == "cuda:eigh_tridiag_bisect/lane",
+         "eigh 12 x4096, window from 1, lanes to 12: eigh_tridiag_bisect/lane");
+}
+
 void test_cuda_launch() {
   using namespace ml::cuda;
   const int u = 132;
@@ -568,6 +637,7 @@ int main() {
   ml::test_routing();
   ml::test_blocked_routing();
   ml::test_blocked_max_batch();
+  ml::test_alt_routing();
   ml::test_global_routing();
   ml::test_cuda_launch();
   ml::test_metal_launch();

@@ -26,6 +26,9 @@ FIELDS = {
     "gpu_simd_min_n",
     "cpu_small_max_n",
     "gpu_blocked_max_batch",
+    "gpu_alt_min_n",
+    "gpu_alt_max_n",
+    "gpu_alt_max_batch",
 }
 
 
@@ -617,17 +620,28 @@ def test_fields_are_the_cores_and_committed_tables_parse():
         device = text.splitlines()[0].split("device:", 1)[1].strip()
         assert os.path.basename(path) == cal.table_file_name(device)
         values = parse_table(text, device)
-        if device == "NVIDIA H200":  # benchmarks/results/nvidia-h200-mid-n/small_n_ab.md
+        if device == "NVIDIA H200":  # benchmarks/results/nvidia-h200-midsize/
             blocked = {
                 op: (v.get("gpu_blocked_min_n"), v.get("gpu_blocked_max_batch"))
                 for op, v in values.items()
             }
             assert blocked == {
-                "qr": (64, 8),
-                "eigh": (100, 64),
-                "eigvalsh": (None, None),
+                "qr": (100, 64),
+                "eigh": (138, 64),
+                "eigvalsh": (192, 1),
                 "svd": (100, 64),
-                "svdvals": (None, None),
+                "svdvals": (192, 1),
+            }
+            alt = {
+                op: (v.get("gpu_alt_min_n"), v.get("gpu_alt_max_n"), v.get("gpu_alt_max_batch"))
+                for op, v in values.items()
+            }
+            assert alt == {
+                "qr": (None, None, None),
+                "eigh": (48, 137, 64),
+                "eigvalsh": (None, None, None),
+                "svd": (None, None, None),
+                "svdvals": (None, None, None),
             }
 
 
@@ -818,3 +832,43 @@ def test_cli_write_failure_after_measuring_keeps_the_measurements(tmp_path, monk
     assert "writing failed after measuring" in err.err and "No space left" in err.err
     saved = list(tmp_path.glob("metal_linalg_torch-calibration-*.json"))
     assert len(saved) == 1 and json.loads(saved[0].read_text())["chosen"] == result["chosen"]
+
+
+# --- gpu_alt_min_n / gpu_alt_max_n ---------------------------------------------------------
+
+
+def test_alt_phase_planned_for_ops_with_an_alternative_before_blocked():
+    phases = cal.plan_phases(
+        ["qr", "eigh", "svdvals"],
+        cpu=False,
+        host_gpu=False,
+        device_gpu=True,
+        lanes=False,
+        blocked=True,
+        alt=True,
+    )
+    assert phases == [
+        ("qr", "blocked"),
+        ("qr", "gpu_min_batch"),
+        ("eigh", "alt"),
+        ("eigh", "blocked"),
+        ("eigh", "gpu_min_batch"),
+        ("svdvals", "alt"),
+        ("svdvals", "blocked"),
+        ("svdvals", "gpu_min_batch"),
+    ]
+    assert ("eigh", "alt") not in cal.plan_phases(
+        ["eigh"], cpu=False, host_gpu=False, device_gpu=True, lanes=False, blocked=True
+    )
+    assert shared_cal.PHASE_WEIGHTS["alt"] > 0
+
+
+def test_alt_window_may_start_above_the_smallest_size():
+    sizes, batches = shared_cal.ALT_SIZES, shared_cal.ALT_BATCHES
+    # The alternative loses at 33 and 48, wins from 64 on: the window starts at 64.
+    t = {(n, b): ((1e-3, 2e-3) if n >= 64 else (2e-3, 1e-3)) for n in sizes for b in batches}
+    assert cal.choose_simd(t, sizes, batches) == (64, max(sizes))
+    # Beyond the alternative's window nothing is compared: the window ends before it.
+    for b in batches:
+        t[(128, b)] = (None, None)
+    assert cal.choose_simd(t, sizes, batches) == (64, 96)
