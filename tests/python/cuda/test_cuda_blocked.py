@@ -30,10 +30,16 @@ BLOCKED = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
 
 
 def set_blocked(min_n: int) -> None:
-    _cuda.set_policies(**_cuda.GPU_ALWAYS, gpu_global_max_n=0, gpu_blocked_min_n=min_n)
+    _cuda.set_policies(
+        **_cuda.GPU_ALWAYS,
+        gpu_global_max_n=0,
+        gpu_blocked_min_n=min_n,
+        gpu_blocked_max_batch=1 << 30,
+    )
 
 
-# Blocked algorithms from n = 200 (inside the shared window too), global launches off.
+# Blocked algorithms from n = 200 at any batch (inside the shared window too), global launches
+# off.
 _blocked_on = _cuda.policy_fixture(set_blocked, 200)
 
 
