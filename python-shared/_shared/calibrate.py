@@ -74,9 +74,9 @@ BLOCKED_SIZES = (64, 96, 128, 192)
 BLOCKED_BATCHES = (1, 8, 64)
 BLOCKED_TOLERANCE = SIMD_TOLERANCE  # a blocked time within this factor of the kernels' is no loss
 UNBOUNDED = (1 << 63) - 1  # gpu_blocked_max_batch's default: no bound on the batch
-# Device data: an op's alternative group kernel (its next table line: eigh_tridiag_bisect,
-# eigvalsh_tridiag_ql, svdvals_bidiag_qr) against its first, the window by choose_simd's rule.
-ALT_OPS = ("eigh", "eigvalsh", "svdvals")
+# Device data: an op's alternative group kernel (its next kernel-table line) against its first,
+# the window by choose_simd's rule; measured for the ops these kernels belong to (alt_op).
+ALT_KERNELS = ("eigh_tridiag_bisect", "eigvalsh_tridiag_ql", "svdvals_bidiag_qr")
 ALT_SIZES = (33, 48, 64, 96, 128)
 ALT_BATCHES = (1, 64)  # the window is claimed up to the largest (gpu_alt_max_batch)
 ALT_MAX_WORK = 1 << 26  # batch * n^2 above this is not timed
@@ -122,6 +122,11 @@ def _wins(t_fast, t_slow) -> bool | None:
     if t_fast is None or t_slow is None:
         return None
     return t_fast < t_slow
+
+
+def alt_op(op: str) -> bool:
+    """Whether the op has an alternative group kernel the alt phase measures."""
+    return any(k.startswith(op + "_") for k in ALT_KERNELS)
 
 
 def choose_cpu_kernel_max_n(timings) -> int:
@@ -1062,7 +1067,7 @@ def plan_phases(
 ) -> list:
     """[(op, phase)] in measuring order. blocked: the backend of device data runs the blocked
     algorithms and the core has their fields (never for CPU data). alt: the core has the
-    gpu_alt fields (measured for the ops of ALT_OPS, before the blocked phase, which then
+    gpu_alt fields (measured for the ops of ALT_KERNELS, before the blocked phase, which then
     compares the blocked path with the kernels the window picks)."""
     phases = []
     for op in ops:
@@ -1075,7 +1080,7 @@ def plan_phases(
                 phases.append((op, "simd"))
             if global_launch:
                 phases.append((op, "global"))
-            if alt and op in ALT_OPS:
+            if alt and alt_op(op):
                 phases.append((op, "alt"))
             if blocked:
                 phases.append((op, "blocked"))
