@@ -34,6 +34,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from ab_table import variant_rows
+
 VARIANTS = {
     "table": {},
     "blocked": {"gpu_blocked_min_n": 1, "gpu_blocked_max_batch": 1 << 40},
@@ -95,19 +97,15 @@ def applicable(v: str, op: str, m: int, n: int) -> bool:
     return False
 
 
-def time_calls(rg, impl, call, reps):
-    return rg.time_calls(impl, call, reps)
-
-
 def timed(rg, impl, call, cap_ms: float, reps: int):
-    warm = time_calls(rg, impl, call, 1)[0]
+    warm = rg.time_calls(impl, call, 1)[0]
     if not impl.events:  # JAX: a second untimed call after the compiling one
-        warm = time_calls(rg, impl, call, 1)[0]
+        warm = rg.time_calls(impl, call, 1)[0]
     if warm > 4 * cap_ms:
         ts = [warm]
     else:
-        t1 = time_calls(rg, impl, call, 1)[0]
-        ts = [t1] if t1 > cap_ms else [t1] + time_calls(rg, impl, call, reps)
+        t1 = rg.time_calls(impl, call, 1)[0]
+        ts = [t1] if t1 > cap_ms else [t1] + rg.time_calls(impl, call, reps)
     return {"best_ms": min(ts), "median_ms": statistics.median(ts), "n": len(ts)}
 
 
@@ -203,11 +201,6 @@ def merge(files: list[Path]) -> dict:
 def markdown(data: dict, title: str) -> str:
     meta = data["meta"]
 
-    def ms(r):
-        if "best_ms" in r:
-            return f"{r['best_ms']:.3f} ({r['median_ms']:.3f})"
-        return r.get("error") or r.get("skipped") or "-"
-
     cmds = data.get("commands", [meta["command"]])
     lines = [
         f"# {title}",
@@ -223,17 +216,7 @@ def markdown(data: dict, title: str) -> str:
         "| op | shape | batch | variant | backend | ours ms | torch | cupy | jax | best peer | speedup |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in data["points"]:
-        peers = {k: r["best_ms"] for k, r in row["peers"].items() if "best_ms" in r}
-        best = min(peers.items(), key=lambda kv: kv[1]) if peers else None
-        for v, r in row["ours"].items():
-            sp = f"{best[1] / r['best_ms']:.2f}x" if best and "best_ms" in r else "-"
-            lines.append(
-                f"| {row['op']} | {row['m']}x{row['n']} | {row['batch']} | {v} | "
-                f"`{r['backend']}` | {ms(r)} | "
-                + " | ".join(ms(row["peers"].get(k, {})) for k in ("torch", "cupy", "jax"))
-                + f" | {best[0] if best else '-'} | {sp} |"
-            )
+    lines += variant_rows(data["points"])
     return "\n".join(lines) + "\n"
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import run_gpu as rg
+from ab_table import variant_rows
 
 torch = rg.torch
 OPS = rg.OPS
@@ -134,11 +135,6 @@ def main() -> int:
 
 
 def markdown(meta, rows) -> str:
-    def ms(r):
-        if "best_ms" in r:
-            return f"{r['best_ms']:.3f} ({r['median_ms']:.3f})"
-        return r.get("error") or r.get("skipped") or "-"
-
     lines = [
         f"# Small and mid-size matrices on {meta['device']}: routing variants and peers",
         "",
@@ -152,17 +148,7 @@ def markdown(meta, rows) -> str:
         "| op | shape | batch | variant | backend | ours ms | torch | cupy | jax | best | speedup |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in rows:
-        peers = {k: r["best_ms"] for k, r in row["peers"].items() if "best_ms" in r}
-        best = min(peers.items(), key=lambda kv: kv[1]) if peers else None
-        for v, r in row["ours"].items():
-            sp = f"{best[1] / r['best_ms']:.2f}x" if best and "best_ms" in r else "-"
-            lines.append(
-                f"| {row['op']} | {row['m']}x{row['n']} | {row['batch']} | {v} | "
-                f"`{r['backend']}` | {ms(r)} | "
-                + " | ".join(ms(row["peers"].get(k, {})) for k in ("torch", "cupy", "jax"))
-                + f" | {best[0] if best else '-'} | {sp} |"
-            )
+    lines += variant_rows(rows)
     return "\n".join(lines) + "\n"
 
 
