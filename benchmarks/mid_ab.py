@@ -10,8 +10,8 @@ Variants are policy fields set through the C API for the one op being timed (the
   simd32   eigvalsh with the simdgroup Jacobi line up to 32 (gpu_simd_max_n 32)
   kernel   the table's kernels, never the blocked path (gpu_blocked_min_n 2^30)
   alt      the op's alternative group kernel at every n (gpu_alt window 0..2^20; eigh:
-           eigh_tridiag_bisect, eigvalsh: eigvalsh_tridiag_ql, svdvals: svdvals_bidiag_qr),
-           never the blocked path
+           eigh_tridiag_bisect, eigvalsh: eigvalsh_tridiag_ql, svd / svdvals: the group
+           one-sided Jacobi), never the blocked path
   old      the H200 table before 2026-12-04 (its qr, eigh, eigvalsh and svdvals fields that
            changed then, set per op)
 Process-wide switches (environment variables read once) need a process each: run the script
@@ -56,6 +56,8 @@ SMALL = (16, 17, 24, 32)
 MID = (48, 64, 100, 127, 128, 192, 235)
 EXTRA = (33, 40, 137)
 EIGH = (33, 40, 48, 64, 100, 127, 128, 137)
+JACOBI = (33, 40, 48, 64, 80, 100, 127, 128, 160, 192, 235)
+JACOBI_RECT = ((100, 40), (96, 48), (128, 64), (64, 128), (200, 100))
 
 
 def points(which: str):
@@ -75,6 +77,12 @@ def points(which: str):
         if which == "eigh":
             for n in EIGH:
                 pts.append(("eigh", n, n, b))
+        if which == "jacobi":
+            for op in ("svd", "svdvals"):
+                for n in JACOBI:
+                    pts.append((op, n, n, b))
+                for m, n in JACOBI_RECT:
+                    pts.append((op, m, n, b))
         if which in ("all", "extra", "final"):
             for op in ("eigh", "eigvalsh", "qr"):
                 for n in EXTRA:
@@ -93,7 +101,7 @@ def applicable(v: str, op: str, m: int, n: int) -> bool:
     if v == "simd32":
         return op == "eigvalsh" and 24 < big <= 32
     if v == "alt":
-        return op in ("eigh", "eigvalsh", "svdvals") and big > 32
+        return op in ("eigh", "eigvalsh", "svd", "svdvals") and big > 32
     return False
 
 
@@ -227,7 +235,9 @@ def main() -> int:
     p.add_argument("--title", default="Small and mid-size matrices: routing variants and peers")
     p.add_argument("--label", default="")
     p.add_argument(
-        "--points", default="all", choices=("all", "small", "mid", "extra", "eigh", "final")
+        "--points",
+        default="all",
+        choices=("all", "small", "mid", "extra", "eigh", "final", "jacobi"),
     )
     p.add_argument("--variants", nargs="+", default=["table", "blocked", "alt", "simd64", "simd32"])
     p.add_argument("--no-peers", action="store_true")

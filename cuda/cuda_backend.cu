@@ -332,10 +332,13 @@ const blocked::Options &blocked_options() {
     const int gl = env_int("METAL_LINALG_BLOCKED_GEMM_LANES");
     if (gl == 4 || gl == 8 || gl == 16 || gl == 32) x.gemm_lanes = gl;
     // eigvalsh by two stages where it measured faster than one stage on the H200
-    // (benchmarks/results/nvidia-h200-twostage.md): n 512..2048 at batches from 64.
+    // (benchmarks/results/nvidia-h200-twostage.md): n 1024..2048 at batches from 64. From 512
+    // since that run, until the resident one-stage reduction's wide forms made one stage the
+    // faster at 512 x64 (benchmarks/results/nvidia-h200-jacobi-group/eigh2.md: 11.8 vs 14.4 ms;
+    // 1024 x64 70.0 vs 41.7, so two stages stay there).
     // METAL_LINALG_EIGH_TWO_STAGE_MIN_N (0: never) drops that window unless _MAX_N /
     // _MIN_BATCH set it too; then the band, the chase's tasks per launch and lanes.
-    x.eigh_two_stage_min_n = 512;
+    x.eigh_two_stage_min_n = 1024;
     x.eigh_two_stage_max_n = 2048;
     x.eigh_two_stage_min_batch = 64;
     // The band stays 16 (Options' default): in the routed window band 16 measured faster than 8

@@ -91,6 +91,15 @@ inline int group_size_svd_bidiag_qr(int m, int n, int64_t batch, int units) {
   return big > 24 ? g + 32 : g;
 }
 
+// svd / svdvals by one-sided Jacobi in a group: a warp per column pair of a round, at most 32.
+inline int group_size_svd_jacobi_group(int m, int n, int64_t, int) {
+  const int pairs = ((m < n ? m : n) + 1) / 2;
+  return warps_of(32 * pairs, 1024);
+}
+inline int group_size_svdvals_jacobi_group(int m, int n, int64_t batch, int units) {
+  return group_size_svd_jacobi_group(m, n, batch, units);
+}
+
 // svdvals: no vectors and no rotation work: as the bidiagonalisation wants.
 inline int group_size_svdvals_bidiag_qr(int m, int n, int64_t batch, int units) {
   return throughput_group_size(warps_of(m > n ? m : n, 256), m, n, batch, units);

@@ -63,6 +63,15 @@ inline int group_size_svdvals_bidiag_bisect(int m, int n, int64_t batch) {
   return group_size_svdvals_bidiag_qr(m, n, batch);
 }
 
+// svd / svdvals one-sided Jacobi in a threadgroup: a simdgroup per column pair of a round, at
+// most 8 (each then takes several pairs a round).
+inline int group_size_svd_jacobi_group(int m, int n, int64_t) {
+  return simdgroups_of(32 * (((m < n ? m : n) + 1) / 2), 256);
+}
+inline int group_size_svdvals_jacobi_group(int m, int n, int64_t batch) {
+  return group_size_svd_jacobi_group(m, n, batch);
+}
+
 // svd / svdvals one-sided Jacobi (SIMD lines): one simdgroup, a lane per column.
 inline int group_size_svd_jacobi_simd(int m, int n, int64_t) { return simd_group_size(m, n); }
 inline int group_size_svdvals_jacobi_simd(int m, int n, int64_t) {

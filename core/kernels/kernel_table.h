@@ -45,6 +45,7 @@
 #include "qr_householder_simd.h"
 #include "qr_householder_small.h"
 #include "svd_bidiag_qr.h"
+#include "svd_jacobi_group.h"
 #include "svd_jacobi_simd.h"
 #include "svd_jacobi_small.h"
 
@@ -107,8 +108,14 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
   X(svd_bidiag_qr, ML_OP_SVD, ml_svd_bidiag_qr, O012, GROUP,                                  \
     ml_svd_bidiag_qr_scratch_floats_flags, ml_svd_bidiag_qr_fits_flags,                       \
     ml_svd_bidiag_qr_choose_flags)                                                            \
+  X(svd_jacobi_group, ML_OP_SVD, ml_svd_jacobi_group, O012, GROUP,                            \
+    ml_svd_jacobi_group_scratch_floats_flags, ml_svd_jacobi_group_fits_flags,                 \
+    ml_flags_unchanged)                                                                       \
   X(svdvals_bidiag_bisect, ML_OP_SVDVALS, ml_svdvals_bidiag_bisect, O1, GROUP,                \
     ml_svdvals_bidiag_bisect_scratch_floats_flags, ml_svdvals_bidiag_bisect_fits_flags,       \
+    ml_flags_unchanged)                                                                       \
+  X(svdvals_jacobi_group, ML_OP_SVDVALS, ml_svdvals_jacobi_group, O1, GROUP,                  \
+    ml_svdvals_jacobi_group_scratch_floats_flags, ml_svdvals_jacobi_group_fits_flags,         \
     ml_flags_unchanged)                                                                       \
   X(svdvals_bidiag_qr, ML_OP_SVDVALS, ml_svdvals_bidiag_qr, O1, GROUP,                        \
     ml_svdvals_bidiag_qr_scratch_floats_flags, ml_svdvals_bidiag_qr_fits_flags,               \

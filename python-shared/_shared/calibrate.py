@@ -76,7 +76,12 @@ BLOCKED_TOLERANCE = SIMD_TOLERANCE  # a blocked time within this factor of the k
 UNBOUNDED = (1 << 63) - 1  # gpu_blocked_max_batch's default: no bound on the batch
 # Device data: an op's alternative group kernel (its next kernel-table line) against its first,
 # the window by choose_simd's rule; measured for the ops these kernels belong to (alt_op).
-ALT_KERNELS = ("eigh_tridiag_bisect", "eigvalsh_tridiag_ql", "svdvals_bidiag_qr")
+ALT_KERNELS = (
+    "eigh_tridiag_bisect",
+    "eigvalsh_tridiag_ql",
+    "svd_jacobi_group",
+    "svdvals_jacobi_group",
+)
 ALT_SIZES = (33, 48, 64, 96, 128)
 ALT_BATCHES = (1, 64)  # the window is claimed up to the largest (gpu_alt_max_batch)
 ALT_MAX_WORK = 1 << 26  # batch * n^2 above this is not timed

@@ -517,8 +517,9 @@ void test_alt_routing() {
       {ML_OP_EIGH, 63, 63, ML_LOWER, "cuda:eigh_tridiag_ql"},     // below the window
       {ML_OP_EIGVALSH, 100, 100, ML_LOWER, "cuda:eigvalsh_tridiag_ql"},
       {ML_OP_EIGVALSH, 138, 138, ML_LOWER, "cuda:eigvalsh_tridiag_bisect"},  // above it
-      {ML_OP_SVDVALS, 100, 100, 0, "cuda:svdvals_bidiag_qr"},
-      {ML_OP_SVD, 100, 100, 0, "cuda:svd_bidiag_qr"},  // no alternative: the first line
+      {ML_OP_SVDVALS, 100, 100, 0, "cuda:svdvals_jacobi_group"},
+      {ML_OP_SVD, 100, 100, 0, "cuda:svd_jacobi_group"},
+      {ML_OP_SVD, 63, 63, 0, "cuda:svd_bidiag_qr"},  // below the window: the first line
       {ML_OP_QR, 100, 100, ML_QR_REDUCED, "cuda:qr_householder"},
   };
   for (const Case &k : cases)

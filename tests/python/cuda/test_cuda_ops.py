@@ -484,6 +484,61 @@ def test_simd_pairs_match_alone(op: str, mn: tuple[int, int]) -> None:
     check_outputs(op, a[good], tuple(o[good] for o in together), f"{op} {mn} pairs")
 
 
+def _route_jacobi_group() -> None:
+    """svd and svdvals to their alternative group line (one-sided Jacobi in a group) at every
+    size that reaches a group kernel, never the blocked path (on top of the mode's policy)."""
+    for op in ("svd", "svdvals"):
+        i = OPS.index(op)
+        for field, value in (
+            ("gpu_alt_min_n", 0),
+            ("gpu_alt_max_n", 1 << 20),
+            ("gpu_alt_max_batch", 1 << 40),
+            ("gpu_blocked_min_n", 1 << 30),
+        ):
+            assert _lib.lib.ml_policy_set(i, field.encode(), value) == 0, (op, field)
+
+
+JACOBI_SHAPES = [(33, 33), (64, 64), (100, 100), (128, 128), (96, 40), (40, 96), (200, 70)]
+
+
+@pytest.mark.parametrize("op", ["svd", "svdvals"])
+@pytest.mark.parametrize("mn", JACOBI_SHAPES, ids=[f"{m}x{n}" for m, n in JACOBI_SHAPES])
+def test_jacobi_group_shapes(op: str, mn: tuple[int, int]) -> None:
+    """The group Jacobi line under an explicit window: named in the route, right on random
+    matrices of square, tall and wide shapes beyond the simdgroup kernel's 32."""
+    m, n = mn
+    _route_jacobi_group()
+    name = backend(op, m, n, 5)
+    assert name.split("/")[0] == f"cuda:{op}_jacobi_group", name
+    run_op(op, gen_family("random", m, n, 5, seed=m * 7 + n).to(DEV))
+
+
+@pytest.mark.parametrize("op", ["svd", "svdvals"])
+@pytest.mark.parametrize("family", GEN_FAMILIES)
+@pytest.mark.parametrize("mn", [(48, 48), (100, 60)], ids=["48x48", "100x60"])
+def test_jacobi_group_families(op: str, family: str, mn: tuple[int, int]) -> None:
+    """The group Jacobi line on the hard families (graded, clustered, rank-deficient, scaled)."""
+    m, n = mn
+    _route_jacobi_group()
+    assert backend(op, m, n, 4).split("/")[0] == f"cuda:{op}_jacobi_group"
+    run_op(op, gen_family(family, m, n, 4, seed=m + n).to(DEV))
+
+
+def test_jacobi_group_nonfinite_and_values() -> None:
+    """A NaN matrix gives NaN for that matrix only; svdvals' values are bitwise svd's (the same
+    rotations without V)."""
+    _route_jacobi_group()
+    a = gen_family("random", 64, 64, 4, seed=5)
+    a[1, 3, 7] = float("nan")
+    a = a.to(DEV)
+    u, s, vt = call_op("svd", a)
+    (s2,) = call_op("svdvals", a)
+    assert torch.isnan(s[1]).all() and torch.isnan(u[1]).all() and torch.isnan(vt[1]).all()
+    good = [0, 2, 3]
+    assert torch.equal(s[good], s2[good])
+    check_outputs("svd", a[good], (u[good], s[good], vt[good]), "jacobi group, NaN neighbour")
+
+
 def check_graph_replay(call, static, seeds, make, check, warmups: int = 1) -> None:
     """call(static) captured in a CUDA graph after `warmups` calls outside capture (one-time
     kernel set-up), then for each seed: make(seed) copied into static, the graph replayed and
