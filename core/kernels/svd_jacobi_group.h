@@ -10,8 +10,10 @@
 // an odd N is skipped. Positions are the columns sorted by descending norm at each sweep's
 // start (de Rijk's ordering, as LAPACK's sgesvj: graded spectra, 128 x 128 geometric 1 .. ulp,
 // took 21 sweeps instead of 26 in the CPU runner; Gaussian matrices 9-12 either way).
-// Simdgroup s takes the pairs s, s + S, ... (S simdgroups); one group barrier ends each round
-// (the round's pairs are disjoint, so nothing else orders them).
+// Simdgroup s takes the pairs 2s and 2s + 1, then 2s + 2S, 2s + 2S + 1, ... (S simdgroups), the
+// two together with the pair's rows in registers (ml_svdg_two; row loops where a simdgroup is
+// partial or a lane would hold more than 2 rows: ml_svdg_one, a pair at a time). One group barrier
+// ends each round (the round's pairs are disjoint, so nothing else orders them).
 // One pair (p < q), all in one simdgroup: its lanes walk the M rows, alpha = |w_p|^2, beta =
 // |w_q|^2 and gamma = w_p . w_q by simdgroup sums (every lane gets bitwise the same sums, so
 // every lane takes the same decision and the same angle); rotate when |gamma| > sqrt(M) eps
@@ -77,14 +79,153 @@ ML_FN void ml_svdg_angle(float ga, float al, float be, ML_THREAD float *c, ML_TH
   *c = 1.0f / ml_sqrt(ml_fma(r, r, 1.0f));
 }
 
-// The sweeps on W (and V) until a sweep rotates nothing or max_sweeps; returns the sweeps run,
-// *conv whether the last one rotated nothing.
+// Round r's pair k (0 <= k < NP / 2) as the columns (p, q) it rotates; false for the pair of
+// the padding position of an odd N.
+ML_FN bool ml_svdg_pair(int r, int k, int K, int N, ML_SHARED const float *cmap,
+                        ML_THREAD int *p, ML_THREAD int *q) {
+  int a = r + k, b = r - k;
+  if (a >= K) a -= K;
+  if (b < 0) b += K;
+  if (k == 0) b = K;
+  if (a > b) {
+    const int t = a;
+    a = b;
+    b = t;
+  }
+  if (b >= N) return false;
+  *p = (int)cmap[a];
+  *q = (int)cmap[b];
+  return true;
+}
+
+// Whether the pair with squared norms al, be and product ga rotates (relative test).
+ML_FN bool ml_svdg_rotates(float al, float be, float ga, float tol) {
+  return al >= ML_SVDS_TINY && be >= ML_SVDS_TINY &&
+         ml_fabs(ga) * (ml_rsqrt(al) * ml_rsqrt(be)) > tol;
+}
+
+// Two pairs of one round (k and k + 1) by one simdgroup of width sw, its lanes holding RPL rows
+// each of both pairs' columns in registers (RPL sw >= M): one load and one store a row, the six
+// simdgroup sums of the two pairs independent of each other (the round's latency is their
+// shuffle chains). Returns whether either pair rotated.
+template <int VEC, int RPL>
+ML_FN bool ml_svdg_two(ML_CTX ctx, int M, int N, int K, int hnp, int r, int k,
+                       ML_SHARED float *w, ML_SHARED float *v, ML_SHARED const float *cmap,
+                       float tol) {
+  const int sl = ml_simd_lane(ctx), sw = ml_simd_width(ctx);
+  int pa = 0, qa = 0, pb = 0, qb = 0;
+  const bool oka = k < hnp && ml_svdg_pair(r, k, K, N, cmap, &pa, &qa);
+  const bool okb = k + 1 < hnp && ml_svdg_pair(r, k + 1, K, N, cmap, &pb, &qb);
+  float xa[RPL], ya[RPL], xb[RPL], yb[RPL];
+  float ala = 0.0f, bea = 0.0f, gaa = 0.0f, alb = 0.0f, beb = 0.0f, gab = 0.0f;
+  ML_UNROLL for (int t = 0; t < RPL; ++t) {
+    const int i = sl + t * sw;
+    const bool in = i < M;
+    xa[t] = oka && in ? w[pa * M + i] : 0.0f;
+    ya[t] = oka && in ? w[qa * M + i] : 0.0f;
+    xb[t] = okb && in ? w[pb * M + i] : 0.0f;
+    yb[t] = okb && in ? w[qb * M + i] : 0.0f;
+    ala = ml_fma(xa[t], xa[t], ala);
+    bea = ml_fma(ya[t], ya[t], bea);
+    gaa = ml_fma(xa[t], ya[t], gaa);
+    alb = ml_fma(xb[t], xb[t], alb);
+    beb = ml_fma(yb[t], yb[t], beb);
+    gab = ml_fma(xb[t], yb[t], gab);
+  }
+  ala = ml_simd_sum(ctx, ala);
+  alb = ml_simd_sum(ctx, alb);
+  bea = ml_simd_sum(ctx, bea);
+  beb = ml_simd_sum(ctx, beb);
+  gaa = ml_simd_sum(ctx, gaa);
+  gab = ml_simd_sum(ctx, gab);
+  const bool ra = oka && ml_svdg_rotates(ala, bea, gaa, tol);
+  const bool rb = okb && ml_svdg_rotates(alb, beb, gab, tol);
+  float ca = 1.0f, ta = 0.0f, cb = 1.0f, tb = 0.0f;
+  if (ra) ml_svdg_angle(gaa, ala, bea, &ca, &ta);
+  if (rb) ml_svdg_angle(gab, alb, beb, &cb, &tb);
+  const float sa = ca * ta, sb = cb * tb;
+  ML_UNROLL for (int t = 0; t < RPL; ++t) {
+    const int i = sl + t * sw;
+    if (i < M) {
+      if (ra) {
+        w[pa * M + i] = ml_fma(ca, xa[t], -(sa * ya[t]));
+        w[qa * M + i] = ml_fma(sa, xa[t], ca * ya[t]);
+      }
+      if (rb) {
+        w[pb * M + i] = ml_fma(cb, xb[t], -(sb * yb[t]));
+        w[qb * M + i] = ml_fma(sb, xb[t], cb * yb[t]);
+      }
+    }
+  }
+  if (VEC) {
+    ML_UNROLL for (int t = 0; t < RPL; ++t) {
+      const int i = sl + t * sw;
+      if (i < N) {
+        if (ra) {
+          const float x = v[pa * N + i], y = v[qa * N + i];
+          v[pa * N + i] = ml_fma(ca, x, -(sa * y));
+          v[qa * N + i] = ml_fma(sa, x, ca * y);
+        }
+        if (rb) {
+          const float x = v[pb * N + i], y = v[qb * N + i];
+          v[pb * N + i] = ml_fma(cb, x, -(sb * y));
+          v[qb * N + i] = ml_fma(sb, x, cb * y);
+        }
+      }
+    }
+  }
+  return ra || rb;
+}
+
+// One pair of one round by one simdgroup, its lanes walking the rows (any width, any M).
 template <int VEC>
+ML_FN bool ml_svdg_one(ML_CTX ctx, int M, int N, int K, int r, int k, ML_SHARED float *w,
+                       ML_SHARED float *v, ML_SHARED const float *cmap, float tol) {
+  const int sl = ml_simd_lane(ctx), sw = ml_simd_width(ctx);
+  int p = 0, q = 0;
+  if (!ml_svdg_pair(r, k, K, N, cmap, &p, &q)) return false;  // uniform over the simdgroup
+  ML_SHARED float *wp = w + p * M;
+  ML_SHARED float *wq = w + q * M;
+  float al = 0.0f, be = 0.0f, ga = 0.0f;
+  for (int i = sl; i < M; i += sw) {
+    const float x = wp[i], y = wq[i];
+    al = ml_fma(x, x, al);
+    be = ml_fma(y, y, be);
+    ga = ml_fma(x, y, ga);
+  }
+  al = ml_simd_sum(ctx, al);
+  be = ml_simd_sum(ctx, be);
+  ga = ml_simd_sum(ctx, ga);
+  if (!ml_svdg_rotates(al, be, ga, tol)) return false;
+  float c = 1.0f, t = 0.0f;
+  ml_svdg_angle(ga, al, be, &c, &t);
+  const float s = c * t;
+  for (int i = sl; i < M; i += sw) {
+    const float x = wp[i], y = wq[i];
+    wp[i] = ml_fma(c, x, -(s * y));
+    wq[i] = ml_fma(s, x, c * y);
+  }
+  if (VEC) {
+    ML_SHARED float *vp = v + p * N;
+    ML_SHARED float *vq = v + q * N;
+    for (int i = sl; i < N; i += sw) {
+      const float x = vp[i], y = vq[i];
+      vp[i] = ml_fma(c, x, -(s * y));
+      vq[i] = ml_fma(s, x, c * y);
+    }
+  }
+  return true;
+}
+
+// The sweeps on W (and V) until a sweep rotates nothing or max_sweeps; returns the sweeps run,
+// *conv whether the last one rotated nothing. RPL > 0: ml_svdg_two (every simdgroup of width
+// sw with RPL sw >= M); 0: ml_svdg_one.
+template <int VEC, int RPL>
 ML_FN int ml_svdg_sweeps(ML_CTX ctx, int M, int N, int max_sweeps, ML_SHARED float *w,
                          ML_SHARED float *v, ML_SHARED float *flags, ML_SHARED float *nrm,
                          ML_SHARED float *cmap, ML_THREAD bool *conv) {
   const int sid = ml_simd_id(ctx), ns = ml_simd_count(ctx);
-  const int sl = ml_simd_lane(ctx), sw = ml_simd_width(ctx);
+  const int sl = ml_simd_lane(ctx);
   const int NP = N + (N & 1), K = NP - 1, hnp = NP / 2;
   const float tol = ml_sqrt((float)M) * ML_FLT_EPS;
   int sweeps = 0;
@@ -107,50 +248,14 @@ ML_FN int ml_svdg_sweeps(ML_CTX ctx, int M, int N, int max_sweeps, ML_SHARED flo
     }
     ml_barrier(ctx);
     for (int r = 0; r < K; ++r) {
-      for (int k = sid; k < hnp; k += ns) {
-        int p = k == 0 ? r : (r + k) % K;
-        int q = k == 0 ? K : (r + K - k) % K;
-        if (p > q) {
-          const int t = p;
-          p = q;
-          q = t;
-        }
-        if (q >= N) continue;  // the padding column of an odd N
-        p = (int)cmap[p];
-        q = (int)cmap[q];
-        ML_SHARED float *wp = w + p * M;
-        ML_SHARED float *wq = w + q * M;
-        float al = 0.0f, be = 0.0f, ga = 0.0f;
-        for (int i = sl; i < M; i += sw) {
-          const float x = wp[i], y = wq[i];
-          al = ml_fma(x, x, al);
-          be = ml_fma(y, y, be);
-          ga = ml_fma(x, y, ga);
-        }
-        al = ml_simd_sum(ctx, al);
-        be = ml_simd_sum(ctx, be);
-        ga = ml_simd_sum(ctx, ga);
-        if (al >= ML_SVDS_TINY && be >= ML_SVDS_TINY &&
-            ml_fabs(ga) * (ml_rsqrt(al) * ml_rsqrt(be)) > tol) {
-          float c = 1.0f, t = 0.0f;
-          ml_svdg_angle(ga, al, be, &c, &t);
-          const float s = c * t;
-          for (int i = sl; i < M; i += sw) {
-            const float x = wp[i], y = wq[i];
-            wp[i] = ml_fma(c, x, -(s * y));
-            wq[i] = ml_fma(s, x, c * y);
-          }
-          if (VEC) {
-            ML_SHARED float *vp = v + p * N;
-            ML_SHARED float *vq = v + q * N;
-            for (int i = sl; i < N; i += sw) {
-              const float x = vp[i], y = vq[i];
-              vp[i] = ml_fma(c, x, -(s * y));
-              vq[i] = ml_fma(s, x, c * y);
-            }
-          }
-          rotated = true;
-        }
+      if (RPL > 0) {
+        for (int k = 2 * sid; k < hnp; k += 2 * ns)
+          rotated = ml_svdg_two<VEC, (RPL > 0 ? RPL : 1)>(ctx, M, N, K, hnp, r, k, w, v, cmap,
+                                                          tol) ||
+                    rotated;
+      } else {
+        for (int k = sid; k < hnp; k += ns)
+          rotated = ml_svdg_one<VEC>(ctx, M, N, K, r, k, w, v, cmap, tol) || rotated;
       }
       ml_barrier(ctx);
     }
@@ -165,6 +270,23 @@ ML_FN int ml_svdg_sweeps(ML_CTX ctx, int M, int N, int max_sweeps, ML_SHARED flo
   }
   *conv = done;
   return sweeps;
+}
+
+// The sweeps by the register form where every simdgroup is whole (or the group one lane) and
+// holds the columns in at most 2 rows a lane, else by the row loops. (Forms of 4 and 8 rows a
+// lane raised the CUDA block entry to 152 registers, so at most 384 lanes a group; with the two
+// forms it needs fewer.)
+template <int VEC>
+ML_FN int ml_svdg_sweeps_any(ML_CTX ctx, int M, int N, int max_sweeps, ML_SHARED float *w,
+                             ML_SHARED float *v, ML_SHARED float *flags, ML_SHARED float *nrm,
+                             ML_SHARED float *cmap, ML_THREAD bool *conv) {
+  const int gs = ctx.group_size;
+  const int width = gs == 1 ? 1 : (gs % ML_SIMD_WIDTH == 0 ? ML_SIMD_WIDTH : 0);
+  if (width > 0 && M <= width)
+    return ml_svdg_sweeps<VEC, 1>(ctx, M, N, max_sweeps, w, v, flags, nrm, cmap, conv);
+  if (width > 0 && M <= 2 * width)
+    return ml_svdg_sweeps<VEC, 2>(ctx, M, N, max_sweeps, w, v, flags, nrm, cmap, conv);
+  return ml_svdg_sweeps<VEC, 0>(ctx, M, N, max_sweeps, w, v, flags, nrm, cmap, conv);
 }
 
 // Completes U's negligible columns (s_j < ML_SVDG_LONE) to an orthonormal U, each in turn:
@@ -267,7 +389,7 @@ ML_FN void ml_svdg_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE
   ml_barrier(ctx);
 
   bool conv = false;
-  const int sweeps = ml_svdg_sweeps<VEC>(ctx, M, N, max_sweeps, w, v, red, sv, rk, &conv);
+  const int sweeps = ml_svdg_sweeps_any<VEC>(ctx, M, N, max_sweeps, w, v, red, sv, rk, &conv);
   if (!conv) {
     for (int i = lane; i < N; i += gs) sm[i] = ml_nan();
     if (VEC) {
