@@ -91,10 +91,11 @@ inline int group_size_svd_bidiag_qr(int m, int n, int64_t batch, int units) {
   return big > 24 ? g + 32 : g;
 }
 
-// svd / svdvals by one-sided Jacobi in a group: a warp per column pair of a round, at most 32.
+// svd / svdvals by one-sided Jacobi in a group: a warp per two column pairs of a round, at most
+// 16 warps (the block entry's registers allow 640 lanes; 512 split the pairs evenly).
 inline int group_size_svd_jacobi_group(int m, int n, int64_t, int) {
   const int pairs = ((m < n ? m : n) + 1) / 2;
-  return warps_of(32 * pairs, 1024);
+  return warps_of(32 * ((pairs + 1) / 2), 512);
 }
 inline int group_size_svdvals_jacobi_group(int m, int n, int64_t batch, int units) {
   return group_size_svd_jacobi_group(m, n, batch, units);

@@ -63,10 +63,10 @@ inline int group_size_svdvals_bidiag_bisect(int m, int n, int64_t batch) {
   return group_size_svdvals_bidiag_qr(m, n, batch);
 }
 
-// svd / svdvals one-sided Jacobi in a threadgroup: a simdgroup per column pair of a round, at
-// most 8 (each then takes several pairs a round).
+// svd / svdvals one-sided Jacobi in a threadgroup: a simdgroup per two column pairs of a round,
+// at most 8 (each then takes several pairs a round).
 inline int group_size_svd_jacobi_group(int m, int n, int64_t) {
-  return simdgroups_of(32 * (((m < n ? m : n) + 1) / 2), 256);
+  return simdgroups_of(32 * ((((m < n ? m : n) + 1) / 2 + 1) / 2), 256);
 }
 inline int group_size_svdvals_jacobi_group(int m, int n, int64_t batch) {
   return group_size_svd_jacobi_group(m, n, batch);

@@ -110,7 +110,7 @@ int64_t default_value(int32_t op, int field) {
     case kGpuBlockedMaxBatch: return kUnboundedBatch;
     case kGpuSimdMinN: return 0;
     // The alternative group kernels (eigh_tridiag_bisect, eigvalsh_tridiag_ql,
-    // svdvals_bidiag_qr): never until measured.
+    // svd_jacobi_group, svdvals_jacobi_group): never until measured.
     case kGpuAltMinN: return 0;
     case kGpuAltMaxN: return 0;
     case kGpuAltMaxBatch: return kUnboundedBatch;

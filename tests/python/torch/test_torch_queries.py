@@ -173,8 +173,8 @@ def test_blocked_max_batch_round_trips(tmp_path):
     assert r["env"] == [16, "env:METAL_LINALG_EIGH_GPU_BLOCKED_MAX_BATCH"]
     assert r["user"] == [4, "user", 0]
     assert r["reset"][:2] == [16, "env:METAL_LINALG_EIGH_GPU_BLOCKED_MAX_BATCH"]
-    # The tuned table of core/tuned/NVIDIA_H200.policy sets qr's to 8 on that device.
-    assert r["reset"][2] == (8 if r["device"] == "NVIDIA H200" else unbounded)
+    # The tuned table of core/tuned/NVIDIA_H200.policy sets qr's to 64 on that device.
+    assert r["reset"][2] == (64 if r["device"] == "NVIDIA H200" else unbounded)
     assert "gpu_blocked_max_batch" in r["negative"]
 
 
