@@ -620,17 +620,17 @@ def test_fields_are_the_cores_and_committed_tables_parse():
         device = text.splitlines()[0].split("device:", 1)[1].strip()
         assert os.path.basename(path) == cal.table_file_name(device)
         values = parse_table(text, device)
-        if device == "NVIDIA H200":  # benchmarks/results/nvidia-h200-midsize/
+        if device == "NVIDIA H200":  # benchmarks/results/nvidia-h200-policy.md (calibrated)
             blocked = {
                 op: (v.get("gpu_blocked_min_n"), v.get("gpu_blocked_max_batch"))
                 for op, v in values.items()
             }
             assert blocked == {
-                "qr": (100, 64),
-                "eigh": (138, 64),
-                "eigvalsh": (192, 1),
-                "svd": (100, 64),
-                "svdvals": (192, 1),
+                "qr": (96, 64),
+                "eigh": (192, 64),
+                "eigvalsh": (192, 8),
+                "svd": (96, 64),
+                "svdvals": (128, 8),
             }
             alt = {
                 op: (v.get("gpu_alt_min_n"), v.get("gpu_alt_max_n"), v.get("gpu_alt_max_batch"))
@@ -638,10 +638,10 @@ def test_fields_are_the_cores_and_committed_tables_parse():
             }
             assert alt == {
                 "qr": (None, None, None),
-                "eigh": (48, 137, 64),
-                "eigvalsh": (None, None, None),
-                "svd": (None, None, None),
-                "svdvals": (None, None, None),
+                "eigh": (33, 128, 64),
+                "eigvalsh": (0, 0, 64),
+                "svd": (33, 128, 64),
+                "svdvals": (0, 0, 64),
             }
 
 
