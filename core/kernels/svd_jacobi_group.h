@@ -45,8 +45,8 @@
 #define ML_SVDG_SWEEPS 60  // default sweep cap (graded spectra took up to 30 at n = 241)
 #define ML_SVDG_LONE 8.8817842e-16f  // 2^-50: a singular value below this (scaled) is completed
 
-// Scratch: W (M x N, column-major, stride M), V (N x N, svd), s, ranks, their inverse (N each),
-// two row vectors for the completion (M each), the flags of the simdgroups (64).
+// Scratch: W (M x N, column-major, stride M), V (N x N, svd), s, the sweeps' column order, the
+// output order (N each), two row vectors for the completion (M each), the simdgroups' flags (64).
 ML_HOST_FN int ml_svd_jacobi_group_scratch(int m, int n, int vec) {
   const int M = m > n ? m : n, N = m < n ? m : n;
   return M * N + (vec ? N * N : 0) + 3 * N + 2 * M + ML_RED_FLOATS;
@@ -338,6 +338,30 @@ ML_FN void ml_svdg_complete(ML_CTX ctx, int M, int N, ML_SHARED float *w,
   }
 }
 
+// Every output of the matrix NaN (u m x N, s N, vt N x n; svdvals: s only).
+template <int VEC>
+ML_FN void ml_svdg_nan_fill(ML_CTX ctx, int m, int n, int N, ML_DEVICE float *um,
+                            ML_DEVICE float *sm, ML_DEVICE float *vtm) {
+  const int lane = ctx.lane, gs = ctx.group_size;
+  for (int i = lane; i < N; i += gs) sm[i] = ml_nan();
+  if (!VEC) return;
+  for (int i = lane; i < m * N; i += gs) um[i] = ml_nan();
+  for (int i = lane; i < N * n; i += gs) vtm[i] = ml_nan();
+}
+
+// out (row-major) := the columns perm[0..nc) of src (column j at src + j len, len rows): element
+// (i, c) at out[i nc + c], or at out[c len + i] when transposed; consecutive lanes write
+// consecutive floats.
+ML_FN void ml_svdg_store(ML_CTX ctx, ML_DEVICE float *out, ML_SHARED const float *src, int len,
+                         int nc, ML_SHARED const float *perm, bool transposed) {
+  for (int e = ctx.lane; e < len * nc; e += ctx.group_size) {
+    const int a = transposed ? e / len : e / nc;
+    const int b = e - a * (transposed ? len : nc);
+    const int i = transposed ? b : a, c = transposed ? a : b;
+    out[e] = src[(int)perm[c] * len + i];
+  }
+}
+
 template <int VEC>
 ML_FN void ml_svdg_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE const float *a,
                          ML_DEVICE float *u, ML_DEVICE float *s, ML_DEVICE float *vt) {
@@ -357,8 +381,8 @@ ML_FN void ml_svdg_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE
   ML_SHARED float *w = ctx.scratch;  // column j at w + j M
   ML_SHARED float *v = w + M * N;    // column j at v + j N (svd)
   ML_SHARED float *sv = v + (VEC ? N * N : 0);
-  ML_SHARED float *rk = sv + N;
-  ML_SHARED float *perm = rk + N;
+  ML_SHARED float *cmap = sv + N;  // the sweeps' order of the columns
+  ML_SHARED float *perm = cmap + N;
   ML_SHARED float *tmp = perm + N;
   ML_SHARED float *x = tmp + M;
   ML_SHARED float *red = x + M;  // 64: the simdgroups' flags, then the reductions' buffers
@@ -373,11 +397,7 @@ ML_FN void ml_svdg_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE
   }
   amax = ml_group_max(ctx, amax, red + 32);
   if (!ml_isfinite(amax)) {
-    for (int i = lane; i < N; i += gs) sm[i] = ml_nan();
-    if (VEC) {
-      for (int i = lane; i < m * N; i += gs) um[i] = ml_nan();
-      for (int i = lane; i < N * n; i += gs) vtm[i] = ml_nan();
-    }
+    ml_svdg_nan_fill<VEC>(ctx, m, n, N, um, sm, vtm);
     if (lane == 0 && info) info[g] = ML_INFO_NONFINITE;
     return;
   }
@@ -389,13 +409,9 @@ ML_FN void ml_svdg_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE
   ml_barrier(ctx);
 
   bool conv = false;
-  const int sweeps = ml_svdg_sweeps_any<VEC>(ctx, M, N, max_sweeps, w, v, red, sv, rk, &conv);
+  const int sweeps = ml_svdg_sweeps_any<VEC>(ctx, M, N, max_sweeps, w, v, red, sv, cmap, &conv);
   if (!conv) {
-    for (int i = lane; i < N; i += gs) sm[i] = ml_nan();
-    if (VEC) {
-      for (int i = lane; i < m * N; i += gs) um[i] = ml_nan();
-      for (int i = lane; i < N * n; i += gs) vtm[i] = ml_nan();
-    }
+    ml_svdg_nan_fill<VEC>(ctx, m, n, N, um, sm, vtm);
     if (lane == 0 && info)
       info[g] = ML_INFO_NOT_CONVERGED | (ml_imin(sweeps, 0xffff) << ML_INFO_SWEEPS_SHIFT);
     return;
@@ -424,12 +440,11 @@ ML_FN void ml_svdg_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE
     }
   }
   ml_barrier(ctx);
-  // Rank of each column in descending order (ties by index) and its inverse.
+  // Rank of each column in descending order (ties by index): perm[rank] = column.
   for (int j = lane; j < N; j += gs) {
     const float sj = sv[j];
     int r = 0;
     for (int t = 0; t < N; ++t) r += (t != j && (sv[t] > sj || (sv[t] == sj && t < j))) ? 1 : 0;
-    rk[j] = (float)r;
     perm[r] = (float)j;
     sm[r] = sj * ml_svds_pow2_lo(ex) * ml_svds_pow2_hi(ex);
   }
@@ -454,27 +469,8 @@ ML_FN void ml_svdg_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE
 
   // Outputs in rank order. Tall: u (M x N) = U, vt (N x N) = V^T. Wide: u (N x N) = V,
   // vt (N x M) = U^T.
-  ML_DEVICE float *ubig = tall ? um : vtm;   // the M x N factor (U or U^T)
-  ML_DEVICE float *vsmall = tall ? vtm : um;  // the N x N factor (V^T or V)
-  if (tall) {
-    for (int e = lane; e < M * N; e += gs) {
-      const int i = e / N, c = e - i * N;
-      ubig[e] = w[(int)perm[c] * M + i];
-    }
-    for (int e = lane; e < N * N; e += gs) {
-      const int c = e / N, i = e - c * N;
-      vsmall[e] = v[(int)perm[c] * N + i];
-    }
-  } else {
-    for (int e = lane; e < M * N; e += gs) {
-      const int c = e / M, i = e - c * M;
-      ubig[e] = w[(int)perm[c] * M + i];
-    }
-    for (int e = lane; e < N * N; e += gs) {
-      const int i = e / N, c = e - i * N;
-      vsmall[e] = v[(int)perm[c] * N + i];
-    }
-  }
+  ml_svdg_store(ctx, tall ? um : vtm, w, M, N, perm, !tall);
+  ml_svdg_store(ctx, tall ? vtm : um, v, N, N, perm, tall);
 }
 
 // Entry: u (m x k), s (k, descending, >= 0), vt (k x n), k = min(m, n); p.flags ignored.
