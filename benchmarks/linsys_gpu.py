@@ -1,7 +1,7 @@
-"""The linear systems on one CUDA device against torch.linalg and CuPy, in one run: cholesky,
+"""The linear systems on one CUDA device against torch.linalg, CuPy and JAX, in one run: cholesky,
 solve (1 and 16 right-hand sides), inv, lu_factor and solve_triangular on batches of small
 matrices. Each point is timed with CUDA events after a warm-up (best and median of the timed
-calls); the backend each call of ours takes is printed with it, and a residual in float64 checks
+calls; JAX, on its own streams, by the wall clock around block_until_ready); the backend each call of ours takes is printed with it, and a residual in float64 checks
 the result: cholesky ||A - L L^T|| / (n ||A|| eps), solve ||A X - B|| / (||A|| ||X|| n eps), inv
 ||A X - I|| / (||A|| ||X|| n eps), solve_triangular as solve. Writes <slug>.json, <slug>.md and
 <slug>.png (where matplotlib is installed; `--replot RESULT.json` draws an earlier run's again).
@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
+import time
 from pathlib import Path
 
 import metal_linalg_torch as mlt
 import torch
 from cuda_events import best_and_median_ms
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX shares the device with torch
 
 EPS = 2.0**-24
 # (op, n, batch, nrhs)
@@ -88,6 +93,41 @@ def _cupy(op: str):
     return None
 
 
+def _jax(op: str):
+    """JAX's jitted function of op and a converter of its torch inputs, or None without JAX."""
+    try:
+        import jax
+        import jax.numpy as jnp
+        import jax.scipy.linalg as jsl
+    except ImportError:
+        return None
+    fns = {
+        "cholesky": lambda a: jnp.linalg.cholesky(a),
+        "solve": lambda a, b: jnp.linalg.solve(a, b),
+        "inv": lambda a: jnp.linalg.inv(a),
+        "lu_factor": lambda a: jsl.lu_factor(a)[0],
+        "solve_triangular": lambda a, b: jsl.solve_triangular(a, b, lower=True),
+    }
+    if op not in fns:
+        return None
+    return jax.jit(fns[op]), lambda t: jax.device_put(t.cpu().numpy()), jax.block_until_ready
+
+
+def _jax_ms(op: str, x, reps: int) -> tuple[float, float] | None:
+    made = _jax(op)
+    if made is None:
+        return None
+    fn, put, wait = made
+    xs = [put(t) for t in x]
+    wait(fn(*xs))  # compile and warm up
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        wait(fn(*xs))
+        times.append((time.perf_counter() - t0) * 1e3)
+    return min(times), statistics.median(times)
+
+
 def _resid(op: str, args, out) -> float:
     a = args[0].double()
     na = torch.linalg.matrix_norm(a, ord=1)
@@ -106,7 +146,7 @@ def _resid(op: str, args, out) -> float:
 
 
 def plot(rows: list[dict], path: Path) -> bool:
-    """Ours, torch and CuPy per point (ms, log scale), the best peer's speedup over each group of bars."""
+    """Ours, torch, CuPy and JAX per point (ms, log scale), the best peer's speedup over each group of bars."""
     try:
         import matplotlib
 
@@ -114,11 +154,16 @@ def plot(rows: list[dict], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    names = [("ours", "metal-linalg"), ("torch", "torch.linalg"), ("cupy", "CuPy")]
+    names = [
+        ("ours", "metal-linalg"),
+        ("torch", "torch.linalg"),
+        ("cupy", "CuPy"),
+        ("jax", "JAX"),
+    ]
     fig, ax = plt.subplots(figsize=(max(8.0, 1.1 * len(rows)), 5.0))
     for k, (key, label) in enumerate(names):
-        xs = [i + (k - 1) * 0.27 for i in range(len(rows))]
-        ax.bar(xs, [r.get(f"{key}_ms", 0.0) for r in rows], 0.27, label=label)
+        xs = [i + (k - 1.5) * 0.2 for i in range(len(rows))]
+        ax.bar(xs, [r.get(f"{key}_ms", 0.0) for r in rows], 0.2, label=label)
     labels = []
     for r in rows:
         rhs = f"\nrhs {r['nrhs']}" if r["nrhs"] else ""
@@ -130,7 +175,7 @@ def plot(rows: list[dict], path: Path) -> bool:
     ax.set_yscale("log")
     ax.set_ylabel("ms (best of the calls, log scale)")
     ax.set_title(
-        "linear systems: metal-linalg vs torch.linalg and CuPy (speedup over the best peer)"
+        "linear systems: metal-linalg vs torch.linalg, CuPy and JAX (speedup over the best peer)"
     )
     ax.legend()
     fig.tight_layout()
@@ -185,16 +230,23 @@ def main() -> None:
                 row[f"{name}_ms"], row[f"{name}_median_ms"] = best, med
             except (RuntimeError, ValueError, TypeError) as e:  # a peer without this shape
                 row[f"{name}_error"] = f"{type(e).__name__}: {e}"[:160]
+        if not args.ours_only:
+            try:
+                got = _jax_ms(op, x, args.reps)
+                if got is not None:
+                    row["jax_ms"], row["jax_median_ms"] = got
+            except Exception as e:  # noqa: BLE001 (JAX raises its own error types)
+                row["jax_error"] = f"{type(e).__name__}: {e}"[:160]
         row["resid"] = _resid(op, x, _ours(op)(*x))
-        peers = [row[k] for k in ("torch_ms", "cupy_ms") if k in row]
+        peers = [row[k] for k in ("torch_ms", "cupy_ms", "jax_ms") if k in row]
         if "ours_ms" in row and peers:
             row["speedup"] = min(peers) / row["ours_ms"]
         rows.append(row)
         print(json.dumps(row), flush=True)
     (out / f"{args.slug}.json").write_text(json.dumps(rows, indent=1))
     lines = [
-        "| op | n | batch | nrhs | backend | ours ms | torch ms | cupy ms | speedup | residual |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| op | n | batch | nrhs | backend | ours ms | torch ms | cupy ms | jax ms | speedup | residual |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def f(v):
@@ -204,7 +256,8 @@ def main() -> None:
         sp = f"{r['speedup']:.2f}x" if "speedup" in r else "-"
         lines.append(
             f"| {r['op']} | {r['n']} | {r['batch']} | {r['nrhs'] or '-'} | {r['backend']} | "
-            f"{f(r.get('ours_ms'))} | {f(r.get('torch_ms'))} | {f(r.get('cupy_ms'))} | {sp} | "
+            f"{f(r.get('ours_ms'))} | {f(r.get('torch_ms'))} | {f(r.get('cupy_ms'))} | "
+            f"{f(r.get('jax_ms'))} | {sp} | "
             f"{r['resid']:.3g} |"
         )
     (out / f"{args.slug}.md").write_text("\n".join(lines) + "\n")
