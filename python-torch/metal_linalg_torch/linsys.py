@@ -23,7 +23,9 @@ input; a singular matrix keeps its factorization), the rest of the batch is unaf
 from __future__ import annotations
 
 import ctypes
+import threading
 
+import numpy as np
 import torch
 
 from . import _dispatch as d
@@ -169,11 +171,105 @@ def _cuda_route(A: torch.Tensor, op: str, sizes, flags: int):
     return ex
 
 
+# Per (op, flags): the whole host call of float32 CPU tensors whose batch shapes agree, as one
+# generated function (A, B, batch shape, batch, m, n, nrhs) -> (outputs..., info): the output
+# allocation and ml_run's argument arrays written out, without loops or lookups (as the
+# decompositions' _dispatch._cpu_function). For a few small matrices this is most of a call.
+_CPU = {}
+_ARGS = threading.local()  # ml_run's argument arrays, one set per thread
+_F32 = torch.float32
+
+
+def _new_args() -> tuple:
+    ins, sizes, ptrs = _P2(), _I4(), _P2()
+    addr = tuple(ctypes.addressof(x) for x in (ins, sizes, ptrs))
+    _ARGS.v = ins, sizes, ptrs, addr
+    return _ARGS.v
+
+
+def _cpu_function(op: str, flags: int):
+    outputs = _outputs(op, flags)
+    if len(outputs) > 2:
+        raise RuntimeError(f"[metal_linalg.{op}] unexpected output count {len(outputs)}")
+    body = ["def call(A, B, b, batch, m, n, r):", "    k = m if m < n else n"]
+    names = []
+    for i, (symbols, dtype) in enumerate(outputs):
+        dims = ", ".join(["*b", *symbols])
+        names.append(f"o{i}")
+        if dtype is torch.float32:  # torch.empty(*sizes): the fastest form (float32 default)
+            body.append(f"    o{i} = empty({dims})")
+        else:
+            body.append(f"    o{i} = empty(({dims},), dtype=int32)")
+    body += [
+        "    info = empty((*b,), dtype=int32)",
+        "    try:",
+        "        ins, sizes, ptrs, addr = _ARGS.v",
+        "    except AttributeError:",
+        "        ins, sizes, ptrs, addr = _new_args()",
+        "    ins[0] = A.data_ptr()",
+        "    ins[1] = B.data_ptr() if B is not None else None",
+        "    sizes[0] = batch",
+        "    sizes[1] = m",
+        "    sizes[2] = n",
+        "    sizes[3] = r",
+        "    ip = info.data_ptr()",
+    ]
+    body += [f"    ptrs[{i}] = {o}.data_ptr()" for i, o in enumerate(names)]
+    body += [
+        f"    status = ml_run(None, {_lib.OP_ID[op]}, addr[0], addr[1], {flags}, addr[2], ip)",
+        "    if status:",
+        f"        check(status, {op!r})",
+        f"    return ({', '.join(names)}, info)",
+    ]
+    scope = {
+        "empty": torch.empty,
+        "int32": torch.int32,
+        "_ARGS": _ARGS,
+        "_new_args": _new_args,
+        "ml_run": lib.ml_run,
+        "check": _lib.check,
+    }
+    source = compile("\n".join(body), f"<metal_linalg_torch: {op} host call>", "exec")
+    exec(source, scope)  # noqa: S102 (source from the core's op table only)
+    return scope["call"]
+
+
+def _plain_f32(t: torch.Tensor) -> bool:
+    return t.is_cpu and t.dtype is _F32 and not t.is_neg()
+
+
 def run(op: str, A: torch.Tensor, B, flags: int) -> tuple:
     """op on A (and the right-hand sides B, whose batch dimensions broadcast with A's): its
     outputs on A's device (float32; lu_factor's pivots int32) and the per-matrix info words
     (int32, the batch shape), last."""
-    m, n = A.shape[-2], A.shape[-1]
+    shape = A.shape
+    m, n = shape[-2], shape[-1]
+    if (
+        _plain_f32(A)
+        and (B is None or (_plain_f32(B) and B.shape[:-2] == shape[:-2]))
+        and d._default_dtype() is _F32
+    ):
+        batch_shape = shape[:-2]
+        batch = 1
+        for dim in batch_shape:
+            batch *= dim
+        if B is not None:
+            nrhs = B.shape[-2] if flags & ML_LS_RIGHT else B.shape[-1]
+        else:
+            nrhs = 1
+        if batch and m and n and nrhs:
+            fn = _CPU.get((op, flags))
+            if fn is None:
+                fn = _CPU[(op, flags)] = _cpu_function(op, flags)
+            return fn(
+                A.contiguous(),
+                None if B is None else B.contiguous(),
+                batch_shape,
+                batch,
+                m,
+                n,
+                nrhs,
+            )
     if B is not None:
         batch_shape = _batch_shape(A.shape[:-2], B.shape[:-2])
         nrhs = B.shape[-2] if flags & ML_LS_RIGHT else B.shape[-1]
@@ -228,8 +324,11 @@ def _first_failure(info: torch.Tensor, failed):
         and info.device.type == "cpu"
         and not torch._C._functorch.is_functorch_wrapped_tensor(info)
     ):
-        # A plain CPU tensor: the same test on its NumPy view (no tensor ops per call).
+        # A plain CPU tensor: the same test on its NumPy view (no tensor ops per call), after
+        # the cheapest test that every word is 0 (the common case).
         flat = info.reshape(-1).numpy()
+        if not np.count_nonzero(flat):
+            return None
         bad = failed(flat)
         if not bad.any():
             return None
@@ -253,8 +352,19 @@ def _under_vmap(t: torch.Tensor) -> bool:
     return False
 
 
+_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+_tracing_state = torch._C._get_tracing_state
+
+
 def _raise(fn: str, info: torch.Tensor, failed, message) -> None:
-    if _under_vmap(info) or torch._C._get_tracing_state() is not None:
+    if (
+        type(info) is torch.Tensor
+        and info.is_cpu
+        and not _functorch_wrapped(info)
+        and not np.count_nonzero(info.numpy())
+    ):
+        return  # the common case, first: a plain CPU tensor of zeros
+    if _under_vmap(info) or _tracing_state() is not None:
         # Under vmap and jit.trace the info words cannot steer Python: a failed matrix's
         # result is NaN (the *_ex forms return the info to inspect after the transform).
         return
