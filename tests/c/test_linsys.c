@@ -381,17 +381,28 @@ static void route_lapack(int lapack) {
 }
 
 /* Batches of more than one lane group (and a partial last one) at n = 1, 8 and 32: the lanes'
- * pivots and info words equal LAPACK's, their values agree to a few eps of the conditioning. */
+ * pivots and info words equal LAPACK's, their values agree to a few eps of the conditioning
+ * (solve_triangular: X A = B, and A X = B with the lower, upper and unit upper triangle). */
 #define BL 19
 #define NL 32
 static void test_lanes_vs_lapack(void) {
   static float a[BL * NL * NL], b[BL * NL * (NL + 3)], x[2][BL * NL * (NL + 3)];
   static int32_t piv[2][BL * NL], info[2][BL];
   static const int ns[3] = {1, 8, NL};
-  int s, i, k, path, op, bad;
+  static const int cases[8][2] = {{ML_OP_CHOLESKY, 0},
+                                  {ML_OP_SOLVE, 0},
+                                  {ML_OP_INV, 0},
+                                  {ML_OP_SOLVE_TRIANGULAR, ML_LS_RIGHT},
+                                  {ML_OP_SOLVE_TRIANGULAR, 0},
+                                  {ML_OP_SOLVE_TRIANGULAR, ML_LS_UPPER},
+                                  {ML_OP_SOLVE_TRIANGULAR, ML_LS_UPPER | ML_LS_UNIT},
+                                  {ML_OP_LU_FACTOR, 0}};
+  int s, i, k, path, op, bad, v;
   for (s = 0; s < 3; ++s) {
     const int n = ns[s], nn = n * n, r = n + 3; /* n = 32: the right-hand sides in two passes */
-    for (op = ML_OP_CHOLESKY; op <= ML_OP_LU_FACTOR; ++op) {
+    for (v = 0; v < 8; ++v) {
+      const int flags = cases[v][1];
+      op = cases[v][0];
       for (i = 0; i < BL * nn; ++i) a[i] = rnd();
       for (i = 0; i < BL * n * r; ++i) b[i] = rnd();
       for (k = 0; k < BL; ++k)
@@ -399,7 +410,8 @@ static void test_lanes_vs_lapack(void) {
       if (op == ML_OP_CHOLESKY)
         for (k = 0; k < BL; ++k)
           for (i = 0; i < nn; ++i) a[k * nn + i] = a[k * nn + (i % n) * n + i / n];
-      if (n > 1) a[17 * nn + nn - 1] = NAN; /* matrix 17: NaN (the last group's second) */
+      /* matrix 17: NaN (the last group's second) where the op reads it */
+      if (n > 1) a[17 * nn + (flags & ML_LS_UPPER ? n - 1 : nn - 1)] = NAN;
       for (path = 0; path < 2; ++path) {
         route_lapack(path);
         for (i = 0; i < BL * NL * (NL + 3); ++i) x[path][i] = 7.f;
@@ -412,7 +424,7 @@ static void test_lanes_vs_lapack(void) {
             break;
           case ML_OP_INV: expect(ml_inv(NULL, a, BL, n, x[path], info[path]), ML_OK, "inv"); break;
           case ML_OP_SOLVE_TRIANGULAR:
-            expect(ml_solve_triangular(NULL, a, b, BL, n, r, ML_LS_RIGHT, x[path], info[path]),
+            expect(ml_solve_triangular(NULL, a, b, BL, n, r, flags, x[path], info[path]),
                    ML_OK, "trsm");
             break;
           default:
@@ -427,17 +439,17 @@ static void test_lanes_vs_lapack(void) {
         for (k = 0; k < BL; ++k) bad |= info[0][k] != info[1][k];
         if (op == ML_OP_LU_FACTOR)
           for (i = 0; i < BL * n; ++i) bad |= piv[0][i] != piv[1][i];
-        CHECK(!bad, "op %d n %d: info or pivots differ\n", op, n);
+        CHECK(!bad, "op %d (%d) n %d: info or pivots differ\n", op, v, n);
         CHECK(n == 1 || (info[0][17] == ML_INFO_LS_NONFINITE && all_nan(x[0] + 17 * count / BL,
                                                                          count / BL)),
-              "op %d n %d: NaN matrix\n", op, n);
+              "op %d (%d) n %d: NaN matrix\n", op, v, n);
         for (i = 0; i < count; ++i) {
           if (n > 1 && i / (count / BL) == 17) continue;
           err = fmax(err, fabs((double)x[0][i] - x[1][i]));
           scale = fmax(scale, fabs((double)x[1][i]));
         }
-        CHECK(err <= 64 * n * EPS * scale && scale > 0, "op %d n %d: lanes vs LAPACK %g of %g\n",
-              op, n, err, scale);
+        CHECK(err <= 64 * n * EPS * scale && scale > 0,
+              "op %d (%d) n %d: lanes vs LAPACK %g of %g\n", op, v, n, err, scale);
       }
     }
   }
