@@ -383,6 +383,11 @@ const blocked::Options &blocked_options() {
       x.ls_lu_ib_min_m = std::max(0, std::atoi(v));
     x.ls_laswp_blk = 1;
     x.ls_rhs_wide = 1;
+    // LU's panels as leaves in one launch each (ls_lu_leaf_r*) and the lookahead of the trailing
+    // updates on the side stream: off until measured on a GPU (benchmarks/h200_lu_large.sh A/Bs
+    // them); METAL_LINALG_LS_LU_LEAF=1 and METAL_LINALG_LS_LU_LOOKAHEAD=1 turn them on per call.
+    x.ls_lu_leaf = 0;
+    x.ls_lu_lookahead = 0;
     if (const char *v = std::getenv("METAL_LINALG_LS_LU_IB"))
       x.ls_lu_ib = std::clamp(std::atoi(v), 0, 32);
     if (const char *v = std::getenv("METAL_LINALG_LS_LASWP_BLK"))

@@ -749,26 +749,16 @@ ML_FN float ml_lsb_pick(ML_THREAD const float *row, int c) {
   return v;
 }
 
-// ls_getf2's factorisation with the panel in registers: lane l holds the panel rows l, l + gs,
-// ... (RPL of them, relative to the panel's first row), NB columns each; per column the pivot
-// search (ml_ls_pivot_publish, a barrier), the pivot row and row c through shared memory (a
-// barrier), their exchange, then each lane scales and updates its rows below c in registers.
-// The workspace is read and written once.
+// The factorisation of ml_lsb_getf2_reg on the panel x in registers (rows j0 + lane + t gs,
+// r = m - j0 of them; jw columns): pivots to piv, a zero pivot's info to st[2].
 template <int RPL, int NB>
-ML_FN void ml_lsb_getf2_reg(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE float *piv,
-                            ML_DEVICE float *st, int m, int j0, int jw, ML_SHARED float *sh) {
-  const int lane = ctx.lane, gs = ctx.group_size, r = m - j0;
+ML_FN void ml_lsb_getf2_reg_cols(ML_CTX ctx, ML_THREAD float (*x)[NB], ML_DEVICE float *piv,
+                                 ML_DEVICE float *st, int r, int j0, int jw,
+                                 ML_SHARED float *sh) {
+  const int lane = ctx.lane, gs = ctx.group_size;
   ML_SHARED float *red = sh;
   ML_SHARED float *prow = sh + ML_LS_RED_FLOATS;  // the pivot row (NB <= 32 floats)
   ML_SHARED float *krow = prow + 32;              // row c before the interchange
-  ML_DEVICE float *P = W + (ml_i64)j0 * ldw + j0;  // P(i, l) = P[l * ldw + i]
-  float x[RPL][NB];
-  ML_UNROLL
-  for (int t = 0; t < RPL; ++t) {
-    const int i = lane + t * gs;
-    ML_UNROLL
-    for (int l = 0; l < NB; ++l) x[t][l] = i < r && l < jw ? P[(ml_i64)l * ldw + i] : 0.0f;
-  }
   for (int c = 0; c < jw; ++c) {
     float best = -1.0f;
     int brow = 0;
@@ -830,6 +820,27 @@ ML_FN void ml_lsb_getf2_reg(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE f
       }
     }
   }
+}
+
+// The panel of rows j0.. (r = m - j0 of them) and jw columns at (j0, j0) of W into x (zeros
+// outside), or x back into it.
+template <int RPL, int NB>
+ML_FN void ml_lsb_reg_load(ML_CTX ctx, ML_DEVICE const float *W, int ldw, int m, int j0, int jw,
+                           ML_THREAD float (*x)[NB]) {
+  const int lane = ctx.lane, gs = ctx.group_size, r = m - j0;
+  ML_DEVICE const float *P = W + (ml_i64)j0 * ldw + j0;  // P(i, l) = P[l * ldw + i]
+  ML_UNROLL
+  for (int t = 0; t < RPL; ++t) {
+    const int i = lane + t * gs;
+    ML_UNROLL
+    for (int l = 0; l < NB; ++l) x[t][l] = i < r && l < jw ? P[(ml_i64)l * ldw + i] : 0.0f;
+  }
+}
+template <int RPL, int NB>
+ML_FN void ml_lsb_reg_store(ML_CTX ctx, ML_DEVICE float *W, int ldw, int m, int j0, int jw,
+                            ML_THREAD float (*x)[NB]) {
+  const int lane = ctx.lane, gs = ctx.group_size, r = m - j0;
+  ML_DEVICE float *P = W + (ml_i64)j0 * ldw + j0;
   ML_UNROLL
   for (int t = 0; t < RPL; ++t) {
     const int i = lane + t * gs;
@@ -839,6 +850,20 @@ ML_FN void ml_lsb_getf2_reg(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE f
         if (l < jw) P[(ml_i64)l * ldw + i] = x[t][l];
     }
   }
+}
+
+// ls_getf2's factorisation with the panel in registers: lane l holds the panel rows l, l + gs,
+// ... (RPL of them, relative to the panel's first row), NB columns each; per column the pivot
+// search (ml_ls_pivot_publish, a barrier), the pivot row and row c through shared memory (a
+// barrier), their exchange, then each lane scales and updates its rows below c in registers.
+// The workspace is read and written once.
+template <int RPL, int NB>
+ML_FN void ml_lsb_getf2_reg(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE float *piv,
+                            ML_DEVICE float *st, int m, int j0, int jw, ML_SHARED float *sh) {
+  float x[RPL][NB];
+  ml_lsb_reg_load<RPL, NB>(ctx, W, ldw, m, j0, jw, x);
+  ml_lsb_getf2_reg_cols<RPL, NB>(ctx, x, piv, st, m - j0, j0, jw, sh);
+  ml_lsb_reg_store<RPL, NB>(ctx, W, ldw, m, j0, jw, x);
 }
 
 // ls_getf2_r8 / _r16 / _r32: ls_getf2's contract (the panel of columns [k0, k0 + p.n) over
@@ -872,41 +897,29 @@ ML_FN void ml_step_ls_getf2_r32(ML_STEP_ARGS) {
 #define ML_LSB_SWAPS 64
 #define ML_LSB_SWAP_COLS 32
 
-// Shared floats of ls_laswp_blk: the composite's rows (destination, source: 2 x 2 SWAPS), the
-// pivots, each interchange's first interchange of the same row, the rows at the block's rows
-// and at the outside rows (4 x SWAPS), the rows' contents (2 SWAPS x 33), a count.
-ML_HOST_FN int ml_lsb_laswp_blk_shared_floats() {
-  return 8 * ML_LSB_SWAPS + 2 * ML_LSB_SWAPS * (ML_LSB_SWAP_COLS + 1) + 32;
-}
+// Shared floats of ml_lsb_swap_compose: the composite's rows (destination, source: 2 x 2
+// SWAPS), the pivots, each interchange's first interchange of the same row, the rows at the
+// block's rows and at the outside rows (4 x SWAPS), a count.
+ML_HOST_FN int ml_lsb_compose_floats() { return 8 * ML_LSB_SWAPS + 32; }
 
-// ls_laswp_blk: ls_laswp's contract (interchanges piv[k] <-> k for k in [i[1], i[2]),
-// i[2] - i[1] <= ML_LSB_SWAPS, in order or ML_LSB_REVERSE, on columns [i[0], i[0] + p.n) of W,
-// operand 1, ld[1]; pivots at operand 2; matrices with stat[1] set skipped), but the columns
-// [i[0] + i[3], i[0] + i[3] + p.k) left out, and the interchanges composed first: the lanes
-// find, for each interchange, the first one of the same row (in parallel), one lane then
-// follows the interchanges over the touched rows only (at most 2 x their count) in shared
-// memory, and the group moves every touched row of its columns at once (all reads, a barrier,
-// all writes) instead of a lane per column doing the interchanges one after another. Groups:
-// batch x ceil(p.n / ML_LSB_SWAP_COLS). Shared: ml_lsb_laswp_blk_shared_floats().
-ML_FN void ml_step_ls_laswp_blk(ML_STEP_ARGS) {
-  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
-  if (ctx.group_id >= p.groups) return;
-  const ml_i64 per = (p.n + ML_LSB_SWAP_COLS - 1) / ML_LSB_SWAP_COLS;
-  const ml_i64 b = ctx.group_id / per;
-  const int cb = (int)(ctx.group_id - b * per) * ML_LSB_SWAP_COLS;
-  if (ml_lsb_bad(p, ws, b)) return;  // ls_getf2 skipped it: no pivots (the same for the group)
-  const int k0 = p.i[1], cnt = p.i[2] - p.i[1], rev = (p.flags & ML_LSB_REVERSE) != 0;
+// The composite of the interchanges pv[k0 + s] <-> k0 + s for s in [0, cnt) (cnt <=
+// ML_LSB_SWAPS; the 0-based pivot rows as floats, in device memory), in that order or (rev) the
+// reverse one, as moves: row dst[e] of the result is row src[e] of the matrix before, for e <
+// the count returned (the same on every lane); dst and src at sh and sh + 2 ML_LSB_SWAPS (rows
+// as floats), no row in dst twice. The lanes find, for each interchange, the first one of the
+// same row (in parallel); one lane then follows the interchanges over the touched rows only
+// (at most 2 cnt) in shared memory. Every lane calls; ends with a barrier. Shared:
+// ml_lsb_compose_floats() at sh.
+ML_FN int ml_lsb_swap_compose(ML_CTX ctx, ML_DEVICE const float *pv, int k0, int cnt, int rev,
+                              ML_SHARED float *sh) {
   const int lane = ctx.lane, gs = ctx.group_size;
-  ML_DEVICE float *W = ws + p.off[1] + b * p.stride[1];
-  ML_DEVICE const float *pv = ws + p.off[2] + b * p.stride[2];
-  ML_SHARED float *dst = ctx.scratch;             // 2 SWAPS: composite destination rows
+  ML_SHARED float *dst = sh;                      // 2 SWAPS: composite destination rows
   ML_SHARED float *src = dst + 2 * ML_LSB_SWAPS;  // 2 SWAPS: their source rows
   ML_SHARED float *prs = src + 2 * ML_LSB_SWAPS;  // SWAPS: the pivot rows
   ML_SHARED float *fst = prs + ML_LSB_SWAPS;      // SWAPS: first interchange of the same row
   ML_SHARED float *cur = fst + ML_LSB_SWAPS;      // SWAPS: the row now at k0 + q
   ML_SHARED float *ext = cur + ML_LSB_SWAPS;      // SWAPS: the row now at the outside row of s
-  ML_SHARED float *vals = ext + ML_LSB_SWAPS;     // 2 SWAPS x 33
-  ML_SHARED float *num = vals + 2 * ML_LSB_SWAPS * (ML_LSB_SWAP_COLS + 1);
+  ML_SHARED float *num = ext + ML_LSB_SWAPS;
   for (int s = lane; s < cnt; s += gs) {
     prs[s] = pv[k0 + s];
     cur[s] = (float)(k0 + s);
@@ -958,7 +971,38 @@ ML_FN void ml_step_ls_laswp_blk(ML_STEP_ARGS) {
     num[0] = (float)e;
   }
   ml_barrier(ctx);
-  const int ne = (int)num[0];
+  return (int)num[0];
+}
+
+// Shared floats of ls_laswp_blk: the composite (ml_lsb_compose_floats), the rows' contents (2
+// SWAPS x 33).
+ML_HOST_FN int ml_lsb_laswp_blk_shared_floats() {
+  return ml_lsb_compose_floats() + 2 * ML_LSB_SWAPS * (ML_LSB_SWAP_COLS + 1);
+}
+
+// ls_laswp_blk: ls_laswp's contract (interchanges piv[k] <-> k for k in [i[1], i[2]),
+// i[2] - i[1] <= ML_LSB_SWAPS, in order or ML_LSB_REVERSE, on columns [i[0], i[0] + p.n) of W,
+// operand 1, ld[1]; pivots at operand 2; matrices with stat[1] set skipped), but the columns
+// [i[0] + i[3], i[0] + i[3] + p.k) left out, and the interchanges composed first
+// (ml_lsb_swap_compose), then the group moves every touched row of its columns at once (all
+// reads, a barrier, all writes) instead of a lane per column doing the interchanges one after
+// another. Groups: batch x ceil(p.n / ML_LSB_SWAP_COLS). Shared:
+// ml_lsb_laswp_blk_shared_floats().
+ML_FN void ml_step_ls_laswp_blk(ML_STEP_ARGS) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const ml_i64 per = (p.n + ML_LSB_SWAP_COLS - 1) / ML_LSB_SWAP_COLS;
+  const ml_i64 b = ctx.group_id / per;
+  const int cb = (int)(ctx.group_id - b * per) * ML_LSB_SWAP_COLS;
+  if (ml_lsb_bad(p, ws, b)) return;  // ls_getf2 skipped it: no pivots (the same for the group)
+  const int k0 = p.i[1], cnt = p.i[2] - p.i[1], rev = (p.flags & ML_LSB_REVERSE) != 0;
+  const int lane = ctx.lane, gs = ctx.group_size;
+  ML_DEVICE float *W = ws + p.off[1] + b * p.stride[1];
+  ML_DEVICE const float *pv = ws + p.off[2] + b * p.stride[2];
+  ML_SHARED float *dst = ctx.scratch;
+  ML_SHARED float *src = dst + 2 * ML_LSB_SWAPS;
+  ML_SHARED float *vals = ctx.scratch + ml_lsb_compose_floats();  // 2 SWAPS x 33
+  const int ne = ml_lsb_swap_compose(ctx, pv, k0, cnt, rev, ctx.scratch);
   const int c0 = p.i[0], s0 = p.i[3], s1 = p.i[3] + p.k;
   for (int t = lane; t < ne * ML_LSB_SWAP_COLS; t += gs) {
     const int e = t / ML_LSB_SWAP_COLS, c = cb + t % ML_LSB_SWAP_COLS;
@@ -971,6 +1015,153 @@ ML_FN void ml_step_ls_laswp_blk(ML_STEP_ARGS) {
     if (c < p.n && (c < s0 || c >= s1))
       W[(ml_i64)(c0 + c) * p.ld[1] + (int)dst[e]] = vals[e * (ML_LSB_SWAP_COLS + 1) + c - cb];
   }
+}
+
+// ---- LU leaves in one launch (ls_lu_leaf_r8 / _r16 / _r32) ----
+//
+// A leaf of nl columns (one LU panel, up to ML_LSB_LEAF_MAX) factored by one group in one
+// launch: sub-panels of sw columns (the register class's width or less) one after another, each
+// factored in registers (ml_lsb_getf2_reg), then, by the same group, its interchanges on the
+// leaf's other columns (composed: ml_lsb_swap_compose), its block row of U right of it in the
+// leaf (L11^-1 A12, L11 and A12 in shared memory, a column a lane), and the leaf's columns right
+// of it below (A22 -= L21 U12, a row a lane, U12 from shared memory): the sequence the narrow
+// register panels launch as four steps, with device barriers instead of launches. The leaf lives
+// in device memory between the sub-panels (read and written by the one group: it stays in cache).
+#define ML_LSB_LEAF_MAX 128
+
+// Shared floats of ls_lu_leaf for a leaf of nl columns and register class cls: the register
+// panel's (ml_lsb_getf2_reg_shared_floats), the composite (ml_lsb_compose_floats), then either
+// the moved rows' entries (2 cls rows x nl) or L11 (cls x (cls + 1)) with U12 (cls x nl).
+ML_HOST_FN int ml_lsb_lu_leaf_shared_floats(int nl, int cls) {
+  const int moved = 2 * cls * nl, tri = cls * (cls + 1) + cls * nl;
+  return ml_lsb_getf2_reg_shared_floats() + ml_lsb_compose_floats() + (moved > tri ? moved : tri);
+}
+
+// Columns of A22 a lane updates at once in ml_lsb_lu_leaf (their loads in flight together).
+#define ML_LSB_LEAF_CU(RPL) ((RPL) >= 8 ? 2 : 16 / (RPL))
+
+// The leaf of columns [k0, k0 + nl) over rows k0..m of W (ldw) in sub-panels of sw <= NB columns
+// (RPL rows a lane, RPL x gs >= m - k0); pivots to piv, the info to st[2]. Each sub-panel stays
+// in its lanes' registers from its factorisation to its update of the leaf's columns right of
+// it (L21 read once).
+template <int RPL, int NB>
+ML_FN void ml_lsb_lu_leaf(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE float *piv,
+                          ML_DEVICE float *st, int m, int k0, int nl, int sw, ML_SHARED float *sh) {
+  const int lane = ctx.lane, gs = ctx.group_size;
+  ML_SHARED float *cmp = sh + ml_lsb_getf2_reg_shared_floats();
+  ML_SHARED float *dst = cmp;
+  ML_SHARED float *src = cmp + 2 * ML_LSB_SWAPS;
+  ML_SHARED float *big = cmp + ml_lsb_compose_floats();
+  for (int s0 = 0; s0 < nl; s0 += sw) {
+    const int j = k0 + s0, w = ml_imin(sw, nl - s0), c1 = s0 + w, rin = nl - c1, r = m - j;
+    float x[RPL][NB];
+    ml_lsb_reg_load<RPL, NB>(ctx, W, ldw, m, j, w, x);
+    ml_lsb_getf2_reg_cols<RPL, NB>(ctx, x, piv, st, r, j, w, sh);
+    ml_lsb_reg_store<RPL, NB>(ctx, W, ldw, m, j, w, x);
+    ml_barrier_device(ctx);  // the sub-panel and its pivots in device memory
+    // Its interchanges on the leaf's other columns (leaf column q < s0 as it is, else q + w).
+    const int oc = nl - w;
+    if (oc > 0) {
+      const int ne = ml_lsb_swap_compose(ctx, piv, j, w, 0, cmp);
+      for (int t = lane; t < ne * oc; t += gs) {
+        const int e = t / oc, q = t - e * oc, c = q < s0 ? q : q + w;
+        big[t] = W[(ml_i64)(k0 + c) * ldw + (int)src[e]];
+      }
+      ml_barrier_device(ctx);  // every read before any write
+      for (int t = lane; t < ne * oc; t += gs) {
+        const int e = t / oc, q = t - e * oc, c = q < s0 ? q : q + w;
+        W[(ml_i64)(k0 + c) * ldw + (int)dst[e]] = big[t];
+      }
+      ml_barrier_device(ctx);
+    }
+    if (rin == 0) continue;  // the same on every lane
+    // U12 = L11^-1 A12: L11 the sub-panel's unit lower w x w block at (j, j), A12 its rows of
+    // the leaf's columns c1.. (U[q * rin + c]; rows past w zero for the update below).
+    ML_SHARED float *Ls = big;  // Ls[q * (NB + 1) + l] = L11(q, l)
+    ML_SHARED float *U = big + NB * (NB + 1);
+    for (int e = lane; e < w * w; e += gs) {
+      const int l = e / w, q = e - l * w;
+      Ls[q * (NB + 1) + l] = W[(ml_i64)(j + l) * ldw + j + q];
+    }
+    for (int e = lane; e < NB * rin; e += gs) {
+      const int c = e / NB, q = e - c * NB;
+      U[q * rin + c] = q < w ? W[(ml_i64)(k0 + c1 + c) * ldw + j + q] : 0.0f;
+    }
+    ml_barrier(ctx);
+    for (int c = lane; c < rin; c += gs)
+      for (int q = 1; q < w; ++q) {
+        float v = U[q * rin + c];
+        for (int l = 0; l < q; ++l) v -= Ls[q * (NB + 1) + l] * U[l * rin + c];
+        U[q * rin + c] = v;
+      }
+    ml_barrier(ctx);
+    for (int e = lane; e < w * rin; e += gs) {
+      const int c = e / w, q = e - c * w;
+      W[(ml_i64)(k0 + c1 + c) * ldw + j + q] = U[q * rin + c];
+    }
+    // A22 -= L21 U12 on the leaf's columns c1.., the lane's rows w.. of the sub-panel (L21 in
+    // x), CU columns at a time.
+    const int CU = ML_LSB_LEAF_CU(RPL);
+    for (int c0 = 0; c0 < rin; c0 += CU) {
+      float v[ML_LSB_LEAF_CU(RPL)][RPL];
+      ML_UNROLL
+      for (int cc = 0; cc < CU; ++cc) {
+        ML_DEVICE const float *col = W + (ml_i64)(k0 + c1 + c0 + cc) * ldw + j;
+        ML_UNROLL
+        for (int t = 0; t < RPL; ++t) {
+          const int i = lane + t * gs;
+          v[cc][t] = c0 + cc < rin && i >= w && i < r ? col[i] : 0.0f;
+        }
+      }
+      ML_UNROLL
+      for (int cc = 0; cc < CU; ++cc) {
+        const int c = c0 + cc < rin ? c0 + cc : rin - 1;
+        ML_UNROLL
+        for (int q = 0; q < NB; ++q) {
+          const float u = U[q * rin + c];
+          ML_UNROLL
+          for (int t = 0; t < RPL; ++t) v[cc][t] -= x[t][q] * u;
+        }
+      }
+      ML_UNROLL
+      for (int cc = 0; cc < CU; ++cc) {
+        ML_DEVICE float *col = W + (ml_i64)(k0 + c1 + c0 + cc) * ldw + j;
+        ML_UNROLL
+        for (int t = 0; t < RPL; ++t) {
+          const int i = lane + t * gs;
+          if (c0 + cc < rin && i >= w && i < r) col[i] = v[cc][t];
+        }
+      }
+    }
+    ml_barrier_device(ctx);  // the next sub-panel reads what this one wrote
+  }
+}
+
+// ls_lu_leaf_r8 / _r16 / _r32: ls_getf2's contract for the panel of columns [k0, k0 + p.n)
+// (k0 = p.i[0], p.n <= ML_LSB_LEAF_MAX) over rows k0..p.m of W (operand 1, ld[1]), pivots to
+// operand 2, info and skips as ls_getf2, by ml_lsb_lu_leaf in sub-panels of p.k columns (at most
+// the class's 8, 16, 32; 8, 4, 2 rows a lane: ml_lsb_reg_plan for the rows m - k0). Groups:
+// batch. Shared: ml_lsb_lu_leaf_shared_floats(p.n, class).
+template <int RPL, int NB>
+ML_FN void ml_lsb_lu_leaf_step(ML_STEP_ARGS) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const ml_i64 b = ctx.group_id;
+  ML_DEVICE float *st = ws + p.off[0] + b * p.stride[0];
+  if (st[1] != 0.0f) return;
+  ML_DEVICE float *W = ws + p.off[1] + b * p.stride[1];
+  ML_DEVICE float *piv = ws + p.off[2] + b * p.stride[2];
+  const int sw = p.k < 1 ? 1 : p.k > NB ? NB : p.k;
+  ml_lsb_lu_leaf<RPL, NB>(ctx, W, p.ld[1], piv, st, p.m, p.i[0], p.n, sw, ctx.scratch);
+}
+ML_FN void ml_step_ls_lu_leaf_r8(ML_STEP_ARGS) {
+  ml_lsb_lu_leaf_step<ML_LSB_REG_FLOATS / 8, 8>(ctx, p, ws, a, o0, o1, o2, info);
+}
+ML_FN void ml_step_ls_lu_leaf_r16(ML_STEP_ARGS) {
+  ml_lsb_lu_leaf_step<ML_LSB_REG_FLOATS / 16, 16>(ctx, p, ws, a, o0, o1, o2, info);
+}
+ML_FN void ml_step_ls_lu_leaf_r32(ML_STEP_ARGS) {
+  ml_lsb_lu_leaf_step<ML_LSB_REG_FLOATS / 32, 32>(ctx, p, ws, a, o0, o1, o2, info);
 }
 
 #endif  // ML_KERNELS_LINSYS_BLOCKED_H

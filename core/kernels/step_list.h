@@ -73,7 +73,10 @@
   X(ls_laswp_blk, ml_step_ls_laswp_blk) \
   X(ls_potrf_inv, ml_step_ls_potrf_inv) \
   X(ls_trtri, ml_step_ls_trtri)         \
-  X(ls_potrf_reg, ml_step_ls_potrf_reg)
+  X(ls_potrf_reg, ml_step_ls_potrf_reg)   \
+  X(ls_lu_leaf_r8, ml_step_ls_lu_leaf_r8)   \
+  X(ls_lu_leaf_r16, ml_step_ls_lu_leaf_r16) \
+  X(ls_lu_leaf_r32, ml_step_ls_lu_leaf_r32)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

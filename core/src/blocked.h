@@ -179,6 +179,14 @@ struct Options {
   // LU's panel width, its trailing products' k (any width: U12 by the blocked triangular solve
   // where it passes 64; 0: ls_nb).
   int ls_lu_nb = 0;
+  // LU's panels (up to ML_LSB_LEAF_MAX columns, of at most 4096 rows at 512 lanes) factored in
+  // one launch each (ls_lu_leaf_r*): the register panels of ls_lu_ib columns (32 when 0) and
+  // their interchanges, block rows of U and updates inside the panel by the same group, whatever
+  // ls_lu_ib_min_m (0: the launches above). METAL_LINALG_LS_LU_LEAF overrides it per call.
+  int ls_lu_leaf = 0;
+  // LU's lookahead: each panel's update of the columns past the next panel on the runner's side
+  // queue while the next panel is factored (0: off). METAL_LINALG_LS_LU_LOOKAHEAD per call.
+  int ls_lu_lookahead = 0;
   // Row interchanges (LU's panels, the pivots applied to right-hand sides) by ls_laswp_blk: up
   // to 64 interchanges composed, a group per 32 columns moving the touched rows at once (0:
   // ls_laswp, a lane per column doing the interchanges one after another).

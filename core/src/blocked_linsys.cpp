@@ -416,55 +416,112 @@ ml_status run_cholesky(const Call &c, const Options &o, const Chunk &ch, const L
 }
 
 // W = P L U (sgetrf's blocked form) of the m x n matrix, pivots at L.piv.
+// LU's panel of columns [k, k + jb) over rows k..m factored with its pivots: as a leaf in one
+// launch (ls_lu_leaf_r*, sub-panels of sub columns) where leaf is on, the rows fit the register
+// classes and its shared memory fits; else narrower panels in registers, four launches each
+// (ls_lu_ib, from ls_lu_ib_min_m rows); else ls_getf2 in device memory.
+ml_status lu_panel(const Chunk &ch, const Options &o, const LsLayout &L, int k, int jb, bool leaf,
+                   int sub) {
+  const int m = L.m;
+  ml_step_params p = ls_params(L);
+  p.m = m;
+  p.n = jb;
+  p.off[1] = L.w;
+  p.ld[1] = m;
+  p.off[2] = L.piv;
+  p.i[0] = k;
+  ml_status st;
+  int cls = 0, gs = 0;
+  const int sw = leaf && jb <= ML_LSB_LEAF_MAX
+                     ? ml_lsb_reg_plan(m - k, std::min(sub, jb), o.max_group, &cls, &gs)
+                     : 0;
+  if (sw > 0 && ml_lsb_lu_leaf_shared_floats(jb, cls) <= o.shared_floats) {
+    p.k = sw;
+    const int32_t step = cls == 8    ? kStep_ls_lu_leaf_r8
+                         : cls == 16 ? kStep_ls_lu_leaf_r16
+                                     : kStep_ls_lu_leaf_r32;
+    return ch.launch(step, ch.batch, gs, ml_lsb_lu_leaf_shared_floats(jb, cls), p);
+  }
+  if (o.ls_lu_ib > 0 && m >= o.ls_lu_ib_min_m &&
+      ml_lsb_reg_plan(m - k, std::min(o.ls_lu_ib, jb), o.max_group, &cls, &gs) > 0) {
+    // Narrower panels in registers inside this one: each factored, its interchanges on the
+    // panel's other columns, its block row of U and the update of the panel right of it.
+    for (int j = k; j < k + jb;) {
+      const int w =
+          ml_lsb_reg_plan(m - j, std::min(o.ls_lu_ib, k + jb - j), o.max_group, &cls, &gs);
+      const int32_t step = cls == 8    ? kStep_ls_getf2_r8
+                           : cls == 16 ? kStep_ls_getf2_r16
+                                       : kStep_ls_getf2_r32;
+      ml_step_params q = p;
+      q.n = w;
+      q.i[0] = j;
+      const int rin = k + jb - j - w;
+      const int64_t dj = L.w + int64_t{j} * m + j, uj = dj + int64_t{w} * m;
+      if ((st = ch.launch(step, ch.batch, gs, ml_lsb_getf2_reg_shared_floats(), q)) ||
+          (st = ls_swap(ch, o, L, L.w, m, k, jb, j, j + w, false, j - k, w)) ||
+          (rin > 0 &&
+           ((st = ls_trsm(ch, o, L, dj, m, w, uj, m, rin, ML_LSB_T_LOWER | ML_LSB_T_UNIT)) ||
+            (st = gemm(ch, o, 0, m - j - w, rin, w, -1.0f, dj + w, m, uj, m, 1.0f, uj + w, m)))))
+        return st;
+      j += w;
+    }
+    return ML_OK;
+  }
+  return ch.launch(kStep_ls_getf2, ch.batch, panel_lanes(m - k, o), ML_LS_RED_FLOATS, p);
+}
+
+// The panel [k, k + jb)'s block row of U and trailing update on the columns [c0, c0 + nc) right
+// of it: U12 = L11^-1 A12 (ls_trsm, or the blocked solve past 64 columns), A22 -= L21 U12.
+ml_status lu_update(const Chunk &ch, const Options &o, const LsLayout &L, int k, int jb, int c0,
+                    int nc) {
+  const int m = L.m;
+  const int64_t d = L.w + int64_t{k} * m + k, u12 = L.w + int64_t{c0} * m + k;
+  ml_status st;
+  if ((st = jb <= ML_LSB_MAX_NB
+                ? ls_trsm(ch, o, L, d, m, jb, u12, m, nc, ML_LSB_T_LOWER | ML_LSB_T_UNIT)
+                : ls_trsm_blocked(ch, o, L, d, m, jb, true, true, false, u12, m, nc)))
+    return st;
+  return gemm(ch, o, 0, m - k - jb, nc, jb, -1.0f, d + jb, m, u12, m, 1.0f, u12 + jb, m);
+}
+
+// W = P L U (sgetrf's blocked form) of the m x n matrix, pivots at L.piv, by panels of nb
+// columns: METAL_LINALG_LS_LU_NB per call, else Options::ls_lu_nb, else ls_nb; the panels as
+// leaves (lu_panel) with METAL_LINALG_LS_LU_LEAF / Options::ls_lu_leaf. With lookahead
+// (METAL_LINALG_LS_LU_LOOKAHEAD / Options::ls_lu_lookahead) each panel's interchanges, block row
+// of U and update go first to the next panel's columns alone, the columns past it on the
+// runner's side queue while the next panel is factored (it reads and writes only its own
+// columns and pivots; the side reads the panel's L, which only the next panels' interchanges on
+// the columns left of them touch: after the join).
 ml_status getrf(const Chunk &ch, const Options &o, const LsLayout &L) {
-  const int m = L.m, n = L.n, nb = o.ls_lu_nb > 0 ? o.ls_lu_nb : ls_nb(o);
+  const int lu_nb = std::clamp(env_or("METAL_LINALG_LS_LU_NB", o.ls_lu_nb), 0, 1024);
+  const int m = L.m, n = L.n, nb = lu_nb > 0 ? lu_nb : ls_nb(o);
+  const bool leaf = env_or("METAL_LINALG_LS_LU_LEAF", o.ls_lu_leaf) != 0;
+  const bool ahead = env_or("METAL_LINALG_LS_LU_LOOKAHEAD", o.ls_lu_lookahead) != 0;
+  const int sub = o.ls_lu_ib > 0 ? o.ls_lu_ib : 32;
+  ml_status st;
+  if (L.k > 0 && (st = lu_panel(ch, o, L, 0, std::min(nb, L.k), leaf, sub))) return st;
   for (int k = 0; k < L.k; k += nb) {
     const int jb = std::min(nb, L.k - k), right = n - k - jb;
-    ml_step_params p = ls_params(L);
-    p.m = m;
-    p.n = jb;
-    p.off[1] = L.w;
-    p.ld[1] = m;
-    p.off[2] = L.piv;
-    p.i[0] = k;
-    ml_status st;
-    int cls = 0, gs = 0;
-    if (o.ls_lu_ib > 0 && m >= o.ls_lu_ib_min_m &&
-        ml_lsb_reg_plan(m - k, std::min(o.ls_lu_ib, jb), o.max_group, &cls, &gs) > 0) {
-      // Narrower panels in registers inside this one: each factored, its interchanges on the
-      // panel's other columns, its block row of U and the update of the panel right of it.
-      for (int j = k; j < k + jb;) {
-        const int w =
-            ml_lsb_reg_plan(m - j, std::min(o.ls_lu_ib, k + jb - j), o.max_group, &cls, &gs);
-        const int32_t step = cls == 8 ? kStep_ls_getf2_r8
-                             : cls == 16 ? kStep_ls_getf2_r16
-                                         : kStep_ls_getf2_r32;
-        ml_step_params q = p;
-        q.n = w;
-        q.i[0] = j;
-        const int rin = k + jb - j - w;
-        const int64_t dj = L.w + int64_t{j} * m + j, uj = dj + int64_t{w} * m;
-        if ((st = ch.launch(step, ch.batch, gs, ml_lsb_getf2_reg_shared_floats(), q)) ||
-            (st = ls_swap(ch, o, L, L.w, m, k, jb, j, j + w, false, j - k, w)) ||
-            (rin > 0 &&
-             ((st = ls_trsm(ch, o, L, dj, m, w, uj, m, rin, ML_LSB_T_LOWER | ML_LSB_T_UNIT)) ||
-              (st = gemm(ch, o, 0, m - j - w, rin, w, -1.0f, dj + w, m, uj, m, 1.0f, uj + w,
-                         m)))))
-          return st;
-        j += w;
-      }
-    } else if ((st = ch.launch(kStep_ls_getf2, ch.batch, panel_lanes(m - k, o), ML_LS_RED_FLOATS,
-                               p))) {
-      return st;
+    const int nj = std::min(nb, L.k - k - jb);  // the next panel's columns (0: none)
+    if (!ahead || nj <= 0) {
+      if ((st = ls_swap(ch, o, L, L.w, m, 0, n, k, k + jb, false, k, jb)) ||
+          (right > 0 && (st = lu_update(ch, o, L, k, jb, k + jb, right))) ||
+          (nj > 0 && (st = lu_panel(ch, o, L, k + jb, nj, leaf, sub))))
+        return st;
+      continue;
     }
-    if ((st = ls_swap(ch, o, L, L.w, m, 0, n, k, k + jb, false, k, jb))) return st;
-    if (right <= 0) continue;
-    const int64_t d = L.w + int64_t{k} * m + k, u12 = d + int64_t{jb} * m;
-    if ((st = jb <= ML_LSB_MAX_NB
-                  ? ls_trsm(ch, o, L, d, m, jb, u12, m, right, ML_LSB_T_LOWER | ML_LSB_T_UNIT)
-                  : ls_trsm_blocked(ch, o, L, d, m, jb, true, true, false, u12, m, right)) ||
-        (st = gemm(ch, o, 0, m - k - jb, right, jb, -1.0f, d + jb, m, u12, m, 1.0f, u12 + jb, m)))
+    const int rest = right - nj;
+    if ((st = ls_swap(ch, o, L, L.w, m, 0, k + jb + nj, k, k + jb, false, k, jb)) ||
+        (st = lu_update(ch, o, L, k, jb, k + jb, nj)))
       return st;
+    if (rest > 0) {
+      if ((st = ch.r.side_begin())) return st;
+      st = ls_swap(ch, o, L, L.w, m, k + jb + nj, rest, k, k + jb, false);
+      if (!st) st = lu_update(ch, o, L, k, jb, k + jb + nj, rest);
+      const ml_status f = ch.r.side_end();
+      if ((st = st ? st : f)) return st;
+    }
+    if ((st = lu_panel(ch, o, L, k + jb, nj, leaf, sub)) || (st = ch.r.join())) return st;
   }
   return ML_OK;
 }

@@ -13,6 +13,9 @@
 // same checks beside the plain ones ("fast"), with inner panels narrower than the panel, rows
 // past one lane's share (several rows a lane, every register class) and more interchanges than
 // one block of them.
+// LU's panels as leaves in one launch each (Options::ls_lu_leaf: register sub-panels, their
+// interchanges, U and updates inside the panel by one group) and with lookahead
+// (ls_lu_lookahead: the side queue's updates held back until the join) run the same checks.
 // The Cholesky and the solves (solve, inv, solve_triangular) run every batch in both forms
 // (Options::ls_gemm_form: 0 the diagonal blocks' substitutions, 1 the GEMM-rich forms with
 // inverted diagonal blocks and recursive block substitution), also with the GEMM-rich blocks
@@ -72,6 +75,14 @@ ml::blocked::Options fast(ml::blocked::Options o, int n, int ib = 3) {
   o.ls_rhs_wide = 1;
   o.ls_rhs_floats = int64_t{n} * n;
   o.ls_rhs_wide_floats = int64_t{n} * n;
+  return o;
+}
+
+// o with the faster paths on and LU's panels as leaves in one launch each (Options::ls_lu_leaf:
+// sub-panels of at most ib columns in registers, the rest of the panel by the same group).
+ml::blocked::Options leafy(ml::blocked::Options o, int n, int ib = 3) {
+  o = fast(o, n, ib);
+  o.ls_lu_leaf = 1;
   return o;
 }
 
@@ -188,6 +199,13 @@ void suite_lu(kt::Report &rep) {
     const Batch bt = lsk::general_batch(n, rng);
     run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, options(8, n, 1), "");
     run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, fast(options(8, n, 1), n), "fast");
+    run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, leafy(options(8, n, 1), n), "leaf");
+    ml::blocked::Options la = leafy(options(8, n, 1), n);
+    la.ls_lu_lookahead = 1;
+    run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, la, "leaf lookahead");
+    la = options(8, n, 1);
+    la.ls_lu_lookahead = 1;
+    run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, la, "lookahead");
   }
   // Panels in registers of every class (32 lanes: up to 256 rows of 8 columns, 128 of 16, 64 of
   // 32; narrower panels than ib where the rows need it), several simdgroups (128 lanes), 150
@@ -210,6 +228,24 @@ void suite_lu(kt::Report &rep) {
     run_batch(rep, s, bt, o, "fast lu_nb 100");
     o.ls_lu_ib = 0;
     run_batch(rep, s, bt, o, "lu_nb 100");
+    // The leaves: every register class over the panels (32 lanes: 8 columns a sub-panel at 150
+    // rows, 16 from 86, 32 from 22), sub-panels narrower than the class, a leaf of 100 columns
+    // (128 lanes), one past ML_LSB_LEAF_MAX (the launches instead).
+    for (int ib : {32, 12, 5})
+      run_batch(rep, s, bt, leafy(options(64, 150, 1), 150, ib), "leaf");
+    o = leafy(options(8, 150, 1), 150, 32);
+    o.ls_lu_nb = 100;
+    o.max_group = 128;
+    run_batch(rep, s, bt, o, "leaf lu_nb 100 128 lanes");
+    o.ls_lu_nb = 150;
+    run_batch(rep, s, bt, o, "leaf lu_nb 150");
+    // Lookahead over panels of 40 (the last one narrower) with the leaves and the launches.
+    o = leafy(options(8, 150, 1), 150, 12);
+    o.ls_lu_nb = 40;
+    o.ls_lu_lookahead = 1;
+    run_batch(rep, s, bt, o, "leaf lu_nb 40 lookahead");
+    o.ls_lu_leaf = 0;
+    run_batch(rep, s, bt, o, "fast lu_nb 40 lookahead");
   }
   // Tall and wide, the panels' and the trailing columns' boundaries inside.
   for (auto mn : {std::pair<int, int>{29, 11}, {11, 29}, {20, 8}, {1, 9}, {9, 1}}) {
@@ -224,6 +260,10 @@ void suite_lu(kt::Report &rep) {
     lsk::push(bt, "nan", nan);
     run_batch(rep, {ML_OP_LU_FACTOR, m, n, 1, 0}, bt, options(4, n, 1), "nb4");
     run_batch(rep, {ML_OP_LU_FACTOR, m, n, 1, 0}, bt, fast(options(8, n, 1), n), "nb8 fast");
+    run_batch(rep, {ML_OP_LU_FACTOR, m, n, 1, 0}, bt, leafy(options(8, n, 1), n), "nb8 leaf");
+    ml::blocked::Options la = leafy(options(4, n, 1), n);
+    la.ls_lu_lookahead = 1;
+    run_batch(rep, {ML_OP_LU_FACTOR, m, n, 1, 0}, bt, la, "nb4 leaf lookahead");
   }
   run_batch(rep, {ML_OP_LU_FACTOR, 64, 64, 1, 0}, lsk::general_batch(64, rng), options(5, 64, 1),
             "nb5");
@@ -232,6 +272,9 @@ void suite_lu(kt::Report &rep) {
   const Batch b21 = lsk::general_batch(21, rng);
   run_batch(rep, {ML_OP_LU_FACTOR, 21, 21, 1, 0}, b21, o, "chunks2");
   run_batch(rep, {ML_OP_LU_FACTOR, 21, 21, 1, 0}, b21, fast(o, 21), "chunks2 fast");
+  o = leafy(o, 21);
+  o.ls_lu_lookahead = 1;
+  run_batch(rep, {ML_OP_LU_FACTOR, 21, 21, 1, 0}, b21, o, "chunks2 leaf lookahead");
 }
 
 void suite_solve(kt::Report &rep) {
@@ -259,6 +302,9 @@ void suite_solve(kt::Report &rep) {
     run_batch(rep, {ML_OP_SOLVE, 150, 150, 3, flags}, bt, o, "fast lu_nb 70");
     o.ls_gemm_nb = 24;  // the GEMM-rich blocks wider than ls_nb: 7 blocks, uneven halves
     run_batch(rep, {ML_OP_SOLVE, 150, 150, 3, flags}, bt, o, "fast lu_nb 70 gemm_nb 24");
+    o.ls_lu_leaf = 1;
+    o.ls_lu_lookahead = 1;
+    run_batch(rep, {ML_OP_SOLVE, 150, 150, 3, flags}, bt, o, "leaf lookahead lu_nb 70 gemm_nb 24");
   }
   // The batch in chunks of 3 matrices (the workspace bound): every step's first matrix.
   for (int flags : {0, int(ML_LS_RIGHT)}) {

@@ -276,3 +276,46 @@ def test_blocked_solve_triangular(n: int, upper: bool, left: bool) -> None:
     td, xd, bd = t[:2].double(), x[:2].double(), b[:2].double()
     r = td @ xd - bd if left else xd @ td - bd
     assert _ratio(r, _norm1(td) * _norm1(xd) * n * ULP) < LIMIT
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"METAL_LINALG_LS_LU_LEAF": "1"},
+        {"METAL_LINALG_LS_LU_LEAF": "1", "METAL_LINALG_LS_LU_LOOKAHEAD": "1"},
+        {
+            "METAL_LINALG_LS_LU_LEAF": "1",
+            "METAL_LINALG_LS_LU_LOOKAHEAD": "1",
+            "METAL_LINALG_LS_LU_NB": "128",
+        },
+        {"METAL_LINALG_LS_LU_LEAF": "0", "METAL_LINALG_LS_LU_LOOKAHEAD": "1"},
+    ],
+)
+@pytest.mark.parametrize("n", [513, 1024, 2048])
+def test_blocked_lu_leaves_and_lookahead(n: int, env: dict, monkeypatch) -> None:
+    """LU's panels as leaves in one launch and the lookahead on the side stream (read per call
+    from the environment): a fine matrix, a singular one (factors kept, info), a NaN one (NaN
+    factors, pivots 1..n) in one batch; the factors' ratio, the first pivot as LAPACK's, and a
+    solve through the same LU."""
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    torch.manual_seed(n)
+    a = torch.randn(3, n, n, device=DEV)
+    a[1, :, n // 2] = 0  # info n // 2 + 1
+    a[2, 3, 5] = float("nan")
+    lu, piv, info = mlt.lu_factor_ex(a)
+    assert info.cpu().tolist()[:2] == [0, n // 2 + 1] and info[2] == 0x40000000
+    assert bool(lu[2].isnan().all()) and not bool(lu[:2].isnan().any())
+    piv = piv.cpu()
+    assert piv[2].tolist() == list(range(1, n + 1))
+    _, ref_piv = torch.linalg.lu_factor(a[:1].cpu())
+    assert int(piv[0, 0]) == int(ref_piv[0, 0])
+    rows = torch.arange(1, n + 1, dtype=torch.int32)
+    assert bool(((piv[:2] >= rows) & (piv[:2] <= n)).all())
+    p, l, u = torch.lu_unpack(lu[:2].double(), piv[:2].to(DEV))
+    ad = a[:2].double()
+    assert _ratio(p @ l @ u - ad, n * _norm1(ad) * ULP) < LIMIT
+    b = torch.randn(1, n, 3, device=DEV)
+    x = mlt.solve(a[:1], b)
+    r = a[:1].double() @ x.double() - b.double()
+    assert _ratio(r, _norm1(a[:1].double()) * _norm1(x.double()) * n * ULP) < LIMIT
