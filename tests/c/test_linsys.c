@@ -389,19 +389,22 @@ static void test_lanes_vs_lapack(void) {
   static float a[BL * NL * NL], b[BL * NL * (NL + 3)], x[2][BL * NL * (NL + 3)];
   static int32_t piv[2][BL * NL], info[2][BL];
   static const int ns[3] = {1, 8, NL};
-  static const int cases[8][2] = {{ML_OP_CHOLESKY, 0},
-                                  {ML_OP_SOLVE, 0},
-                                  {ML_OP_INV, 0},
-                                  {ML_OP_SOLVE_TRIANGULAR, ML_LS_RIGHT},
-                                  {ML_OP_SOLVE_TRIANGULAR, 0},
-                                  {ML_OP_SOLVE_TRIANGULAR, ML_LS_UPPER},
-                                  {ML_OP_SOLVE_TRIANGULAR, ML_LS_UPPER | ML_LS_UNIT},
-                                  {ML_OP_LU_FACTOR, 0}};
+  /* op, flags, right-hand sides (0: n + 3; at n = 32 in two passes) */
+  static const int cases[10][3] = {{ML_OP_CHOLESKY, 0, 0},
+                                   {ML_OP_SOLVE, 0, 0},
+                                   {ML_OP_INV, 0, 0},
+                                   {ML_OP_SOLVE_TRIANGULAR, ML_LS_RIGHT, 0},
+                                   {ML_OP_SOLVE_TRIANGULAR, 0, 0},
+                                   {ML_OP_SOLVE_TRIANGULAR, ML_LS_UPPER, 0},
+                                   {ML_OP_SOLVE_TRIANGULAR, ML_LS_UPPER | ML_LS_UNIT, 0},
+                                   {ML_OP_SOLVE_TRIANGULAR, 0, 1},
+                                   {ML_OP_SOLVE_TRIANGULAR, ML_LS_UPPER, 3},
+                                   {ML_OP_LU_FACTOR, 0, 0}};
   int s, i, k, path, op, bad, v;
   for (s = 0; s < 3; ++s) {
-    const int n = ns[s], nn = n * n, r = n + 3; /* n = 32: the right-hand sides in two passes */
-    for (v = 0; v < 8; ++v) {
-      const int flags = cases[v][1];
+    const int n = ns[s], nn = n * n;
+    for (v = 0; v < 10; ++v) {
+      const int flags = cases[v][1], r = cases[v][2] ? cases[v][2] : n + 3;
       op = cases[v][0];
       for (i = 0; i < BL * nn; ++i) a[i] = rnd();
       for (i = 0; i < BL * n * r; ++i) b[i] = rnd();
