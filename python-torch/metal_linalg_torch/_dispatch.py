@@ -88,6 +88,24 @@ def eager(A: torch.Tensor) -> bool:
     )
 
 
+def eager2(A: torch.Tensor, B: torch.Tensor) -> bool:
+    """eager(A) and eager(B), the process-wide tests made once."""
+    return (
+        not torch.compiler.is_compiling()
+        and type(A) is torch.Tensor
+        and type(B) is torch.Tensor
+        and not ((A.requires_grad or B.requires_grad) and _grad_enabled())
+        and (A.is_cpu or A.is_cuda)
+        and (B.is_cpu or B.is_cuda)
+        and _fwad._current_level < 0
+        and _tracing_state() is None
+        and _dispatch_depth() == 0
+        and not _function_mode()
+        and not _functorch_wrapped(A)
+        and not _functorch_wrapped(B)
+    )
+
+
 # eager()'s queries, looked up once (they are on every call's path).
 _grad_enabled = torch.is_grad_enabled
 _tracing_state = torch._C._get_tracing_state

@@ -925,10 +925,10 @@ class _Det(torch.autograd.Function):
 # ---- the public functions ----
 
 
-def _direct(*tensors) -> bool:
+def _direct(A, B=None) -> bool:
     """Plain eager tensors with no autograd: call the core directly (the op's own checks were
     made by the caller)."""
-    return all(d.eager(t) for t in tensors)
+    return d.eager(A) if B is None else d.eager2(A, B)
 
 
 def _bool(value, what: str, name: str) -> bool:
