@@ -1,0 +1,137 @@
+// Cholesky factorization of one n x n matrix (n <= 128) per group with the matrix in the lanes'
+// registers: lane j holds column j of the lower triangle S (A's lower triangle, or its upper
+// triangle transposed under ML_K_LS_UPPER) in a register array of R = 32, 64, 96 or 128 floats
+// (every loop over it unrolled: no dynamic register index). Right-looking with the pivots'
+// scaling deferred: step k reads column k from shared memory (published there by lane k, the
+// pivot d = S[k][k] with it), and every lane j > k updates its column with it,
+// S[i][j] -= (S[j][k] / d) S[i][k], one broadcast read (four floats at a time) and one FMA per
+// entry; lane k + 1 publishes its updated column into the other of two buffers, so one barrier
+// per step. At the end L[i][j] = S[i][j] / sqrt(d_j), the divisions by the square roots applied
+// to whole columns. Entries above a lane's diagonal take garbage, never read or stored. Each
+// group of 32 rows is skipped where no lane of a simdgroup needs it (rows above the simdgroup's
+// first column or above the pivot row).
+// Loads and stores: lane j reads column j of A's lower triangle (consecutive lanes on
+// consecutive addresses), and writes column j of L; under ML_K_LS_UPPER it reads and writes a
+// row (a 4 n-byte stride across the lanes).
+// info and NaN as ml_cholesky_group (LAPACK's). Group size: a lane per column (at least n
+// lanes); smaller groups (the lane-per-matrix and global launches) run ml_cholesky_group's
+// algorithm in the same scratch, which is ml_cholesky_group's.
+#ifndef ML_KERNELS_LINSYS_CHOLESKY_COLS_H
+#define ML_KERNELS_LINSYS_CHOLESKY_COLS_H
+
+#include "gemm.h"
+#include "linsys_cholesky.h"
+
+#define ML_CHC_MAX_N 128
+
+// Scratch: ml_cholesky_group's (its fallback), which holds the two column buffers (2 x 128
+// floats) and a reduction for every n >= 33; at least those for smaller n.
+ML_HOST_FN int ml_cholesky_cols_scratch_floats_flags(int m, int n, int flags) {
+  const int g = ml_cholesky_group_scratch_floats_flags(m, n, flags);
+  const int own = 2 * ML_CHC_MAX_N + ML_RED_FLOATS;
+  return g > own ? g : own;
+}
+ML_HOST_FN int ml_cholesky_cols_fits_flags(int m, int n, int flags, int scratch_floats) {
+  return m == n && n >= 1 && n <= ML_CHC_MAX_N && (flags & ~ML_K_LS_UPPER) == 0 &&
+         ml_cholesky_cols_scratch_floats_flags(m, n, flags) <= scratch_floats;
+}
+
+template <int R>
+ML_FN void ml_chc_impl(ML_CTX ctx, int n, int upper, ML_DEVICE const float *am,
+                       ML_DEVICE float *lm, ML_DEVICE int *info, ml_i64 g) {
+  const int j = ctx.lane;               // this lane's column (lanes >= n follow along)
+  const int base = j & ~31;             // the first column of this lane's simdgroup
+  ML_SHARED float *buf = ctx.scratch;   // two column buffers of R floats
+  ML_SHARED float *red = buf + 2 * R;
+  float col[R];
+  float bad = 0.0f;
+  ML_UNROLL
+  for (int i = 0; i < R; ++i) {
+    float x = 0.0f;
+    if (i < n && j < n && i >= j) {
+      x = upper ? am[(ml_i64)j * n + i] : am[(ml_i64)i * n + j];
+      if (!ml_isfinite(x)) bad = 1.0f;
+    }
+    col[i] = x;
+  }
+  int status = ml_group_max(ctx, bad, red) != 0.0f ? ML_INFO_LS_NONFINITE : 0;
+  float sq = 1.0f;  // sqrt(d_j)
+  if (status == 0) {
+    if (j == 0) {
+      ML_UNROLL
+      for (int i = 0; i < R; ++i) buf[i] = col[i];
+    }
+    ml_barrier(ctx);
+    for (int k = 0; k < n; ++k) {
+      ML_SHARED const float *c = buf + (k & 1) * R;
+      const float d = c[k];
+      if (!(d > 0.0f)) {  // the same value on every lane: a uniform exit
+        status = k + 1;
+        break;
+      }
+      if (j == k) sq = ml_sqrt(d);
+      if (j > k && j < n) {
+        const float f = c[j] * (1.0f / d);
+        ML_UNROLL
+        for (int b = 0; b < R / 32; ++b) {
+          if (32 * b + 31 >= base && 32 * b + 31 > k) {  // uniform over the simdgroup
+            ML_UNROLL
+            for (int q = 0; q < 8; ++q) {
+              float v[4];
+              ml_gemm_sload4(c + 32 * b + 4 * q, v);
+              ML_UNROLL
+              for (int e = 0; e < 4; ++e) col[32 * b + 4 * q + e] -= f * v[e];
+            }
+          }
+        }
+      }
+      if (j == k + 1 && j < n) {
+        ML_SHARED float *nb = buf + ((k + 1) & 1) * R;
+        ML_UNROLL
+        for (int i = 0; i < R; ++i)
+          if (i >= (j & ~3)) nb[i] = col[i];
+      }
+      ml_barrier(ctx);
+    }
+  }
+  if (j < n) {
+    const float qnan = ml_nan(), r = 1.0f / sq;
+    ML_UNROLL
+    for (int i = 0; i < R; ++i) {
+      if (i < n) {
+        const float v = status != 0 ? qnan : (i > j ? col[i] * r : (i == j ? sq : 0.0f));
+        if (upper)
+          lm[(ml_i64)j * n + i] = v;  // U = L^T: lane j writes row j of U
+        else
+          lm[(ml_i64)i * n + j] = v;
+      }
+    }
+  }
+  if (info && j == 0) info[g] = status;
+}
+
+// l: n x n as ml_cholesky_group's.
+ML_FN void ml_cholesky_cols(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                            ML_DEVICE float *l, ML_DEVICE int *info) {
+  if (ctx.group_id >= p.batch) return;
+  const int n = p.n;
+  if (n < 1 || n > ML_CHC_MAX_N || p.m != n) return;
+  if (ctx.group_size < n) {  // fewer lanes than columns: the shared-memory algorithm
+    ml_cholesky_group(ctx, p, a, l, info);
+    return;
+  }
+  const int upper = (p.flags & ML_K_LS_UPPER) != 0;
+  const ml_i64 g = ctx.group_id;
+  ML_DEVICE const float *am = a + g * (ml_i64)n * n;
+  ML_DEVICE float *lm = l + g * (ml_i64)n * n;
+  if (n <= 32)
+    ml_chc_impl<32>(ctx, n, upper, am, lm, info, g);
+  else if (n <= 64)
+    ml_chc_impl<64>(ctx, n, upper, am, lm, info, g);
+  else if (n <= 96)
+    ml_chc_impl<96>(ctx, n, upper, am, lm, info, g);
+  else
+    ml_chc_impl<128>(ctx, n, upper, am, lm, info, g);
+}
+
+#endif  // ML_KERNELS_LINSYS_CHOLESKY_COLS_H
