@@ -59,7 +59,7 @@ ML_FN void ml_chc_impl(ML_CTX ctx, int n, int upper, ML_DEVICE const float *am,
   if (status == 0) {
     if (j == 0) {
       ML_UNROLL
-      for (int i = 0; i < R; ++i) buf[i] = col[i];
+      for (int q = 0; q < R / 4; ++q) ml_gemm_sstore4(buf + 4 * q, col + 4 * q);
     }
     ml_barrier(ctx);
     for (int k = 0; k < n; ++k) {
@@ -85,11 +85,11 @@ ML_FN void ml_chc_impl(ML_CTX ctx, int n, int upper, ML_DEVICE const float *am,
           }
         }
       }
-      if (j == k + 1 && j < n) {
+      if (j == k + 1 && j < n) {  // rows from j's group of four on (the rest never read)
         ML_SHARED float *nb = buf + ((k + 1) & 1) * R;
         ML_UNROLL
-        for (int i = 0; i < R; ++i)
-          if (i >= (j & ~3)) nb[i] = col[i];
+        for (int q = 0; q < R / 4; ++q)
+          if (4 * q + 3 >= j) ml_gemm_sstore4(nb + 4 * q, col + 4 * q);
       }
       ml_barrier(ctx);
     }

@@ -449,7 +449,7 @@ void test_blocked_max_batch() {
   const Case cases[] = {{ML_OP_QR, ML_QR_REDUCED, "qr_householder"},
                         {ML_OP_EIGH, ML_LOWER, "eigh_tridiag_ql"},
                         {ML_OP_SVD, 0, "svd_bidiag_qr"},
-                        {ML_OP_CHOLESKY, 0, "cholesky_group"}};
+                        {ML_OP_CHOLESKY, 0, "cholesky_cols"}};
   for (const Case &k : cases) {
     const std::string op = op_name(k.op), blocked = "cuda:blocked_" + op;
     const std::string table = std::string("cuda:") + k.table;
