@@ -126,8 +126,14 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
     ml_cholesky_simd_scratch_floats_flags, ml_cholesky_simd_fits_flags, ml_flags_unchanged)   \
   X(cholesky_cols, ML_OP_CHOLESKY, ml_cholesky_cols, O0, GROUP,                               \
     ml_cholesky_cols_scratch_floats_flags, ml_cholesky_cols_fits_flags, ml_flags_unchanged)   \
+  X(cholesky_cols128, ML_OP_CHOLESKY, ml_cholesky_cols128, O0, GROUP,                         \
+    ml_cholesky_cols_scratch_floats_flags, ml_cholesky_cols128_fits_flags,                    \
+    ml_flags_unchanged)                                                                       \
   X(solve_triangular_simd, ML_OP_SOLVE_TRIANGULAR, ml_solve_triangular_simd, O0B, SIMD,       \
     ml_solve_triangular_simd_scratch_floats_flags, ml_solve_triangular_simd_fits_flags,       \
+    ml_flags_unchanged)                                                                       \
+  X(solve_triangular_simd128, ML_OP_SOLVE_TRIANGULAR, ml_solve_triangular_simd128, O0B, SIMD, \
+    ml_solve_triangular_simd_scratch_floats_flags, ml_solve_triangular_simd128_fits_flags,    \
     ml_flags_unchanged)                                                                       \
   X(cholesky_group, ML_OP_CHOLESKY, ml_cholesky_group, O0, GROUP,                             \
     ml_cholesky_group_scratch_floats_flags, ml_cholesky_group_fits_flags, ml_flags_unchanged) \

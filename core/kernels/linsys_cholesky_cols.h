@@ -1,7 +1,10 @@
 // Cholesky factorization of one n x n matrix (n <= 128) per group with the matrix in the lanes'
 // registers: lane j holds column j of the lower triangle S (A's lower triangle, or its upper
 // triangle transposed under ML_K_LS_UPPER) in a register array of R = 32, 64, 96 or 128 floats
-// (every loop over it unrolled: no dynamic register index). Right-looking with the pivots'
+// (every loop over it unrolled: no dynamic register index). Two table lines, so that an entry's
+// register count is its own sizes' (nvcc, sm_90: 96 registers for R <= 64, 168 for R <= 128;
+// one entry for all four took 172): cholesky_cols (n <= 64) and cholesky_cols128 (33..128,
+// taken from 65 on: cholesky_cols comes first in the table). Right-looking with the pivots'
 // scaling deferred: step k reads column k from shared memory (published there by lane k, the
 // pivot d = S[k][k] with it), and every lane j > k updates its column with it,
 // S[i][j] -= (S[j][k] / d) S[i][k], one broadcast read (four floats at a time) and one FMA per
@@ -31,9 +34,16 @@ ML_HOST_FN int ml_cholesky_cols_scratch_floats_flags(int m, int n, int flags) {
   const int own = 2 * ML_CHC_MAX_N + ML_RED_FLOATS;
   return g > own ? g : own;
 }
-ML_HOST_FN int ml_cholesky_cols_fits_flags(int m, int n, int flags, int scratch_floats) {
-  return m == n && n >= 1 && n <= ML_CHC_MAX_N && (flags & ~ML_K_LS_UPPER) == 0 &&
+// Windows: n <= 64 (cholesky_cols), 33..128 (cholesky_cols128).
+ML_HOST_FN int ml_chc_fits(int m, int n, int flags, int scratch_floats, int lo, int hi) {
+  return m == n && n >= lo && n <= hi && (flags & ~ML_K_LS_UPPER) == 0 &&
          ml_cholesky_cols_scratch_floats_flags(m, n, flags) <= scratch_floats;
+}
+ML_HOST_FN int ml_cholesky_cols_fits_flags(int m, int n, int flags, int scratch_floats) {
+  return ml_chc_fits(m, n, flags, scratch_floats, 1, 64);
+}
+ML_HOST_FN int ml_cholesky_cols128_fits_flags(int m, int n, int flags, int scratch_floats) {
+  return ml_chc_fits(m, n, flags, scratch_floats, 33, ML_CHC_MAX_N);
 }
 
 template <int R>
@@ -110,12 +120,13 @@ ML_FN void ml_chc_impl(ML_CTX ctx, int n, int upper, ML_DEVICE const float *am,
   if (info && j == 0) info[g] = status;
 }
 
-// l: n x n as ml_cholesky_group's.
-ML_FN void ml_cholesky_cols(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
-                            ML_DEVICE float *l, ML_DEVICE int *info) {
+// The register widths R1 (n <= R1) and R2 (n <= R2) of one line; larger n are left untouched.
+template <int R1, int R2>
+ML_FN void ml_chc_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML_DEVICE float *l,
+                      ML_DEVICE int *info) {
   if (ctx.group_id >= p.batch) return;
   const int n = p.n;
-  if (n < 1 || n > ML_CHC_MAX_N || p.m != n) return;
+  if (n < 1 || n > R2 || p.m != n) return;
   if (ctx.group_size < n) {  // fewer lanes than columns: the shared-memory algorithm
     ml_cholesky_group(ctx, p, a, l, info);
     return;
@@ -124,14 +135,20 @@ ML_FN void ml_cholesky_cols(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
   const ml_i64 g = ctx.group_id;
   ML_DEVICE const float *am = a + g * (ml_i64)n * n;
   ML_DEVICE float *lm = l + g * (ml_i64)n * n;
-  if (n <= 32)
-    ml_chc_impl<32>(ctx, n, upper, am, lm, info, g);
-  else if (n <= 64)
-    ml_chc_impl<64>(ctx, n, upper, am, lm, info, g);
-  else if (n <= 96)
-    ml_chc_impl<96>(ctx, n, upper, am, lm, info, g);
+  if (n <= R1)
+    ml_chc_impl<R1>(ctx, n, upper, am, lm, info, g);
   else
-    ml_chc_impl<128>(ctx, n, upper, am, lm, info, g);
+    ml_chc_impl<R2>(ctx, n, upper, am, lm, info, g);
+}
+
+// l: n x n as ml_cholesky_group's; n <= 64 (cholesky_cols) or n <= 128 (cholesky_cols128).
+ML_FN void ml_cholesky_cols(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                            ML_DEVICE float *l, ML_DEVICE int *info) {
+  ml_chc_run<32, 64>(ctx, p, a, l, info);
+}
+ML_FN void ml_cholesky_cols128(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                               ML_DEVICE float *l, ML_DEVICE int *info) {
+  ml_chc_run<96, 128>(ctx, p, a, l, info);
 }
 
 #endif  // ML_KERNELS_LINSYS_CHOLESKY_COLS_H

@@ -12,8 +12,10 @@
 // by 1 / T[i][i] (y_i = x_i / t_ii - sum_k (t_ik / t_ii) y_k; unit: no scaling).
 // info and NaN as ml_solve_triangular_group: ML_INFO_LS_NONFINITE for NaN/Inf in the triangle
 // read or in B, else k for the first exact zero on A's diagonal (not unit); either gives an
-// all-NaN X for that matrix. Group size: 32 lanes, or 16 (n <= 16) as CUDA's sub-warp groups;
-// a SIMD table line.
+// all-NaN X for that matrix. Group size: 32 lanes, or 16 (n <= 16) as CUDA's sub-warp groups.
+// Two SIMD table lines, so that an entry's register count is its own sizes' (nvcc, sm_90: 106
+// registers for NQ <= 2, 146 for NQ = 4; one entry for both took 201): solve_triangular_simd
+// (n <= 64) and solve_triangular_simd128 (33..128, taken from 65 on: the other comes first).
 #ifndef ML_KERNELS_LINSYS_TRIANGULAR_SIMD_H
 #define ML_KERNELS_LINSYS_TRIANGULAR_SIMD_H
 
@@ -27,9 +29,17 @@ ML_HOST_FN int ml_solve_triangular_simd_scratch_floats_flags(int m, int n, int f
   (void)flags;
   return n * ml_shared_ld(n);
 }
-ML_HOST_FN int ml_solve_triangular_simd_fits_flags(int m, int n, int flags, int scratch_floats) {
-  return m >= 0 && n >= 1 && n <= ML_TRS_MAX_N && (flags & ~ML_K_LS_BITS) == 0 &&
+// Windows: n <= 64 (solve_triangular_simd), 33..128 (solve_triangular_simd128).
+ML_HOST_FN int ml_trs_fits(int m, int n, int flags, int scratch_floats, int lo, int hi) {
+  return m >= 0 && n >= lo && n <= hi && (flags & ~ML_K_LS_BITS) == 0 &&
          ml_solve_triangular_simd_scratch_floats_flags(m, n, flags) <= scratch_floats;
+}
+ML_HOST_FN int ml_solve_triangular_simd_fits_flags(int m, int n, int flags, int scratch_floats) {
+  return ml_trs_fits(m, n, flags, scratch_floats, 1, 64);
+}
+ML_HOST_FN int ml_solve_triangular_simd128_fits_flags(int m, int n, int flags,
+                                                      int scratch_floats) {
+  return ml_trs_fits(m, n, flags, scratch_floats, 33, ML_TRS_MAX_N);
 }
 
 // A shuffle within the group of GS lanes (as ml_chs_shfl: at 32 the constant-mask form).
@@ -171,26 +181,37 @@ ML_FN void ml_trs_cols(ML_CTX ctx, int n, int nrhs, int flags, ML_DEVICE const f
 
 // x, b: n x nrhs (nrhs x n under ML_K_LS_RIGHT) as ml_solve_triangular_group's. ctx.group_size
 // must be 16 (n <= 16) or 32 and equal to ml_simd_width(ctx) (a SIMD line's launch), with the
-// scratch of scratch_floats_flags; shapes outside fits() are left untouched.
-ML_FN void ml_solve_triangular_simd(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
-                                    ML_DEVICE float *x, ML_DEVICE const float *b,
-                                    ML_DEVICE int *info) {
+// scratch of scratch_floats_flags; shapes outside the line's window are left untouched.
+template <int WIDE>
+ML_FN void ml_trs_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML_DEVICE float *x,
+                      ML_DEVICE const float *b, ML_DEVICE int *info) {
   if (ctx.group_id >= p.batch) return;
   const int n = p.n, nrhs = p.m, gs = ctx.group_size;
-  if (n < 1 || n > (gs == 16 ? 16 : ML_TRS_MAX_N) || (gs != 16 && gs != 32) || nrhs < 0) return;
+  const int hi = WIDE ? ML_TRS_MAX_N : (gs == 16 ? 16 : 64);
+  if (n < 1 || n > hi || (gs != 16 && gs != 32) || (WIDE && gs != 32) || nrhs < 0) return;
   const ml_i64 g = ctx.group_id, xcount = (ml_i64)n * nrhs;
   ML_DEVICE const float *am = a + g * (ml_i64)n * n;
   ML_DEVICE const float *bm = b + g * xcount;
   ML_DEVICE float *xm = x + g * xcount;
   const int flags = p.flags & ML_K_LS_BITS;
-  if (gs == 16)
+  if (WIDE)
+    ml_trs_cols<4, 32>(ctx, n, nrhs, flags, am, xm, bm, info, g);
+  else if (gs == 16)
     ml_trs_cols<1, 16>(ctx, n, nrhs, flags, am, xm, bm, info, g);
   else if (n <= 32)
     ml_trs_cols<1, 32>(ctx, n, nrhs, flags, am, xm, bm, info, g);
-  else if (n <= 64)
-    ml_trs_cols<2, 32>(ctx, n, nrhs, flags, am, xm, bm, info, g);
   else
-    ml_trs_cols<4, 32>(ctx, n, nrhs, flags, am, xm, bm, info, g);
+    ml_trs_cols<2, 32>(ctx, n, nrhs, flags, am, xm, bm, info, g);
+}
+ML_FN void ml_solve_triangular_simd(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                                    ML_DEVICE float *x, ML_DEVICE const float *b,
+                                    ML_DEVICE int *info) {
+  ml_trs_run<0>(ctx, p, a, x, b, info);
+}
+ML_FN void ml_solve_triangular_simd128(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                                       ML_DEVICE float *x, ML_DEVICE const float *b,
+                                       ML_DEVICE int *info) {
+  ml_trs_run<1>(ctx, p, a, x, b, info);
 }
 
 #endif  // ML_KERNELS_LINSYS_TRIANGULAR_SIMD_H

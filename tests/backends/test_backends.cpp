@@ -182,13 +182,18 @@ void test_routing() {
   int count = 0;
   const KernelInfo *t = kernel_table(&count);
   for (int i = 0; i < count; ++i) {
-    // 3 x 3, or 40 x 40 for a line whose window starts above (qr_householder_simd64)
+    // 3 x 3, or 40 x 40 for a line whose window starts above (qr_householder_simd64), or
+    // 80 x 80 for one taken from 65 on (solve_triangular_simd128)
     const int sz = t[i].fits(3, 3, 0, ML_METAL_SCRATCH_FLOATS) ? 3 : 40;
     const Call c{t[i].op, 100, sz, sz, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
     Plan q;
     const bool reg = t[i].kind == KernelKind::kRegister, simd = t[i].kind == KernelKind::kSimd;
-    const policy::Resolved pi = pol(reg ? 8 : 0, 0, 1, 0, policy::Force::kAuto, simd ? 64 : 0);
+    const policy::Resolved pi = pol(reg ? 8 : 0, 0, 1, 0, policy::Force::kAuto, simd ? 128 : 0);
     bool ok = gpu_plan(c, pi, ML_METAL_SCRATCH_FLOATS, nullptr, &q) && q.kernel == i;
+    if (!ok && simd) {
+      const Call c80{t[i].op, 100, 80, 80, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
+      ok = gpu_plan(c80, pi, ML_CUDA_SCRATCH_FLOATS_SM90, nullptr, &q) && q.kernel == i;
+    }
     bool alternative = false;
     for (int j = 0; j < i; ++j)
       alternative = alternative || (t[j].op == t[i].op && t[j].kind == KernelKind::kGroup);
@@ -323,7 +328,11 @@ void test_global_routing() {
   const KernelInfo *t = kernel_table(&count);
   for (int i = 0; i < count; ++i) {
     if (t[i].kind != KernelKind::kGroup) continue;
-    const int d = static_cast<int>(kGlobalMaxDim);
+    // cholesky_cols*: windows up to 64 and 128 (registers), checked there.
+    const bool bounded = std::string(t[i].name).rfind("cholesky_cols", 0) == 0;
+    const int d = !bounded ? static_cast<int>(kGlobalMaxDim)
+                  : t[i].fits(128, 128, 0, static_cast<int>(kGlobalScratchFloats)) ? 128
+                                                                                   : 64;
     const int square = ml::op_desc(t[i].op).square;
     const int shapes[3][2] = {{d, d}, {d, square ? d : 1}, {square ? d : 1, d}};
     for (const auto &sh : shapes) {
@@ -412,7 +421,9 @@ void test_blocked_routing() {
     expect(blocked::supported(op), name + ": a blocked algorithm");
     expect(name_of(op, 300, 300, 2, 0, dev, on) == "cuda:blocked_" + name,
            name + " 300 beyond the window: blocked");
-    expect(name_of(op, 128, 128, 2, 0, dev, on) == "cuda:" + name + "_group",
+    // (cholesky's register line ahead of its group line; the SIMD lines are off here)
+    const std::string k128 = op == ML_OP_CHOLESKY ? "cholesky_cols128" : name + "_group";
+    expect(name_of(op, 128, 128, 2, 0, dev, on) == "cuda:" + k128,
            name + " 128 inside the window: the one-group kernel");
     expect(name_of(op, 300, 300, 2, 0, host, host_on) == "cpu:lapack",
            name + " 300 on the host: LAPACK");
@@ -445,14 +456,16 @@ void test_blocked_max_batch() {
   struct Case {
     int32_t op, flags;
     const char *table;  // the shared-memory kernel of 100 x 100 on the H200's budget
+    const char *table63;  // ... and of 63 x 63
   };
-  const Case cases[] = {{ML_OP_QR, ML_QR_REDUCED, "qr_householder"},
-                        {ML_OP_EIGH, ML_LOWER, "eigh_tridiag_ql"},
-                        {ML_OP_SVD, 0, "svd_bidiag_qr"},
-                        {ML_OP_CHOLESKY, 0, "cholesky_cols"}};
+  const Case cases[] = {{ML_OP_QR, ML_QR_REDUCED, "qr_householder", "qr_householder"},
+                        {ML_OP_EIGH, ML_LOWER, "eigh_tridiag_ql", "eigh_tridiag_ql"},
+                        {ML_OP_SVD, 0, "svd_bidiag_qr", "svd_bidiag_qr"},
+                        {ML_OP_CHOLESKY, 0, "cholesky_cols128", "cholesky_cols"}};
   for (const Case &k : cases) {
     const std::string op = op_name(k.op), blocked = "cuda:blocked_" + op;
     const std::string table = std::string("cuda:") + k.table;
+    const std::string table63 = std::string("cuda:") + k.table63;
     expect(name_of(k.op, 100, 100, 1, k.flags, dev, p) == blocked,
            op + " 100 x1, blocked from 64 up to batch 8: blocked");
     expect(name_of(k.op, 100, 100, 8, k.flags, dev, p) == blocked,
@@ -461,8 +474,8 @@ void test_blocked_max_batch() {
            op + " 100 x9, blocked up to batch 8: " + table);
     expect(name_of(k.op, 100, 100, 64, k.flags, dev, p) == table,
            op + " 100 x64, blocked up to batch 8: " + table);
-    expect(name_of(k.op, 63, 63, 1, k.flags, dev, p) == table,
-           op + " 63 x1 below gpu_blocked_min_n 64: " + table);
+    expect(name_of(k.op, 63, 63, 1, k.flags, dev, p) == table63,
+           op + " 63 x1 below gpu_blocked_min_n 64: " + table63);
     // Beyond the shared window no kernel of the table covers the shape: blocked at any batch.
     for (const int64_t batch : {int64_t{1}, int64_t{8}, int64_t{64}, int64_t{100000}})
       expect(name_of(k.op, 300, 300, batch, k.flags, dev, p) == blocked,

@@ -40,7 +40,7 @@ std::vector<Launch> launches(const lsk::Line &l, int m, int n, int km, int flags
     return out;
   }
   int cuda = 0, metal = 0;
-  const bool cols = std::string(l.name) == "cholesky_cols";
+  const bool cols = std::string(l.name).rfind("cholesky_cols", 0) == 0;  // both widths
   switch (l.op) {
     case ML_OP_CHOLESKY:
       cuda = cols ? ml::cuda::group_size_cholesky_cols(m, n, 16384, 132)
@@ -60,8 +60,10 @@ std::vector<Launch> launches(const lsk::Line &l, int m, int n, int km, int flags
   if (l.fits(km, n, flags, kH200)) out.push_back({cuda, kH200, "cuda"});
   if (l.fits(km, n, flags, ML_METAL_SCRATCH_FLOATS))
     out.push_back({metal, ML_METAL_SCRATCH_FLOATS, "metal"});
-  out.push_back({1, 1 << 26, "lane"});
-  out.push_back({37, 1 << 26, "gs37"});
+  if (l.fits(km, n, flags, 1 << 26)) {  // within the line's window (cholesky_cols: n <= 64)
+    out.push_back({1, 1 << 26, "lane"});
+    out.push_back({37, 1 << 26, "gs37"});
+  }
   return out;
 }
 
@@ -193,7 +195,7 @@ void suite_triangular(kt::Report &rep) {
       Batch bt = lsk::triangular_batch(nr.first, flags, rng);
       lsk::add_rhs(bt, nr.first, nr.second, rng, 1.0);
       run_batch(rep, {ML_OP_SOLVE_TRIANGULAR, nr.first, nr.first, nr.second, flags}, bt, false,
-                "solve_triangular_simd");
+                nr.first <= 64 ? "solve_triangular_simd" : "solve_triangular_simd128");
     }
 }
 

@@ -43,8 +43,10 @@ def gpu_policy():
 
 # The lines ahead of KERNELS' up to n = 128 (the SIMD lines under the default gpu_simd_max_n).
 SMALL = {
-    "cholesky": lambda n: "cuda:cholesky_simd" if n <= 32 else "cuda:cholesky_cols",
-    "solve_triangular": lambda n: "cuda:solve_triangular_simd",
+    "cholesky": lambda n: (
+        "cuda:cholesky_simd" if n <= 32 else "cuda:cholesky_cols" + ("" if n <= 64 else "128")
+    ),
+    "solve_triangular": lambda n: "cuda:solve_triangular_simd" + ("" if n <= 64 else "128"),
 }
 
 
