@@ -120,18 +120,13 @@ ML_FN void ml_chc_impl(ML_CTX ctx, int n, int upper, ML_DEVICE const float *am,
   if (info && j == 0) info[g] = status;
 }
 
-// The register widths R1 (n <= R1) and R2 (n <= R2) of one line; larger n are left untouched.
+// The register widths R1 (n <= R1) and R2 (n <= R2, the caller's window) of one line.
+// Returns 0 where the group is smaller than n (the caller then runs ml_cholesky_group).
 template <int R1, int R2>
-ML_FN void ml_chc_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML_DEVICE float *l,
-                      ML_DEVICE int *info) {
-  if (ctx.group_id >= p.batch) return;
-  const int n = p.n;
-  if (n < 1 || n > R2 || p.m != n) return;
-  if (ctx.group_size < n) {  // fewer lanes than columns: the shared-memory algorithm
-    ml_cholesky_group(ctx, p, a, l, info);
-    return;
-  }
-  const int upper = (p.flags & ML_K_LS_UPPER) != 0;
+ML_FN int ml_chc_run(ML_CTX ctx, int n, int flags, ML_DEVICE const float *a, ML_DEVICE float *l,
+                     ML_DEVICE int *info) {
+  if (ctx.group_size < n) return 0;
+  const int upper = (flags & ML_K_LS_UPPER) != 0;
   const ml_i64 g = ctx.group_id;
   ML_DEVICE const float *am = a + g * (ml_i64)n * n;
   ML_DEVICE float *lm = l + g * (ml_i64)n * n;
@@ -139,16 +134,21 @@ ML_FN void ml_chc_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML_DEVI
     ml_chc_impl<R1>(ctx, n, upper, am, lm, info, g);
   else
     ml_chc_impl<R2>(ctx, n, upper, am, lm, info, g);
+  return 1;
 }
 
 // l: n x n as ml_cholesky_group's; n <= 64 (cholesky_cols) or n <= 128 (cholesky_cols128).
+// Shapes beyond the line's window are left untouched; fewer lanes than columns run the
+// shared-memory algorithm.
 ML_FN void ml_cholesky_cols(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                             ML_DEVICE float *l, ML_DEVICE int *info) {
-  ml_chc_run<32, 64>(ctx, p, a, l, info);
+  if (ctx.group_id >= p.batch || p.n < 1 || p.n > 64 || p.m != p.n) return;
+  if (!ml_chc_run<32, 64>(ctx, p.n, p.flags, a, l, info)) ml_cholesky_group(ctx, p, a, l, info);
 }
 ML_FN void ml_cholesky_cols128(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                                ML_DEVICE float *l, ML_DEVICE int *info) {
-  ml_chc_run<96, 128>(ctx, p, a, l, info);
+  if (ctx.group_id >= p.batch || p.n < 1 || p.n > ML_CHC_MAX_N || p.m != p.n) return;
+  if (!ml_chc_run<96, 128>(ctx, p.n, p.flags, a, l, info)) ml_cholesky_group(ctx, p, a, l, info);
 }
 
 #endif  // ML_KERNELS_LINSYS_CHOLESKY_COLS_H

@@ -183,17 +183,18 @@ ML_FN void ml_trs_cols(ML_CTX ctx, int n, int nrhs, int flags, ML_DEVICE const f
 // must be 16 (n <= 16) or 32 and equal to ml_simd_width(ctx) (a SIMD line's launch), with the
 // scratch of scratch_floats_flags; shapes outside the line's window are left untouched.
 template <int WIDE>
-ML_FN void ml_trs_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML_DEVICE float *x,
-                      ML_DEVICE const float *b, ML_DEVICE int *info) {
-  if (ctx.group_id >= p.batch) return;
-  const int n = p.n, nrhs = p.m, gs = ctx.group_size;
+ML_FN void ml_trs_run(ML_CTX ctx, ml_i64 batch, int n, int nrhs, int pflags,
+                      ML_DEVICE const float *a, ML_DEVICE float *x, ML_DEVICE const float *b,
+                      ML_DEVICE int *info) {
+  if (ctx.group_id >= batch) return;
+  const int gs = ctx.group_size;
   const int hi = WIDE ? ML_TRS_MAX_N : (gs == 16 ? 16 : 64);
   if (n < 1 || n > hi || (gs != 16 && gs != 32) || (WIDE && gs != 32) || nrhs < 0) return;
   const ml_i64 g = ctx.group_id, xcount = (ml_i64)n * nrhs;
   ML_DEVICE const float *am = a + g * (ml_i64)n * n;
   ML_DEVICE const float *bm = b + g * xcount;
   ML_DEVICE float *xm = x + g * xcount;
-  const int flags = p.flags & ML_K_LS_BITS;
+  const int flags = pflags & ML_K_LS_BITS;
   if (WIDE)
     ml_trs_cols<4, 32>(ctx, n, nrhs, flags, am, xm, bm, info, g);
   else if (gs == 16)
@@ -206,12 +207,12 @@ ML_FN void ml_trs_run(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML_DEVI
 ML_FN void ml_solve_triangular_simd(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                                     ML_DEVICE float *x, ML_DEVICE const float *b,
                                     ML_DEVICE int *info) {
-  ml_trs_run<0>(ctx, p, a, x, b, info);
+  ml_trs_run<0>(ctx, p.batch, p.n, p.m, p.flags, a, x, b, info);
 }
 ML_FN void ml_solve_triangular_simd128(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
                                        ML_DEVICE float *x, ML_DEVICE const float *b,
                                        ML_DEVICE int *info) {
-  ml_trs_run<1>(ctx, p, a, x, b, info);
+  ml_trs_run<1>(ctx, p.batch, p.n, p.m, p.flags, a, x, b, info);
 }
 
 #endif  // ML_KERNELS_LINSYS_TRIANGULAR_SIMD_H
