@@ -14,8 +14,9 @@
 // group of 32 rows is skipped where no lane of a simdgroup needs it (rows above the simdgroup's
 // first column or above the pivot row).
 // Loads and stores: lane j reads column j of A's lower triangle (consecutive lanes on
-// consecutive addresses), and writes column j of L; under ML_K_LS_UPPER it reads and writes a
-// row (a 4 n-byte stride across the lanes).
+// consecutive addresses), and writes column j of L; under ML_K_LS_UPPER, where lane j's column is
+// a row of A and of U, A and U pass through the scratch in whole rows (n x (n | 1) floats, read
+// and written there at the odd stride).
 // info and NaN as ml_cholesky_group (LAPACK's). Group size: a lane per column (at least n
 // lanes); smaller groups (the lane-per-matrix and global launches) run ml_cholesky_group's
 // algorithm in the same scratch, which is ml_cholesky_group's.
@@ -24,14 +25,17 @@
 
 #include "gemm.h"
 #include "linsys_cholesky.h"
+#include "linsys_cholesky_simd.h"
 
 #define ML_CHC_MAX_N 128
 
-// Scratch: ml_cholesky_group's (its fallback), which holds the two column buffers (2 x 128
-// floats) and a reduction for every n >= 33; at least those for smaller n.
+// Scratch: the staged matrix (n x (n | 1), rounded up to 4 floats: the buffers are read 16
+// bytes at a time), two column buffers (2 x 128 floats) and a reduction, or
+// ml_cholesky_group's (the fallback) where that is larger.
+ML_HOST_FN int ml_chc_buf_offset(int n) { return (n * ml_shared_ld(n) + 3) & ~3; }
 ML_HOST_FN int ml_cholesky_cols_scratch_floats_flags(int m, int n, int flags) {
   const int g = ml_cholesky_group_scratch_floats_flags(m, n, flags);
-  const int own = 2 * ML_CHC_MAX_N + ML_RED_FLOATS;
+  const int own = ml_chc_buf_offset(n) + 2 * ML_CHC_MAX_N + ML_RED_FLOATS;
   return g > own ? g : own;
 }
 // Windows: n <= 64 (cholesky_cols), 33..128 (cholesky_cols128).
@@ -51,15 +55,21 @@ ML_FN void ml_chc_impl(ML_CTX ctx, int n, int upper, ML_DEVICE const float *am,
                        ML_DEVICE float *lm, ML_DEVICE int *info, ml_i64 g) {
   const int j = ctx.lane;               // this lane's column (lanes >= n follow along)
   const int base = j & ~31;             // the first column of this lane's simdgroup
-  ML_SHARED float *buf = ctx.scratch;   // two column buffers of R floats
-  ML_SHARED float *red = buf + 2 * R;
+  const int ld = ml_shared_ld(n);
+  ML_SHARED float *S = ctx.scratch;     // the staged matrix (upper)
+  ML_SHARED float *buf = S + ml_chc_buf_offset(n);  // two column buffers of R floats
+  ML_SHARED float *red = buf + 2 * ML_CHC_MAX_N;
+  if (upper) {
+    ml_chs_stage_in(j, ctx.group_size, n, ld, am, S);
+    ml_barrier(ctx);
+  }
   float col[R];
   float bad = 0.0f;
   ML_UNROLL
   for (int i = 0; i < R; ++i) {
     float x = 0.0f;
     if (i < n && j < n && i >= j) {
-      x = upper ? am[(ml_i64)j * n + i] : am[(ml_i64)i * n + j];
+      x = upper ? S[j * ld + i] : am[(ml_i64)i * n + j];
       if (!ml_isfinite(x)) bad = 1.0f;
     }
     col[i] = x;
@@ -111,11 +121,15 @@ ML_FN void ml_chc_impl(ML_CTX ctx, int n, int upper, ML_DEVICE const float *am,
       if (i < n) {
         const float v = status != 0 ? qnan : (i > j ? col[i] * r : (i == j ? sq : 0.0f));
         if (upper)
-          lm[(ml_i64)j * n + i] = v;  // U = L^T: lane j writes row j of U
+          S[j * ld + i] = v;  // U = L^T: row j of U (every lane read S before the last barrier)
         else
           lm[(ml_i64)i * n + j] = v;
       }
     }
+  }
+  if (upper) {
+    ml_barrier(ctx);
+    ml_chs_stage_out(j, ctx.group_size, n, ld, S, lm);
   }
   if (info && j == 0) info[g] = status;
 }

@@ -29,11 +29,10 @@ ML_HOST_FN int ml_cholesky_simd_fits_flags(int m, int n, int flags, int scratch_
          ml_cholesky_simd_scratch_floats_flags(m, n, flags) <= scratch_floats;
 }
 
-// Copies the n x n matrix src (row-major) to S (stride ld) by the GS lanes of a group, or S
-// back to dst: element t = lane + GS s of the matrix, its row and column kept incrementally
+// Copies the n x n matrix src (row-major) to S (stride ld) by the gs lanes of a group, or S
+// back to dst: element t = lane + gs s of the matrix, its row and column kept incrementally
 // (no division per element), so consecutive lanes touch consecutive device addresses.
-template <int GS>
-ML_FN void ml_chs_stage_in(int lane, int n, int ld, ML_DEVICE const float *src,
+ML_FN void ml_chs_stage_in(int lane, int GS, int n, int ld, ML_DEVICE const float *src,
                            ML_SHARED float *S) {
   int r = 0, c = lane;
   while (c >= n) c -= n, ++r;
@@ -43,8 +42,7 @@ ML_FN void ml_chs_stage_in(int lane, int n, int ld, ML_DEVICE const float *src,
     while (c >= n) c -= n, ++r;
   }
 }
-template <int GS>
-ML_FN void ml_chs_stage_out(int lane, int n, int ld, ML_SHARED const float *S,
+ML_FN void ml_chs_stage_out(int lane, int GS, int n, int ld, ML_SHARED const float *S,
                             ML_DEVICE float *dst) {
   int r = 0, c = lane;
   while (c >= n) c -= n, ++r;
@@ -68,7 +66,7 @@ ML_FN void ml_chs_impl(ML_CTX ctx, int n, int upper, ML_DEVICE const float *am,
   const int i = ctx.lane;  // this lane's row (lanes >= n hold zeros and follow along)
   const int ld = ml_shared_ld(n);
   ML_SHARED float *S = ctx.scratch;
-  ml_chs_stage_in<GS>(i, n, ld, am, S);
+  ml_chs_stage_in(i, GS, n, ld, am, S);
   ml_simd_barrier(ctx);
   float row[R];
   float bad = 0.0f;
@@ -117,7 +115,7 @@ ML_FN void ml_chs_impl(ML_CTX ctx, int n, int upper, ML_DEVICE const float *am,
     }
   }
   ml_simd_barrier(ctx);
-  ml_chs_stage_out<GS>(i, n, ld, S, lm);
+  ml_chs_stage_out(i, GS, n, ld, S, lm);
   if (info && i == 0) info[g] = status;
 }
 
