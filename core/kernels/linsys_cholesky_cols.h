@@ -2,24 +2,24 @@
 // registers: lane j holds column j of the lower triangle S (A's lower triangle, or its upper
 // triangle transposed under ML_K_LS_UPPER) in a register array of R = 32, 64, 96 or 128 floats
 // (every loop over it unrolled: no dynamic register index). Two table lines, so that an entry's
-// register count is its own sizes' (nvcc, sm_90: 96 registers for R <= 64, 168 for R <= 128;
-// one entry for all four took 172): cholesky_cols (n <= 64) and cholesky_cols128 (33..128,
-// taken from 65 on: cholesky_cols comes first in the table). Right-looking with the pivots'
-// scaling deferred: step k reads column k from shared memory (published there by lane k, the
-// pivot d = S[k][k] with it), and every lane j > k updates its column with it,
-// S[i][j] -= (S[j][k] / d) S[i][k], one broadcast read (four floats at a time) and one FMA per
-// entry; lane k + 1 publishes its updated column into the other of two buffers, so one barrier
-// per step. At the end L[i][j] = S[i][j] / sqrt(d_j), the divisions by the square roots applied
-// to whole columns. Entries above a lane's diagonal take garbage, never read or stored. Each
-// group of 32 rows is skipped where no lane of a simdgroup needs it (rows above the simdgroup's
-// first column or above the pivot row).
+// register count is its own sizes' (nvcc 13, sm_90, no spills: 101 registers for R <= 64, 168
+// for R <= 128; one entry for all four took 172): cholesky_cols (n <= 64) and cholesky_cols128
+// (33..128, taken from 65 on: cholesky_cols comes first in the table).
+// Right-looking with the pivots' scaling deferred: step k reads column k from shared memory
+// (written there by lane k after its last update, the pivot d = S[k][k] with it), and every
+// lane j > k updates its column, S[i][j] -= (S[j][k] / d) S[i][k], one broadcast read (four
+// floats at a time) and one FMA per entry; lane k + 1 writes its updated column into the other
+// of two buffers, so one barrier per step. At the end L[i][j] = S[i][j] / sqrt(d_j), applied to
+// whole columns. Entries above a lane's diagonal take garbage, never used. A block of 32 rows is
+// skipped where no lane of a simdgroup needs it (rows above the simdgroup's first column or
+// above the pivot row).
 // Loads and stores: lane j reads column j of A's lower triangle (consecutive lanes on
-// consecutive addresses), and writes column j of L; under ML_K_LS_UPPER, where lane j's column is
+// consecutive addresses) and writes column j of L; under ML_K_LS_UPPER, where lane j's column is
 // a row of A and of U, A and U pass through the scratch in whole rows (n x (n | 1) floats, read
 // and written there at the odd stride).
 // info and NaN as ml_cholesky_group (LAPACK's). Group size: a lane per column (at least n
 // lanes); smaller groups (the lane-per-matrix and global launches) run ml_cholesky_group's
-// algorithm in the same scratch, which is ml_cholesky_group's.
+// algorithm in the same scratch, which is at least ml_cholesky_group's.
 #ifndef ML_KERNELS_LINSYS_CHOLESKY_COLS_H
 #define ML_KERNELS_LINSYS_CHOLESKY_COLS_H
 

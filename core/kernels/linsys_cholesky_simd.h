@@ -1,7 +1,7 @@
 // Cholesky factorization of one n x n matrix (n <= 32) per simdgroup, the matrix in the lanes'
 // registers: lane i holds row i of the lower triangle (A's, or A's upper triangle transposed
 // under ML_K_LS_UPPER) in a register array of R = 16 or 32 floats, every loop over it unrolled
-// (no dynamic indexing, no shared memory, no barriers). Right-looking: step k takes the pivot
+// (no dynamic indexing, no barriers). Right-looking: step k takes the pivot
 // d = A[k][k] from lane k (one shuffle), each lane i > k scales its entry l_ik = a_ik / sqrt(d)
 // and updates its row with column k, a_ij -= l_ik l_jk for k < j, l_jk fetched from lane j by
 // one shuffle (the lanes' entries right of the diagonal take garbage, never read). About
@@ -9,9 +9,8 @@
 // A and the result move through the group's scratch (n x (n | 1) floats): the lanes copy the
 // matrix in whole rows (consecutive lanes on consecutive addresses), then lane i reads its row
 // (or column, upper) there, conflict-free at the odd stride; the result goes back the same way.
-// A lane reading its row straight from device memory put the 32 lanes of a load on 32 rows
-// 4 n bytes apart (32 sectors per load, and as many partial-sector stores), which bound the
-// kernel (H200, 32 x 32 x16384: 0.47 ms before, benchmarks/results/nvidia-h200-linsys-chol-small).
+// (A lane reading its own row from device memory puts the 32 lanes of a load on 32 rows 4 n
+// bytes apart: 32 sectors per load, and 32 partial-sector writes per store.)
 // Group sizes: 32, or 16 (R = 16) for n <= 16 as CUDA's sub-warp groups; a SIMD table line.
 #ifndef ML_KERNELS_LINSYS_CHOLESKY_SIMD_H
 #define ML_KERNELS_LINSYS_CHOLESKY_SIMD_H

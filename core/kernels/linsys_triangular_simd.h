@@ -13,9 +13,10 @@
 // info and NaN as ml_solve_triangular_group: ML_INFO_LS_NONFINITE for NaN/Inf in the triangle
 // read or in B, else k for the first exact zero on A's diagonal (not unit); either gives an
 // all-NaN X for that matrix. Group size: 32 lanes, or 16 (n <= 16) as CUDA's sub-warp groups.
-// Two SIMD table lines, so that an entry's register count is its own sizes' (nvcc, sm_90: 106
-// registers for NQ <= 2, 146 for NQ = 4; one entry for both took 201): solve_triangular_simd
-// (n <= 64) and solve_triangular_simd128 (33..128, taken from 65 on: the other comes first).
+// Two SIMD table lines, so that an entry's register count is its own sizes' (nvcc 13, sm_90, no
+// spills: 117 registers for NQ <= 2, 158 for NQ = 4; one entry for both took 201):
+// solve_triangular_simd (n <= 64) and solve_triangular_simd128 (33..128, taken from 65 on: the
+// other comes first).
 #ifndef ML_KERNELS_LINSYS_TRIANGULAR_SIMD_H
 #define ML_KERNELS_LINSYS_TRIANGULAR_SIMD_H
 
