@@ -1,6 +1,7 @@
 """The linear systems on one CUDA device against torch.linalg, CuPy and JAX, in one run: cholesky,
-solve (1 and 16 right-hand sides), inv, lu_factor and solve_triangular on batches of small
-matrices. Each point is timed with CUDA events after a warm-up (best and median of the timed
+solve (1 and 16 right-hand sides), inv, lu_factor and solve_triangular (lower, and as the ops
+solve_triangular_upper and solve_triangular_right: A upper, and X A = B with A lower) on batches
+of small matrices. Each point is timed with CUDA events after a warm-up (best and median of the timed
 calls; JAX, on its own streams, by the wall clock around block_until_ready); the backend each call of ours takes is printed with it, and a residual in float64 checks
 the result: cholesky ||A - L L^T|| / (n ||A|| eps), solve ||A X - B|| / (||A|| ||X|| n eps), inv
 ||A X - I|| / (||A|| ||X|| n eps), solve_triangular as solve. Writes <slug>.json, <slug>.md and
@@ -57,15 +58,23 @@ def _inputs(op: str, n: int, batch: int, nrhs: int):
     a = torch.randn(batch, n, n, device="cuda") + n**0.5 * torch.eye(n, device="cuda")
     if op in ("inv", "lu_factor"):
         return (a,)
+    if op == "solve_triangular_right":
+        return (torch.tril(a), torch.randn(batch, nrhs, n, device="cuda"))
     b = torch.randn(batch, n, nrhs, device="cuda")
     if op == "solve_triangular":
         return (torch.tril(a), b)
+    if op == "solve_triangular_upper":
+        return (torch.triu(a), b)
     return (a, b)
 
 
 def _ours(op: str):
     if op == "solve_triangular":
         return lambda a, b: mlt.solve_triangular(a, b, upper=False)
+    if op == "solve_triangular_upper":
+        return lambda a, b: mlt.solve_triangular(a, b, upper=True)
+    if op == "solve_triangular_right":
+        return lambda a, b: mlt.solve_triangular(a, b, upper=False, left=False)
     if op == "lu_factor":
         return lambda a: mlt.lu_factor(a)[0]
     return getattr(mlt, op)
@@ -74,6 +83,10 @@ def _ours(op: str):
 def _torch(op: str):
     if op == "solve_triangular":
         return lambda a, b: torch.linalg.solve_triangular(a, b, upper=False)
+    if op == "solve_triangular_upper":
+        return lambda a, b: torch.linalg.solve_triangular(a, b, upper=True)
+    if op == "solve_triangular_right":
+        return lambda a, b: torch.linalg.solve_triangular(a, b, upper=False, left=False)
     if op == "lu_factor":
         return lambda a: torch.linalg.lu_factor(a)[0]
     return getattr(torch.linalg, op)
@@ -107,6 +120,11 @@ def _jax(op: str):
         "inv": lambda a: jnp.linalg.inv(a),
         "lu_factor": lambda a: jsl.lu_factor(a)[0],
         "solve_triangular": lambda a, b: jsl.solve_triangular(a, b, lower=True),
+        "solve_triangular_upper": lambda a, b: jsl.solve_triangular(a, b, lower=False),
+        # X A = B as A^T X^T = B^T.
+        "solve_triangular_right": lambda a, b: jnp.swapaxes(
+            jsl.solve_triangular(a, jnp.swapaxes(b, -1, -2), trans=1, lower=True), -1, -2
+        ),
     }
     if op not in fns:
         return None
@@ -141,7 +159,8 @@ def _resid(op: str, args, out) -> float:
         x = out.double()
         b = args[1].double() if op != "inv" else torch.eye(n, dtype=torch.float64, device="cuda")
         nx = torch.linalg.matrix_norm(x, ord=1)
-        r = torch.linalg.matrix_norm(a @ x - b, ord=1) / (na * nx * n * EPS)
+        ax = x @ a if op == "solve_triangular_right" else a @ x
+        r = torch.linalg.matrix_norm(ax - b, ord=1) / (na * nx * n * EPS)
     return float(r.max())
 
 
@@ -212,7 +231,8 @@ def main() -> None:
     rows = []
     for op, n, batch, nrhs in points:
         x = _inputs(op, n, batch, nrhs)
-        backend = getattr(mlt, f"{op}_backend")(n, batch, device="cuda")
+        base_op = "solve_triangular" if op.startswith("solve_triangular") else op
+        backend = getattr(mlt, f"{base_op}_backend")(n, batch, device="cuda")
         row = {"op": op, "n": n, "batch": batch, "nrhs": nrhs, "backend": backend}
         libs = (
             (("ours", _ours),)

@@ -120,6 +120,16 @@ inline int linsys_group_size(int n) { return warps_of(2 * n, 256); }
 inline int group_size_cholesky_group(int, int n, int64_t, int) { return linsys_group_size(n); }
 // cholesky SIMD line (n <= 32): one simdgroup per matrix, a lane per row (16 lanes for n <= 16).
 inline int group_size_cholesky_simd(int m, int n, int64_t, int) { return simd_group_size(m, n); }
+// cholesky_cols / cholesky_cols128 (n <= 64 / 128): a lane per column, whole warps.
+inline int group_size_cholesky_cols(int, int n, int64_t, int) { return warps_of(n, 128); }
+inline int group_size_cholesky_cols128(int, int n, int64_t, int) { return warps_of(n, 128); }
+// solve_triangular SIMD lines: one simdgroup per matrix (16 lanes for n <= 16).
+inline int group_size_solve_triangular_simd(int, int n, int64_t, int) {
+  return simd_group_size(n, n);
+}
+inline int group_size_solve_triangular_simd128(int, int n, int64_t, int) {
+  return simd_group_size(n, n);
+}
 inline int group_size_solve_group(int, int n, int64_t, int) { return linsys_group_size(n); }
 inline int group_size_inv_group(int, int n, int64_t, int) { return linsys_group_size(n); }
 inline int group_size_solve_triangular_group(int, int n, int64_t, int) {

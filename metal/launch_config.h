@@ -83,6 +83,12 @@ inline int group_size_svdvals_jacobi_simd(int m, int n, int64_t) {
 inline int linsys_group_size(int n) { return simdgroups_of(2 * n, 256); }
 inline int group_size_cholesky_group(int, int n, int64_t) { return linsys_group_size(n); }
 inline int group_size_cholesky_simd(int m, int n, int64_t) { return simd_group_size(m, n); }
+inline int group_size_cholesky_cols(int, int n, int64_t) { return simdgroups_of(n, 128); }
+inline int group_size_cholesky_cols128(int, int n, int64_t) { return simdgroups_of(n, 128); }
+inline int group_size_solve_triangular_simd(int, int n, int64_t) { return simd_group_size(n, n); }
+inline int group_size_solve_triangular_simd128(int, int n, int64_t) {
+  return simd_group_size(n, n);
+}
 inline int group_size_solve_group(int, int n, int64_t) { return linsys_group_size(n); }
 inline int group_size_inv_group(int, int n, int64_t) { return linsys_group_size(n); }
 inline int group_size_solve_triangular_group(int, int n, int64_t) { return linsys_group_size(n); }

@@ -38,9 +38,11 @@
 #include "eigh_jacobi_small.h"
 #include "eigh_tridiag_ql.h"
 #include "linsys_cholesky.h"
+#include "linsys_cholesky_cols.h"
 #include "linsys_cholesky_simd.h"
 #include "linsys_lu.h"
 #include "linsys_triangular.h"
+#include "linsys_triangular_simd.h"
 #include "qr_householder.h"
 #include "qr_householder_simd.h"
 #include "qr_householder_small.h"
@@ -122,8 +124,19 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
     ml_svdvals_bidiag_qr_choose_flags)                                                        \
   X(cholesky_simd, ML_OP_CHOLESKY, ml_cholesky_simd, O0, SIMD,                               \
     ml_cholesky_simd_scratch_floats_flags, ml_cholesky_simd_fits_flags, ml_flags_unchanged)   \
+  X(solve_triangular_simd, ML_OP_SOLVE_TRIANGULAR, ml_solve_triangular_simd, O0B, SIMD,       \
+    ml_solve_triangular_simd_scratch_floats_flags, ml_solve_triangular_simd_fits_flags,       \
+    ml_flags_unchanged)                                                                       \
+  X(solve_triangular_simd128, ML_OP_SOLVE_TRIANGULAR, ml_solve_triangular_simd128, O0B, SIMD, \
+    ml_solve_triangular_simd_scratch_floats_flags, ml_solve_triangular_simd128_fits_flags,    \
+    ml_flags_unchanged)                                                                       \
   X(cholesky_group, ML_OP_CHOLESKY, ml_cholesky_group, O0, GROUP,                             \
     ml_cholesky_group_scratch_floats_flags, ml_cholesky_group_fits_flags, ml_flags_unchanged) \
+  X(cholesky_cols, ML_OP_CHOLESKY, ml_cholesky_cols, O0, GROUP,                               \
+    ml_cholesky_cols_scratch_floats_flags, ml_cholesky_cols_fits_flags, ml_flags_unchanged)   \
+  X(cholesky_cols128, ML_OP_CHOLESKY, ml_cholesky_cols128, O0, GROUP,                         \
+    ml_cholesky_cols_scratch_floats_flags, ml_cholesky_cols128_fits_flags,                    \
+    ml_flags_unchanged)                                                                       \
   X(solve_group, ML_OP_SOLVE, ml_solve_group, O0B, GROUP,                                     \
     ml_solve_group_scratch_floats_flags, ml_solve_group_fits_flags,                           \
     ml_solve_group_choose_flags)                                                              \

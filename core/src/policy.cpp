@@ -86,6 +86,12 @@ int64_t cpu_small_default(int32_t op) {
 // LAPACK's call overhead, device tensors stay on the GPU whenever a kernel
 // covers the shape (copies would cost more and break CUDA graphs), host
 // buffers never pay for a round trip to the GPU.
+// The ops whose SIMD lines have not been timed on a GPU yet.
+bool simd_unmeasured(int32_t op) {
+  return op == ML_OP_SOLVE || op == ML_OP_INV || op == ML_OP_LU_FACTOR ||
+         op == ML_OP_SOLVE_TRIANGULAR;
+}
+
 int64_t default_value(int32_t op, int field) {
   switch (field) {
     case kCpuKernelMaxN:
@@ -98,8 +104,10 @@ int64_t default_value(int32_t op, int field) {
     case kGpuLaneMinBatch: return 1;
     // Register kernels wherever they exist (they cover max(m, n) <= 8).
     case kGpuSmallMaxN: return 1 << 20;
-    // Simdgroup kernels wherever they exist (their windows: max(m, n) <= 32 or 64).
-    case kGpuSimdMaxN: return 1 << 20;
+    // Simdgroup kernels wherever they exist (their windows: max(m, n) <= 32 or 64), but the
+    // linear systems' other than cholesky's only where a table or the user turns them on (not
+    // yet measured on a GPU: their group lines are the default).
+    case kGpuSimdMaxN: return simd_unmeasured(op) ? 0 : 1 << 20;
     // Group kernels with device-memory scratch beyond the shared window: off until measured.
     case kGpuGlobalMaxN: return 0;
     case kGpuGlobalMinBatch: return 1;

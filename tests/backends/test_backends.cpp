@@ -182,13 +182,18 @@ void test_routing() {
   int count = 0;
   const KernelInfo *t = kernel_table(&count);
   for (int i = 0; i < count; ++i) {
-    // 3 x 3, or 40 x 40 for a line whose window starts above (qr_householder_simd64)
+    // 3 x 3, or 40 x 40 for a line whose window starts above (qr_householder_simd64), or
+    // 80 x 80 for one taken from 65 on (solve_triangular_simd128)
     const int sz = t[i].fits(3, 3, 0, ML_METAL_SCRATCH_FLOATS) ? 3 : 40;
     const Call c{t[i].op, 100, sz, sz, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
     Plan q;
     const bool reg = t[i].kind == KernelKind::kRegister, simd = t[i].kind == KernelKind::kSimd;
-    const policy::Resolved pi = pol(reg ? 8 : 0, 0, 1, 0, policy::Force::kAuto, simd ? 64 : 0);
+    const policy::Resolved pi = pol(reg ? 8 : 0, 0, 1, 0, policy::Force::kAuto, simd ? 128 : 0);
     bool ok = gpu_plan(c, pi, ML_METAL_SCRATCH_FLOATS, nullptr, &q) && q.kernel == i;
+    if (!ok && simd) {
+      const Call c80{t[i].op, 100, 80, 80, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
+      ok = gpu_plan(c80, pi, ML_CUDA_SCRATCH_FLOATS_SM90, nullptr, &q) && q.kernel == i;
+    }
     bool alternative = false;
     for (int j = 0; j < i; ++j)
       alternative = alternative || (t[j].op == t[i].op && t[j].kind == KernelKind::kGroup);
@@ -216,6 +221,32 @@ void test_routing() {
 }
 
 // Global launches (a group kernel's scratch in device memory) beyond the shared window.
+// The linear systems' SIMD lines other than cholesky_simd wait for a GPU measurement: the
+// built-in gpu_simd_max_n of solve, inv, lu_factor and solve_triangular is 0 (checked in
+// tests/python/torch/test_torch_linsys.py), which leaves their group lines; cholesky's
+// register-column lines are the alternatives after cholesky_group (the gpu_alt window).
+void test_linsys_defaults() {
+  const auto dev = ML_MEMORY_CUDA;
+  for (const int32_t op : {ML_OP_SOLVE_TRIANGULAR}) {
+    const std::string name = op_name(op);
+    const std::string off = name_of(op, 16, 16, 64, 0, dev, pol(0, 0, 1, 0, policy::Force::kAuto, 0));
+    expect(off == "cuda:" + name + "_group", name + " 16 x64, gpu_simd_max_n 0: " + off);
+    const std::string on = name_of(op, 16, 16, 64, 0, dev, pol(0, 0, 1, 0, policy::Force::kAuto, 128));
+    expect(on != off, name + " 16 x64, gpu_simd_max_n 128: " + on);
+  }
+  policy::Resolved c = pol(0, 0, 1, 0, policy::Force::kAuto, 1 << 20);
+  expect(name_of(ML_OP_CHOLESKY, 16, 16, 64, 0, dev, c) == "cuda:cholesky_simd",
+         "cholesky 16 x64: cholesky_simd");
+  expect(name_of(ML_OP_CHOLESKY, 48, 48, 64, 0, dev, c) == "cuda:cholesky_group",
+         "cholesky 48 x64 without the alt window: cholesky_group");
+  c.value[policy::kGpuAltMinN] = 33;
+  c.value[policy::kGpuAltMaxN] = 128;
+  expect(name_of(ML_OP_CHOLESKY, 48, 48, 64, 0, dev, c) == "cuda:cholesky_cols",
+         "cholesky 48 x64 in the alt window: cholesky_cols");
+  expect(name_of(ML_OP_CHOLESKY, 100, 100, 64, 0, dev, c) == "cuda:cholesky_cols128",
+         "cholesky 100 x64 in the alt window: cholesky_cols128");
+}
+
 void test_global_routing() {
   const auto dev = ML_MEMORY_CUDA, host = ML_MEMORY_HOST;
   g_cuda.global = true;
@@ -323,7 +354,11 @@ void test_global_routing() {
   const KernelInfo *t = kernel_table(&count);
   for (int i = 0; i < count; ++i) {
     if (t[i].kind != KernelKind::kGroup) continue;
-    const int d = static_cast<int>(kGlobalMaxDim);
+    // cholesky_cols*: windows up to 64 and 128 (registers), checked there.
+    const bool bounded = std::string(t[i].name).rfind("cholesky_cols", 0) == 0;
+    const int d = !bounded ? static_cast<int>(kGlobalMaxDim)
+                  : t[i].fits(128, 128, 0, static_cast<int>(kGlobalScratchFloats)) ? 128
+                                                                                   : 64;
     const int square = ml::op_desc(t[i].op).square;
     const int shapes[3][2] = {{d, d}, {d, square ? d : 1}, {square ? d : 1, d}};
     for (const auto &sh : shapes) {
@@ -445,14 +480,16 @@ void test_blocked_max_batch() {
   struct Case {
     int32_t op, flags;
     const char *table;  // the shared-memory kernel of 100 x 100 on the H200's budget
+    const char *table63;  // ... and of 63 x 63
   };
-  const Case cases[] = {{ML_OP_QR, ML_QR_REDUCED, "qr_householder"},
-                        {ML_OP_EIGH, ML_LOWER, "eigh_tridiag_ql"},
-                        {ML_OP_SVD, 0, "svd_bidiag_qr"},
-                        {ML_OP_CHOLESKY, 0, "cholesky_group"}};
+  const Case cases[] = {{ML_OP_QR, ML_QR_REDUCED, "qr_householder", "qr_householder"},
+                        {ML_OP_EIGH, ML_LOWER, "eigh_tridiag_ql", "eigh_tridiag_ql"},
+                        {ML_OP_SVD, 0, "svd_bidiag_qr", "svd_bidiag_qr"},
+                        {ML_OP_CHOLESKY, 0, "cholesky_group", "cholesky_group"}};
   for (const Case &k : cases) {
     const std::string op = op_name(k.op), blocked = "cuda:blocked_" + op;
     const std::string table = std::string("cuda:") + k.table;
+    const std::string table63 = std::string("cuda:") + k.table63;
     expect(name_of(k.op, 100, 100, 1, k.flags, dev, p) == blocked,
            op + " 100 x1, blocked from 64 up to batch 8: blocked");
     expect(name_of(k.op, 100, 100, 8, k.flags, dev, p) == blocked,
@@ -461,8 +498,8 @@ void test_blocked_max_batch() {
            op + " 100 x9, blocked up to batch 8: " + table);
     expect(name_of(k.op, 100, 100, 64, k.flags, dev, p) == table,
            op + " 100 x64, blocked up to batch 8: " + table);
-    expect(name_of(k.op, 63, 63, 1, k.flags, dev, p) == table,
-           op + " 63 x1 below gpu_blocked_min_n 64: " + table);
+    expect(name_of(k.op, 63, 63, 1, k.flags, dev, p) == table63,
+           op + " 63 x1 below gpu_blocked_min_n 64: " + table63);
     // Beyond the shared window no kernel of the table covers the shape: blocked at any batch.
     for (const int64_t batch : {int64_t{1}, int64_t{8}, int64_t{64}, int64_t{100000}})
       expect(name_of(k.op, 300, 300, batch, k.flags, dev, p) == blocked,
@@ -639,6 +676,7 @@ int main() {
   ml::test_blocked_routing();
   ml::test_blocked_max_batch();
   ml::test_alt_routing();
+  ml::test_linsys_defaults();
   ml::test_global_routing();
   ml::test_cuda_launch();
   ml::test_metal_launch();

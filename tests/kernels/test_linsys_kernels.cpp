@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <random>
 #include <set>
+#include <string>
 
 #include "../../cuda/launch_config.h"
 #include "../../metal/launch_config.h"
@@ -33,15 +34,20 @@ struct Launch {
 std::vector<Launch> launches(const lsk::Line &l, int m, int n, int km, int flags) {
   std::vector<Launch> out;
   if (l.simd) {  // one simdgroup per matrix: 32 lanes (CUDA, Metal), 16 where CUDA uses them
-    if (!l.fits(km, n, flags, 0)) return out;
-    out.push_back({ml::cuda::group_size_cholesky_simd(m, n, 16384, 132), 0, "cuda-simd"});
-    if (out.back().gs != 32) out.push_back({32, 0, "metal-simd"});
+    if (!l.fits(km, n, flags, kH200)) return out;
+    out.push_back({ml::cuda::group_size_cholesky_simd(m, n, 16384, 132), kH200, "cuda-simd"});
+    if (out.back().gs != 32) out.push_back({32, kH200, "metal-simd"});
     return out;
   }
   int cuda = 0, metal = 0;
+  const bool cols = std::string(l.name).rfind("cholesky_cols", 0) == 0;  // both widths
   switch (l.op) {
-    case ML_OP_CHOLESKY: cuda = ml::cuda::group_size_cholesky_group(m, n, 16384, 132);
-      metal = ml::metal::group_size_cholesky_group(m, n, 16384); break;
+    case ML_OP_CHOLESKY:
+      cuda = cols ? ml::cuda::group_size_cholesky_cols(m, n, 16384, 132)
+                  : ml::cuda::group_size_cholesky_group(m, n, 16384, 132);
+      metal = cols ? ml::metal::group_size_cholesky_cols(m, n, 16384)
+                   : ml::metal::group_size_cholesky_group(m, n, 16384);
+      break;
     case ML_OP_LU_FACTOR: cuda = ml::cuda::group_size_lu_factor_group(m, n, 16384, 132);
       metal = ml::metal::group_size_lu_factor_group(m, n, 16384); break;
     case ML_OP_SOLVE: cuda = ml::cuda::group_size_solve_group(m, n, 16384, 132);
@@ -54,16 +60,24 @@ std::vector<Launch> launches(const lsk::Line &l, int m, int n, int km, int flags
   if (l.fits(km, n, flags, kH200)) out.push_back({cuda, kH200, "cuda"});
   if (l.fits(km, n, flags, ML_METAL_SCRATCH_FLOATS))
     out.push_back({metal, ML_METAL_SCRATCH_FLOATS, "metal"});
-  out.push_back({1, 1 << 26, "lane"});
-  out.push_back({37, 1 << 26, "gs37"});
+  if (l.fits(km, n, flags, 1 << 26)) {  // within the line's window (cholesky_cols: n <= 64)
+    out.push_back({1, 1 << 26, "lane"});
+    out.push_back({37, 1 << 26, "gs37"});
+  }
   return out;
 }
 
 // Runs op's line on the batch at every launch (and, with right-hand sides, a chunk width
 // below nrhs), checking each matrix against LAPACK's info (and pivots) and the ratios.
-void run_batch(kt::Report &rep, const lsk::Shape &s, const Batch &bt, bool all_launches) {
-  const std::vector<const lsk::Line *> lines = lsk::lines_of(s.op);
+// only: that line alone (null: every line of the op).
+void run_batch(kt::Report &rep, const lsk::Shape &s, const Batch &bt, bool all_launches,
+               const char *only = nullptr) {
+  std::vector<const lsk::Line *> lines = lsk::lines_of(s.op);
   rep.expect(!lines.empty(), "a kernel-table line for the op");
+  if (only) {
+    std::erase_if(lines, [&](const lsk::Line *l) { return std::string(l->name) != only; });
+    rep.expect(lines.size() == 1, std::string("the line ") + only);
+  }
   const int batch = int(bt.fams.size());
   std::vector<int> piv;
   const std::vector<int> want = lsk::lapack_info(s, bt, batch, &piv);
@@ -72,8 +86,10 @@ void run_batch(kt::Report &rep, const lsk::Shape &s, const Batch &bt, bool all_l
     std::vector<Launch> ls = launches(*l, s.m, s.n, km, s.flags);
     if (ls.empty()) continue;
     if (!all_launches) ls.resize(1);
-    if (s.op == ML_OP_SOLVE || s.op == ML_OP_INV || s.op == ML_OP_SOLVE_TRIANGULAR) {
-      // A chunk of 3 right-hand sides (the smallest budget that takes 3 columns).
+    if (!l->simd &&
+        (s.op == ML_OP_SOLVE || s.op == ML_OP_INV || s.op == ML_OP_SOLVE_TRIANGULAR)) {
+      // A chunk of 3 right-hand sides (the smallest budget that takes 3 columns; SIMD lines
+      // hold their columns in registers, no chunk in the flags).
       int budget = 1;
       while (l->choose(km, s.n, s.flags, budget) >> ML_K_LS_CHUNK_SHIFT < std::min(3, km))
         ++budget;
@@ -100,6 +116,12 @@ void suite_cholesky(kt::Report &rep) {
       kt::Timer t("cholesky", n, n, 0);
       run_batch(rep, {ML_OP_CHOLESKY, n, n, 1, flags}, lsk::spd_batch(n, flags, rng), true);
     }
+  // cholesky_cols' register widths (64, 96, 128) at their edges, the CUDA launch only.
+  for (int n : {64, 65, 97, 128}) {
+    kt::Timer t("cholesky", n, n, 0);
+    run_batch(rep, {ML_OP_CHOLESKY, n, n, 1, n == 97 ? int(ML_LS_UPPER) : 0},
+              lsk::spd_batch(n, n == 97 ? int(ML_LS_UPPER) : 0, rng), false);
+  }
   run_batch(rep, {ML_OP_CHOLESKY, 100, 100, 1, 0}, lsk::spd_batch(100, 0, rng), false);
 }
 
@@ -163,6 +185,18 @@ void suite_triangular(kt::Report &rep) {
         lsk::add_rhs(bt, n, nrhs, rng, 1.0);
         run_batch(rep, {ML_OP_SOLVE_TRIANGULAR, n, n, nrhs, flags}, bt, n <= 17);
       }
+  // solve_triangular_simd's row and column widths: 2 and 4 rows a lane, chunks of 8 and 16
+  // columns (and a partial one), every flag at n = 100 (that line alone: the group line's
+  // thread per lane is slow on the CPU runner at these sizes).
+  for (int flags = 0; flags < 8; ++flags)
+    for (auto nr : {std::pair<int, int>{64, 7}, {100, 17}}) {
+      if (nr.first == 64 && (flags & 4)) continue;
+      kt::Timer t("triangular", nr.first, nr.second, 0);
+      Batch bt = lsk::triangular_batch(nr.first, flags, rng);
+      lsk::add_rhs(bt, nr.first, nr.second, rng, 1.0);
+      run_batch(rep, {ML_OP_SOLVE_TRIANGULAR, nr.first, nr.first, nr.second, flags}, bt, false,
+                nr.first <= 64 ? "solve_triangular_simd" : "solve_triangular_simd128");
+    }
 }
 
 }  // namespace

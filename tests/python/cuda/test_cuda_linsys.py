@@ -34,25 +34,54 @@ def gpu_policy():
     """Every shape to the GPU kernels, whatever the batch (an explicit policy: no tuned table
     or environment decides these tests' routes)."""
     for op in KERNELS:
-        for field, value in (("gpu_min_batch", 1), ("gpu_max_n", 1 << 20), ("gpu_lane_max_n", 0)):
+        for field, value in (
+            ("gpu_min_batch", 1),
+            ("gpu_max_n", 1 << 20),
+            ("gpu_lane_max_n", 0),
+            # the SIMD lines (off by default where not yet timed on a GPU) and cholesky's
+            # register-column lines (its gpu_alt window) on, so that these tests cover them
+            ("gpu_simd_max_n", 1 << 20),
+            ("gpu_alt_min_n", 33 if op == "cholesky" else 0),
+            ("gpu_alt_max_n", 128 if op == "cholesky" else 0),
+        ):
             assert _lib.lib.ml_policy_set(_lib.OP_ID[op], field.encode(), value) == 0
     yield
     for op in KERNELS:
         _lib.lib.ml_policy_reset(_lib.OP_ID[op])
 
 
+# The lines ahead of KERNELS' up to n = 128 under gpu_policy's settings.
+SMALL = {
+    "cholesky": lambda n: (
+        "cuda:cholesky_simd" if n <= 32 else "cuda:cholesky_cols" + ("" if n <= 64 else "128")
+    ),
+    "solve_triangular": lambda n: "cuda:solve_triangular_simd" + ("" if n <= 64 else "128"),
+}
+
+
 @pytest.mark.parametrize("op", sorted(KERNELS))
-@pytest.mark.parametrize("n", [8, 32, 64, 100, 128])
+@pytest.mark.parametrize("n", [8, 32, 64, 100, 128, 129])
 def test_routes_to_the_kernel(op: str, n: int) -> None:
-    want = "cuda:cholesky_simd" if op == "cholesky" and n <= 32 else KERNELS[op]
+    want = SMALL[op](n) if op in SMALL and n <= 128 else KERNELS[op]
     assert route(op, n, 1024) == want
 
 
-def test_cholesky_simd_window() -> None:
-    """The SIMD line follows the policy's gpu_simd_max_n like the decompositions' SIMD lines."""
-    op = _lib.OP_ID["cholesky"]
-    assert _lib.lib.ml_policy_set(op, b"gpu_simd_max_n", 0) == 0
-    assert route("cholesky", 32, 16384) == "cuda:cholesky_group"
+def test_simd_windows() -> None:
+    """The SIMD lines follow the policy's gpu_simd_max_n like the decompositions' SIMD lines."""
+    for op in ("cholesky", "solve_triangular"):
+        assert _lib.lib.ml_policy_set(_lib.OP_ID[op], b"gpu_simd_max_n", 0) == 0
+    assert route("cholesky", 32, 16384) == "cuda:cholesky_group"  # below the alt window
+    assert route("solve_triangular", 64, 4096) == "cuda:solve_triangular_group"
+
+
+def test_default_routes() -> None:
+    """Without settings the lines not yet timed on a GPU are off: the group kernels (and
+    cholesky_simd up to 32)."""
+    for op in KERNELS:
+        _lib.lib.ml_policy_reset(_lib.OP_ID[op])
+    assert route("cholesky", 32, 1024) == "cuda:cholesky_simd"
+    assert route("cholesky", 48, 1024) == "cuda:cholesky_group"
+    assert route("solve_triangular", 16, 1024) == "cuda:solve_triangular_group"
 
 
 def _norm1(x: torch.Tensor) -> torch.Tensor:
@@ -64,7 +93,7 @@ def _spd(batch: int, n: int) -> torch.Tensor:
     return (g @ g.mT + n * torch.eye(n, device=DEV, dtype=torch.float64)).float()
 
 
-@pytest.mark.parametrize("n", [8, 17, 32, 64, 128])
+@pytest.mark.parametrize("n", [8, 17, 32, 33, 64, 65, 97, 128])
 @pytest.mark.parametrize("upper", [False, True])
 def test_cholesky(n: int, upper: bool) -> None:
     a = _spd(64, n)
@@ -119,16 +148,25 @@ def test_inv_and_lu_factor(n: int) -> None:
     assert float(ratio.max()) < LIMIT
 
 
-@pytest.mark.parametrize("n", [8, 64, 128])
+@pytest.mark.parametrize("n", [8, 16, 33, 64, 100, 128])
 @pytest.mark.parametrize("upper", [False, True])
 @pytest.mark.parametrize("left", [False, True])
-def test_solve_triangular(n: int, upper: bool, left: bool) -> None:
+@pytest.mark.parametrize(("nrhs", "unit"), [(4, False), (17, False), (16, True)])
+def test_solve_triangular(n: int, upper: bool, left: bool, nrhs: int, unit: bool) -> None:
     a = torch.randn(64, n, n, device=DEV) / n**0.5
     a = a + 2 * torch.eye(n, device=DEV)
     t = a.triu() if upper else a.tril()
-    b = torch.randn(64, n, 4, device=DEV) if left else torch.randn(64, 4, n, device=DEV)
-    x = mlt.solve_triangular(t, b, upper=upper, left=left)
-    td, xd, bd = t.double(), x.double(), b.double()
+    b = torch.randn(64, n, nrhs, device=DEV) if left else torch.randn(64, nrhs, n, device=DEV)
+    t[5, n // 2, n // 2] = 0  # a zero on the diagonal: NaN unless unit
+    b[6, 0, 0] = float("nan")  # non-finite B: NaN
+    x = mlt.solve_triangular(t, b, upper=upper, left=left, unitriangular=unit)
+    assert bool(x[6].isnan().all()) and bool(x[5].isnan().all()) != unit
+    ok = [i for i in range(64) if i != 6 and (unit or i != 5)]
+    assert not bool(x[ok].isnan().any())
+    td = t[ok].double()
+    if unit:
+        td = td - torch.diag_embed(td.diagonal(dim1=-2, dim2=-1)) + torch.eye(n, device=DEV)
+    xd, bd = x[ok].double(), b[ok].double()
     r = td @ xd - bd if left else xd @ td - bd
     ratio = _norm1(r) / (_norm1(td) * _norm1(xd) * n * ULP)
     assert float(ratio.max()) < LIMIT

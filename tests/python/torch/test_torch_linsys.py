@@ -625,6 +625,18 @@ def test_queries_and_table():
     assert set(mlt.calibration_status()) == set(mlt.queries.OPS)
 
 
+def test_gpu_lines_not_yet_timed_are_off_by_default():
+    # The built-in policy keeps the GPU group kernels for the linear systems whose SIMD lines
+    # have not been timed on a GPU (gpu_simd_max_n 0), cholesky_simd on (measured), and
+    # cholesky's register-column lines behind an empty gpu_alt window.
+    q = mlt.queries
+    for op in ("solve", "inv", "lu_factor", "solve_triangular"):
+        assert q.policy_source(op) == "default:untuned-device"
+        assert q.policy(op)["gpu_simd_max_n"] == 0, op
+    assert q.policy("cholesky")["gpu_simd_max_n"] >= 32
+    assert q.policy("cholesky")["gpu_alt_max_n"] == 0
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
 def test_cuda_tensors_stay_on_the_device():
     # The GPU kernels where the core has them (tests/python/cuda/test_cuda_linsys.py checks
