@@ -40,6 +40,7 @@
 #include "linsys_cholesky.h"
 #include "linsys_cholesky_simd.h"
 #include "linsys_lu.h"
+#include "linsys_lu_simd.h"
 #include "linsys_triangular.h"
 #include "qr_householder.h"
 #include "qr_householder_simd.h"
@@ -124,6 +125,24 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
     ml_cholesky_simd_scratch_floats_flags, ml_cholesky_simd_fits_flags, ml_flags_unchanged)   \
   X(cholesky_group, ML_OP_CHOLESKY, ml_cholesky_group, O0, GROUP,                             \
     ml_cholesky_group_scratch_floats_flags, ml_cholesky_group_fits_flags, ml_flags_unchanged) \
+  X(lu_factor_simd16, ML_OP_LU_FACTOR, ml_lu_factor_simd16, O01, SIMD,                        \
+    ml_lu_simd_scratch_floats_flags, ml_lu_factor_simd16_fits_flags, ml_flags_unchanged)      \
+  X(lu_factor_simd32, ML_OP_LU_FACTOR, ml_lu_factor_simd32, O01, SIMD,                        \
+    ml_lu_simd_scratch_floats_flags, ml_lu_factor_simd32_fits_flags, ml_flags_unchanged)      \
+  X(lu_factor_simd64, ML_OP_LU_FACTOR, ml_lu_factor_simd64, O01, SIMD,                        \
+    ml_lu_simd_scratch_floats_flags, ml_lu_factor_simd64_fits_flags, ml_flags_unchanged)      \
+  X(solve_simd16, ML_OP_SOLVE, ml_solve_simd16, O0B, SIMD,                                    \
+    ml_lu_simd_scratch_floats_flags, ml_solve_simd16_fits_flags, ml_flags_unchanged)          \
+  X(solve_simd32, ML_OP_SOLVE, ml_solve_simd32, O0B, SIMD,                                    \
+    ml_lu_simd_scratch_floats_flags, ml_solve_simd32_fits_flags, ml_flags_unchanged)          \
+  X(solve_simd64, ML_OP_SOLVE, ml_solve_simd64, O0B, SIMD,                                    \
+    ml_lu_simd_scratch_floats_flags, ml_solve_simd64_fits_flags, ml_flags_unchanged)          \
+  X(inv_simd16, ML_OP_INV, ml_inv_simd16, O0, SIMD,                                           \
+    ml_lu_simd_scratch_floats_flags, ml_inv_simd16_fits_flags, ml_flags_unchanged)            \
+  X(inv_simd32, ML_OP_INV, ml_inv_simd32, O0, SIMD,                                           \
+    ml_lu_simd_scratch_floats_flags, ml_inv_simd32_fits_flags, ml_flags_unchanged)            \
+  X(inv_simd64, ML_OP_INV, ml_inv_simd64, O0, SIMD,                                           \
+    ml_lu_simd_scratch_floats_flags, ml_inv_simd64_fits_flags, ml_flags_unchanged)            \
   X(solve_group, ML_OP_SOLVE, ml_solve_group, O0B, GROUP,                                     \
     ml_solve_group_scratch_floats_flags, ml_solve_group_fits_flags,                           \
     ml_solve_group_choose_flags)                                                              \

@@ -41,11 +41,112 @@ def gpu_policy():
         _lib.lib.ml_policy_reset(_lib.OP_ID[op])
 
 
+LU_SIMD = ("lu_factor", "solve", "inv")
+
+
+def _simd_line(op: str, n: int) -> str:
+    """The LU SIMD line of n (n <= 64), by its register size."""
+    return f"cuda:{op}_simd{16 if n <= 16 else 32 if n <= 32 else 64}"
+
+
 @pytest.mark.parametrize("op", sorted(KERNELS))
 @pytest.mark.parametrize("n", [8, 32, 64, 100, 128])
 def test_routes_to_the_kernel(op: str, n: int) -> None:
-    want = "cuda:cholesky_simd" if op == "cholesky" and n <= 32 else KERNELS[op]
+    want = KERNELS[op]
+    if op == "cholesky" and n <= 32:
+        want = "cuda:cholesky_simd"
+    elif op in LU_SIMD and n <= 64:
+        want = _simd_line(op, n)
     assert route(op, n, 1024) == want
+
+
+@pytest.mark.parametrize("op", LU_SIMD)
+def test_lu_simd_window(op: str) -> None:
+    """The LU SIMD lines follow gpu_simd_max_n / gpu_simd_min_n (outside: the group line)."""
+    for n, line in ((1, 16), (16, 16), (17, 32), (32, 32), (33, 64), (64, 64)):
+        assert route(op, n, 4096) == f"cuda:{op}_simd{line}"
+    assert route(op, 65, 4096) == KERNELS[op]
+    assert _lib.lib.ml_policy_set(_lib.OP_ID[op], b"gpu_simd_max_n", 32) == 0
+    assert route(op, 32, 4096) == f"cuda:{op}_simd32"
+    assert route(op, 33, 4096) == KERNELS[op]
+    assert _lib.lib.ml_policy_set(_lib.OP_ID[op], b"gpu_simd_min_n", 17) == 0
+    assert route(op, 16, 4096) == KERNELS[op]
+    assert route(op, 17, 4096) == f"cuda:{op}_simd32"
+
+
+def _ties(batch: int, n: int, gen: torch.Generator) -> torch.Tensor:
+    """P L U with L unit lower in {-1, 0, 1}, U small integers (diagonal +-1..4): every pivot
+    column ties and the arithmetic is exact, so the pivots are LAPACK's whatever the order."""
+    lo = torch.randint(-1, 2, (batch, n, n), generator=gen).double().tril(-1) + torch.eye(n)
+    up = torch.randint(-4, 5, (batch, n, n), generator=gen).double().triu(1)
+    d = torch.randint(1, 5, (batch, n), generator=gen) * (
+        torch.randint(0, 2, (batch, n), generator=gen) * 2 - 1
+    )
+    up = up + torch.diag_embed(d.double())
+    a = lo @ up
+    perm = torch.stack([torch.randperm(n, generator=gen) for _ in range(batch)])
+    return torch.gather(a, 1, perm[:, :, None].expand(batch, n, n)).float()
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8, 9, 16, 17, 31, 32, 33, 48, 63, 64])
+@pytest.mark.parametrize("batch", [1, 3, 37])
+def test_lu_simd_lines(n: int, batch: int) -> None:
+    """lu_factor, solve (1, 7 and 20 right-hand sides) and inv on the SIMD lines: odd batches
+    (sub-warp groups past the batch), LAPACK's pivots exactly on tied columns, a singular, a
+    NaN and an Inf matrix (and a NaN in B) isolated in their batch."""
+    gen = torch.Generator().manual_seed(1000 * n + batch)
+    a = torch.randn(batch, n, n, generator=gen)
+    if batch > 1:
+        a[1] = _ties(1, n, gen)[0]
+    if batch > 2:
+        a[2] = _ties(1, n, gen)[0]
+        a[2, :, n // 2] = 0  # singular: a zero column, info n // 2 + 1
+    bad = {}
+    if batch > 30:
+        a[30, n // 3, n // 2] = float("nan")
+        a[31, n - 1, 0] = float("-inf")
+        bad = {30, 31}
+    assert route("lu_factor", n, batch) == _simd_line("lu_factor", n)
+    ref_lu, ref_piv = torch.linalg.lu_factor(a.nan_to_num())
+    lu, piv, info = mlt.lu_factor_ex(a.to(DEV))
+    lu, piv, info = lu.cpu(), piv.cpu(), info.cpu()
+    sing = 2 if batch > 2 else -1
+    for i in range(batch):
+        if i in bad:
+            assert info[i] == 0x40000000 and bool(lu[i].isnan().all())
+            assert piv[i].tolist() == list(range(1, n + 1))
+            continue
+        assert info[i] == (n // 2 + 1 if i == sing else 0), i
+        if i == 1:
+            assert piv[i].tolist() == ref_piv[i].tolist()  # exact ties: isamax's choice
+            assert bool((lu[i] == ref_lu[i]).all())  # exact arithmetic
+        if i == 2:  # exact up to the zero column
+            assert piv[i, : n // 2].tolist() == ref_piv[i, : n // 2].tolist()
+        p, l, u = torch.lu_unpack(lu[i : i + 1].double(), piv[i : i + 1])
+        ad = a[i : i + 1].double()
+        assert _ratio(p @ l @ u - ad, n * _norm1(ad) * ULP) < LIMIT
+    ok = [i for i in range(batch) if i not in bad and i != sing]
+    for nrhs in (1, 7, 20):
+        b = torch.randn(batch, n, nrhs, generator=gen)
+        if batch > 30:
+            b[33, 0, nrhs - 1] = float("nan")
+        x, xinfo = mlt.solve_ex(a.to(DEV), b.to(DEV))
+        x, xinfo = x.cpu(), xinfo.cpu()
+        for i in range(batch):
+            want = 0x40000000 if i in bad or i == 33 else n // 2 + 1 if i == sing else 0
+            assert xinfo[i] == want, (i, nrhs)
+            assert bool(x[i].isnan().all()) == (want != 0), (i, nrhs)
+        good = [i for i in ok if i != 33]
+        ad, xd, bd = a[good].double(), x[good].double(), b[good].double()
+        assert _ratio(ad @ xd - bd, _norm1(ad) * _norm1(xd) * n * ULP) < LIMIT
+    x, xinfo = mlt.inv_ex(a.to(DEV))
+    x, xinfo = x.cpu(), xinfo.cpu()
+    for i in range(batch):
+        want = 0x40000000 if i in bad else n // 2 + 1 if i == sing else 0
+        assert xinfo[i] == want and bool(x[i].isnan().all()) == (want != 0), i
+    ad, xd = a[ok].double(), x[ok].double()
+    eye = torch.eye(n, dtype=torch.float64)
+    assert _ratio(ad @ xd - eye, n * _norm1(ad) * _norm1(xd) * ULP) < LIMIT
 
 
 def test_cholesky_simd_window() -> None:
