@@ -182,8 +182,11 @@ void test_routing() {
   int count = 0;
   const KernelInfo *t = kernel_table(&count);
   for (int i = 0; i < count; ++i) {
-    // 3 x 3, or 40 x 40 for a line whose window starts above (qr_householder_simd64)
-    const int sz = t[i].fits(3, 3, 0, ML_METAL_SCRATCH_FLOATS) ? 3 : 40;
+    // 3 x 3, or 24 x 24 or 40 x 40 for a line whose window starts above (the LU SIMD lines of
+    // 17..32 and 33..64, qr_householder_simd64)
+    const int sz = t[i].fits(3, 3, 0, ML_METAL_SCRATCH_FLOATS)     ? 3
+                   : t[i].fits(24, 24, 0, ML_METAL_SCRATCH_FLOATS) ? 24
+                                                                   : 40;
     const Call c{t[i].op, 100, sz, sz, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
     Plan q;
     const bool reg = t[i].kind == KernelKind::kRegister, simd = t[i].kind == KernelKind::kSimd;
@@ -213,6 +216,25 @@ void test_routing() {
   expect(svd_kernel(24) == "svd_jacobi_simd", "svd 24 in the simd window: " + svd_kernel(24));
   expect(svd_kernel(11) != "svd_jacobi_simd", "svd 11 below the simd window: " + svd_kernel(11));
   expect(svd_kernel(25) != "svd_jacobi_simd", "svd 25 above the simd window: " + svd_kernel(25));
+  // The LU SIMD lines (lu_factor, solve, inv): one per register size, before the group line,
+  // by max(m, n); X A = B stays on the group line; gpu_simd_max_n 32 leaves 33..64 to it.
+  const policy::Resolved lu_on = pol(0, 0, 1, 0, policy::Force::kAuto, 64);
+  const policy::Resolved lu_32 = pol(0, 0, 1, 0, policy::Force::kAuto, 32);
+  for (int32_t op : {ML_OP_LU_FACTOR, ML_OP_SOLVE, ML_OP_INV}) {
+    const std::string cu = std::string("cuda:") + op_name(op);
+    for (const auto &[sz, line] : {std::pair<int, const char *>{1, "_simd16"}, {8, "_simd16"},
+                                   {16, "_simd16"}, {17, "_simd32"}, {32, "_simd32"},
+                                   {33, "_simd64"}, {64, "_simd64"}, {65, "_group"}}) {
+      const std::string got = name_of(op, sz, sz, 1000, 0, dev, lu_on);
+      expect(got == cu + line, cu + " " + std::to_string(sz) + ": " + got);
+    }
+    expect(name_of(op, 32, 32, 1000, 0, dev, lu_32) == cu + "_simd32", cu + " 32, simd max 32");
+    expect(name_of(op, 33, 33, 1000, 0, dev, lu_32) == cu + "_group", cu + " 33, simd max 32");
+  }
+  expect(name_of(ML_OP_SOLVE, 32, 32, 1000, ML_LS_RIGHT, dev, lu_on) == "cuda:solve_group",
+         "solve X A = B: the group line");
+  expect(name_of(ML_OP_LU_FACTOR, 40, 12, 1000, 0, dev, lu_on) == "cuda:lu_factor_simd64",
+         "lu_factor 40 x 12: the line of max(m, n)");
 }
 
 // Global launches (a group kernel's scratch in device memory) beyond the shared window.
