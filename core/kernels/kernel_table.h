@@ -137,6 +137,12 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
     ml_lu_simd_scratch_floats_flags, ml_solve_simd32_fits_flags, ml_flags_unchanged)          \
   X(solve_simd64, ML_OP_SOLVE, ml_solve_simd64, O0B, SIMD,                                    \
     ml_lu_simd_scratch_floats_flags, ml_solve_simd64_fits_flags, ml_flags_unchanged)          \
+  X(solve_right_simd16, ML_OP_SOLVE, ml_solve_right_simd16, O0B, SIMD,                        \
+    ml_lu_simd_scratch_floats_flags, ml_solve_right_simd16_fits_flags, ml_flags_unchanged)    \
+  X(solve_right_simd32, ML_OP_SOLVE, ml_solve_right_simd32, O0B, SIMD,                        \
+    ml_lu_simd_scratch_floats_flags, ml_solve_right_simd32_fits_flags, ml_flags_unchanged)    \
+  X(solve_right_simd64, ML_OP_SOLVE, ml_solve_right_simd64, O0B, SIMD,                        \
+    ml_lu_simd_scratch_floats_flags, ml_solve_right_simd64_fits_flags, ml_flags_unchanged)    \
   X(inv_simd16, ML_OP_INV, ml_inv_simd16, O0, SIMD,                                           \
     ml_lu_simd_scratch_floats_flags, ml_inv_simd16_fits_flags, ml_flags_unchanged)            \
   X(inv_simd32, ML_OP_INV, ml_inv_simd32, O0, SIMD,                                           \

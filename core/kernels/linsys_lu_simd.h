@@ -1,7 +1,8 @@
 // LU factorization with partial pivoting of one matrix per SIMDGROUP, the matrix in the lanes'
 // registers, and the two ops built on it (same contract as linsys_lu.h's group kernels):
 //   lu_factor  m x n A = P L U (m, n <= 64): lu and pivots (int32, LAPACK's 1-based ipiv);
-//   solve      A X = B, A n x n, B n x nrhs (not X A = B: ML_K_LS_RIGHT stays on the group line);
+//   solve      A X = B, A n x n, B n x nrhs; X A = B (ML_K_LS_RIGHT, B nrhs x n) on lines of its
+//              own (solve_right_simd*: its passes need more registers than A X = B's);
 //   inv        X = A^-1 (B = I generated in the kernel).
 // Three table lines per op, one per register size (registers are allocated per entry, so the
 // small shapes keep their occupancy): *_simd16 max(m, n) <= 16, *_simd32 17..32, *_simd64
@@ -30,7 +31,10 @@
 // blocks; then the back substitution, blocks from the last, the x entry of position k formed
 // once by the lane of the pivot (y * (1 / U_kk), a division when |U_kk| < FLT_MIN) and
 // broadcast. Each lane records which lane and slot holds position k (own[]), fetched by one
-// shuffle per step of the passes.
+// shuffle per step of the passes. X A = B (ml_lus_right_chunk): each lane keeps B's entries
+// at its rows' positions; z U = b and y L = z go column by column, each entry one simd sum
+// over the rows of the other triangle (U's or L's column j sits at the same register index
+// in every lane), x at the rows' own indices (coalesced loads and stores).
 // Sub-warp groups share their warp's shuffles (constant full mask, ml_simd_shuffle_seg), so
 // every group of a warp runs the same control flow: nothing branches on one matrix's data
 // around a shuffle (a non-finite A is replaced by I and run; a group past the batch reads
@@ -61,6 +65,10 @@ ML_HOST_FN int ml_lu_factor_simd_fits(int m, int n, int flags, int line) {
 ML_HOST_FN int ml_solve_simd_fits(int m, int n, int flags, int line) {
   return m >= 0 && (flags & ML_K_LS_BITS) == 0 && ml_lus_window(n, line);
 }
+// X A = B: its own lines (their register use stays out of the A X = B lines').
+ML_HOST_FN int ml_solve_right_simd_fits(int m, int n, int flags, int line) {
+  return m >= 0 && (flags & ML_K_LS_BITS) == ML_K_LS_RIGHT && ml_lus_window(n, line);
+}
 ML_HOST_FN int ml_inv_simd_fits(int m, int n, int flags, int line) {
   return m == n && (flags & ML_K_LS_BITS) == 0 && ml_lus_window(n, line);
 }
@@ -75,6 +83,9 @@ ML_LUS_FITS(lu_factor, 64)
 ML_LUS_FITS(solve, 16)
 ML_LUS_FITS(solve, 32)
 ML_LUS_FITS(solve, 64)
+ML_LUS_FITS(solve_right, 16)
+ML_LUS_FITS(solve_right, 32)
+ML_LUS_FITS(solve_right, 64)
 ML_LUS_FITS(inv, 16)
 ML_LUS_FITS(inv, 32)
 ML_LUS_FITS(inv, 64)
@@ -164,6 +175,87 @@ ML_FN int ml_lus_owner(ML_CTX ctx, ML_THREAD const int *own, int k) {
   return (int)ml_lus_shfl<GS>(ctx, (float)o, k & (GS - 1));
 }
 
+// Sum over the GS lanes (xor butterfly: every lane ends with the same bits).
+template <int GS>
+ML_FN float ml_lus_sum(ML_CTX ctx, float x) {
+  ML_UNROLL
+  for (int o = GS / 2; o > 0; o >>= 1) x += ml_lus_shfl<GS>(ctx, x, ctx.lane ^ o);
+  return x;
+}
+
+// X A = B for right-hand-side rows c0 .. c0 + wc - 1 (B nrhs x n at bm) after the
+// factorization P A = L U in a (rows in their registers, at positions pos): x P^T L U = b
+// for each row b. y[r * W + w] follows row r's position p = pos[r]: first b(p), then z(p) of
+// z U = b (columns ascending: z_j = (b_j - sum_{i<j} z_i U_ij) / U_jj, the sum over the rows
+// above j one simd sum, U's column j at the same register index in every lane), then y(p) of
+// y L = z (descending: y_i = z_i - sum_{j>i} y_j L_ji); then x = y P is y at the rows' own
+// indices (x_r = y(pos[r])). On return a is back in order.
+template <int C, int R, int W, int GS>
+ML_FN void ml_lus_right_chunk(ML_CTX ctx, int n, int c0, int wc, ML_THREAD float *a,
+                              ML_THREAD const int *pos, ML_DEVICE const float *bm,
+                              ML_THREAD float *y) {
+  constexpr int NB = C / 8;
+  const int nbn = (n + 7) / 8;
+  ML_UNROLL
+  for (int r = 0; r < R; ++r) {
+    const int row = ctx.lane + r * GS;
+    ML_UNROLL
+    for (int w = 0; w < W; ++w)
+      y[r * W + w] = (row < n && w < wc) ? bm[(ml_i64)(c0 + w) * n + pos[r]] : 0.0f;
+  }
+  for (int kb = 0; kb < NB; ++kb) {
+    ML_UNROLL
+    for (int kk = 0; kk < 8; ++kk) {
+      const int j = kb * 8 + kk;
+      if (j < n) {
+        ML_UNROLL
+        for (int w = 0; w < W; ++w) {
+          if (w < wc) {
+            float c = 0.0f;
+            ML_UNROLL
+            for (int r = 0; r < R; ++r)
+              if (pos[r] < j) c = ml_fma(y[r * W + w], a[r * C + kk], c);
+            const float sum = ml_lus_sum<GS>(ctx, c);
+            ML_UNROLL
+            for (int r = 0; r < R; ++r) {
+              if (pos[r] == j) {
+                const float d = a[r * C + kk], v = y[r * W + w] - sum;
+                if (ml_fabs(d) >= ML_FLT_MIN)
+                  y[r * W + w] = v * (1.0f / d);
+                else
+                  y[r * W + w] = v / d;
+              }
+            }
+          }
+        }
+      }
+    }
+    if (NB > 1) ml_lus_rotl<R, C>(a);
+  }
+  for (int t = 0; t + 1 < nbn; ++t) ml_lus_rotl<R, C>(a);
+  for (int kb = nbn - 1; kb >= 0; --kb) {
+    ML_UNROLL
+    for (int kk = 7; kk >= 0; --kk) {
+      const int i = kb * 8 + kk;
+      if (i < n) {
+        ML_UNROLL
+        for (int w = 0; w < W; ++w) {
+          if (w < wc) {
+            float c = 0.0f;
+            ML_UNROLL
+            for (int r = 0; r < R; ++r)
+              if (pos[r] > i) c = ml_fma(y[r * W + w], a[r * C + kk], c);
+            const float sum = ml_lus_sum<GS>(ctx, c);
+            ML_UNROLL
+            for (int r = 0; r < R; ++r)
+              if (pos[r] == i) y[r * W + w] -= sum;
+          }
+        }
+      }
+    }
+    if (kb > 0) ml_lus_rotr<R, C>(a);
+  }
+}
 // OP: 0 lu_factor (o0 lu, o1 pivots), 1 solve (o0 x, b), 2 inv (o0 x). C columns per row, R
 // rows per lane, GS lanes.
 template <int C, int R, int GS, int OP>
@@ -175,10 +267,11 @@ ML_FN void ml_lus_impl(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE c
   const bool live = ctx.group_id < p.batch;
   const ml_i64 g = live ? ctx.group_id : 0;
   const int n = p.n, m = OP == 0 ? p.m : n, K = m < n ? m : n;
-  const int nrhs = OP == 1 ? p.m : (OP == 2 ? n : 0);
+  constexpr bool SOLVE = OP == 1 || OP == 3, RIGHT = OP == 3;
+  const int nrhs = SOLVE ? p.m : (OP == 2 ? n : 0);
   const int nbn = (n + 7) / 8;            // blocks holding columns
   ML_DEVICE const float *am = a_in + g * (ml_i64)m * n;
-  ML_DEVICE const float *bm = OP == 1 ? b + g * (ml_i64)n * nrhs : a_in;
+  ML_DEVICE const float *bm = SOLVE ? b + g * (ml_i64)n * nrhs : a_in;
 
   float a[R * C];
   int pos[R];
@@ -208,10 +301,13 @@ ML_FN void ml_lus_impl(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE c
   float y[OP == 0 ? 1 : R * W];
   int own[R];
   int wc = 0, bbad = 0;
-  if (OP != 0) {
+  if (RIGHT) {  // B nrhs x n, all checked now; no chunk goes with the factorization
+    for (ml_i64 t = lane; t < (ml_i64)nrhs * n; t += GS)
+      if (!ml_isfinite(bm[t])) bbad = 1;
+  } else if (OP != 0) {
     wc = nrhs < W ? nrhs : W;
     bbad = ml_lus_load_rhs<R, W, GS, OP>(lane, n, nrhs, 0, wc, bm, y);
-    if (OP == 1) {  // the later chunks' entries: checked now, so no output is written twice
+    if (SOLVE) {  // the later chunks' entries: checked now, so no output is written twice
       ML_UNROLL
       for (int r = 0; r < R; ++r) {
         const int row = lane + r * GS;
@@ -220,10 +316,10 @@ ML_FN void ml_lus_impl(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE c
             if (!ml_isfinite(bm[(ml_i64)row * nrhs + c])) bbad = 1;
       }
     }
-    ML_UNROLL
-    for (int r = 0; r < R; ++r) own[r] = 0;
   }
-  const bool bnf = OP == 1 && (ml_simd_vote_seg<GS>(ctx, bbad != 0) & 1) != 0;
+  ML_UNROLL
+  for (int r = 0; r < R; ++r) own[r] = 0;
+  const bool bnf = SOLVE && (ml_simd_vote_seg<GS>(ctx, bbad != 0) & 1) != 0;
 
   // ---- the factorization (and the first chunk's forward substitution) ----
   ML_DEVICE ml_i32 *pm = (ML_DEVICE ml_i32 *)o1 + g * (ml_i64)K;
@@ -255,7 +351,7 @@ ML_FN void ml_lus_impl(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE c
         if (OP == 0 && live && lane == 0) pm[k] = ppos + 1;
         ML_UNROLL
         for (int r = 0; r < R; ++r) {
-          if (OP != 0 && lane + r * GS == k) own[r] = oid;
+          if (OP != 0 && !RIGHT && lane + r * GS == k) own[r] = oid;
           if (pos[r] == k) pos[r] = ppos;  // the row at position k takes the pivot's place
           if (lane == ol && r == os) pos[r] = k;
         }
@@ -297,7 +393,7 @@ ML_FN void ml_lus_impl(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE c
             }
           }
         }
-        if (OP != 0) {
+        if (OP != 0 && !RIGHT) {
           ML_UNROLL
           for (int w = 0; w < W; ++w) {
             if (w < wc) {
@@ -335,6 +431,21 @@ ML_FN void ml_lus_impl(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE c
   ML_DEVICE float *xm = o0 + g * (ml_i64)n * nrhs;
   for (int c0 = 0; c0 < nrhs; c0 += W) {
     wc = nrhs - c0 < W ? nrhs - c0 : W;
+    if (RIGHT) {
+      ml_lus_right_chunk<C, R, W, GS>(ctx, n, c0, wc, a, pos, bm, y);
+      if (live) {
+        ML_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const int row = lane + r * GS;
+          if (row < n) {
+            ML_UNROLL
+            for (int w = 0; w < W; ++w)
+              if (w < wc) xm[(ml_i64)(c0 + w) * n + row] = status != 0 ? qnan : y[r * W + w];
+          }
+        }
+      }
+      continue;
+    }
     if (c0 > 0) {  // load and eliminate: L z = P b
       (void)ml_lus_load_rhs<R, W, GS, OP>(lane, n, nrhs, c0, wc, bm, y);
       for (int kb = 0; kb < NB; ++kb) {
@@ -447,6 +558,11 @@ ML_FN void ml_solve_simd16(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML
                              ML_DEVICE const float *b, ML_DEVICE int *info) {
   ml_lus_entry<0, 1>(ctx, p, info, a, x, x, b);
 }
+ML_FN void ml_solve_right_simd16(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                                   ML_DEVICE float *x, ML_DEVICE const float *b,
+                                   ML_DEVICE int *info) {
+  ml_lus_entry<0, 3>(ctx, p, info, a, x, x, b);
+}
 ML_FN void ml_inv_simd16(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML_DEVICE float *x,
                            ML_DEVICE int *info) {
   ml_lus_entry<0, 2>(ctx, p, info, a, x, x, a);
@@ -460,6 +576,11 @@ ML_FN void ml_solve_simd32(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML
                              ML_DEVICE const float *b, ML_DEVICE int *info) {
   ml_lus_entry<1, 1>(ctx, p, info, a, x, x, b);
 }
+ML_FN void ml_solve_right_simd32(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                                   ML_DEVICE float *x, ML_DEVICE const float *b,
+                                   ML_DEVICE int *info) {
+  ml_lus_entry<1, 3>(ctx, p, info, a, x, x, b);
+}
 ML_FN void ml_inv_simd32(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML_DEVICE float *x,
                            ML_DEVICE int *info) {
   ml_lus_entry<1, 2>(ctx, p, info, a, x, x, a);
@@ -472,6 +593,11 @@ ML_FN void ml_lu_factor_simd64(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a
 ML_FN void ml_solve_simd64(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML_DEVICE float *x,
                              ML_DEVICE const float *b, ML_DEVICE int *info) {
   ml_lus_entry<2, 1>(ctx, p, info, a, x, x, b);
+}
+ML_FN void ml_solve_right_simd64(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a,
+                                   ML_DEVICE float *x, ML_DEVICE const float *b,
+                                   ML_DEVICE int *info) {
+  ml_lus_entry<2, 3>(ctx, p, info, a, x, x, b);
 }
 ML_FN void ml_inv_simd64(ML_CTX ctx, ML_PARAMS p, ML_DEVICE const float *a, ML_DEVICE float *x,
                            ML_DEVICE int *info) {

@@ -146,14 +146,17 @@ void suite_solve(kt::Report &rep) {
       }
   // Several chunks of right-hand sides on the SIMD lines (8 columns a chunk at n <= 8 and
   // 33..64, 16 at 9..32).
-  for (auto nr : {std::pair<int, int>{8, 11}, {13, 19}, {32, 21}}) {
-    Batch bc = lsk::general_batch(nr.first, rng);
-    lsk::add_rhs(bc, nr.first, nr.second, rng);
-    run_batch(rep, {ML_OP_SOLVE, nr.first, nr.first, nr.second, 0}, bc, true);
+  for (auto nr : {std::pair<int, int>{8, 11}, {13, 19}, {32, 21}})
+    for (int flags : {0, int(ML_LS_RIGHT)}) {
+      Batch bc = lsk::general_batch(nr.first, rng);
+      lsk::add_rhs(bc, nr.first, nr.second, rng);
+      run_batch(rep, {ML_OP_SOLVE, nr.first, nr.first, nr.second, flags}, bc, true);
+    }
+  for (int flags : {0, int(ML_LS_RIGHT)}) {
+    Batch bt = lsk::general_batch(64, rng);
+    lsk::add_rhs(bt, 64, 16, rng);
+    run_batch(rep, {ML_OP_SOLVE, 64, 64, 16, flags}, bt, false);
   }
-  Batch bt = lsk::general_batch(64, rng);
-  lsk::add_rhs(bt, 64, 16, rng);
-  run_batch(rep, {ML_OP_SOLVE, 64, 64, 16, 0}, bt, false);
 }
 
 void suite_inv(kt::Report &rep) {

@@ -109,9 +109,9 @@ def _ties(n: int, gen: torch.Generator) -> torch.Tensor:
 @pytest.mark.parametrize("n", [1, 2, 5, 8, 9, 16, 17, 31, 32, 33, 48, 63, 64])
 @pytest.mark.parametrize("batch", [1, 3, 37])
 def test_lu_simd_lines(n: int, batch: int) -> None:
-    """lu_factor, solve (1, 7 and 20 right-hand sides) and inv on the SIMD lines: odd batches
-    (sub-warp groups past the batch), LAPACK's pivots exactly on tied columns, a singular, a
-    NaN and an Inf matrix (and a NaN in B) isolated in their batch."""
+    """lu_factor, solve (1, 7 and 20 right-hand sides, A X = B and X A = B) and inv on the SIMD
+    lines: odd batches (sub-warp groups past the batch), LAPACK's pivots exactly on tied
+    columns, a singular, a NaN and an Inf matrix (and a NaN in B) isolated in their batch."""
     gen = torch.Generator().manual_seed(1000 * n + batch)
     a = torch.randn(batch, n, n, generator=gen)
     if batch > 1:
@@ -158,6 +158,15 @@ def test_lu_simd_lines(n: int, batch: int) -> None:
         good = [i for i in ok if i != 33]
         ad, xd, bd = a[good].double(), x[good].double(), b[good].double()
         assert _ratio(ad @ xd - bd, _norm1(ad) * _norm1(xd) * n * ULP) < LIMIT
+        # X A = B (solve_right_simd*): B^T as the right-hand sides' rows.
+        bt = b.mT.contiguous()
+        x, xinfo = mlt.solve_ex(a.to(DEV), bt.to(DEV), left=False)
+        x, xinfo = x.cpu(), xinfo.cpu()
+        for i in range(batch):
+            want = 0x40000000 if i in bad or i == 33 else n // 2 + 1 if i == sing else 0
+            assert xinfo[i] == want and bool(x[i].isnan().all()) == (want != 0), (i, nrhs)
+        xd, bd = x[good].double(), bt[good].double()
+        assert _ratio(xd @ ad - bd, _norm1(ad) * _norm1(xd) * n * ULP) < LIMIT
     x, xinfo = mlt.inv_ex(a.to(DEV))
     x, xinfo = x.cpu(), xinfo.cpu()
     for i in range(batch):
