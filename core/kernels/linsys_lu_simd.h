@@ -522,8 +522,8 @@ ML_FN void ml_lus_impl(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE c
 }
 
 // The entries: line 0 (max(m, n) <= 16), 1 (17..32), 2 (33..64). ctx.group_size: 8 (line 0,
-// max(m, n) <= 8), 16 (line 0) or 32 (every line; a larger group runs its first simdgroup);
-// other shapes and group sizes are left untouched.
+// max(m, n) <= 8, not X A = B), 16 (line 0) or 32 (every line; a larger group runs its first
+// simdgroup); other shapes and group sizes are left untouched.
 // (info first: not itself a table kernel.)
 template <int LINE, int OP>
 ML_FN void ml_lus_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE const float *a,
@@ -534,8 +534,8 @@ ML_FN void ml_lus_entry(ML_CTX ctx, ML_PARAMS p, ML_DEVICE int *info, ML_DEVICE 
   if (!ml_lus_window(big, LINE) || (OP == 2 && p.m != n) || m < 1) return;
   const int gs = ctx.group_size;
   if (LINE == 0) {
-    if (gs == 8) {
-      if (big <= 8) ml_lus_impl<8, 1, 8, OP>(ctx, p, info, a, o0, o1, b);
+    if (gs == 8) {  // (X A = B: 16 lanes, see cuda/launch_config.h)
+      if (big <= 8 && OP != 3) ml_lus_impl<8, 1, 8, OP>(ctx, p, info, a, o0, o1, b);
     } else if (gs == 16) {
       ml_lus_impl<16, 1, 16, OP>(ctx, p, info, a, o0, o1, b);
     } else if (gs >= 32) {

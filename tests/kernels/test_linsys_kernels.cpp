@@ -35,8 +35,9 @@ std::vector<Launch> launches(const lsk::Line &l, int m, int n, int km, int flags
   std::vector<Launch> out;
   if (l.simd) {  // one simdgroup per matrix: 32 lanes (CUDA, Metal), 16 or 8 where CUDA uses them
     if (!l.fits(km, n, flags, 0)) return out;
+    const bool right = std::string(l.name).rfind("solve_right", 0) == 0;  // no 8-lane groups
     const int cuda = l.op == ML_OP_CHOLESKY ? ml::cuda::group_size_cholesky_simd(m, n, 16384, 132)
-                                            : ml::cuda::lu_simd_group_size(m, n);
+                                            : ml::cuda::lu_simd_group_size(m, n, !right);
     out.push_back({cuda, 0, "cuda-simd"});
     if (cuda == 8) out.push_back({16, 0, "simd16"});
     if (cuda != 32) out.push_back({32, 0, "metal-simd"});
