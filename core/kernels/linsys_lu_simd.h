@@ -6,8 +6,8 @@
 //   inv        X = A^-1 (B = I generated in the kernel).
 // Three table lines per op, one per register size (registers are allocated per entry, so the
 // small shapes keep their occupancy): *_simd16 max(m, n) <= 16, *_simd32 17..32, *_simd64
-// 33..64. Group sizes: CUDA 8 lanes for max(m, n) <= 8, 16 for <= 16 (sub-warp groups sharing
-// a warp), else 32; Metal 32.
+// 33..64. Group sizes: CUDA 8 lanes for max(m, n) <= 8 (not X A = B), 16 for <= 16 (sub-warp
+// groups sharing a warp), else 32; Metal 32.
 // Layout: lane l holds rows l and l + GS (R = 1 or 2 rows per lane) as register arrays of C
 // floats (C = 8, 16, 32 or 64 columns), indexed by compile-time constants only. Rows never
 // move: the interchanges are kept as each row's current position (pos: LAPACK's row index
@@ -17,7 +17,8 @@
 // have it: isamax's choice), the pivot's position and owner packed in one float; the pivot
 // d comes by one shuffle; the row at position k takes the pivot's old position; each active
 // row scales its column-k entry (by 1 / d, or divides when |d| < FLT_MIN, as sgetf2) and
-// updates its entries right of column k with the pivot row, one shuffle per column. A zero
+// updates its entries right of column k with the pivot row, one shuffle per column (the other
+// rows take the multiplier 0: their update adds 0 times the pivot row). A zero
 // pivot is recorded (info, first k + 1) and its column left unscaled and its update skipped,
 // so a singular matrix keeps its factorization.
 // Dynamic column index without local memory: the columns are processed in blocks of 8; a
@@ -29,12 +30,13 @@
 // of A: that is P B at r's position); the first chunk is eliminated along with the
 // factorization (forward substitution for free); later chunks by a forward pass over the
 // blocks; then the back substitution, blocks from the last, the x entry of position k formed
-// once by the lane of the pivot (y * (1 / U_kk), a division when |U_kk| < FLT_MIN) and
-// broadcast. Each lane records which lane and slot holds position k (own[]), fetched by one
-// shuffle per step of the passes. X A = B (ml_lus_right_chunk): each lane keeps B's entries
-// at its rows' positions; z U = b and y L = z go column by column, each entry one simd sum
-// over the rows of the other triangle (U's or L's column j sits at the same register index
-// in every lane), x at the rows' own indices (coalesced loads and stores).
+// by every lane from the shuffled z_k and U_kk (z_k * (1 / U_kk), a division when |U_kk| <
+// FLT_MIN), kept by the row at position k. Each lane records which lane and slot holds
+// position k (own[]), fetched by one shuffle per step of the passes. X A = B
+// (ml_lus_right_chunk): each lane keeps B's entries at its rows' positions; z U = b and
+// y L = z go column by column, each entry one simd sum over the rows of the other triangle
+// (U's or L's column j sits at the same register index in every lane), x at the rows' own
+// indices (coalesced loads and stores).
 // Sub-warp groups share their warp's shuffles (constant full mask, ml_simd_shuffle_seg), so
 // every group of a warp runs the same control flow: nothing branches on one matrix's data
 // around a shuffle (a non-finite A is replaced by I and run; a group past the batch reads
