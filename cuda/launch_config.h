@@ -138,6 +138,32 @@ inline int group_size_solve_triangular_group(int, int n, int64_t, int) {
 inline int group_size_lu_factor_group(int m, int n, int64_t, int) {
   return linsys_group_size(m > n ? m : n);
 }
+// LU SIMD lines (lu_factor / solve / inv, max(m, n) <= 16, 17..32, 33..64): one simdgroup per
+// matrix, a lane per row (two for n > 32); 8-lane groups (four matrices per warp) for
+// max(m, n) <= 8 (not for X A = B, eight: 0, whose 8-lane form took 200 registers on sm_90
+// against 89 at 16 lanes), 16 lanes for <= 16.
+inline int lu_simd_group_size(int m, int n, int eight = 1) {
+  const int big = m > n ? m : n;
+  return (big <= 8 && eight) ? 8 : (big <= 16 ? 16 : 32);
+}
+#define ML_CUDA_LU_SIMD_GS(name) \
+  inline int group_size_##name(int m, int n, int64_t, int) { return lu_simd_group_size(m, n); }
+#define ML_CUDA_LU_SIMD_GS16(name) \
+  inline int group_size_##name(int m, int n, int64_t, int) { return lu_simd_group_size(m, n, 0); }
+ML_CUDA_LU_SIMD_GS(lu_factor_simd16)
+ML_CUDA_LU_SIMD_GS(lu_factor_simd32)
+ML_CUDA_LU_SIMD_GS(lu_factor_simd64)
+ML_CUDA_LU_SIMD_GS(solve_simd16)
+ML_CUDA_LU_SIMD_GS(solve_simd32)
+ML_CUDA_LU_SIMD_GS(solve_simd64)
+ML_CUDA_LU_SIMD_GS16(solve_right_simd16)
+ML_CUDA_LU_SIMD_GS16(solve_right_simd32)
+ML_CUDA_LU_SIMD_GS16(solve_right_simd64)
+ML_CUDA_LU_SIMD_GS(inv_simd16)
+ML_CUDA_LU_SIMD_GS(inv_simd32)
+ML_CUDA_LU_SIMD_GS(inv_simd64)
+#undef ML_CUDA_LU_SIMD_GS
+#undef ML_CUDA_LU_SIMD_GS16
 // ---- global launches (Launch::kGlobal: a group kernel's scratch in device memory) ----
 
 // Threads of a global launch's block (one matrix per block) for any GROUP kernel: a lane per

@@ -95,6 +95,22 @@ inline int group_size_solve_triangular_group(int, int n, int64_t) { return linsy
 inline int group_size_lu_factor_group(int m, int n, int64_t) {
   return linsys_group_size(m > n ? m : n);
 }
+// LU SIMD lines (lu_factor / solve / inv): one simdgroup per matrix, a lane per row.
+#define ML_METAL_LU_SIMD_GS(name) \
+  inline int group_size_##name(int m, int n, int64_t) { return simd_group_size(m, n); }
+ML_METAL_LU_SIMD_GS(lu_factor_simd16)
+ML_METAL_LU_SIMD_GS(lu_factor_simd32)
+ML_METAL_LU_SIMD_GS(lu_factor_simd64)
+ML_METAL_LU_SIMD_GS(solve_simd16)
+ML_METAL_LU_SIMD_GS(solve_simd32)
+ML_METAL_LU_SIMD_GS(solve_simd64)
+ML_METAL_LU_SIMD_GS(solve_right_simd16)
+ML_METAL_LU_SIMD_GS(solve_right_simd32)
+ML_METAL_LU_SIMD_GS(solve_right_simd64)
+ML_METAL_LU_SIMD_GS(inv_simd16)
+ML_METAL_LU_SIMD_GS(inv_simd32)
+ML_METAL_LU_SIMD_GS(inv_simd64)
+#undef ML_METAL_LU_SIMD_GS
 // Slice of the threadgroup scratch one thread of a lane-per-matrix threadgroup of `threads`
 // threads gets (compat_metal.h's ml_lane_slice: odd, so equal offsets hit distinct banks).
 inline int lane_slice(int threads) {

@@ -41,6 +41,7 @@
 #include "linsys_cholesky_cols.h"
 #include "linsys_cholesky_simd.h"
 #include "linsys_lu.h"
+#include "linsys_lu_simd.h"
 #include "linsys_triangular.h"
 #include "linsys_triangular_simd.h"
 #include "qr_householder.h"
@@ -137,6 +138,30 @@ ML_HOST_FN int ml_flags_unchanged(int m, int n, int flags, int scratch_floats) {
   X(cholesky_cols128, ML_OP_CHOLESKY, ml_cholesky_cols128, O0, GROUP,                         \
     ml_cholesky_cols_scratch_floats_flags, ml_cholesky_cols128_fits_flags,                    \
     ml_flags_unchanged)                                                                       \
+  X(lu_factor_simd16, ML_OP_LU_FACTOR, ml_lu_factor_simd16, O01, SIMD,                        \
+    ml_lu_simd_scratch_floats_flags, ml_lu_factor_simd16_fits_flags, ml_flags_unchanged)      \
+  X(lu_factor_simd32, ML_OP_LU_FACTOR, ml_lu_factor_simd32, O01, SIMD,                        \
+    ml_lu_simd_scratch_floats_flags, ml_lu_factor_simd32_fits_flags, ml_flags_unchanged)      \
+  X(lu_factor_simd64, ML_OP_LU_FACTOR, ml_lu_factor_simd64, O01, SIMD,                        \
+    ml_lu_simd_scratch_floats_flags, ml_lu_factor_simd64_fits_flags, ml_flags_unchanged)      \
+  X(solve_simd16, ML_OP_SOLVE, ml_solve_simd16, O0B, SIMD,                                    \
+    ml_lu_simd_scratch_floats_flags, ml_solve_simd16_fits_flags, ml_flags_unchanged)          \
+  X(solve_simd32, ML_OP_SOLVE, ml_solve_simd32, O0B, SIMD,                                    \
+    ml_lu_simd_scratch_floats_flags, ml_solve_simd32_fits_flags, ml_flags_unchanged)          \
+  X(solve_simd64, ML_OP_SOLVE, ml_solve_simd64, O0B, SIMD,                                    \
+    ml_lu_simd_scratch_floats_flags, ml_solve_simd64_fits_flags, ml_flags_unchanged)          \
+  X(solve_right_simd16, ML_OP_SOLVE, ml_solve_right_simd16, O0B, SIMD,                        \
+    ml_lu_simd_scratch_floats_flags, ml_solve_right_simd16_fits_flags, ml_flags_unchanged)    \
+  X(solve_right_simd32, ML_OP_SOLVE, ml_solve_right_simd32, O0B, SIMD,                        \
+    ml_lu_simd_scratch_floats_flags, ml_solve_right_simd32_fits_flags, ml_flags_unchanged)    \
+  X(solve_right_simd64, ML_OP_SOLVE, ml_solve_right_simd64, O0B, SIMD,                        \
+    ml_lu_simd_scratch_floats_flags, ml_solve_right_simd64_fits_flags, ml_flags_unchanged)    \
+  X(inv_simd16, ML_OP_INV, ml_inv_simd16, O0, SIMD,                                           \
+    ml_lu_simd_scratch_floats_flags, ml_inv_simd16_fits_flags, ml_flags_unchanged)            \
+  X(inv_simd32, ML_OP_INV, ml_inv_simd32, O0, SIMD,                                           \
+    ml_lu_simd_scratch_floats_flags, ml_inv_simd32_fits_flags, ml_flags_unchanged)            \
+  X(inv_simd64, ML_OP_INV, ml_inv_simd64, O0, SIMD,                                           \
+    ml_lu_simd_scratch_floats_flags, ml_inv_simd64_fits_flags, ml_flags_unchanged)            \
   X(solve_group, ML_OP_SOLVE, ml_solve_group, O0B, GROUP,                                     \
     ml_solve_group_scratch_floats_flags, ml_solve_group_fits_flags,                           \
     ml_solve_group_choose_flags)                                                              \

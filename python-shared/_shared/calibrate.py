@@ -780,7 +780,8 @@ def simd_timings(fe, op: str, budget: Budget | None = None, log=print, record=No
         fe.q.set_policy(op, gpu_simd_max_n=0, **common)
 
     def classify(simd_name, other_name):
-        if not simd_name.endswith("_simd") or not other_name.startswith("cuda:"):
+        # A SIMD line's name ends in _simd, or _simd and its register size (_simd64).
+        if not re.search(r"_simd\d*$", simd_name) or not other_name.startswith("cuda:"):
             return ("uncovered", "no simdgroup kernel covers the shape")
         return None
 

@@ -182,10 +182,16 @@ void test_routing() {
   int count = 0;
   const KernelInfo *t = kernel_table(&count);
   for (int i = 0; i < count; ++i) {
-    // 3 x 3, or 40 x 40 for a line whose window starts above (qr_householder_simd64), or
-    // 80 x 80 for one taken from 65 on (solve_triangular_simd128)
-    const int sz = t[i].fits(3, 3, 0, ML_METAL_SCRATCH_FLOATS) ? 3 : 40;
-    const Call c{t[i].op, 100, sz, sz, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
+    // 3 x 3, or 24 x 24 or 40 x 40 for a line whose window starts above (the LU SIMD lines of
+    // 17..32 and 33..64, qr_householder_simd64), or 80 x 80 for one taken from 65 on
+    // (solve_triangular_simd128, below); flags 0, or ML_LS_RIGHT for the lines of X A = B
+    // alone (solve_right_simd*)
+    const auto fits = [&](int sz, int fl) {
+      return t[i].fits(sz, sz, fl, ML_METAL_SCRATCH_FLOATS) != 0;
+    };
+    const int fl = fits(3, 0) || fits(24, 0) || fits(40, 0) ? 0 : ML_LS_RIGHT;
+    const int sz = fits(3, fl) ? 3 : fits(24, fl) ? 24 : 40;
+    const Call c{t[i].op, 100, sz, sz, fl, nullptr, nullptr, nullptr, nullptr, nullptr};
     Plan q;
     const bool reg = t[i].kind == KernelKind::kRegister, simd = t[i].kind == KernelKind::kSimd;
     const policy::Resolved pi = pol(reg ? 8 : 0, 0, 1, 0, policy::Force::kAuto, simd ? 128 : 0);
@@ -218,6 +224,30 @@ void test_routing() {
   expect(svd_kernel(24) == "svd_jacobi_simd", "svd 24 in the simd window: " + svd_kernel(24));
   expect(svd_kernel(11) != "svd_jacobi_simd", "svd 11 below the simd window: " + svd_kernel(11));
   expect(svd_kernel(25) != "svd_jacobi_simd", "svd 25 above the simd window: " + svd_kernel(25));
+  // The LU SIMD lines (lu_factor, solve, inv): one per register size, before the group line,
+  // by max(m, n), X A = B on lines of its own; gpu_simd_max_n 32 leaves 33..64 to the group
+  // line.
+  const policy::Resolved lu_on = pol(0, 0, 1, 0, policy::Force::kAuto, 64);
+  const policy::Resolved lu_32 = pol(0, 0, 1, 0, policy::Force::kAuto, 32);
+  for (int32_t op : {ML_OP_LU_FACTOR, ML_OP_SOLVE, ML_OP_INV}) {
+    const std::string cu = std::string("cuda:") + op_name(op);
+    for (const auto &[sz, line] : {std::pair<int, const char *>{1, "_simd16"}, {8, "_simd16"},
+                                   {16, "_simd16"}, {17, "_simd32"}, {32, "_simd32"},
+                                   {33, "_simd64"}, {64, "_simd64"}, {65, "_group"}}) {
+      const std::string got = name_of(op, sz, sz, 1000, 0, dev, lu_on);
+      expect(got == cu + line, cu + " " + std::to_string(sz) + ": " + got);
+    }
+    expect(name_of(op, 32, 32, 1000, 0, dev, lu_32) == cu + "_simd32", cu + " 32, simd max 32");
+    expect(name_of(op, 33, 33, 1000, 0, dev, lu_32) == cu + "_group", cu + " 33, simd max 32");
+  }
+  for (const auto &[sz, line] : {std::pair<int, const char *>{8, "16"}, {32, "32"}, {33, "64"}}) {
+    const std::string got = name_of(ML_OP_SOLVE, sz, sz, 1000, ML_LS_RIGHT, dev, lu_on);
+    expect(got == std::string("cuda:solve_right_simd") + line, "solve X A = B: " + got);
+  }
+  expect(name_of(ML_OP_SOLVE, 65, 65, 1000, ML_LS_RIGHT, dev, lu_on) == "cuda:solve_group",
+         "solve X A = B 65: the group line");
+  expect(name_of(ML_OP_LU_FACTOR, 40, 12, 1000, 0, dev, lu_on) == "cuda:lu_factor_simd64",
+         "lu_factor 40 x 12: the line of max(m, n)");
 }
 
 // Global launches (a group kernel's scratch in device memory) beyond the shared window.
@@ -227,7 +257,7 @@ void test_routing() {
 // register-column lines are the alternatives after cholesky_group (the gpu_alt window).
 void test_linsys_defaults() {
   const auto dev = ML_MEMORY_CUDA;
-  for (const int32_t op : {ML_OP_SOLVE_TRIANGULAR}) {
+  for (const int32_t op : {ML_OP_SOLVE, ML_OP_INV, ML_OP_LU_FACTOR, ML_OP_SOLVE_TRIANGULAR}) {
     const std::string name = op_name(op);
     const std::string off = name_of(op, 16, 16, 64, 0, dev, pol(0, 0, 1, 0, policy::Force::kAuto, 0));
     expect(off == "cuda:" + name + "_group", name + " 16 x64, gpu_simd_max_n 0: " + off);

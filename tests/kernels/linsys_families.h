@@ -39,8 +39,42 @@ inline Mat scaled(Mat a, double f) {
   return a;
 }
 
+// Ties in every pivot column, with exact arithmetic: A = P L U, U upper with small integers
+// (diagonal +-1..4), L unit lower with entries in {-1, 0, 1}, P a random row order. Column k of
+// the trailing matrix is L(:, k) U(k, k), its nonzeros tied; L(i, k) is left 0 wherever row
+// i would sit above row k at step k (the interchanges followed as LAPACK makes them), so the
+// first tied position is always row k's: the multipliers are +-1, every update an exact
+// integer, and LAPACK's pivots are the kernels' exactly whatever the order of the arithmetic.
+inline Mat ties(int n, std::mt19937_64 &rng) {
+  std::uniform_int_distribution<int> t(-1, 1), u(-4, 4), d(1, 4), s(0, 1);
+  Mat L(n, n), U(n, n), A(n, n);
+  std::vector<int> at(n), row(n);  // at[i]: row i's position; row[p]: the row at position p
+  for (int i = 0; i < n; ++i) row[i] = i;
+  std::shuffle(row.begin(), row.end(), rng);
+  for (int p = 0; p < n; ++p) at[row[p]] = p;
+  const std::vector<int> init = at;
+  for (int k = 0; k < n; ++k) {
+    L(k, k) = 1;
+    U(k, k) = d(rng) * (s(rng) ? 1 : -1);
+    for (int j = k + 1; j < n; ++j) U(k, j) = u(rng);
+    for (int i = k + 1; i < n; ++i) L(i, k) = at[i] < at[k] ? 0 : t(rng);
+    const int q = row[k], pk = at[k];  // the interchange of step k: rows k and q
+    std::swap(row[k], row[pk]);
+    at[q] = pk;
+    at[k] = k;
+  }
+  for (int i = 0; i < n; ++i)  // row i of L U at its initial position
+    for (int j = 0; j < n; ++j) {
+      double v = 0;
+      for (int k = 0; k <= std::min(i, j); ++k) v += L(i, k) * U(k, j);
+      A(init[i], j) = v;
+    }
+  return A;
+}
+
 // General n x n matrices (LU, solve, inv): well and ill conditioned (to 1/ulp), nearly
-// singular, graded, tiny and huge, exactly singular (a zero row, a zero column), NaN and Inf.
+// singular, graded, tiny and huge, exactly singular (a zero row, a zero column), NaN and Inf,
+// ties in the pivot columns.
 inline Batch general_batch(int n, std::mt19937_64 &rng) {
   Batch bt;
   push(bt, "gaussian", kt::to_float(kt::gaussian(rng, n, n)));
@@ -75,6 +109,7 @@ inline Batch general_batch(int n, std::mt19937_64 &rng) {
   inf[size_t(n) * n - 1] = -INFINITY;
   push(bt, "inf", inf);
   push(bt, "identity", kt::to_float(kt::identity(n)));
+  push(bt, "ties", kt::to_float(ties(n, rng)));
   return bt;
 }
 

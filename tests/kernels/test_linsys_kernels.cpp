@@ -4,9 +4,10 @@
 // batch mixes every family with failing matrices (indefinite, singular, NaN/Inf in what the op
 // reads) so that a failing matrix's NaN output and info stay its own; NaN in the part an op
 // does not read must change nothing. Group sizes: the CUDA and Metal launch configuration's,
-// one lane per matrix, an odd 37 (SIMD lines: 16 and 32 lanes); the right-hand sides also in
-// chunks narrower than nrhs. Past n = 17 the solves run the CUDA launch and the narrow chunk
-// only (the CPU runner's thread per lane makes the larger groups slow on CI's two cores).
+// one lane per matrix, an odd 37 (SIMD lines: 8, 16 and 32 lanes); the right-hand sides also in
+// chunks narrower than nrhs (the SIMD lines: their own chunks, several at nrhs 11, 19, 21 and
+// 16). Past n = 17 the solves run the CUDA launch and the narrow chunk only (the CPU runner's
+// thread per lane makes the larger groups slow on CI's two cores).
 // Suites: cholesky, lu, solve, inv, triangular.
 #include <cstdio>
 #include <random>
@@ -33,10 +34,17 @@ struct Launch {
 };
 std::vector<Launch> launches(const lsk::Line &l, int m, int n, int km, int flags) {
   std::vector<Launch> out;
-  if (l.simd) {  // one simdgroup per matrix: 32 lanes (CUDA, Metal), 16 where CUDA uses them
+  if (l.simd) {  // one simdgroup per matrix: 32 lanes (CUDA, Metal), 16 or 8 where CUDA uses them
     if (!l.fits(km, n, flags, kH200)) return out;
-    out.push_back({ml::cuda::group_size_cholesky_simd(m, n, 16384, 132), kH200, "cuda-simd"});
-    if (out.back().gs != 32) out.push_back({32, kH200, "metal-simd"});
+    const std::string name(l.name);
+    const bool lu = name.rfind("lu_factor", 0) == 0 || name.rfind("solve_simd", 0) == 0 ||
+                    name.rfind("solve_right", 0) == 0 || name.rfind("inv_simd", 0) == 0;
+    const bool right = name.rfind("solve_right", 0) == 0;  // no 8-lane groups
+    const int cuda = lu ? ml::cuda::lu_simd_group_size(m, n, !right)
+                        : ml::cuda::group_size_cholesky_simd(m, n, 16384, 132);
+    out.push_back({cuda, kH200, "cuda-simd"});
+    if (cuda == 8) out.push_back({16, kH200, "simd16"});
+    if (cuda != 32) out.push_back({32, kH200, "metal-simd"});
     return out;
   }
   int cuda = 0, metal = 0;
@@ -161,9 +169,19 @@ void suite_solve(kt::Report &rep) {
         lsk::add_rhs(bt, n, nrhs, rng);
         run_batch(rep, {ML_OP_SOLVE, n, n, nrhs, flags}, bt, n <= 17);
       }
-  Batch bt = lsk::general_batch(64, rng);
-  lsk::add_rhs(bt, 64, 16, rng);
-  run_batch(rep, {ML_OP_SOLVE, 64, 64, 16, 0}, bt, false);
+  // Several chunks of right-hand sides on the SIMD lines (8 columns a chunk at n <= 8 and
+  // 33..64, 16 at 9..32).
+  for (auto nr : {std::pair<int, int>{8, 11}, {13, 19}, {32, 21}})
+    for (int flags : {0, int(ML_LS_RIGHT)}) {
+      Batch bc = lsk::general_batch(nr.first, rng);
+      lsk::add_rhs(bc, nr.first, nr.second, rng);
+      run_batch(rep, {ML_OP_SOLVE, nr.first, nr.first, nr.second, flags}, bc, true);
+    }
+  for (int flags : {0, int(ML_LS_RIGHT)}) {
+    Batch bt = lsk::general_batch(64, rng);
+    lsk::add_rhs(bt, 64, 16, rng);
+    run_batch(rep, {ML_OP_SOLVE, 64, 64, 16, flags}, bt, false);
+  }
 }
 
 void suite_inv(kt::Report &rep) {

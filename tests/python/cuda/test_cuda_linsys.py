@@ -58,11 +58,22 @@ SMALL = {
     "solve_triangular": lambda n: "cuda:solve_triangular_simd" + ("" if n <= 64 else "128"),
 }
 
+LU_SIMD = ("lu_factor", "solve", "inv")
+
+
+def _simd_line(op: str, n: int) -> str:
+    """The LU SIMD line of n (n <= 64), by its register size."""
+    return f"cuda:{op}_simd{16 if n <= 16 else 32 if n <= 32 else 64}"
+
 
 @pytest.mark.parametrize("op", sorted(KERNELS))
 @pytest.mark.parametrize("n", [8, 32, 64, 100, 128, 129])
 def test_routes_to_the_kernel(op: str, n: int) -> None:
-    want = SMALL[op](n) if op in SMALL and n <= 128 else KERNELS[op]
+    want = KERNELS[op]
+    if op in SMALL and n <= 128:
+        want = SMALL[op](n)
+    elif op in LU_SIMD and n <= 64:
+        want = _simd_line(op, n)
     assert route(op, n, 1024) == want
 
 
@@ -82,6 +93,132 @@ def test_default_routes() -> None:
     assert route("cholesky", 32, 1024) == "cuda:cholesky_simd"
     assert route("cholesky", 48, 1024) == "cuda:cholesky_group"
     assert route("solve_triangular", 16, 1024) == "cuda:solve_triangular_group"
+    for op in LU_SIMD:
+        assert route(op, 16, 1024) == KERNELS[op]
+
+
+@pytest.mark.parametrize("op", LU_SIMD)
+def test_lu_simd_window(op: str) -> None:
+    """The LU SIMD lines follow gpu_simd_max_n / gpu_simd_min_n (outside: the group line)."""
+    for n, line in ((1, 16), (16, 16), (17, 32), (32, 32), (33, 64), (64, 64)):
+        assert route(op, n, 4096) == f"cuda:{op}_simd{line}"
+    assert route(op, 65, 4096) == KERNELS[op]
+    assert _lib.lib.ml_policy_set(_lib.OP_ID[op], b"gpu_simd_max_n", 32) == 0
+    assert route(op, 32, 4096) == f"cuda:{op}_simd32"
+    assert route(op, 33, 4096) == KERNELS[op]
+    assert _lib.lib.ml_policy_set(_lib.OP_ID[op], b"gpu_simd_min_n", 17) == 0
+    assert route(op, 16, 4096) == KERNELS[op]
+    assert route(op, 17, 4096) == f"cuda:{op}_simd32"
+
+
+def _ties(n: int, gen: torch.Generator) -> torch.Tensor:
+    """P L U with U small integers (diagonal +-1..4), L unit lower in {-1, 0, 1}, P a random
+    row order, L(i, k) left 0 wherever row i would sit above row k at step k (the interchanges
+    followed as LAPACK makes them): every pivot column ties, isamax's first tied position is
+    row k's, the multipliers are +-1 and the arithmetic exact, so the pivots and factors are
+    LAPACK's whatever the order of the operations (tests/kernels/linsys_families.h, ties)."""
+
+    def ri(lo: int, hi: int) -> int:
+        return int(torch.randint(lo, hi + 1, (1,), generator=gen))
+
+    lo = torch.zeros(n, n, dtype=torch.float64)
+    up = torch.zeros(n, n, dtype=torch.float64)
+    row = torch.randperm(n, generator=gen).tolist()  # row[p]: the row of L U at position p
+    at = [0] * n
+    for p, r in enumerate(row):
+        at[r] = p
+    init = list(at)
+    for k in range(n):
+        lo[k, k] = 1
+        up[k, k] = ri(1, 4) * (1 if ri(0, 1) else -1)
+        for j in range(k + 1, n):
+            up[k, j] = ri(-4, 4)
+        for i in range(k + 1, n):
+            lo[i, k] = 0 if at[i] < at[k] else ri(-1, 1)
+        q, pk = row[k], at[k]
+        row[k], row[pk] = row[pk], row[k]
+        at[q], at[k] = pk, k
+    a = torch.empty(n, n, dtype=torch.float64)
+    a[init] = lo @ up
+    return a.float()
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8, 9, 16, 17, 31, 32, 33, 48, 63, 64])
+@pytest.mark.parametrize("batch", [1, 3, 37])
+def test_lu_simd_lines(n: int, batch: int) -> None:
+    """lu_factor, solve (1, 7 and 20 right-hand sides, A X = B and X A = B) and inv on the SIMD
+    lines: odd batches (sub-warp groups past the batch), LAPACK's pivots exactly on tied
+    columns, a singular, a NaN and an Inf matrix (and a NaN in B) isolated in their batch."""
+    gen = torch.Generator().manual_seed(1000 * n + batch)
+    a = torch.randn(batch, n, n, generator=gen)
+    if batch > 1:
+        a[1] = _ties(n, gen)
+    if batch > 2:
+        a[2] = _ties(n, gen)
+        a[2, :, n // 2] = 0  # singular: a zero column, info n // 2 + 1
+    bad = {}
+    if batch > 30:
+        a[30, n // 3, n // 2] = float("nan")
+        a[31, n - 1, 0] = float("-inf")
+        bad = {30, 31}
+    assert route("lu_factor", n, batch) == _simd_line("lu_factor", n)
+    ref_lu, ref_piv, _ = torch.linalg.lu_factor_ex(a.nan_to_num())
+    lu, piv, info = mlt.lu_factor_ex(a.to(DEV))
+    lu, piv, info = lu.cpu(), piv.cpu(), info.cpu()
+    sing = 2 if batch > 2 else -1
+    for i in range(batch):
+        if i in bad:
+            assert info[i] == 0x40000000 and bool(lu[i].isnan().all())
+            assert piv[i].tolist() == list(range(1, n + 1))
+            continue
+        assert info[i] == (n // 2 + 1 if i == sing else 0), i
+        if i == 1:
+            assert piv[i].tolist() == ref_piv[i].tolist()  # exact ties: isamax's choice
+            assert bool((lu[i] == ref_lu[i]).all())  # exact arithmetic
+        if i == 2:  # exact up to the zero column
+            assert piv[i, : n // 2].tolist() == ref_piv[i, : n // 2].tolist()
+        p, l, u = torch.lu_unpack(lu[i : i + 1].double(), piv[i : i + 1])
+        ad = a[i : i + 1].double()
+        if float(_norm1(ad)) > 0:  # (n = 1: the singular matrix is 0)
+            assert _ratio(p @ l @ u - ad, n * _norm1(ad) * ULP) < LIMIT
+    ok = [i for i in range(batch) if i not in bad and i != sing]
+    for nrhs in (1, 7, 20):
+        b = torch.randn(batch, n, nrhs, generator=gen)
+        if batch > 30:
+            b[33, 0, nrhs - 1] = float("nan")
+        x, xinfo = mlt.solve_ex(a.to(DEV), b.to(DEV))
+        x, xinfo = x.cpu(), xinfo.cpu()
+        for i in range(batch):
+            want = 0x40000000 if i in bad or i == 33 else n // 2 + 1 if i == sing else 0
+            assert xinfo[i] == want, (i, nrhs)
+            assert bool(x[i].isnan().all()) == (want != 0), (i, nrhs)
+        good = [i for i in ok if i != 33]
+        ad, xd, bd = a[good].double(), x[good].double(), b[good].double()
+        assert _ratio(ad @ xd - bd, _norm1(ad) * _norm1(xd) * n * ULP) < LIMIT
+        # X A = B (solve_right_simd*): B^T as the right-hand sides' rows.
+        bt = b.mT.contiguous()
+        x, xinfo = mlt.solve_ex(a.to(DEV), bt.to(DEV), left=False)
+        x, xinfo = x.cpu(), xinfo.cpu()
+        for i in range(batch):
+            want = 0x40000000 if i in bad or i == 33 else n // 2 + 1 if i == sing else 0
+            assert xinfo[i] == want and bool(x[i].isnan().all()) == (want != 0), (i, nrhs)
+        xd, bd = x[good].double(), bt[good].double()
+        assert _ratio(xd @ ad - bd, _norm1(ad) * _norm1(xd) * n * ULP) < LIMIT
+    x, xinfo = mlt.inv_ex(a.to(DEV))
+    x, xinfo = x.cpu(), xinfo.cpu()
+    for i in range(batch):
+        want = 0x40000000 if i in bad else n // 2 + 1 if i == sing else 0
+        assert xinfo[i] == want and bool(x[i].isnan().all()) == (want != 0), i
+    ad, xd = a[ok].double(), x[ok].double()
+    eye = torch.eye(n, dtype=torch.float64)
+    assert _ratio(ad @ xd - eye, n * _norm1(ad) * _norm1(xd) * ULP) < LIMIT
+
+
+def test_cholesky_simd_window() -> None:
+    """The SIMD line follows the policy's gpu_simd_max_n like the decompositions' SIMD lines."""
+    op = _lib.OP_ID["cholesky"]
+    assert _lib.lib.ml_policy_set(op, b"gpu_simd_max_n", 0) == 0
+    assert route("cholesky", 32, 16384) == "cuda:cholesky_group"
 
 
 def _norm1(x: torch.Tensor) -> torch.Tensor:
