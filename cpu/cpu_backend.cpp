@@ -499,6 +499,9 @@ void one_matrix(Job &job, int64_t i) {
 
 void task(void *ctx, int64_t i) { one_matrix(*static_cast<Job *>(ctx), i); }
 
+// batch x n^3 below which the lanes' groups of a call run on the calling thread alone.
+constexpr double kLanesParallelWork = double(1 << 19);
+
 // kLanes matrices of a linear-system batch, starting at matrix i * kLanes (cpu_linsys_lanes.cpp).
 void lanes_task(void *ctx, int64_t i) {
   Job &job = *static_cast<Job *>(ctx);
@@ -650,7 +653,15 @@ ml_status run(const Call &c, const policy::Resolved &pol, const char *where) {
   if (is_linsys(c.op) && job.kernel) {
     try {
       GateEntry entry(*g_gate, false);
-      parallel_for((c.batch + kLanes - 1) / kLanes, lanes_task, &job);
+      const int64_t groups = (c.batch + kLanes - 1) / kLanes;
+      // A batch of less work than waking the pool's threads costs (tens of microseconds; e.g.
+      // 64 8x8 solves take about 5 us on one thread) runs on the calling thread.
+      const double work = double(c.batch) * double(c.n) * double(c.n) * double(c.n);
+      if (work < kLanesParallelWork) {
+        for (int64_t i = 0; i < groups; ++i) lanes_task(&job, i);
+      } else {
+        parallel_for(groups, lanes_task, &job);
+      }
     } catch (const std::system_error &e) {
       return fail(ML_RUNTIME_ERROR, where, "cannot start worker threads: %s", e.what());
     }
