@@ -1,5 +1,8 @@
-"""Measure the CUDA routing policy of this machine for every op (metal_linalg_torch.calibrate):
-host_gpu_min_work (host tensors: CPU backend vs the GPU route, copies included), gpu_lane_max_n /
+"""Measure the CUDA routing policy of this machine for every op (metal_linalg_torch.calibrate; the
+decompositions and the linear systems):
+host_gpu_min_work (host tensors: CPU backend vs the GPU route, copies included; not for the linear
+systems, whose host data stays on the CPU), gpu_simd_min_n / gpu_simd_max_n and gpu_alt_* (device
+tensors: the simdgroup and alternative kernels against the route without them), gpu_lane_max_n /
 gpu_lane_min_batch (device tensors: lane-per-matrix vs block kernels, when the core has these
 fields), gpu_global_max_n / gpu_global_min_batch (device tensors beyond the shared window: the
 global launch vs the host route), gpu_blocked_min_n / gpu_blocked_max_batch (device tensors inside
@@ -12,6 +15,8 @@ Never touches the per-machine policy file of the user (METAL_LINALG_POLICY_FILE 
 and that file is neither read nor written).
 
     python3 benchmarks/tune_policy_gpu.py --out "$OUT" --budget-s 240
+    python3 benchmarks/tune_policy_gpu.py --out "$OUT" --ops cholesky solve inv solve_triangular \
+        lu_factor --keep-table core/tuned/NVIDIA_H200.policy   # add these ops to a table
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ import sys
 import time
 from pathlib import Path
 
-OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
+DECOMPOSITIONS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
+OPS = (*DECOMPOSITIONS, "cholesky", "solve", "inv", "solve_triangular", "lu_factor")
 
 
 def _ms(t) -> str:
@@ -67,6 +73,8 @@ _lane_cell = _pair_cell("lane_s", "block_s", "no lane", "L")
 _host_cell = _pair_cell("gpu_s", "cpu_s", "no GPU", "G", b_first=True)
 _global_cell = _pair_cell("global_s", "host_s", "no global", "G")
 _blocked_cell = _pair_cell("blocked_s", "table_s", "failed", "B")
+_simd_cell = _pair_cell("simd_s", "other_s", "no simd", "S")
+_alt_cell = _pair_cell("alt_s", "first_s", "no alt", "A")
 
 
 def markdown(result: dict, command: str) -> str:
@@ -93,6 +101,16 @@ def markdown(result: dict, command: str) -> str:
         if pts.get("lane"):
             lines += ["", "Device tensors, lane / block ms (**L**: lane faster):", ""]
             lines += _grid(pts["lane"], "n", "batch", _lane_cell)
+        if pts.get("simd"):
+            lines += ["", "Device tensors, simdgroup kernel / without ms (**S**: simd faster):", ""]
+            lines += _grid(pts["simd"], "n", "batch", _simd_cell)
+        if pts.get("alt"):
+            lines += [
+                "",
+                "Device tensors, alternative / first group kernel ms (**A**: alternative faster):",
+                "",
+            ]
+            lines += _grid(pts["alt"], "n", "batch", _alt_cell)
         if pts.get("global"):
             lines += [
                 "",
@@ -127,6 +145,23 @@ def markdown(result: dict, command: str) -> str:
             ]
         lines.append("")
     return "\n".join(lines)
+
+
+def kept_lines(old_text: str, measured_ops, device: str) -> list:
+    """The lines of an earlier table for the ops not measured now (its comments about them
+    included); the table must be of the same device."""
+    lines = old_text.splitlines()
+    if not lines or lines[0].strip() != f"# device: {device}":
+        raise SystemExit(f"--keep-table: not a table of {device!r} (first line {lines[:1]})")
+    kept = []
+    for line in lines[1:]:
+        body = line.split("#", 1)[0].split()
+        if body:
+            if body[0] not in measured_ops:
+                kept.append(line)
+        elif any(line.startswith(f"# {op}: ") for op in OPS if op not in measured_ops):
+            kept.append(line)
+    return kept
 
 
 def _setup_env(out: Path) -> None:
@@ -180,6 +215,12 @@ def main() -> int:
         help="measured fields left out of the table (kept in the JSON and Markdown); default "
         "gpu_min_batch: device tensors stay on the GPU whatever the batch (no host sync, CUDA "
         "graphs keep working), although a small batch can run faster through the host CPU",
+    )
+    p.add_argument(
+        "--keep-table",
+        metavar="PATH",
+        help="an existing table of this device: its lines of the ops not measured now are kept "
+        "in the new table (e.g. adding the linear systems to core/tuned/NVIDIA_H200.policy)",
     )
     p.add_argument("--child", choices=OPS, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -254,6 +295,11 @@ def main() -> int:
             measured = ", ".join(f"{f} {v}" for f, v in sorted(left.items()))
             in_table["notes"].setdefault(op, []).append(f"measured, not applied: {measured}")
     calibrate.write_table(str(table), in_table, command)
+    if args.keep_table:
+        kept = kept_lines(Path(args.keep_table).read_text(), args.ops, result["meta"]["device"])
+        with open(table, "a") as f:
+            f.write(f"# kept from {args.keep_table} (not measured by this run):\n")
+            f.write("".join(line + "\n" for line in kept))
     calibrate.write_json(str(out / "policy-gpu.json"), result)
     (out / "policy-gpu.md").write_text(markdown(result, command))
     print(f"\n== {table} ({result['meta']['elapsed_s']:.0f} s)")

@@ -97,5 +97,8 @@ _set_lapack()
 ext = _ext
 # The op list of the shared code, from the core's op table.
 bind_ops(
-    ext.op_names(), lambda op: [tuple(d) for d in ext.output_symbols(op, 0) if d], ext.op_kernels
+    ext.op_names(),
+    lambda op: [tuple(d) for d in ext.output_symbols(op, 0) if d],
+    ext.op_kernels,
+    ext.op_linear_system,
 )

@@ -12,7 +12,14 @@ import mlx.core as mx
 from ._loader import ext
 from ._ops import resolve_stream
 from ._shared import queries as _shared
-from ._shared.queries import ALL_OPS, OP_ID, OPS, CalibrationWarning  # noqa: F401 (re-exported)
+from ._shared.queries import (  # noqa: F401 (re-exported)
+    ALL_OPS,
+    LINSYS_OPS,
+    OP_ID,
+    OPS,
+    POLICY_OPS,
+    CalibrationWarning,
+)
 
 PACKAGE = "metal_linalg"
 
@@ -101,7 +108,7 @@ class _Core:
     backend = staticmethod(_route)
 
 
-_q = _shared.Queries(_Core(), PACKAGE, where="stream", cpu_ops=True)
+_q = _shared.Queries(_Core(), PACKAGE, where="stream")
 
 # device_name(), ..., policy("qr"), ... and each op's own: qr_backend, qr_policy, set_qr_policy, ...;
 # the linear systems' cholesky_backend, solve_backend, ... (they have no policy to set).

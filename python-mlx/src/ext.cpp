@@ -118,11 +118,10 @@ NB_MODULE(_ext, m) {
     for (int op = 0; op < ml_op_count(); ++op) names.emplace_back(ml_op_name(op));
     return names;
   });
-  // Whether op has GPU kernels (ml_op_kernels) and is a decomposition (what calibration, the
-  // benchmark and the calibration notice cover): the linear systems (ml_op_linear_system) have
-  // no routing policy to calibrate.
-  m.def("op_kernels",
-        [](int op) { return ml_op_kernels(op) != 0 && ml_op_linear_system(op) == 0; });
+  // Whether op has GPU kernels (ml_op_kernels: a routing policy to calibrate) and whether it
+  // is a linear system (ml_op_linear_system: LAPACK's info words).
+  m.def("op_kernels", [](int op) { return ml_op_kernels(op) != 0; });
+  m.def("op_linear_system", [](int op) { return ml_op_linear_system(op) != 0; });
   // Per output of op under flags (the table's order): its dimensions as "m", "n", "k"
   // symbols ("" where the op has no such output).
   m.def("output_symbols", [](int op, int flags) {

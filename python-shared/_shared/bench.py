@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .queries import ALL_OPS, OPS, OUTPUTS
+from .queries import ALL_OPS, LINSYS_OPS, OPS, OUTPUTS
 
 NRHS = (1,)
 SQUARE_N = (8, 16, 32, 64, 128, 256, 512, 1024)
@@ -58,12 +58,12 @@ GROUP_MAX = 1000
 
 
 # What the bench needs to know of an op, read from the core's op table (queries.ALL_OPS, OPS,
-# OUTPUTS) once the frontend has bound it.
+# LINSYS_OPS, OUTPUTS) once the frontend has bound it.
 
 
 def linsys_ops() -> list:
-    """The linear systems: the ops besides the decompositions (OPS), in the table's order."""
-    return [op for op in ALL_OPS if op not in OPS]
+    """The linear systems, in the table's order."""
+    return list(LINSYS_OPS)
 
 
 def takes_rhs(op: str) -> bool:

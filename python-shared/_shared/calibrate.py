@@ -1,9 +1,13 @@
 """Measure this machine and write the per-machine policy file the core reads (policy_file()).
 
+The ops: every op with a routing policy (queries.POLICY_OPS), the decompositions and the linear
+systems, these on square matrices (solve and solve_triangular with one right-hand side, inputs
+as the benchmark makes them: positive-definite for cholesky, well conditioned for the others).
 CPU: for each op, the largest n up to which the portable CPU kernel beats LAPACK on a batch
-(cpu_kernel_max_n). With a GPU in the core:
-- host_gpu_min_work (any frontend): the work batch*m*n from which host data is faster sent
-  through the GPU, copies included, than computed by the CPU backend (0 = never);
+(cpu_kernel_max_n; the linear systems' kernels across SIMD lanes). With a GPU in the core:
+- host_gpu_min_work (any frontend; not for the linear systems, whose host data always stays
+  with LAPACK): the work batch*m*n from which host data is faster sent through the GPU, copies
+  included, than computed by the CPU backend (0 = never);
 - with data in GPU memory (a frontend with a `gpu` device): gpu_min_batch, the smallest batch at
   which device data is faster on the GPU than through the CPU backend, and gpu_lane_max_n /
   gpu_lane_min_batch, where the lane-per-matrix launch beats the block launch;
@@ -36,7 +40,7 @@ import stat
 import tempfile
 import time
 
-from .queries import OPS
+from .queries import LINSYS_OPS, OPS, POLICY_OPS  # noqa: F401 (OPS: re-exported)
 
 CPU_SIZES = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 CPU_BATCH = 256
@@ -57,6 +61,8 @@ LANE_BATCHES = (256, 1024, 4096, 16384, 65536)
 # The simdgroup kernels (gpu_simd_min_n..gpu_simd_max_n) against what the op runs without them,
 # device data.
 SIMD_SIZES = (9, 12, 16, 24, 32, 48, 64)
+# ... and for the linear systems, whose SIMD lines reach n = 128 (solve_triangular_simd128).
+LINSYS_SIMD_SIZES = (*SIMD_SIZES, 96, 128)
 SIMD_BATCHES = (1, 64, 1024, 16384)
 SIMD_MAX_WORK = 1 << 26  # batch * max(m, n)^2 above this is not timed
 SIMD_TOLERANCE = 1.05  # a simdgroup time within this factor of the other route is no loss
@@ -77,6 +83,7 @@ UNBOUNDED = (1 << 63) - 1  # gpu_blocked_max_batch's default: no bound on the ba
 # Device data: an op's alternative group kernel (its next kernel-table line) against its first,
 # the window by choose_simd's rule; measured for the ops these kernels belong to (alt_op).
 ALT_KERNELS = (
+    "cholesky_cols",
     "eigh_tridiag_bisect",
     "eigvalsh_tridiag_ql",
     "svd_jacobi_group",
@@ -132,6 +139,17 @@ def _wins(t_fast, t_slow) -> bool | None:
 def alt_op(op: str) -> bool:
     """Whether the op has an alternative group kernel the alt phase measures."""
     return any(k.startswith(op + "_") for k in ALT_KERNELS)
+
+
+def host_op(op: str) -> bool:
+    """Whether host data of op may go to the GPU (host_gpu_min_work): not for the linear
+    systems, whose host buffers always stay with LAPACK on the CPU."""
+    return op not in LINSYS_OPS
+
+
+def simd_sizes(op: str) -> tuple:
+    """The sizes the simd phase times for op."""
+    return LINSYS_SIMD_SIZES if op in LINSYS_OPS else SIMD_SIZES
 
 
 def choose_cpu_kernel_max_n(timings) -> int:
@@ -357,7 +375,7 @@ def _comment(text: str) -> str:
 
 def _ordered(values: dict):
     """(op, field, value) of {op: {field: int}} in a fixed order, values checked."""
-    for op in [o for o in OPS if o in values] + sorted(set(values) - set(OPS)):
+    for op in [o for o in POLICY_OPS if o in values] + sorted(set(values) - set(POLICY_OPS)):
         fields = values[op]
         for field in [f for f in FIELD_ORDER if f in fields] + sorted(
             set(fields) - set(FIELD_ORDER)
@@ -505,7 +523,7 @@ class Budget:
 
 
 def _dims(op, n):
-    return (n,) if op.startswith("eig") else (n, n)
+    return (n,) if op.startswith("eig") or op in LINSYS_OPS else (n, n)
 
 
 def _backend(fe, op, n, batch, device) -> str:
@@ -543,7 +561,7 @@ def cpu_kernel_max_n(fe, op: str, batch: int = CPU_BATCH, log=print, record=None
             fe.q.set_policy(op, cpu_kernel_max_n=0)
             t_lapack = _best(timer, call, x)
             log(
-                f"  {op:9s} n={n:3d} x{batch}: kernel {_ms(t_kernel)} ms, lapack {_ms(t_lapack)} ms"
+                f"  {op:16s} n={n:3d} x{batch}: kernel {_ms(t_kernel)} ms, lapack {_ms(t_lapack)} ms"
             )
             if record is not None:
                 record.append({"n": n, "batch": batch, "kernel_s": t_kernel, "lapack_s": t_lapack})
@@ -568,7 +586,7 @@ def gpu_min_batch(fe, op: str, n: int = 32, log=print, record=None) -> int | Non
             t_gpu = _best(timer, call, x)
             fe.q.set_policy(op, gpu_min_batch=HUGE)
             t_cpu = _best(timer, call, x)
-            log(f"  {op:9s} {n}x{n} x{batch}: gpu {_ms(t_gpu)} ms, via cpu {_ms(t_cpu)} ms")
+            log(f"  {op:16s} {n}x{n} x{batch}: gpu {_ms(t_gpu)} ms, via cpu {_ms(t_cpu)} ms")
             if record is not None:
                 record.append({"n": n, "batch": batch, "gpu_s": t_gpu, "via_cpu_s": t_cpu})
             if t_gpu < t_cpu:
@@ -674,7 +692,7 @@ def lane_timings(fe, op: str, budget: Budget | None = None, log=print, record=No
             out[(n, batch)] = (t_lane, t_block)
             note = "" if "lane" in variants else f" (no lane launch: {lane_name})"
             log(
-                f"  {op:9s} {n:2d}x{n:<2d} x{batch:<6d} lane {_ms(t_lane)} ms, block "
+                f"  {op:16s} {n:2d}x{n:<2d} x{batch:<6d} lane {_ms(t_lane)} ms, block "
                 f"{_ms(t_block)} ms{note}{' errors: ' + str(r['errors']) if r['errors'] else ''}"
             )
         if record is not None:
@@ -753,7 +771,7 @@ def _window_sweep(
                     entry["errors"] = r["errors"]
                 out[(n, batch)] = (t_on, t_off)
                 log(
-                    f"  {op:9s} {n:3d}x{n:<3d} x{batch:<6d} {a} {_ms(t_on)} ms ({on_name}), "
+                    f"  {op:16s} {n:3d}x{n:<3d} x{batch:<6d} {a} {_ms(t_on)} ms ({on_name}), "
                     f"{b} {_ms(t_off)} ms ({off_name})"
                     f"{' errors: ' + str(r['errors']) if r['errors'] else ''}"
                 )
@@ -769,7 +787,8 @@ def simd_timings(fe, op: str, budget: Budget | None = None, log=print, record=No
     on (gpu_simd_max_n unlimited, gpu_simd_min_n 0) against off (gpu_simd_max_n 0), the other
     fields as `base` says. Every size is timed (a loss at one n does not end the sweep: the
     winning window may start above it) up to the first that no simdgroup kernel covers."""
-    gpu_max_n = max(max(SIMD_SIZES), fe.q.policy(op)["gpu_max_n"])
+    sizes = simd_sizes(op)
+    gpu_max_n = max(max(sizes), fe.q.policy(op)["gpu_max_n"])
     common = dict(base or {}, gpu_min_batch=1, gpu_max_n=gpu_max_n)
     lower = {"gpu_simd_min_n": 0} if "gpu_simd_min_n" in fe.q.policy(op) else {}
 
@@ -791,7 +810,7 @@ def simd_timings(fe, op: str, budget: Budget | None = None, log=print, record=No
     return _window_sweep(
         fe,
         op,
-        SIMD_SIZES,
+        sizes,
         SIMD_BATCHES,
         ("simd", "other"),
         simd,
@@ -860,7 +879,7 @@ def global_timings(fe, op: str, budget: Budget | None = None, log=print, record=
                 out[(n, batch)] = (t_global, t_host)
                 note = "" if "global" in variants else f" (no global launch: {on_name})"
                 log(
-                    f"  {op:9s} {n:4d}x{n:<4d} x{batch:<3d} global {_ms(t_global)} ms, host "
+                    f"  {op:16s} {n:4d}x{n:<4d} x{batch:<3d} global {_ms(t_global)} ms, host "
                     f"{_ms(t_host)} ms{note}{' errors: ' + str(r['errors']) if r['errors'] else ''}"
                 )
                 if t_host is not None and (
@@ -1023,7 +1042,7 @@ def host_timings(fe, op: str, budget: Budget | None = None, log=print, record=No
                 out.append((batch * n * n, t_cpu, t_gpu))
                 note = "" if "gpu" in variants else f" (no GPU route: {gpu_name})"
                 log(
-                    f"  {op:9s} {n:3d}x{n:<3d} x{batch:<6d} cpu {_ms(t_cpu)} ms, gpu "
+                    f"  {op:16s} {n:3d}x{n:<3d} x{batch:<6d} cpu {_ms(t_cpu)} ms, gpu "
                     f"{_ms(t_gpu)} ms{note}{' errors: ' + str(r['errors']) if r['errors'] else ''}"
                 )
                 times = [t for t in (t_cpu, t_gpu) if t is not None]
@@ -1091,13 +1110,13 @@ def plan_phases(
             if blocked:
                 phases.append((op, "blocked"))
             phases.append((op, "gpu_min_batch"))
-        if host_gpu:
+        if host_gpu and host_op(op):
             phases.append((op, "host"))
     return phases
 
 
 def measure(
-    fe, ops=OPS, *, cpu: bool = True, gpu: bool | None = None, budget_s=None, log=print
+    fe, ops=POLICY_OPS, *, cpu: bool = True, gpu: bool | None = None, budget_s=None, log=print
 ) -> dict:
     """Run the measurements; returns {"meta", "chosen": {op: {field: int}}, "notes": {op: [..]},
     "points": {op: {phase: [raw timings]}}}. Only fields actually measured appear in "chosen".
@@ -1153,6 +1172,7 @@ def measure(
                 "lane_sizes": list(LANE_SIZES),
                 "lane_batches": list(LANE_BATCHES),
                 "simd_sizes": list(SIMD_SIZES),
+                "linsys_simd_sizes": list(LINSYS_SIMD_SIZES),
                 "simd_batches": list(SIMD_BATCHES),
                 "global_sizes": list(GLOBAL_SIZES),
                 "global_batches": list(GLOBAL_BATCHES),
@@ -1217,7 +1237,7 @@ def _phase(fe, op, phase, chosen, notes, rec, base, budget, log) -> None:
                 chosen["gpu_lane_min_batch"] = min_batch
     elif phase == "simd":
         log(f"[calibrate] {op}: simdgroup kernels vs the route without them (device data)")
-        window = choose_simd(simd_timings(fe, op, budget, log, rec, base))
+        window = choose_simd(simd_timings(fe, op, budget, log, rec, base), simd_sizes(op))
         if window is None:
             notes.append("simd: nothing measured (field not set)")
         else:

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 
-from .queries import OPS
+from .queries import LINSYS_OPS, OPS, POLICY_OPS
 
 DEVICES = ("cpu", "gpu", "cuda")
 COMMANDS = ("info", "bench", "calibrate", "demo")
@@ -38,15 +38,16 @@ def _duration(seconds: float) -> str:
 # ---- info ----
 
 
-def policy_table(q, ops=OPS):
+def policy_table(q, ops=None, title="routing policy per op"):
     """Rows: calibration, source, then each policy field; a column per op (short headers, so
-    nothing is cut however narrow the terminal)."""
+    nothing is cut however narrow the terminal). ops: default the decompositions (OPS)."""
     from rich.table import Table
 
+    ops = OPS if ops is None else ops
     policies = {op: getattr(q, f"{op}_policy")() for op in ops}
     fields = list(dict.fromkeys(k for p in policies.values() for k in p))
     status = q.calibration_status()
-    table = Table(title="routing policy per op")
+    table = Table(title=title)
     table.add_column("field", no_wrap=True)
     for op in ops:
         table.add_column(op, overflow="fold")
@@ -60,9 +61,12 @@ def policy_table(q, ops=OPS):
     return table
 
 
-def routes_table(q, ops=OPS):
+def routes_table(q, ops=None):
+    """The backend of a few calls per op (ops: default every op with a policy); "-" where an
+    op takes square matrices only."""
     from rich.table import Table
 
+    ops = POLICY_OPS if ops is None else ops
     examples = ((8, 8, 1024), (32, 32, 64), (64, 32, 1024), (512, 512, 1))
     # fe.q is the package's queries module; its Queries object says what the queries take.
     stream = getattr(getattr(q, "_q", q), "where", "device") == "stream"
@@ -73,7 +77,7 @@ def routes_table(q, ops=OPS):
         table.add_column(f"{m}x{n} x{b}", overflow="fold")
     for op in ops:
         backend = getattr(q, f"{op}_backend")
-        if op.startswith("eig"):
+        if op.startswith("eig") or op in LINSYS_OPS:
             table.add_row(op, *(backend(n, b) if m == n else "-" for m, n, b in examples))
         else:
             table.add_row(op, *(backend(m, n, b) for m, n, b in examples))
@@ -111,6 +115,9 @@ def cmd_info(fe, args, out=None) -> int:
     for key, value in lines:
         out.print(f"{key + ':':20s}{value}", highlight=False)
     out.print(policy_table(q))
+    linsys = [op for op in POLICY_OPS if op in LINSYS_OPS]
+    if linsys:
+        out.print(policy_table(q, linsys, "routing policy per op: the linear systems"))
     out.print(routes_table(q))
     if any(s != "tuned" for s in q.calibration_status().values()):
         out.print(
@@ -366,10 +373,9 @@ def cmd_calibrate(fe, args) -> int:
             file=sys.stderr,
         )
         return 2
-    print(f"calibrating {', '.join(args.ops or OPS)} on {q.device_name()} ({q.lapack_info()})")
-    result = calibrate.measure(
-        fe, tuple(args.ops or OPS), cpu=not args.no_cpu, gpu=gpu, budget_s=args.budget_s
-    )
+    ops = tuple(args.ops or POLICY_OPS)
+    print(f"calibrating {', '.join(ops)} on {q.device_name()} ({q.lapack_info()})")
+    result = calibrate.measure(fe, ops, cpu=not args.no_cpu, gpu=gpu, budget_s=args.budget_s)
     lines = calibrate.policy_lines(result)
     print("measured:" + "".join(f"\n  {ln}" for ln in lines) if lines else "measured: nothing")
     if args.dry_run:
@@ -395,8 +401,8 @@ def cmd_calibrate(fe, args) -> int:
         return 1
     print("wrote " + ", ".join(written))
     status = q.calibration_status()
-    for op in args.ops or OPS:
-        print(f"  {op:9s}{status[op]:9s}source {getattr(q, f'{op}_policy_source')()}")
+    for op in ops:
+        print(f"  {op:17s}{status[op]:9s}source {getattr(q, f'{op}_policy_source')()}")
     return 0
 
 
@@ -524,9 +530,9 @@ def parser(package: str) -> argparse.ArgumentParser:
     cal.add_argument(
         "--ops",
         nargs="+",
-        choices=OPS,
+        choices=POLICY_OPS,
         metavar="OP",
-        help="ops to measure: qr eigh eigvalsh svd svdvals (default: all)",
+        help=f"ops to measure: {' '.join(POLICY_OPS)} (default: all)",
     )
     which = cal.add_mutually_exclusive_group()
     which.add_argument("--cpu-only", action="store_true", help="skip the GPU measurements")

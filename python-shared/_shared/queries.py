@@ -21,13 +21,17 @@ import operator
 import os
 import warnings
 
-# The decompositions with GPU kernels, in ml_op order, as the core's op table has them (a
-# frontend fills these in place with bind_ops when it loads the core, so every module sees the
-# same objects); also the names used in policy files and environment variables. Calibration,
-# the benchmark, the command line and the calibration notice cover these. ALL_OPS adds the ops
-# the core runs on the CPU only (the linear systems, ml_op_kernels = 0); OP_ID maps every name
-# of ALL_OPS to its ml_op value.
+# The op lists, in ml_op order, as the core's op table has them (a frontend fills these in place
+# with bind_ops when it loads the core, so every module sees the same objects); the names are
+# also those of policy files and environment variables. OPS: the decompositions with GPU
+# kernels (the benchmark's default grid); LINSYS_OPS: the linear systems (LAPACK's info words,
+# ml_op_linear_system); POLICY_OPS: every op with GPU kernels (ml_op_kernels), the decompositions
+# and the linear systems: each has a routing policy that calibration measures, the calibration
+# notice and the per-op query functions cover. ALL_OPS: every op; OP_ID maps its names to their
+# ml_op values.
 OPS: list = []
+LINSYS_OPS: list = []
+POLICY_OPS: list = []
 ALL_OPS: list = []
 OP_ID: dict = {}
 # Per op name: its outputs' dimensions under the default flags, each a tuple of 'm', 'n', 'k'
@@ -60,12 +64,15 @@ OP_QUERIES = (
 )
 
 
-def bind_ops(names, outputs, kernels) -> None:
+def bind_ops(names, outputs, kernels, linear_system) -> None:
     """The core's op names, in ml_op order, outputs(op_id) -> the op's output symbols (see
-    OUTPUTS) and kernels(op_id) -> whether it has GPU kernels (ml_op_kernels); the frontends
+    OUTPUTS), kernels(op_id) -> whether it has GPU kernels (ml_op_kernels) and
+    linear_system(op_id) -> whether it is a linear system (ml_op_linear_system); the frontends
     call this once at import."""
     ALL_OPS[:] = list(names)
-    OPS[:] = [name for i, name in enumerate(ALL_OPS) if kernels(i)]
+    LINSYS_OPS[:] = [name for i, name in enumerate(ALL_OPS) if linear_system(i)]
+    POLICY_OPS[:] = [name for i, name in enumerate(ALL_OPS) if kernels(i)]
+    OPS[:] = [name for name in POLICY_OPS if name not in LINSYS_OPS]
     OP_ID.clear()
     OP_ID.update({name: i for i, name in enumerate(ALL_OPS)})
     OUTPUTS.clear()
@@ -73,7 +80,7 @@ def bind_ops(names, outputs, kernels) -> None:
 
 
 class CalibrationWarning(UserWarning):
-    """A decomposition runs with the cautious default policy: this machine was never measured."""
+    """Ops run with the cautious default policy: this machine was never measured."""
 
 
 def op_id(op: str) -> int:
@@ -112,10 +119,14 @@ def check_policy_fields(op: str, valid, fields: dict) -> None:
             )
 
 
-def calibration_notice(package: str, op: str, device: str) -> str:
-    """The CalibrationWarning text: one short line."""
+def calibration_notice(package: str, ops, device: str, every: bool = False) -> str:
+    """The CalibrationWarning text, one line: the untuned ops (or "every op" when every is
+    set), the device and the command that measures it."""
+    which = (
+        "every op uses" if every else f"{', '.join(ops)} use" if len(ops) > 1 else f"{ops[0]} uses"
+    )
     return (
-        f"{package}: {op} uses untuned defaults on {device!r}; `python -m {package} calibrate` "
+        f"{package}: {which} untuned defaults on {device!r}; `python -m {package} calibrate` "
         "(METAL_LINALG_NO_CALIBRATION_NOTICE=1 hides this)"
     )
 
@@ -139,20 +150,19 @@ class CpuOnly:
 class Queries:
     """The public query/setting functions of one package over its core adapter."""
 
-    def __init__(self, core, package: str, where: str = "device", cpu_ops: bool = False):
+    def __init__(self, core, package: str, where: str = "device"):
         self.core = core
         self.package = package
         self.where = where
-        self.cpu_ops = cpu_ops
         for op in ALL_OPS:
             self._make(op)
 
     def public(self) -> list:
-        """The names a package exports at its top level: TOP_LEVEL, then each op's five; with
-        cpu_ops (a package that has functions for the ops without GPU kernels) also their
-        {op}_backend (they have no policy to query or set)."""
-        cpu = [f"{op}_backend" for op in ALL_OPS if op not in OPS] if self.cpu_ops else []
-        return [*TOP_LEVEL, *(q.format(op=op) for op in OPS for q in OP_QUERIES), *cpu]
+        """The names a package exports at its top level: TOP_LEVEL, then the five of each op
+        with a routing policy (POLICY_OPS), then {op}_backend of any other op (one without
+        GPU kernels: no policy to query or set)."""
+        rest = [f"{op}_backend" for op in ALL_OPS if op not in POLICY_OPS]
+        return [*TOP_LEVEL, *(q.format(op=op) for op in POLICY_OPS for q in OP_QUERIES), *rest]
 
     def export(self, namespace: dict) -> None:
         """Every query function into namespace (a queries module's globals()): the public ones
@@ -202,9 +212,9 @@ class Queries:
         return self.core.policy_source(op_id(op))
 
     def calibration_status(self) -> dict:
-        """{op: "tuned" | "untuned"} for every decomposition (the ops with GPU kernels: the
-        linear systems run through LAPACK only and have nothing to calibrate)."""
-        return {op: self.core.calibration_status(OP_ID[op]) for op in OPS}
+        """{op: "tuned" | "untuned"} for every op with a routing policy (POLICY_OPS): "tuned"
+        once a policy file or a tuned table has a line for it."""
+        return {op: self.core.calibration_status(OP_ID[op]) for op in POLICY_OPS}
 
     def policy_file(self) -> str:
         """The per-machine policy file the core reads (`calibrate` writes it)."""
@@ -247,17 +257,19 @@ class Queries:
         return int(self.core.gpu_core_count())
 
     def warn_untuned(self, stacklevel: int = 3) -> None:
-        """One short CalibrationWarning per untuned decomposition (called at import)."""
+        """One short CalibrationWarning naming the untuned ops (called at import)."""
         if os.environ.get("METAL_LINALG_NO_CALIBRATION_NOTICE", "") not in ("", "0"):
             return
-        device = self.device_name()
-        for op, status in self.calibration_status().items():
-            if status != "tuned":
-                warnings.warn(
-                    calibration_notice(self.package, op, device),
-                    CalibrationWarning,
-                    stacklevel=stacklevel,
-                )
+        status = self.calibration_status()
+        untuned = [op for op, s in status.items() if s != "tuned"]
+        if untuned:
+            warnings.warn(
+                calibration_notice(
+                    self.package, untuned, self.device_name(), every=len(untuned) == len(status)
+                ),
+                CalibrationWarning,
+                stacklevel=stacklevel,
+            )
 
     @staticmethod
     def _stream_or_device(op: str, stream, device):
@@ -268,7 +280,7 @@ class Queries:
         return stream if device is None else device
 
     def _make(self, op: str) -> None:
-        square = op.startswith("eig") or op not in OPS  # the linear systems: n x n
+        square = op.startswith("eig") or op in LINSYS_OPS  # the linear systems: n x n
         dims = "n" if square else "m, n"
 
         if square and self.where == "stream":

@@ -79,7 +79,7 @@ from .linsys import (
 )
 
 # The queries (device_name, set_cpu_threads, ..., each op's qr_backend, qr_policy, ...;
-# cholesky_backend, ... for the linear systems).
+# cholesky_backend, cholesky_policy, ... for the linear systems).
 globals().update({name: getattr(_queries, name) for name in _queries.PUBLIC})
 
 __all__ = [

@@ -98,14 +98,26 @@ class TorchFrontend:
             torch.cuda.synchronize()
 
     def random_input(self, op, n, batch, device, seed):
-        if torch.cuda.is_available():  # large host batches: much faster generated on the GPU
-            g = torch.Generator(device="cuda").manual_seed(seed)
-            a = torch.randn(batch, n, n, generator=g, device="cuda")
-        else:
-            a = torch.randn(batch, n, n, generator=torch.Generator().manual_seed(seed))
+        """The benchmark's input families (bench.make_input), drawn by torch: A, or (A, B) with
+        one right-hand side for solve and solve_triangular."""
+        # Large batches are much faster generated on the GPU, also for host data.
+        where = "cuda" if torch.cuda.is_available() else "cpu"
+        g = torch.Generator(device=where).manual_seed(seed)
+        a = torch.randn(batch, n, n, generator=g, device=where)
+        eye = torch.eye(n, device=where)
         if op in ("eigh", "eigvalsh"):
             a = (a + a.mT) / 2
-        return a.to(device).contiguous()
+        elif op == "cholesky":
+            a = a @ a.mT / n + eye
+        elif op == "solve_triangular":
+            a = a.tril() + n**0.5 * eye
+        elif op in bench.linsys_ops():
+            a = a + 2 * n**0.5 * eye
+        a = a.to(device).contiguous()
+        if bench.takes_rhs(op):
+            b = torch.randn(batch, n, 1, generator=g, device=where)
+            return a, b.to(device).contiguous()
+        return a
 
     def event_timer(self, device):
         if device != "cuda":

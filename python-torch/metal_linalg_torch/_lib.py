@@ -199,18 +199,16 @@ def text(raw: bytes | None) -> str:
 lib = _load()
 
 # Op names in ml_op order, from the core's op table; also the names of policy files and
-# environment variables. OPS: the decompositions with GPU kernels (what calibration, the
-# benchmark and the GPU tests cover); ALL_OPS adds the linear systems (linsys.py, LAPACK's
-# info words: ml_op_linear_system; on CUDA tensors they run the core's kernels where it has
-# them); OP_ID: the ml_op value of every name.
+# environment variables. OPS: the decompositions with GPU kernels (the benchmark's default grid);
+# ALL_OPS adds the linear systems (linsys.py, LAPACK's info words: ml_op_linear_system; on CUDA
+# tensors they run the core's kernels where it has them); OP_ID: the ml_op value of every name.
+# The shared code's lists (queries.OPS, LINSYS_OPS, POLICY_OPS) are bound below.
 ALL_OPS = tuple(text(lib.ml_op_name(i)) for i in range(lib.ml_op_count()))
-
-
-def _covered(op: int) -> bool:
-    return bool(lib.ml_op_kernels(op)) and not lib.ml_op_linear_system(op)
-
-
-OPS = tuple(name for i, name in enumerate(ALL_OPS) if _covered(i))
+OPS = tuple(
+    name
+    for i, name in enumerate(ALL_OPS)
+    if lib.ml_op_kernels(i) and not lib.ml_op_linear_system(i)
+)
 OP_ID = {name: i for i, name in enumerate(ALL_OPS)}
 
 
@@ -226,4 +224,9 @@ def output_symbols(op: int, flags: int) -> tuple:
     return tuple(out)
 
 
-bind_ops(ALL_OPS, lambda op: [d for d in output_symbols(op, 0) if d is not None], _covered)
+bind_ops(
+    ALL_OPS,
+    lambda op: [d for d in output_symbols(op, 0) if d is not None],
+    lambda op: bool(lib.ml_op_kernels(op)),
+    lambda op: bool(lib.ml_op_linear_system(op)),
+)

@@ -12,6 +12,7 @@ from ._shared.calibrate import (  # noqa: F401 (the pure parts, re-exported)
     LANE_BATCHES,
     LANE_SIZES,
     OPS,
+    POLICY_OPS,
     SIMD_BATCHES,
     SIMD_SIZES,
     Budget,
@@ -38,7 +39,7 @@ def has_lane_fields(op: str = "qr") -> bool:
     return _shared.has_lane_fields(frontend(), op)
 
 
-def measure(ops=OPS, *, cpu=True, cuda=None, budget_s=None, log=print) -> dict:
+def measure(ops=POLICY_OPS, *, cpu=True, cuda=None, budget_s=None, log=print) -> dict:
     """The measurements (see `_shared.calibrate.measure`); cuda: measure the GPU fields
     (default: when torch and the core both have CUDA)."""
     if cuda is None:

@@ -10,7 +10,14 @@ from . import _lib
 from ._dispatch import CUDA_CORE
 from ._lib import lib
 from ._shared import queries as _shared
-from ._shared.queries import ALL_OPS, OP_ID, OPS, CalibrationWarning  # noqa: F401 (re-exported)
+from ._shared.queries import (  # noqa: F401 (re-exported)
+    ALL_OPS,
+    LINSYS_OPS,
+    OP_ID,
+    OPS,
+    POLICY_OPS,
+    CalibrationWarning,
+)
 
 PACKAGE = "metal_linalg_torch"
 
@@ -114,7 +121,7 @@ class _Core:
         _lib.check(lib.ml_set_cpu_threads(n), "set_cpu_threads")
 
 
-_q = _shared.Queries(_Core(), PACKAGE, cpu_ops=True)
+_q = _shared.Queries(_Core(), PACKAGE)
 
 # device_name(), ..., policy("qr"), ... and each op's own: qr_backend, qr_policy, set_qr_policy, ...
 _q.export(globals())

@@ -11,6 +11,12 @@ import numpy as np
 from accuracy import THRESH, TINY, ULP  # noqa: F401 (re-exported to the suite)
 from families import FAMILIES, orthogonal, spectrum  # noqa: F401 (re-exported to the suite)
 
+# Every op with a routing policy, in the core's table order: the decompositions, then the linear
+# systems.
+DECOMPOSITIONS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
+LINSYS = ("cholesky", "solve", "inv", "solve_triangular", "lu_factor")
+POLICY_OPS = DECOMPOSITIONS + LINSYS
+
 SCALE = {"scaled_tiny": 1e-30, "scaled_huge": 1e37}
 
 

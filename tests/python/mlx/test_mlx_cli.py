@@ -14,10 +14,11 @@ import metal_linalg as ml
 import numpy as np
 import pytest
 import subproc
+from _mlx_helpers import POLICY_OPS
 from metal_linalg import _shared
 from metal_linalg._shared import bench, calibrate, cli
 
-OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
+OPS = POLICY_OPS  # every op has a routing policy
 REPO_SHARED = Path(__file__).resolve().parents[3] / "python-shared" / "_shared"
 
 

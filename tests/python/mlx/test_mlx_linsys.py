@@ -746,9 +746,12 @@ def test_one_lazy_node_per_call():
 def test_queries():
     from metal_linalg._shared import queries
 
-    for op in ("cholesky", "solve", "inv", "solve_triangular", "lu_factor"):
-        assert op in queries.ALL_OPS and op not in queries.OPS  # nothing to calibrate
-        assert op not in ml.calibration_status()
+    linsys = ["cholesky", "solve", "inv", "solve_triangular", "lu_factor"]
+    assert queries.LINSYS_OPS == linsys and queries.POLICY_OPS == [*queries.OPS, *linsys]
+    for op in linsys:
+        assert op in queries.ALL_OPS and op not in queries.OPS  # not a decomposition
+        assert op in ml.calibration_status()  # a routing policy to calibrate
+        assert ml._queries.policy_source(op) == getattr(ml, f"{op}_policy_source")()
         backend = getattr(ml, f"{op}_backend")
         # Up to n = 32 the CPU's kernels across SIMD lanes, LAPACK beyond.
         assert backend(8, 4, stream=CPU) == "cpu:kernel:linsys_lanes" == backend(32, stream=CPU)
@@ -758,7 +761,7 @@ def test_queries():
         assert default == backend(300, stream=mx.default_stream(mx.default_device()))
         on_cuda = mx.default_device() == mx.gpu and ml.gpu_path() == "cuda"
         assert default == (f"cuda:blocked_{op}" if on_cuda else "cpu:lapack")
-        assert f"{op}_backend" in ml.__all__ and f"{op}_policy" not in ml.__all__
+        assert f"{op}_backend" in ml.__all__ and f"set_{op}_policy" in ml.__all__
     assert ml.cholesky_backend.__name__ == "cholesky_backend"
     with pytest.raises(ValueError):
         ml.solve_backend(0)

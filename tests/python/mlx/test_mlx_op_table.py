@@ -11,7 +11,14 @@ from metal_linalg._shared import queries as shared_queries
 def test_op_names_come_from_the_core():
     names = ext.op_names()
     assert names == list(shared_queries.ALL_OPS)
-    assert [n for i, n in enumerate(names) if ext.op_kernels(i)] == list(shared_queries.OPS)
+    assert [n for i, n in enumerate(names) if ext.op_kernels(i)] == shared_queries.POLICY_OPS
+    linsys = [n for i, n in enumerate(names) if ext.op_linear_system(i)]
+    assert (
+        linsys
+        == shared_queries.LINSYS_OPS
+        == ["cholesky", "solve", "inv", "solve_triangular", "lu_factor"]
+    )
+    assert shared_queries.OPS == [n for n in shared_queries.POLICY_OPS if n not in linsys]
     assert [_ops.OP_QR, _ops.OP_EIGH, _ops.OP_EIGVALSH, _ops.OP_SVD, _ops.OP_SVDVALS] == [
         names.index(op) for op in ("qr", "eigh", "eigvalsh", "svd", "svdvals")
     ]

@@ -49,7 +49,7 @@ def parse_table(text: str, device: str) -> dict:
             continue
         if (
             len(words) != 3
-            or words[0] not in cal.OPS
+            or words[0] not in cal.POLICY_OPS
             or words[1] not in FIELDS
             or not words[2].isdigit()
         ):
@@ -497,6 +497,26 @@ _FAKE_POLICY = {
 }
 
 
+class _FakeQueries:
+    """The policy queries of a fake frontend: fields from `defaults`, set and reset as the
+    package's; the backend queries given by keyword (qr_backend=fn, ...)."""
+
+    def __init__(self, defaults, **backends):
+        self.defaults = defaults
+        self.fields = dict(defaults)
+        for name, fn in backends.items():
+            setattr(self, name, fn)
+
+    def policy(self, op):
+        return dict(self.fields)
+
+    def set_policy(self, op, **fields):
+        self.fields.update(fields)
+
+    def reset_policy(self, op):
+        self.fields = dict(self.defaults)
+
+
 class _FakeBlockedFrontend:
     """A GPU frontend without a GPU for blocked_timings: the table's kernel covers n <= 150,
     the blocked path runs where the policy sends it (n >= gpu_blocked_min_n at batch <=
@@ -507,27 +527,9 @@ class _FakeBlockedFrontend:
     def __init__(self):
         self.gpu = "cuda"
         self.calls = []
-        fe = self
-
-        class Q:
-            defaults = _FAKE_POLICY
-
-            def __init__(self):
-                self.fields = dict(self.defaults)
-
-            def policy(self, op):
-                return dict(self.fields)
-
-            def set_policy(self, op, **fields):
-                self.fields.update(fields)
-
-            def reset_policy(self, op):
-                self.fields = dict(self.defaults)
-
-            def qr_backend(self, m, n, batch, device=None):
-                return fe.route(max(m, n), batch)
-
-        self.q = Q()
+        self.q = _FakeQueries(
+            _FAKE_POLICY, qr_backend=lambda m, n, b, device=None: self.route(max(m, n), b)
+        )
 
     def route(self, n, batch):
         f = self.q.fields
@@ -608,7 +610,7 @@ def test_fields_are_the_cores_and_committed_tables_parse():
     import metal_linalg_torch as mlt
 
     # FIELDS (what parse_table accepts) is every field the core has, for every op.
-    for op in cal.OPS:
+    for op in cal.POLICY_OPS:
         assert set(getattr(mlt, f"{op}_policy")()) == FIELDS
     assert set(cal.FIELD_ORDER) <= FIELDS
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
@@ -872,3 +874,199 @@ def test_alt_window_may_start_above_the_smallest_size():
     for b in batches:
         t[(128, b)] = (None, None)
     assert cal.choose_simd(t, sizes, batches) == (64, 96)
+
+
+# --- the linear systems -----------------------------------------------------------------------
+
+LINSYS = ["cholesky", "solve", "inv", "solve_triangular", "lu_factor"]
+
+
+def test_linear_systems_are_calibrated_without_the_host_phase():
+    assert [op for op in cal.POLICY_OPS if op not in cal.OPS] == LINSYS
+    phases = cal.plan_phases(
+        ["qr", "cholesky", "solve"],
+        cpu=True,
+        host_gpu=True,
+        device_gpu=True,
+        lanes=False,
+        simd=True,
+        blocked=True,
+        alt=True,
+    )
+    # Host data of the linear systems always stays with LAPACK: no host phase for them;
+    # cholesky's register-column kernels are its alternative group kernels.
+    assert phases == [
+        ("qr", "cpu_kernel"),
+        ("qr", "simd"),
+        ("qr", "blocked"),
+        ("qr", "gpu_min_batch"),
+        ("qr", "host"),
+        ("cholesky", "cpu_kernel"),
+        ("cholesky", "simd"),
+        ("cholesky", "alt"),
+        ("cholesky", "blocked"),
+        ("cholesky", "gpu_min_batch"),
+        ("solve", "cpu_kernel"),
+        ("solve", "simd"),
+        ("solve", "blocked"),
+        ("solve", "gpu_min_batch"),
+    ]
+    # Their SIMD lines reach n = 128 (solve_triangular_simd128): the simd phase times up to it.
+    assert shared_cal.simd_sizes("solve_triangular")[-2:] == (96, 128)
+    assert max(shared_cal.simd_sizes("qr")) == 64
+
+
+_FAKE_SIMD_POLICY = {**_FAKE_POLICY, "gpu_simd_max_n": 0, "gpu_simd_min_n": 0}
+
+
+class _FakeSimdFrontend:
+    """A GPU frontend without a GPU for simd_timings of a linear system: its SIMD line covers
+    n <= 128 and wins from n = 24 on, the group kernel covers every n."""
+
+    def __init__(self):
+        self.gpu = "cuda"
+        self.shapes = []
+        # The linear systems' queries take the order n alone.
+        self.q = _FakeQueries(
+            _FAKE_SIMD_POLICY, solve_triangular_backend=lambda n, b, device=None: self.route(n)
+        )
+
+    def route(self, n):
+        f = self.q.fields
+        if f["gpu_simd_min_n"] <= n <= min(f["gpu_simd_max_n"], 128):
+            return "cuda:solve_triangular_simd128" if n > 64 else "cuda:solve_triangular_simd"
+        return "cuda:solve_triangular_group"
+
+    def op(self, op, device):
+        def call(ab):
+            a, b = ab
+            self.shapes.append((a, b))
+
+        return call
+
+    def random_input(self, op, n, batch, device, seed):
+        return ((batch, n, n), (batch, n, 1))  # the pair (A, B) the op takes
+
+    def sync(self, device):
+        pass
+
+    def event_timer(self, device):
+        def timer(call, x):
+            (batch, n, _), _ = x
+            call(x)
+            simd = self.route(n).startswith("cuda:solve_triangular_simd")
+            return 1e-6 * batch * n * (0.5 if simd and n >= 24 else 1.0 if simd else 0.8)
+
+        return timer
+
+
+def test_simd_timings_of_a_linear_system_cover_its_window():
+    fe = _FakeSimdFrontend()
+    t = shared_cal.simd_timings(fe, "solve_triangular", log=lambda s: None)
+    sizes = shared_cal.simd_sizes("solve_triangular")
+    assert {n for n, _ in t} == set(sizes)
+    # Work above SIMD_MAX_WORK is not timed; every call got the pair (A, B).
+    assert (128, 16384) not in t and (64, 16384) in t
+    assert all(b[:2] == a[:2] and b[2] == 1 for a, b in fe.shapes)
+    # Loses below 24 (0.8 vs 1.0 per unit), wins from 24 through 128: the window's lower bound
+    # is 24, its upper the largest size timed.
+    assert shared_cal.choose_simd(t, sizes) == (24, 128)
+    assert fe.q.fields == fe.q.defaults
+
+
+def test_torch_calibration_inputs_of_the_linear_systems():
+    import torch
+    from metal_linalg_torch._frontend import frontend
+
+    fe = frontend()
+    a = fe.random_input("cholesky", 12, 3, "cpu", seed=1)
+    assert a.shape == (3, 12, 12) and torch.equal(a, a.mT)
+    assert torch.linalg.eigvalsh(a.double()).min() > 0.5  # G G^T / n + I
+    a, b = fe.random_input("solve_triangular", 12, 3, "cpu", seed=1)
+    assert torch.equal(a, a.tril()) and b.shape == (3, 12, 1)
+    assert a.diagonal(dim1=-2, dim2=-1).abs().min() > 1.0  # tril(G) + sqrt(n) I
+    a, b = fe.random_input("solve", 12, 3, "cpu", seed=1)
+    assert b.shape == (3, 12, 1) and torch.linalg.cond(a.double()).max() < 100
+    a = fe.random_input("inv", 12, 3, "cpu", seed=2)
+    assert a.shape == (3, 12, 12) and torch.linalg.cond(a.double()).max() < 100
+
+
+def test_cli_calibrates_the_linear_systems_on_the_cpu(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("METAL_LINALG_")}
+    env.update(
+        METAL_LINALG_POLICY_FILE=str(tmp_path / "machine.policy"),
+        METAL_LINALG_NO_CALIBRATION_NOTICE="1",
+    )
+    raw = tmp_path / "t.json"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "metal_linalg_torch",
+            "calibrate",
+            *("--ops", "cholesky", "solve_triangular", "--cpu-only", "--json-out", str(raw)),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(raw.read_text())
+    for op in ("cholesky", "solve_triangular"):
+        points = data["points"][op]["cpu_kernel"]
+        # The kernels across SIMD lanes against LAPACK, up to their bound (n = 32).
+        assert [p["n"] for p in points][:3] == [2, 3, 4]
+        assert max(p["n"] for p in points) <= 32
+        assert all(p["kernel_s"] > 0 and p["lapack_s"] > 0 for p in points)
+        chosen = data["chosen"][op]["cpu_kernel_max_n"]
+        assert chosen == shared_cal.choose_cpu_kernel_max_n(
+            [(p["n"], p["kernel_s"], p["lapack_s"]) for p in points]
+        )
+    lines = (tmp_path / "machine.policy").read_text().split("\n")
+    assert [ln.split()[:2] for ln in lines if ln and not ln.startswith("#")] == [
+        ["cholesky", "cpu_kernel_max_n"],
+        ["solve_triangular", "cpu_kernel_max_n"],
+    ]
+    # The file makes them tuned in a fresh process, which routes by the measured bound.
+    code = (
+        "import json, metal_linalg_torch as m; "
+        "print(json.dumps([m.calibration_status(), m.cholesky_policy_source(), "
+        "m.cholesky_policy()['cpu_kernel_max_n']]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    status, source, bound = json.loads(out.stdout.strip().splitlines()[-1])
+    assert status["cholesky"] == "tuned" == status["solve_triangular"]
+    assert status["solve"] == "untuned" and source.startswith("tuned:")
+    assert bound == data["chosen"]["cholesky"]["cpu_kernel_max_n"]
+
+
+def test_table_orders_the_linear_systems_after_the_decompositions_and_keeps_other_ops():
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchmarks"))
+    try:
+        import tune_policy_gpu
+    finally:
+        sys.path.pop(0)
+    values = {
+        "solve": {"gpu_simd_max_n": 32},
+        "qr": {"gpu_simd_max_n": 64},
+        "cholesky": {"gpu_alt_min_n": 33, "gpu_alt_max_n": 128},
+    }
+    text = cal.format_table("NVIDIA H200", values, date="d", command="c", notes=["qr: a note"])
+    entries = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    assert entries == [
+        "qr gpu_simd_max_n 64",
+        "cholesky gpu_alt_min_n 33",
+        "cholesky gpu_alt_max_n 128",
+        "solve gpu_simd_max_n 32",
+    ]
+    # --keep-table: a run measuring the linear systems keeps the decompositions' lines of the
+    # earlier table, with their notes, and drops its lines of the ops measured again.
+    kept = tune_policy_gpu.kept_lines(text, ["cholesky", "solve"], "NVIDIA H200")
+    assert kept == ["# qr: a note", "qr gpu_simd_max_n 64"]
+    with pytest.raises(SystemExit, match="not a table of"):
+        tune_policy_gpu.kept_lines(text, ["solve"], "NVIDIA A100")

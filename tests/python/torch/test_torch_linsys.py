@@ -607,22 +607,29 @@ def test_forward_mode_ad_is_a_clear_error(fn):
 
 def test_queries_and_table():
     assert mlt.queries.OP_ID["cholesky"] > mlt.queries.OP_ID["svdvals"]
-    assert "cholesky" not in mlt.queries.OPS  # a linear system: not calibrated, no notice
+    linsys = ["cholesky", "solve", "inv", "solve_triangular", "lu_factor"]
+    assert mlt.queries.LINSYS_OPS == linsys  # the table's order
+    assert "cholesky" not in mlt.queries.OPS  # the decompositions
+    assert mlt.queries.POLICY_OPS == [*mlt.queries.OPS, *linsys]  # all calibrated
     # Up to n = 32 the kernels across SIMD lanes, LAPACK beyond; the policy moves the bound.
     lanes = "cpu:kernel:linsys_lanes"
     assert mlt.solve_backend(8, 4) == lanes == mlt.cholesky_backend(32)
     assert mlt.cholesky_backend(300) == "cpu:lapack" == mlt.lu_factor_backend(33, 33)
-    core, solve = mlt.queries._Core, mlt.queries.OP_ID["solve"]
     try:
-        core.policy_set(solve, "cpu_kernel_max_n", 8)
+        mlt.set_solve_policy(cpu_kernel_max_n=8)
+        assert mlt.solve_policy_source() == "user"
         assert mlt.solve_backend(8, 1000) == lanes
         assert mlt.solve_backend(9, 1000) == "cpu:lapack"
-        core.policy_set(solve, "cpu_kernel_max_n", 0)
+        mlt.set_solve_policy(cpu_kernel_max_n=0)
         assert mlt.solve_backend(2, 1000) == "cpu:lapack"
+        assert mlt.inv_backend(2, 1000) == lanes  # one op's policy only
     finally:
-        core.policy_reset(solve)
+        mlt.reset_solve_policy()
     assert mlt.solve_backend(9, 1000) == lanes
-    assert set(mlt.calibration_status()) == set(mlt.queries.OPS)
+    assert set(mlt.calibration_status()) == set(mlt.queries.POLICY_OPS)
+    for op in linsys:
+        assert {"cpu_kernel_max_n", "gpu_simd_max_n"} <= set(getattr(mlt, f"{op}_policy")())
+        assert f"set_{op}_policy" in mlt.__all__ and f"{op}_policy_source" in mlt.__all__
 
 
 def test_gpu_lines_not_yet_timed_are_off_by_default():

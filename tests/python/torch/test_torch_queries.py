@@ -11,7 +11,9 @@ import metal_linalg_torch as mlt
 import pytest
 import subproc
 
-OPS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
+DECOMPOSITIONS = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
+LINSYS = ("cholesky", "solve", "inv", "solve_triangular", "lu_factor")
+OPS = DECOMPOSITIONS + LINSYS  # every op has a routing policy
 
 
 def _run(code: str, **env) -> subprocess.CompletedProcess:
@@ -189,15 +191,36 @@ print(json.dumps({"warnings": found, "status": m.calibration_status(),
 """
 
 
-def test_calibration_warning_once_per_untuned_op(tmp_path):
+def test_calibration_warning_names_the_untuned_ops_once(tmp_path):
     out = _run(_COUNT_WARNINGS, METAL_LINALG_POLICY_FILE=str(tmp_path / "none.policy"))
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout.strip().splitlines()[-1])
+    assert set(data["status"]) == set(OPS)
     untuned = [op for op, s in data["status"].items() if s != "tuned"]
-    assert len(data["warnings"]) == len(untuned)
-    for op, text in zip(untuned, data["warnings"]):
-        assert f"{op} uses" in text and "calibrate" in text
+    if not untuned:
+        assert data["warnings"] == []
+    else:
+        [text] = data["warnings"]  # one line, however many ops
+        assert "\n" not in text and "python -m metal_linalg_torch calibrate" in text
+        if len(untuned) == len(OPS):
+            assert "every op uses untuned defaults" in text
+        else:
+            assert f"{', '.join(untuned)} use" in text or f"{untuned[0]} uses" in text
     assert issubclass(mlt.CalibrationWarning, UserWarning)
+
+
+def test_calibration_warning_names_only_the_untuned_ops(tmp_path):
+    # A policy file measuring some ops: the notice names the others.
+    path = tmp_path / "machine.policy"
+    path.write_text("# measured\nqr cpu_kernel_max_n 4\ncholesky cpu_kernel_max_n 16\n")
+    out = _run(_COUNT_WARNINGS, METAL_LINALG_POLICY_FILE=str(path))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    assert data["status"]["qr"] == "tuned" == data["status"]["cholesky"]
+    untuned = [op for op in OPS if data["status"][op] != "tuned"]
+    assert "qr" not in untuned and "cholesky" not in untuned and "solve" in untuned
+    [text] = data["warnings"]
+    assert f"metal_linalg_torch: {', '.join(untuned)} use untuned defaults on " in text
 
 
 def test_calibration_warning_silenced(tmp_path):

@@ -86,6 +86,11 @@ def test_unknown_op_is_a_value_error():
 
 
 def test_calibration_notice_is_one_short_line():
-    text = _shared.queries.calibration_notice("metal_linalg_torch", "eigh", "AMD EPYC 7B13 64-Core")
+    notice = _shared.queries.calibration_notice
+    text = notice("metal_linalg_torch", ["eigh"], "AMD EPYC 7B13 64-Core")
     assert "\n" not in text and len(text) <= 170
     assert text.startswith("metal_linalg_torch: eigh uses") and "calibrate" in text
+    text = notice("metal_linalg_torch", ["eigh", "solve"], "AMD EPYC 7B13 64-Core")
+    assert text.startswith("metal_linalg_torch: eigh, solve use untuned defaults on 'AMD")
+    text = notice("metal_linalg_torch", ["qr", "eigh"], "AMD EPYC 7B13 64-Core", every=True)
+    assert text.startswith("metal_linalg_torch: every op uses untuned") and len(text) <= 170
