@@ -4,12 +4,13 @@
 // compose with mx.compile, mx.vmap and further differentiation. The linear systems' (cholesky,
 // solve, inv, solve_triangular, lu_factor for square A, and tri_inv / cholesky_inv) follow
 // torch's cholesky_backward/_jvp, linalg_solve_jvp, solve_triangular's and
-// linalg_lu_backward/lu_factor_ex_jvp; their triangular solves and solves are this package's
-// own nodes (build_node), so they run on the primitive's stream and are differentiable again.
+// linalg_lu_backward/lu_factor_ex_jvp; their triangular solves and solves, and qr's, are this
+// package's own nodes (build_node), so they run on the primitive's stream (a GPU-stream graph
+// never falls back to the CPU) and are differentiable again.
 //
 // Conventions (as torch): eigh/eigvalsh differentiate the function of a symmetric matrix (the
-// gradient is symmetric; a tangent is used as given); svd is the thin one; qr needs Q (not
-// mode='r') and M >= N. Where the gradient is undefined (repeated eigen/singular values with a
+// gradient is symmetric; a tangent is used as given); svd is the thin one; qr needs M >= N
+// (mode='r' differentiates through a reduced factorization of the primal, which gives Q). Where the gradient is undefined (repeated eigen/singular values with a
 // cotangent on the vectors) it is infinite or NaN, as in torch; a zero cotangent contributes zero,
 // also through the S^-1 terms of a non-square svd at a zero singular value.
 #include <optional>
@@ -17,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "mlx/linalg.h"
 #include "mlx/ops.h"
 #include "core_call.h"
 #include "primitive.h"
@@ -53,15 +53,18 @@ struct G {
   array safe_div(const array &num, const array &den) const {
     return mx::where(mx::equal(num, array(0.0f), s), array(0.0f), div(num, den), s);
   }
-  // X R^{-1} for upper-triangular R (right solve), on the CPU where MLX has its triangular solve.
+  // X R^{-1} for upper-triangular R: this package's triangular solve (X R = B) on the
+  // primitive's stream, so a GPU-stream graph stays on the GPU (MLX's solve_triangular runs
+  // on the CPU only).
   array solve_right_upper(const array &x, const array &r) const {
-    const mx::StreamOrDevice cpu = mx::Device(mx::Device::cpu);
-    return mT(mx::linalg::solve_triangular(mT(r), mT(x), /*upper=*/false, cpu));
+    return tri_solve_node(r, x, ML_LS_UPPER | ML_LS_RIGHT);
   }
-  // X R^{-T} for upper-triangular R.
+  // X R^{-T} for upper-triangular R: X R^T = B, R^T lower.
   array solve_right_upper_t(const array &x, const array &r) const {
-    const mx::StreamOrDevice cpu = mx::Device(mx::Device::cpu);
-    return mT(mx::linalg::solve_triangular(r, mT(x), /*upper=*/true, cpu));
+    return tri_solve_node(mT(r), x, ML_LS_RIGHT);
+  }
+  array tri_solve_node(const array &a, const array &b, int flags) const {
+    return build_node({a, b}, Spec{ML_OP_SOLVE_TRIANGULAR, flags, false}, s)[0];
   }
 };
 
@@ -70,10 +73,6 @@ struct G {
 }
 
 void check_qr_differentiable(const Spec &spec, const mx::Shape &in) {
-  if (spec.flags == ML_QR_R)
-    unsupported(spec,
-                "the derivative of qr depends on Q, which mode='r' does not compute; use "
-                "mode='reduced'");
   const int m = in[in.size() - 2], n = in[in.size() - 1];
   if (m < n)
     unsupported(spec, "gradients of qr are implemented for M >= N only, got " +
@@ -358,13 +357,15 @@ std::vector<mx::array> LinalgPrimitive::jvp(const std::vector<mx::array> &primal
     }
     case ML_OP_QR: {
       check_qr_differentiable(spec_, a.shape());
-      auto qr = build(a, plain(ML_OP_QR, spec_.flags), stream());
+      // mode='r' computes no Q: the reduced factorization of the primal gives Q (and R).
+      const bool r_only = spec_.flags == ML_QR_R;
+      auto qr = build(a, plain(ML_OP_QR, r_only ? ML_QR_REDUCED : spec_.flags), stream());
       const array &q = qr[0], &r = qr[1];
       const array dar = g.solve_right_upper(da, r);
       const array qtdar = g.mm(g.mT(q), dar);
       const array y = mx::triu(g.add(qtdar, g.mT(qtdar)), 0, stream());
       const array drr = g.sub(y, g.scale(g.diag_embed(g.diag(y)), 0.5f));
-      out.push_back(g.sub(dar, g.mm(q, drr)));
+      if (!r_only) out.push_back(g.sub(dar, g.mm(q, drr)));
       out.push_back(g.mm(drr, r));
       break;
     }
@@ -435,12 +436,20 @@ std::vector<mx::array> LinalgPrimitive::vjp(const std::vector<mx::array> &primal
     }
     case ML_OP_QR: {
       check_qr_differentiable(spec_, a.shape());
-      const array &q = outputs[0], &r = outputs[1];
-      const array gq = cot(0), gr = cot(1);
-      const array mmat = g.sub(g.mm(gr, g.mT(r)), g.mm(g.mT(q), gq));
+      // mode='r' computes no Q: the reduced factorization of the primal gives Q (and R), and
+      // R's cotangent is the only one (Q's is zero).
+      const bool r_only = spec_.flags == ML_QR_R;
+      const std::vector<array> qr = r_only
+                                        ? build(a, plain(ML_OP_QR, ML_QR_REDUCED), stream())
+                                        : std::vector<array>{outputs[0], outputs[1]};
+      const array &q = qr[0], &r = qr[1];
+      const array gr = cot(r_only ? 0 : 1);
+      array mmat = g.mm(gr, g.mT(r));
+      if (!r_only) mmat = g.sub(mmat, g.mm(g.mT(q), cot(0)));
       const array b = mx::triu(mmat, 0, stream());
       const array sym = g.sub(g.add(b, g.mT(b)), g.diag_embed(g.diag(b)));
-      ga = g.solve_right_upper_t(g.add(gq, g.mm(q, sym)), r);
+      const array qsym = g.mm(q, sym);
+      ga = g.solve_right_upper_t(r_only ? qsym : g.add(cot(0), qsym), r);
       break;
     }
   }

@@ -8,6 +8,8 @@ derivatives are well conditioned and float32 results agree to far better than 1e
 
 from __future__ import annotations
 
+import io
+
 import metal_linalg as ml
 import mlx.core as mx
 import numpy as np
@@ -275,8 +277,8 @@ def test_value_and_grad_and_second_use_of_outputs():
 
 def test_unsupported_gradients_raise_clearly():
     a = mx.array(np.random.default_rng(8).standard_normal((3, 5)).astype(np.float32))
-    with pytest.raises(ValueError, match="mode='r'"):
-        mx.grad(lambda x: ml.qr(x, mode="r").sum())(mx.swapaxes(a, 0, 1))
+    with pytest.raises(ValueError, match="M >= N"):
+        mx.grad(lambda x: ml.qr(x, mode="r").sum())(a)
     with pytest.raises(ValueError, match="M >= N"):
         mx.grad(lambda x: ml.qr(x)[1].sum())(a)
     with pytest.raises(ValueError, match="M >= N"):
@@ -380,3 +382,53 @@ def test_singular_value_grad_at_repeated_and_zero_values(case, values):
     if unique_sum:
         u, _, vt = np.linalg.svd(a64, full_matrices=False)
         _close_abs(mx.grad(lambda x: values(x).sum())(a), u @ vt)
+
+
+def r_losses(shape, rng):
+    """A loss of R alone, invariant to the sign of each row of R."""
+    k = min(shape[-2:])
+    cr = rng.standard_normal((*shape[:-2], k, shape[-1]))
+
+    def f_mx(b):
+        r = ml.qr(b, mode="r")
+        return (r * r * mx.array(cr, mx.float32)).sum()
+
+    def f_np(b):
+        return float((np.linalg.qr(b, mode="r") ** 2 * cr).sum())
+
+    return f_mx, f_np
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (2, 6, 4), (7, 3)])
+def test_qr_mode_r_gradient_and_jvp(shape):
+    # mode="r" computes no Q; its derivatives come from a reduced factorization of the input.
+    rng = np.random.default_rng(12)
+    a = separated_general(shape[:-2], *shape[-2:], rng)
+    f_mx, f_np = r_losses(shape, rng)
+    g = mx.grad(f_mx)(mx.array(a))
+    assert rel_err(np.array(g), fd_grad(f_np, a)) < RTOL
+    t = rng.standard_normal(a.shape)
+    _, (dl,) = mx.jvp(f_mx, [mx.array(a)], [mx.array(t.astype(np.float32))])
+    want = (f_np(a + H * t) - f_np(a - H * t)) / (2 * H)
+    assert abs(dl.item() - want) <= RTOL * max(1.0, abs(want))
+    # R's tangent is the reduced mode's.
+    _, (dr,) = mx.jvp(lambda x: ml.qr(x, mode="r"), [mx.array(a)], [mx.array(t, mx.float32)])
+    _, (dr_reduced,) = mx.jvp(lambda x: ml.qr(x)[1], [mx.array(a)], [mx.array(t, mx.float32)])
+    np.testing.assert_allclose(np.array(dr), np.array(dr_reduced), rtol=1e-5, atol=1e-5)
+
+
+def test_qr_gradient_solves_through_the_packages_own_triangular_solve():
+    # The R^-1 of qr's vjp and jvp is this package's solve_triangular node on the call's stream
+    # (MLX's own runs on the CPU only, via an Inverse node).
+    a = mx.array(separated_general((2,), 6, 4, np.random.default_rng(13)))
+    gq = mx.vjp(lambda x: ml.qr(x)[0], [a], [mx.ones((2, 6, 4))])[1][0]
+    dr = mx.jvp(lambda x: ml.qr(x, mode="r"), [a], [mx.ones((2, 6, 4))])[1][0]
+    for out in (gq, dr):
+        dot = io.StringIO()
+        mx.export_to_dot(dot, out)
+        nodes = [
+            line.split('label ="')[1].split('"')[0]
+            for line in dot.getvalue().splitlines()
+            if 'label ="' in line
+        ]
+        assert "MetalLinalgSolveTriangular" in nodes and "Inverse" not in nodes, nodes
