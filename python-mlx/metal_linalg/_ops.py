@@ -204,7 +204,7 @@ def qr(a, mode: str = "reduced", *, stream=None):
 
     mode="reduced": (Q [..., M, K], R [..., K, N]); "r": R only (as numpy.linalg.qr);
     "complete": (Q [..., M, M], R [..., M, N], R's rows below N zero; for M <= N the same as
-    "reduced"). Differentiable for M >= N (mode="r" too: its derivatives compute Q from a
+    "reduced"). Differentiable for any M, N (mode="r" too: its derivatives compute Q from a
     reduced factorization of a), except a tall
     (M > N) "complete" (Q's last M - N columns are not unique: mx.grad / mx.jvp raise).
     """

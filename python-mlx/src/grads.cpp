@@ -1,6 +1,6 @@
 // vjp and jvp of the five decompositions, with the formulas torch.linalg uses for real input
 // (eigh and svd as in torch's linalg_eig_backward/_jvp and svd_backward/linalg_svd_jvp, qr as
-// linalg_qr_backward/_jvp for M >= N), written with MLX ops on the primitive's stream so they
+// linalg_qr_backward/_jvp, M < N included), written with MLX ops on the primitive's stream so they
 // compose with mx.compile, mx.vmap and further differentiation. The linear systems' (cholesky,
 // solve, inv, solve_triangular, lu_factor for square A, and tri_inv / cholesky_inv) follow
 // torch's cholesky_backward/_jvp, linalg_solve_jvp, solve_triangular's and
@@ -9,13 +9,17 @@
 // never falls back to the CPU) and are differentiable again.
 //
 // Conventions (as torch): eigh/eigvalsh differentiate the function of a symmetric matrix (the
-// gradient is symmetric; a tangent is used as given); svd is the thin one; qr needs M >= N
-// (mode='r' differentiates through a reduced factorization of the primal, which gives Q). Where the gradient is undefined (repeated eigen/singular values with a
-// cotangent on the vectors) it is infinite or NaN, as in torch; a zero cotangent contributes zero,
-// also through the S^-1 terms of a non-square svd at a zero singular value.
+// gradient is symmetric; a tangent is used as given); svd is the thin one; qr's mode='r'
+// differentiates through a reduced factorization of the primal, which gives Q (a tall complete Q
+// has no derivative: the Python layer refuses it). Where the gradient is undefined (repeated
+// eigen/singular values with a cotangent on the vectors) it is infinite or NaN, as in torch; a
+// zero cotangent contributes zero, also through the S^-1 terms of a non-square svd at a zero
+// singular value.
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "mlx/ops.h"
@@ -72,11 +76,32 @@ struct G {
   throw std::invalid_argument(std::string("[metal_linalg.") + spec_name(spec) + "] " + why);
 }
 
-void check_qr_differentiable(const Spec &spec, const mx::Shape &in) {
-  const int m = in[in.size() - 2], n = in[in.size() - 1];
-  if (m < n)
-    unsupported(spec, "gradients of qr are implemented for M >= N only, got " +
-                          std::to_string(m) + " x " + std::to_string(n));
+// Tangents (dQ, dR) of A = Q R for M >= N (R square): torch's linalg_qr_jvp.
+std::pair<array, array> qr_jvp_tall(const G &g, const array &q, const array &r,
+                                    const array &da) {
+  const array dar = g.solve_right_upper(da, r);
+  const array qtdar = g.mm(g.mT(q), dar);
+  const array y = mx::triu(g.add(qtdar, g.mT(qtdar)), 0, g.s);
+  const array drr = g.sub(y, g.scale(g.diag_embed(g.diag(y)), 0.5f));
+  return {g.sub(dar, g.mm(q, drr)), g.mm(drr, r)};
+}
+
+// The cotangent of A = Q R for M >= N (R square) from those of Q (none: zero) and R:
+// torch's linalg_qr_backward.
+array qr_vjp_tall(const G &g, const array &q, const array &r, const std::optional<array> &gq,
+                  const array &gr) {
+  array mmat = g.mm(gr, g.mT(r));
+  if (gq) mmat = g.sub(mmat, g.mm(g.mT(q), *gq));
+  const array b = mx::triu(mmat, 0, g.s);
+  const array sym = g.sub(g.add(b, g.mT(b)), g.diag_embed(g.diag(b)));
+  const array qsym = g.mm(q, sym);
+  return g.solve_right_upper_t(gq ? g.add(*gq, qsym) : qsym, r);
+}
+
+// Columns [0, k) and [k, n) of x.
+std::pair<array, array> split_cols(const array &x, int k, const mx::Stream &s) {
+  auto parts = mx::split(x, mx::Shape{k}, -1, s);
+  return {parts[0], parts[1]};
 }
 
 Spec plain(int op, int flags) { return Spec{op, flags, false}; }
@@ -356,17 +381,25 @@ std::vector<mx::array> LinalgPrimitive::jvp(const std::vector<mx::array> &primal
       break;
     }
     case ML_OP_QR: {
-      check_qr_differentiable(spec_, a.shape());
       // mode='r' computes no Q: the reduced factorization of the primal gives Q (and R).
       const bool r_only = spec_.flags == ML_QR_R;
       auto qr = build(a, plain(ML_OP_QR, r_only ? ML_QR_REDUCED : spec_.flags), stream());
       const array &q = qr[0], &r = qr[1];
-      const array dar = g.solve_right_upper(da, r);
-      const array qtdar = g.mm(g.mT(q), dar);
-      const array y = mx::triu(g.add(qtdar, g.mT(qtdar)), 0, stream());
-      const array drr = g.sub(y, g.scale(g.diag_embed(g.diag(y)), 0.5f));
-      if (!r_only) out.push_back(g.sub(dar, g.mm(q, drr)));
-      out.push_back(g.mm(drr, r));
+      const int m = a.shape(-2), n = a.shape(-1);
+      array dq = q, dr = r;
+      if (m >= n) {
+        std::tie(dq, dr) = qr_jvp_tall(g, q, r, da);
+      } else {
+        // A = [X | Y], X square: X = Q U, Y = Q V; dV = Q^T (dY - dQ V).
+        const auto [u, v] = split_cols(r, m, stream());
+        const auto [dx, dy] = split_cols(da, m, stream());
+        const auto [dq_x, du] = qr_jvp_tall(g, q, u, dx);
+        const array dv = g.mm(g.mT(q), g.sub(dy, g.mm(dq_x, v)));
+        dq = dq_x;
+        dr = mx::concatenate({du, dv}, -1, stream());
+      }
+      if (!r_only) out.push_back(dq);
+      out.push_back(dr);
       break;
     }
   }
@@ -435,7 +468,6 @@ std::vector<mx::array> LinalgPrimitive::vjp(const std::vector<mx::array> &primal
       break;
     }
     case ML_OP_QR: {
-      check_qr_differentiable(spec_, a.shape());
       // mode='r' computes no Q: the reduced factorization of the primal gives Q (and R), and
       // R's cotangent is the only one (Q's is zero).
       const bool r_only = spec_.flags == ML_QR_R;
@@ -443,13 +475,22 @@ std::vector<mx::array> LinalgPrimitive::vjp(const std::vector<mx::array> &primal
                                         ? build(a, plain(ML_OP_QR, ML_QR_REDUCED), stream())
                                         : std::vector<array>{outputs[0], outputs[1]};
       const array &q = qr[0], &r = qr[1];
+      std::optional<array> gq;
+      if (!r_only) gq = cot(0);
       const array gr = cot(r_only ? 0 : 1);
-      array mmat = g.mm(gr, g.mT(r));
-      if (!r_only) mmat = g.sub(mmat, g.mm(g.mT(q), cot(0)));
-      const array b = mx::triu(mmat, 0, stream());
-      const array sym = g.sub(g.add(b, g.mT(b)), g.diag_embed(g.diag(b)));
-      const array qsym = g.mm(q, sym);
-      ga = g.solve_right_upper_t(r_only ? qsym : g.add(cot(0), qsym), r);
+      const int m = a.shape(-2), n = a.shape(-1);
+      if (m >= n) {
+        ga = qr_vjp_tall(g, q, r, gq, gr);
+      } else {
+        // A = [X | Y], X square, R = [U | V]: gY = Q gV, gX = the square rule with Q's
+        // cotangent gQ + Y gV^T (torch's linalg_qr_backward for M < N).
+        const auto [u, v] = split_cols(r, m, stream());
+        const auto [gu, gv] = split_cols(gr, m, stream());
+        const array y = split_cols(mx::astype(a, mx::float32, stream()), m, stream()).second;
+        const array ygv = g.mm(y, g.mT(gv));
+        const array gx = qr_vjp_tall(g, q, u, gq ? g.add(*gq, ygv) : ygv, gu);
+        ga = mx::concatenate({gx, g.mm(q, gv)}, -1, stream());
+      }
       break;
     }
   }

@@ -191,6 +191,8 @@ CASES = [
     ("svdvals", (3, 5), svdvals_losses, separated_general),
     ("qr", (5, 5), qr_losses, separated_general),
     ("qr", (2, 6, 4), qr_losses, separated_general),
+    ("qr", (2, 4, 6), qr_losses, separated_general),
+    ("qr", (3, 5), qr_losses, separated_general),
 ]
 
 
@@ -276,13 +278,12 @@ def test_value_and_grad_and_second_use_of_outputs():
 
 
 def test_unsupported_gradients_raise_clearly():
-    a = mx.array(np.random.default_rng(8).standard_normal((3, 5)).astype(np.float32))
-    with pytest.raises(ValueError, match="M >= N"):
-        mx.grad(lambda x: ml.qr(x, mode="r").sum())(a)
-    with pytest.raises(ValueError, match="M >= N"):
-        mx.grad(lambda x: ml.qr(x)[1].sum())(a)
-    with pytest.raises(ValueError, match="M >= N"):
-        mx.jvp(lambda x: ml.qr(x)[0], [a], [a])
+    # A tall complete Q's last M - N columns are not unique: no derivative (as torch).
+    a = mx.array(np.random.default_rng(8).standard_normal((5, 3)).astype(np.float32))
+    with pytest.raises(ValueError, match="mode='complete' and M > N"):
+        mx.grad(lambda x: ml.qr(x, mode="complete")[1].sum())(a)
+    with pytest.raises(ValueError, match="mode='complete' and M > N"):
+        mx.jvp(lambda x: ml.qr(x, mode="complete")[0], [a], [a])
 
 
 def test_grad_through_compile_and_vmap():
@@ -399,7 +400,7 @@ def r_losses(shape, rng):
     return f_mx, f_np
 
 
-@pytest.mark.parametrize("shape", [(5, 5), (2, 6, 4), (7, 3)])
+@pytest.mark.parametrize("shape", [(5, 5), (2, 6, 4), (7, 3), (2, 3, 5)])
 def test_qr_mode_r_gradient_and_jvp(shape):
     # mode="r" computes no Q; its derivatives come from a reduced factorization of the input.
     rng = np.random.default_rng(12)
