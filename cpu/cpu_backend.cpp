@@ -499,8 +499,25 @@ void one_matrix(Job &job, int64_t i) {
 
 void task(void *ctx, int64_t i) { one_matrix(*static_cast<Job *>(ctx), i); }
 
-// batch x n^3 below which the lanes' groups of a call run on the calling thread alone.
-constexpr double kLanesParallelWork = double(1 << 19);
+// Floating-point operations of a linear-system batch (LAPACK's counts, leading terms), below
+// kSerialFlops of which the call runs on the calling thread alone: waking the pool's threads
+// costs 10-50 us (2-core AMD EPYC: 2 LAPACK solves of 32 x 32 took 64 us through the pool, 64
+// 8 x 8 solves across the lanes 51 us, against 5-15 us on the calling thread).
+constexpr double kSerialFlops = double(1 << 18);
+
+double linsys_flops(const Call &c) {
+  const double n = double(c.n), m = double(c.m), r = double(c.nrhs), k = double(std::min(c.m, c.n));
+  double one = 0;
+  switch (c.op) {
+    case ML_OP_CHOLESKY: one = n * n * n / 3; break;
+    case ML_OP_LU_FACTOR: one = m * n * k - (m + n) * k * k / 2 + k * k * k / 3; break;
+    case ML_OP_SOLVE: one = 2 * n * n * n / 3 + 2 * n * n * r; break;
+    case ML_OP_INV: one = 2 * n * n * n; break;
+    case ML_OP_SOLVE_TRIANGULAR: one = n * n * r; break;
+    default: one = n * n * n; break;
+  }
+  return double(c.batch) * one;
+}
 
 // kLanes matrices of a linear-system batch, starting at matrix i * kLanes (cpu_linsys_lanes.cpp).
 void lanes_task(void *ctx, int64_t i) {
@@ -618,10 +635,20 @@ void ensure_fork_handlers(const lapack::Provider *lp) {
   if (now) pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
 }
 
+// The lanes factor kLanes matrices together: a batch smaller than a group leaves lanes idle,
+// which LAPACK's one matrix at a time does not pay, so a linear system of order n takes the
+// lanes from this batch on (2-core AMD EPYC through the torch package, ms lanes vs LAPACK: at
+// n = 32 one matrix 0.010-0.022 vs 0.008-0.013, four 0.011-0.023 vs 0.009-0.039; at 64 four
+// 0.017-0.125 vs 0.011-0.101, eight 0.012-0.127 vs 0.014-0.172; at 96 twelve 0.040-0.462 vs
+// 0.027-0.421, sixteen 0.029-0.452 vs 0.034-0.563, solve, inv and lu_factor ahead).
+int64_t lanes_min_batch(int64_t n) { return n <= 16 ? 1 : n <= 32 ? 4 : n <= 64 ? 8 : 16; }
+
 // The policy's routing of an m x n call: the portable kernels (else LAPACK), and among them the
 // register kernel where it fits.
-bool kernel_route(int32_t op, int64_t m, int64_t n, const policy::Resolved &pol) {
-  return std::max(m, n) <= policy::cpu_kernel_max_n(op, pol);
+bool kernel_route(int32_t op, int64_t m, int64_t n, int64_t batch, const policy::Resolved &pol) {
+  const int64_t big = std::max(m, n);
+  if (big > policy::cpu_kernel_max_n(op, pol)) return false;
+  return !is_linsys(op) || batch >= lanes_min_batch(big);
 }
 bool small_route(int32_t op, int64_t m, int64_t n, const policy::Resolved &pol) {
   return std::max(m, n) <= pol.value[policy::kCpuSmallMaxN] && cpu_kernels::small_fits(op, m, n);
@@ -629,8 +656,9 @@ bool small_route(int32_t op, int64_t m, int64_t n, const policy::Resolved &pol) 
 
 }  // namespace
 
-const char *backend_name(int32_t op, int64_t m, int64_t n, const policy::Resolved &pol) {
-  if (!kernel_route(op, m, n, pol)) return "cpu:lapack";
+const char *backend_name(int32_t op, int64_t m, int64_t n, int64_t batch,
+                         const policy::Resolved &pol) {
+  if (!kernel_route(op, m, n, batch, pol)) return "cpu:lapack";
   if (is_linsys(op)) return "cpu:kernel:linsys_lanes";
   // Named after the core/kernels header each op's portable kernel comes from.
   static thread_local std::string out;
@@ -642,7 +670,7 @@ ml_status run(const Call &c, const policy::Resolved &pol, const char *where) {
   Job job;
   job.c = &c;
   job.sz = sizes_of(c);
-  job.kernel = kernel_route(c.op, c.m, c.n, pol);
+  job.kernel = kernel_route(c.op, c.m, c.n, c.batch, pol);
   job.small = job.kernel && small_route(c.op, c.m, c.n, pol);
   job.lp = nullptr;
   if (!job.kernel) {
@@ -656,8 +684,7 @@ ml_status run(const Call &c, const policy::Resolved &pol, const char *where) {
       const int64_t groups = (c.batch + kLanes - 1) / kLanes;
       // A batch of less work than waking the pool's threads costs (tens of microseconds; e.g.
       // 64 8x8 solves take about 5 us on one thread) runs on the calling thread.
-      const double work = double(c.batch) * double(c.n) * double(c.n) * double(c.n);
-      if (work < kLanesParallelWork) {
+      if (linsys_flops(c) < kSerialFlops) {
         for (int64_t i = 0; i < groups; ++i) lanes_task(&job, i);
       } else {
         parallel_for(groups, lanes_task, &job);
@@ -700,6 +727,9 @@ ml_status run(const Call &c, const policy::Resolved &pol, const char *where) {
       job.lp->set_threads(threads);
       for (int64_t i = 0; i < c.batch; ++i) one_matrix(job, i);
       job.lp->set_threads(1);
+    } else if (is_linsys(c.op) && linsys_flops(c) < kSerialFlops) {
+      GateEntry entry(*g_gate, false);  // a few small systems: not worth waking the pool
+      for (int64_t i = 0; i < c.batch; ++i) one_matrix(job, i);
     } else {
       GateEntry entry(*g_gate, false);
       parallel_for(c.batch, task, &job);

@@ -8,7 +8,8 @@
 namespace ml::cpu {
 
 // "cpu:lapack" or "cpu:kernel:<kernel header>", as the policy routes the call.
-const char *backend_name(int32_t op, int64_t m, int64_t n, const policy::Resolved &pol);
+const char *backend_name(int32_t op, int64_t m, int64_t n, int64_t batch,
+                         const policy::Resolved &pol);
 // Host buffers, validated arguments, batch > 0.
 ml_status run(const Call &c, const policy::Resolved &pol, const char *where);
 

@@ -22,7 +22,7 @@ class CpuBackend final : public Backend {
     return true;
   }
   const char *plan_name(const Call &c, const Plan &, const policy::Resolved &pol) const override {
-    return cpu::backend_name(c.op, c.m, c.n, pol);
+    return cpu::backend_name(c.op, c.m, c.n, c.batch, pol);
   }
   int64_t workspace_bytes(const Call &, const Plan &) const override { return 0; }
   ml_status run_host(const Call &c, const Plan &, const policy::Resolved &pol,

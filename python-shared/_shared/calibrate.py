@@ -4,7 +4,8 @@ The ops: every op with a routing policy (queries.POLICY_OPS), the decompositions
 systems, these on square matrices (solve and solve_triangular with one right-hand side, inputs
 as the benchmark makes them: positive-definite for cholesky, well conditioned for the others).
 CPU: for each op, the largest n up to which the portable CPU kernel beats LAPACK on a batch
-(cpu_kernel_max_n; the linear systems' kernels across SIMD lanes). With a GPU in the core:
+(cpu_kernel_max_n; the linear systems' kernels across SIMD lanes, up to n = 128). With a GPU in
+the core:
 - host_gpu_min_work (any frontend; not for the linear systems, whose host data always stays
   with LAPACK): the work batch*m*n from which host data is faster sent through the GPU, copies
   included, than computed by the CPU backend (0 = never);
@@ -43,6 +44,8 @@ import time
 from .queries import LINSYS_OPS, OPS, POLICY_OPS  # noqa: F401 (OPS: re-exported)
 
 CPU_SIZES = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+# ... and for the linear systems, whose kernels across SIMD lanes reach n = 128.
+LINSYS_CPU_SIZES = (*CPU_SIZES, 96, 128)
 CPU_BATCH = 256
 GPU_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 HUGE = 1 << 30
@@ -552,7 +555,7 @@ def cpu_kernel_max_n(fe, op: str, batch: int = CPU_BATCH, log=print, record=None
     record: an optional list that receives one dict of timings per measured size."""
     call, timer, timings = fe.op(op, "cpu"), wall_timer(fe, "cpu"), []
     try:
-        for n in CPU_SIZES:
+        for n in LINSYS_CPU_SIZES if op in LINSYS_OPS else CPU_SIZES:
             fe.q.set_policy(op, cpu_kernel_max_n=HUGE)
             if not _backend(fe, op, n, batch, "cpu").startswith("cpu:kernel"):
                 break  # no portable kernel for this size
@@ -1164,6 +1167,7 @@ def measure(
             "alt_fields": alt,
             "grids": {
                 "cpu_sizes": list(CPU_SIZES),
+                "linsys_cpu_sizes": list(LINSYS_CPU_SIZES),
                 "cpu_batch": CPU_BATCH,
                 "gpu_batches": list(GPU_BATCHES),
                 "host_sizes": list(HOST_SIZES),

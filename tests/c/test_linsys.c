@@ -111,13 +111,26 @@ static void test_table(void) {
   for (op = ML_OP_CHOLESKY; op <= ML_OP_LU_FACTOR; ++op) {
     /* GPU kernels (core/kernels/linsys_*.h) for device memory; LAPACK's info words. */
     CHECK(ml_op_kernels(op) == 1 && ml_op_linear_system(op) == 1, "op %d: kernels\n", op);
-    /* Small host matrices: the kernels across SIMD lanes by default (up to n = 32), LAPACK
-     * beyond; cpu_kernel_max_n moves the bound, 0 turns them off. Without a CUDA backend,
+    /* Small host matrices: the kernels across SIMD lanes by default (up to n = 64 for
+     * cholesky, 96 for solve_triangular, 128 for the others), LAPACK beyond, and below the
+     * batch from which a lane group pays (any up to n = 16, 4 up to 32, 8 up to 64, 16
+     * beyond); cpu_kernel_max_n moves the bound, 0 turns them off. Without a CUDA backend,
      * device memory is served through the host (the frontends copy). */
-    CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, N, N, 100), LANES) == 0, "op %d: %s\n", op,
-          ml_backend(op, ML_MEMORY_HOST, N, N, 100));
-    CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 32, 32, 1), LANES) == 0, "op %d: 32\n", op);
-    CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 33, 33, 1), "cpu:lapack") == 0, "op %d 33\n", op);
+    {
+      const int cap = op == ML_OP_CHOLESKY ? 64 : op == ML_OP_SOLVE_TRIANGULAR ? 96 : 128;
+      CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, N, N, 100), LANES) == 0, "op %d: %s\n", op,
+            ml_backend(op, ML_MEMORY_HOST, N, N, 100));
+      CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 16, 16, 1), LANES) == 0, "op %d: 16\n", op);
+      CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 17, 17, 3), "cpu:lapack") == 0, "op %d 17\n",
+            op);
+      CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 32, 32, 4), LANES) == 0, "op %d: 32\n", op);
+      CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 33, 33, 7), "cpu:lapack") == 0, "op %d 33\n",
+            op);
+      CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 33, 33, 8), LANES) == 0, "op %d: 33\n", op);
+      CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, cap, cap, 16), LANES) == 0, "op %d cap\n", op);
+      CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, cap + 1, cap + 1, 1000), "cpu:lapack") == 0,
+            "op %d above the cap\n", op);
+    }
     CHECK(strcmp(ml_backend(op, ML_MEMORY_CUDA, N, N, 100), LANES) == 0, "op %d cuda\n", op);
     memory = -1;
     expect(ml_plan(NULL, op, sizes, 0, &memory, &ws, &plan), ML_OK, "plan");
@@ -128,9 +141,9 @@ static void test_table(void) {
     CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 9, 9, 1000), "cpu:lapack") == 0, "op %d 9\n", op);
     expect(ml_policy_set(op, "cpu_kernel_max_n", 0), ML_OK, "policy 0");
     CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 2, 2, 1000), "cpu:lapack") == 0, "op %d 0\n", op);
-    expect(ml_policy_set(op, "cpu_kernel_max_n", 100), ML_OK, "policy 100");
-    CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 33, 33, 1), "cpu:lapack") == 0, "op %d cap\n",
-          op);
+    expect(ml_policy_set(op, "cpu_kernel_max_n", 1000), ML_OK, "policy 1000");
+    CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, 129, 129, 1000), "cpu:lapack") == 0,
+          "op %d cap\n", op);
     expect(ml_policy_reset(op), ML_OK, "policy reset");
   }
   CHECK(ml_op_kernels(ML_OP_QR) == 1 && ml_op_kernels(-1) == 0, "qr has kernels\n");
@@ -380,15 +393,16 @@ static void route_lapack(int lapack) {
            "policy");
 }
 
-/* Batches of more than one lane group (and a partial last one) at n = 1, 8 and 32: the lanes'
- * pivots and info words equal LAPACK's, their values agree to a few eps of the conditioning
- * (solve_triangular: X A = B, and A X = B with the lower, upper and unit upper triangle). */
+/* Batches of more than one lane group (and a partial last one) at n = 1, 8, 32, 64, 96 and
+ * 128, each op up to its bound: the lanes' pivots and info words equal LAPACK's, their values
+ * agree to a few eps of the conditioning (solve_triangular: X A = B, and A X = B with the lower,
+ * upper and unit upper triangle). */
 #define BL 19
-#define NL 32
+#define NL 128
 static void test_lanes_vs_lapack(void) {
   static float a[BL * NL * NL], b[BL * NL * (NL + 3)], x[2][BL * NL * (NL + 3)];
   static int32_t piv[2][BL * NL], info[2][BL];
-  static const int ns[3] = {1, 8, NL};
+  static const int ns[6] = {1, 8, 32, 64, 96, NL};
   /* op, flags, right-hand sides (0: n + 3; at n = 32 in two passes) */
   static const int cases[10][3] = {{ML_OP_CHOLESKY, 0, 0},
                                    {ML_OP_SOLVE, 0, 0},
@@ -401,11 +415,14 @@ static void test_lanes_vs_lapack(void) {
                                    {ML_OP_SOLVE_TRIANGULAR, ML_LS_UPPER, 3},
                                    {ML_OP_LU_FACTOR, 0, 0}};
   int s, i, k, path, op, bad, v;
-  for (s = 0; s < 3; ++s) {
+  for (s = 0; s < 6; ++s) {
     const int n = ns[s], nn = n * n;
     for (v = 0; v < 10; ++v) {
       const int flags = cases[v][1], r = cases[v][2] ? cases[v][2] : n + 3;
       op = cases[v][0];
+      if (n > (op == ML_OP_CHOLESKY ? 64 : op == ML_OP_SOLVE_TRIANGULAR ? 96 : 128)) continue;
+      CHECK(strcmp(ml_backend(op, ML_MEMORY_HOST, n, n, BL), LANES) == 0, "op %d n %d: %s\n",
+            op, n, ml_backend(op, ML_MEMORY_HOST, n, n, BL));
       for (i = 0; i < BL * nn; ++i) a[i] = rnd();
       for (i = 0; i < BL * n * r; ++i) b[i] = rnd();
       for (k = 0; k < BL; ++k)

@@ -753,9 +753,12 @@ def test_queries():
         assert op in ml.calibration_status()  # a routing policy to calibrate
         assert ml._queries.policy_source(op) == getattr(ml, f"{op}_policy_source")()
         backend = getattr(ml, f"{op}_backend")
-        # Up to n = 32 the CPU's kernels across SIMD lanes, LAPACK beyond.
-        assert backend(8, 4, stream=CPU) == "cpu:kernel:linsys_lanes" == backend(32, stream=CPU)
-        assert backend(33, stream=CPU) == "cpu:lapack" == backend(300, stream=CPU)
+        # The CPU's kernels across SIMD lanes for small n (from 4 matrices at n = 32, 8 up to
+        # 64), LAPACK for one matrix beyond n = 16 and for large n.
+        lanes = "cpu:kernel:linsys_lanes"
+        assert backend(8, 4, stream=CPU) == lanes == backend(32, 4, stream=CPU)
+        assert backend(64, 8, stream=CPU) == lanes
+        assert backend(32, stream=CPU) == "cpu:lapack" == backend(300, 1000, stream=CPU)
         # Without a stream: the default stream's answer, the CUDA kernels on a CUDA MLX's GPU.
         default = backend(300)
         assert default == backend(300, stream=mx.default_stream(mx.default_device()))

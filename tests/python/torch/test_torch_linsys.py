@@ -194,6 +194,53 @@ def test_lu_factor_residual(shape):
     torch.testing.assert_close(LU[:1].to(F64), ref_lu, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "op,n",
+    [
+        ("cholesky", 40),
+        ("cholesky", 64),
+        ("solve", 64),
+        ("solve", 128),
+        ("inv", 96),
+        ("solve_triangular", 96),
+        ("lu_factor", 128),
+    ],
+)
+def test_lanes_on_hard_families_at_large_n(op, n):
+    # Batches of 18-20 take the kernels across SIMD lanes up to each op's bound: LAPACK's
+    # ratios on every family there (the tests above, with batches of 4-6, take LAPACK).
+    families = (SPD_FAMILIES if op == "cholesky" else FAMILIES) * 4
+    A = _batch(spd if op == "cholesky" else general, families[: 20 if op == "cholesky" else 18], n)
+    batch = A.shape[0]
+    assert getattr(mlt, f"{op}_backend")(n, batch) == "cpu:kernel:linsys_lanes"
+    norm = _norm1(A)
+    if op == "cholesky":
+        L = mlt.cholesky(A.float()).to(F64)
+        ratio = _norm1(L @ L.mT - A) / (n * norm * ULP)
+    elif op == "lu_factor":
+        LU, piv = mlt.lu_factor(A.float())
+        P, L, U = torch.lu_unpack(LU.to(F64), piv)
+        ratio = _norm1(P @ L @ U - A) / (n * norm * ULP)
+        ref_piv = torch.linalg.lu_factor(A[:1]).pivots  # random: LAPACK's pivots
+        assert torch.equal(piv[:1], ref_piv)
+    elif op == "inv":
+        X = mlt.inv(A.float()).to(F64)
+        ratio = _norm1(A @ X - torch.eye(n, dtype=F64)) / (n * norm * _norm1(X) * ULP)
+    else:
+        T = A.tril() if op == "solve_triangular" else A
+        if op == "solve_triangular":  # a dominant diagonal of each matrix's magnitude
+            T = T + 4 * torch.diag_embed(T.diagonal(dim1=-2, dim2=-1).sign()) * (
+                _norm1(T).view(-1, 1, 1) / n
+            )
+        B = torch.randn(batch, n, 3, dtype=F64).float().to(F64)
+        if op == "solve":
+            X = mlt.solve(T.float(), B.float()).to(F64)
+        else:
+            X = mlt.solve_triangular(T.float(), B.float(), upper=False).to(F64)
+        ratio = _norm1(T @ X - B) / (_norm1(T) * _norm1(X) * n * ULP)
+    assert torch.isfinite(ratio).all() and float(ratio.max()) < LIMIT, ratio
+
+
 # ---- failures: NaN for that matrix only, info set, torch's errors ----
 
 
@@ -611,17 +658,24 @@ def test_queries_and_table():
     assert mlt.queries.LINSYS_OPS == linsys  # the table's order
     assert "cholesky" not in mlt.queries.OPS  # the decompositions
     assert mlt.queries.POLICY_OPS == [*mlt.queries.OPS, *linsys]  # all calibrated
-    # Up to n = 32 the kernels across SIMD lanes, LAPACK beyond; the policy moves the bound.
-    lanes = "cpu:kernel:linsys_lanes"
-    assert mlt.solve_backend(8, 4) == lanes == mlt.cholesky_backend(32)
-    assert mlt.cholesky_backend(300) == "cpu:lapack" == mlt.lu_factor_backend(33, 33)
+    # The kernels across SIMD lanes up to each op's bound (cholesky 64, solve_triangular 96,
+    # the others 128) from the batch at which a lane group pays (any up to n = 16, then 4, 8
+    # and 16 matrices up to 32, 64 and beyond), LAPACK otherwise; the policy moves the bound.
+    lanes, lapack = "cpu:kernel:linsys_lanes", "cpu:lapack"
+    assert mlt.solve_backend(8, 4) == lanes == mlt.cholesky_backend(16) == mlt.inv_backend(32, 4)
+    assert mlt.cholesky_backend(32) == lapack == mlt.inv_backend(32, 3) == mlt.solve_backend(64, 7)
+    assert mlt.solve_backend(64, 8) == lanes == mlt.lu_factor_backend(128, 16)
+    assert mlt.lu_factor_backend(128, 15) == lapack == mlt.cholesky_backend(65, 1000)
+    assert mlt.solve_triangular_backend(96, 16) == lanes == mlt.cholesky_backend(64, 8)
+    assert mlt.solve_triangular_backend(97, 1000) == lapack == mlt.inv_backend(129, 1000)
+    assert mlt.cholesky_backend(300) == lapack == mlt.lu_factor_backend(129, 33)
     try:
         mlt.set_solve_policy(cpu_kernel_max_n=8)
         assert mlt.solve_policy_source() == "user"
         assert mlt.solve_backend(8, 1000) == lanes
-        assert mlt.solve_backend(9, 1000) == "cpu:lapack"
+        assert mlt.solve_backend(9, 1000) == lapack
         mlt.set_solve_policy(cpu_kernel_max_n=0)
-        assert mlt.solve_backend(2, 1000) == "cpu:lapack"
+        assert mlt.solve_backend(2, 1000) == lapack
         assert mlt.inv_backend(2, 1000) == lanes  # one op's policy only
     finally:
         mlt.reset_solve_policy()
