@@ -187,11 +187,41 @@ def _new_args() -> tuple:
     return _ARGS.v
 
 
+class _InfoWords:
+    """A thread's info words for the calls whose caller only needs to know whether a matrix
+    failed (the plain forms; solve_triangular's, which never raises): no tensor allocated."""
+
+    def __init__(self, size: int):
+        self.words = (ctypes.c_int32 * size)()
+        self.addr = ctypes.addressof(self.words)
+        self.view = np.frombuffer(self.words, dtype=np.int32)
+        self.size = size
+
+    def failed(self, batch: int, batch_shape):
+        """None when every word of the call is 0, else the words as an int32 tensor."""
+        if batch == 1:
+            if not self.words[0]:
+                return None
+        elif not np.count_nonzero(self.view[:batch]):
+            return None
+        return torch.from_numpy(self.view[:batch].copy()).reshape(batch_shape)
+
+
+_WORDS = threading.local()
+
+
+def _info_words(batch: int) -> _InfoWords:
+    words = getattr(_WORDS, "v", None)
+    if words is None or words.size < batch:
+        words = _WORDS.v = _InfoWords(max(batch, 64))
+    return words
+
+
 def _cpu_function(op: str, flags: int):
     outputs = _outputs(op, flags)
     if len(outputs) > 2:
         raise RuntimeError(f"[metal_linalg.{op}] unexpected output count {len(outputs)}")
-    body = ["def call(A, B, b, batch, m, n, r):", "    k = m if m < n else n"]
+    body = ["def call(A, B, b, batch, m, n, r, keep):", "    k = m if m < n else n"]
     names = []
     for i, (symbols, dtype) in enumerate(outputs):
         dims = ", ".join(["*b", *symbols])
@@ -201,24 +231,30 @@ def _cpu_function(op: str, flags: int):
         else:
             body.append(f"    o{i} = empty(({dims},), dtype=int32)")
     body += [
-        "    info = empty((*b,), dtype=int32)",
         "    try:",
         "        ins, sizes, ptrs, addr = _ARGS.v",
         "    except AttributeError:",
         "        ins, sizes, ptrs, addr = _new_args()",
+        "    if keep:",
+        "        info = empty((*b,), dtype=int32)",
+        "        ip = info.data_ptr()",
+        "    else:",
+        "        words = _words(batch)",
+        "        ip = words.addr",
         "    ins[0] = A.data_ptr()",
         "    ins[1] = B.data_ptr() if B is not None else None",
         "    sizes[0] = batch",
         "    sizes[1] = m",
         "    sizes[2] = n",
         "    sizes[3] = r",
-        "    ip = info.data_ptr()",
     ]
     body += [f"    ptrs[{i}] = {o}.data_ptr()" for i, o in enumerate(names)]
     body += [
         f"    status = ml_run(None, {_lib.OP_ID[op]}, addr[0], addr[1], {flags}, addr[2], ip)",
         "    if status:",
         f"        check(status, {op!r})",
+        "    if not keep:",
+        "        info = words.failed(batch, b)",
         f"    return ({', '.join(names)}, info)",
     ]
     scope = {
@@ -226,6 +262,7 @@ def _cpu_function(op: str, flags: int):
         "int32": torch.int32,
         "_ARGS": _ARGS,
         "_new_args": _new_args,
+        "_words": _info_words,
         "ml_run": lib.ml_run,
         "check": _lib.check,
     }
@@ -238,10 +275,11 @@ def _plain_f32(t: torch.Tensor) -> bool:
     return t.is_cpu and t.dtype is _F32 and not t.is_neg()
 
 
-def run(op: str, A: torch.Tensor, B, flags: int) -> tuple:
+def run(op: str, A: torch.Tensor, B, flags: int, keep: bool = True) -> tuple:
     """op on A (and the right-hand sides B, whose batch dimensions broadcast with A's): its
     outputs on A's device (float32; lu_factor's pivots int32) and the per-matrix info words
-    (int32, the batch shape), last."""
+    (int32, the batch shape), last. keep=False: where no matrix failed the info may come back
+    as None (CPU calls use a scratch array then: callers that only raise on a failure)."""
     shape = A.shape
     m, n = shape[-2], shape[-1]
     if (
@@ -269,6 +307,7 @@ def run(op: str, A: torch.Tensor, B, flags: int) -> tuple:
                 m,
                 n,
                 nrhs,
+                keep,
             )
     if B is not None:
         batch_shape = _batch_shape(A.shape[:-2], B.shape[:-2])
@@ -358,14 +397,16 @@ _functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 _tracing_state = torch._C._get_tracing_state
 
 
-def _raise(fn: str, info: torch.Tensor, failed, message) -> None:
+def _raise(fn: str, info, failed, message) -> None:
+    if info is None:  # run(..., keep=False): no matrix failed
+        return
     if (
         type(info) is torch.Tensor
         and info.is_cpu
         and not _functorch_wrapped(info)
-        and not np.count_nonzero(info.numpy())
+        and not (info.item() if info.dim() == 0 else np.count_nonzero(info.numpy()))
     ):
-        return  # the common case, first: a plain CPU tensor of zeros
+        return  # the common case, first: a plain CPU tensor of zeros (one matrix: its word)
     if _under_vmap(info) or _tracing_state() is not None:
         # Under vmap and jit.trace the info words cannot steer Python: a failed matrix's
         # result is NaN (the *_ex forms return the info to inspect after the transform).
@@ -786,7 +827,7 @@ def det_cofactor(A: torch.Tensor, det: torch.Tensor) -> torch.Tensor:
 def det_op(A: torch.Tensor):
     _check_square(A, "det")
     d.check_no_tangent(A, "det")
-    LU, pivots, _ = run("lu_factor", A, None, 0)
+    LU, pivots, _ = run("lu_factor", A, None, 0, False)
     return _det_from_lu(LU, pivots)
 
 
@@ -937,12 +978,12 @@ def _bool(value, what: str, name: str) -> bool:
     return bool(value)
 
 
-def _cholesky(A, upper: bool):
+def _cholesky(A, upper: bool, keep: bool = True):
     _check_square(A, "cholesky")
     upper = _bool(upper, "upper", "cholesky")
     A = d.to_float32(A)
     if _direct(A):
-        return run("cholesky", A, None, ML_LS_UPPER if upper else 0)
+        return run("cholesky", A, None, ML_LS_UPPER if upper else 0, keep)
     if d.capturing():
         return torch.ops.metal_linalg.cholesky(A, upper)
     return _Cholesky.apply(A, upper)
@@ -953,7 +994,7 @@ def cholesky(A: torch.Tensor, *, upper: bool = False) -> torch.Tensor:
     torch.linalg.cholesky: L with A = L L^T from A's lower triangle, or U with A = U^T U from
     its upper triangle (upper=True). Raises torch.linalg.LinAlgError naming the first matrix
     that is not positive definite (or has a NaN/Inf entry)."""
-    L, info = _cholesky(A, upper)
+    L, info = _cholesky(A, upper, False)
     _cholesky_errors(info)
     return L
 
@@ -968,7 +1009,7 @@ def cholesky_ex(
     return torch.return_types.linalg_cholesky_ex((L, info))
 
 
-def _solve(A, B, left: bool):
+def _solve(A, B, left: bool, keep: bool = True):
     _check_square(A, "solve")
     _check_tensor(B, "solve", "B", min_dim=1)
     left = _bool(left, "left", "solve")
@@ -979,7 +1020,7 @@ def _solve(A, B, left: bool):
     _check_rhs(A, B, left, "solve")
     A, B = d.to_float32(A), d.to_float32(B)
     if _direct(A, B):
-        X, info = run("solve", A, B, 0 if left else ML_LS_RIGHT)
+        X, info = run("solve", A, B, 0 if left else ML_LS_RIGHT, keep)
     elif d.capturing():
         X, info = torch.ops.metal_linalg.solve(A, B, left)
     else:
@@ -992,7 +1033,7 @@ def solve(A: torch.Tensor, B: torch.Tensor, *, left: bool = True) -> torch.Tenso
     torch.linalg.solve (LU with partial pivoting): batch dimensions broadcast, B [..., N] is a
     batch of vectors where torch says so. Raises torch.linalg.LinAlgError for an exactly
     singular matrix; a NaN/Inf entry gives a NaN result for that matrix only."""
-    X, info = _solve(A, B, left)
+    X, info = _solve(A, B, left, False)
     _solve_errors(info)
     return X
 
@@ -1007,11 +1048,11 @@ def solve_ex(
     return torch.return_types.linalg_solve_ex((X, info))
 
 
-def _inv(A):
+def _inv(A, keep: bool = True):
     _check_square(A, "inv")
     A = d.to_float32(A)
     if _direct(A):
-        return run("inv", A, None, 0)
+        return run("inv", A, None, 0, keep)
     if d.capturing():
         return torch.ops.metal_linalg.inv(A)
     return _Inv.apply(A)
@@ -1021,7 +1062,7 @@ def inv(A: torch.Tensor) -> torch.Tensor:
     """The inverse of square [..., N, N], like torch.linalg.inv (LU with partial pivoting).
     Raises torch.linalg.LinAlgError for an exactly singular matrix; a NaN/Inf entry gives a NaN
     inverse for that matrix only."""
-    X, info = _inv(A)
+    X, info = _inv(A, False)
     _inv_errors(info)
     return X
 
@@ -1055,13 +1096,13 @@ def solve_triangular(
     _check_rhs(A, B, left, "solve_triangular")
     A, B = d.to_float32(A), d.to_float32(B)
     if _direct(A, B):
-        return run("solve_triangular", A, B, _triangular_flags(upper, left, unit))[0]
+        return run("solve_triangular", A, B, _triangular_flags(upper, left, unit), False)[0]
     if d.capturing():
         return torch.ops.metal_linalg.solve_triangular(A, B, upper, left, unit)
     return _SolveTriangular.apply(A, B, upper, left, unit)
 
 
-def _lu_factor(A, pivot: bool):
+def _lu_factor(A, pivot: bool, keep: bool = True):
     _check_tensor(A, "lu_factor")
     if not _bool(pivot, "pivot", "lu_factor"):
         raise NotImplementedError(
@@ -1070,7 +1111,7 @@ def _lu_factor(A, pivot: bool):
         )
     A = d.to_float32(A)
     if _direct(A):
-        return run("lu_factor", A, None, 0)
+        return run("lu_factor", A, None, 0, keep)
     if d.capturing():
         return torch.ops.metal_linalg.lu_factor(A)
     return _LuFactor.apply(A)
@@ -1082,7 +1123,7 @@ def lu_factor(A: torch.Tensor, *, pivot: bool = True) -> torch.return_types.lina
     Raises torch.linalg.LinAlgError with torch's message when U has an exact zero on its
     diagonal; a NaN/Inf entry gives a NaN LU (pivots 1..k) for that matrix only. Gradients for
     square A; pivot=False raises NotImplementedError."""
-    LU, pivots, info = _lu_factor(A, pivot)
+    LU, pivots, info = _lu_factor(A, pivot, False)
     _lu_factor_errors(info)
     return torch.return_types.linalg_lu_factor((LU, pivots))
 
@@ -1111,7 +1152,7 @@ def lu(A: torch.Tensor, *, pivot: bool = True) -> torch.return_types.linalg_lu:
             "[metal_linalg.lu] pivot=False (LU without pivoting) is not implemented "
             "(torch has it on CUDA only)"
         )
-    LU, pivots, _ = _lu_factor(A, True)
+    LU, pivots, _ = _lu_factor(A, True, False)
     return torch.return_types.linalg_lu(torch.lu_unpack(LU, pivots))
 
 
@@ -1221,7 +1262,7 @@ def lu_solve(
 def _lu_diagonal_and_sign(A, name: str):
     """U's diagonal of A = P L U (lu_factor) and the permutation's sign, +-1."""
     _check_square(A, name)
-    LU, pivots, _ = _lu_factor(A, True)
+    LU, pivots, _ = _lu_factor(A, True, False)
     if type(LU) is torch.Tensor:
         diag = LU.diagonal(dim1=-2, dim2=-1)
     else:  # a DTensor: its diagonal would be gathered, its flat view's strided slice is local
@@ -1239,7 +1280,7 @@ def det(A: torch.Tensor) -> torch.Tensor:
     _check_square(A, "det")
     A = d.to_float32(A)
     if _direct(A):
-        LU, pivots, _ = run("lu_factor", A, None, 0)
+        LU, pivots, _ = run("lu_factor", A, None, 0, False)
         return _det_from_lu(LU, pivots)
     if d.capturing():
         return torch.ops.metal_linalg.det(A)

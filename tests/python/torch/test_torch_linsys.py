@@ -244,6 +244,41 @@ def test_lanes_on_hard_families_at_large_n(op, n):
 # ---- failures: NaN for that matrix only, info set, torch's errors ----
 
 
+def test_plain_forms_raise_from_any_batch_and_keep_no_stale_words():
+    # The plain forms read the info words of CPU calls from a per-thread array (no tensor):
+    # one matrix, a batch larger than the array so far, a failure then a success.
+    spd_ok = torch.eye(3) * 2
+    bad = torch.tensor([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    with pytest.raises(torch.linalg.LinAlgError, match="leading minor of order 2"):
+        mlt.cholesky(bad)
+    torch.testing.assert_close(mlt.cholesky(spd_ok), torch.eye(3) * 2**0.5)
+    big = spd_ok.expand(1000, 3, 3).clone()
+    big[777] = bad
+    with pytest.raises(torch.linalg.LinAlgError, match=r"\(Batch element 777\).*order 2"):
+        mlt.cholesky(big)
+    big[777] = spd_ok
+    assert torch.isfinite(mlt.cholesky(big)).all()
+    singular = torch.zeros(70, 4, 4)
+    singular[:] = torch.eye(4)
+    singular[69, 2, 2] = 0
+    with pytest.raises(torch.linalg.LinAlgError, match=r"\(Batch element 69\)"):
+        mlt.inv(singular)
+    with pytest.raises(torch.linalg.LinAlgError, match=r"\(Batch element 69\)"):
+        mlt.lu_factor(singular)
+    with pytest.raises(torch.linalg.LinAlgError, match=r"\(Batch element 69\)"):
+        mlt.solve(singular, torch.ones(70, 4, 1))
+    # A NaN is no error of solve (a NaN result, as torch), nor is a zero diagonal of
+    # solve_triangular; the next call's words start clean.
+    nan = torch.eye(4).expand(70, 4, 4).clone()
+    nan[5, 0, 0] = float("nan")
+    X = mlt.solve(nan, torch.ones(70, 4, 1))
+    assert X[5].isnan().all() and torch.equal(X[6], torch.ones(4, 1))
+    assert mlt.solve_triangular(singular, torch.ones(70, 4, 1), upper=False)[69].isnan().all()
+    torch.testing.assert_close(
+        mlt.inv(torch.eye(4).expand(70, 4, 4)), torch.eye(4).expand(70, 4, 4)
+    )
+
+
 def test_cholesky_indefinite_and_nan_in_a_batch():
     A = _batch(spd, ("random",) * 4, 5)
     A[1, 2, 2] = -1.0  # the leading minor of order 3 is not positive definite
