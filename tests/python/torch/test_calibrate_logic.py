@@ -1071,3 +1071,130 @@ def test_table_orders_the_linear_systems_after_the_decompositions_and_keeps_othe
     assert kept == ["# qr: a note", "qr gpu_simd_max_n 64"]
     with pytest.raises(SystemExit, match="not a table of"):
         tune_policy_gpu.kept_lines(text, ["solve"], "NVIDIA A100")
+
+
+class _FakeLinsysGpu:
+    """A frontend with a simulated CUDA device for the whole calibration of the linear systems:
+    routes as the core does (docs/routing.md: host route below gpu_min_batch, the blocked path
+    from gpu_blocked_min_n and beyond n = 128, the SIMD lines up to 64, cholesky's register
+    columns in its alt window, group kernels, lane launches), times from a cost model in which
+    the lanes beat LAPACK at every n, the SIMD lines win up to 32, cholesky's columns from 33,
+    the blocked path from 96 at batch 1, lane launches nowhere, the GPU (n = 32) from batch 4."""
+
+    package, framework, framework_version = "metal_linalg_torch", "torch", "fake"
+    gpu = "cuda"
+
+    def __init__(self):
+        fe = self
+        self.calls = []
+
+        class Q(_FakeQueries):
+            def backends_available(self):
+                return {"cpu": True, "cuda": True, "metal": False}
+
+            def device_name(self):
+                return "Fake GPU"
+
+            def version(self):
+                return "0"
+
+            def lapack_info(self):
+                return "fake"
+
+            def get_cpu_threads(self):
+                return 1
+
+        backends = {f"{op}_backend": fe.backend_query(op) for op in LINSYS}
+        from metal_linalg_torch import queries
+
+        # Every field of the core's policy, at the built-in values of solve (no SIMD line, an
+        # empty alt window), the lanes to 32.
+        self.q = Q({**queries.policy("solve"), "cpu_kernel_max_n": 32}, **backends)
+
+    def backend_query(self, op):
+        """The package's <op>_backend(n, batch, device=None) of a linear system."""
+        return lambda n, batch, device=None: self.route(op, n, batch, device)
+
+    def route(self, op, n, batch, device):
+        f = self.q.fields
+        if device == "cpu":
+            return "cpu:kernel:linsys_lanes" if n <= f["cpu_kernel_max_n"] else "cpu:lapack"
+        if batch < f["gpu_min_batch"] or n > f["gpu_max_n"]:
+            return "cpu:lapack"
+        in_window = n <= 128
+        blocked = n >= f["gpu_blocked_min_n"] and batch <= f["gpu_blocked_max_batch"]
+        if not in_window or blocked:
+            return f"cuda:blocked_{op}"
+        if f["gpu_simd_min_n"] <= n <= min(f["gpu_simd_max_n"], 64):
+            return f"cuda:{op}_simd"
+        alt = f["gpu_alt_min_n"] <= n <= f["gpu_alt_max_n"] and batch <= f["gpu_alt_max_batch"]
+        if op == "cholesky" and alt and n <= 128:
+            return "cuda:cholesky_cols"
+        lane = n <= f["gpu_lane_max_n"] and batch >= f["gpu_lane_min_batch"]
+        return f"cuda:{op}_group" + ("/lane" if lane else "")
+
+    def op(self, op, device):
+        def call(x):
+            (n, batch), dev = x
+            self.calls.append((op, n, batch, self.route(op, n, batch, dev)))
+
+        return call
+
+    def random_input(self, op, n, batch, device, seed):
+        return (n, batch), device
+
+    def sync(self, device):
+        pass
+
+    def warm_gpu(self):
+        pass
+
+    def calibration_meta(self):
+        return {}
+
+    def event_timer(self, device):
+        return lambda call, x: self.seconds(call, x)
+
+    def seconds(self, call, x):
+        call(x)
+        _, n, batch, name = self.calls[-1]
+        work = batch * n**3 * 1e-9
+        if name == "cpu:kernel:linsys_lanes":
+            return 1e-6 + 0.3 * work
+        if name.startswith("cpu:"):
+            return 1e-6 + 0.85 * work
+        launch = 3e-5
+        if name.endswith("/lane"):
+            return launch + 3 * work
+        if name.endswith("_simd"):
+            return launch + (0.5 if n <= 32 else 2.0) * work
+        if name.endswith("cholesky_cols"):
+            return launch + 0.5 * work
+        if ":blocked_" in name:
+            return 4e-5 + (0.3 if batch == 1 and n >= 96 else 3.0) * work
+        return launch + work  # the group kernels
+
+
+def test_whole_gpu_calibration_of_the_linear_systems(monkeypatch):
+    fe = _FakeLinsysGpu()
+    # The device-data phases time with the fake's event timer, the others by the wall clock.
+    monkeypatch.setattr(shared_cal, "wall_timer", lambda fe_, device: fe_.event_timer(device))
+    result = shared_cal.measure(fe, ["cholesky", "solve"], cpu=True, gpu=True, log=lambda s: None)
+    for op in ("cholesky", "solve"):
+        notes = result["notes"][op]
+        assert not [n for n in notes if "failed" in n], notes
+        assert "host" not in result["points"][op]  # host data of a linear system stays on the CPU
+        chosen = result["chosen"][op]
+        assert "host_gpu_min_work" not in chosen
+        # The model's winners: SIMD lines up to 32, no lane launches, the blocked path at
+        # batch 1 from 96, the GPU from batch 4.
+        assert (chosen["gpu_simd_min_n"], chosen["gpu_simd_max_n"]) == (0, 32), chosen
+        assert chosen["gpu_lane_max_n"] == 0
+        assert (chosen["gpu_blocked_min_n"], chosen["gpu_blocked_max_batch"]) == (96, 1), chosen
+        assert chosen["gpu_min_batch"] == 4
+        assert chosen["cpu_kernel_max_n"] == 128  # the lanes win up to the largest size timed
+    # cholesky's register columns win wherever they cover n (33..128): its alt window.
+    alt = result["chosen"]["cholesky"]
+    assert (alt["gpu_alt_min_n"], alt["gpu_alt_max_n"]) == (33, 128), alt
+    assert "gpu_alt_max_n" not in result["chosen"]["solve"]
+    assert fe.q.fields == fe.q.defaults  # every phase reset the policy
