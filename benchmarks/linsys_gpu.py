@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import time
@@ -164,6 +165,42 @@ def _resid(op: str, args, out) -> float:
     return float(r.max())
 
 
+# The issue's targets: (label, selects a row, the speedup over the best peer it needs).
+TARGETS = (
+    (
+        "batched small (n 8..128, batch >= 1024)",
+        lambda r: r["n"] <= 128 and r["batch"] >= 1024,
+        3.0,
+    ),
+    ("batch 1 and 64 (n 8..128)", lambda r: r["n"] <= 128 and r["batch"] in (1, 64), 1.0),
+    ("large (n >= 1024, batch <= 8)", lambda r: r["n"] >= 1024 and r["batch"] <= 8, 1.0),
+)
+
+
+def _point(r: dict) -> str:
+    rhs = f" ({r['nrhs']} rhs)" if r["nrhs"] else ""
+    return f"{r['op']} {r['n']} x{r['batch']}{rhs}"
+
+
+def target_lines(rows: list[dict]) -> list[str]:
+    """Per target with points among rows: how many meet it, the geometric mean and the lowest
+    speedup over the best peer, and the points below it (rows without a peer are left out)."""
+    lines = []
+    for label, selects, need in TARGETS:
+        pts = [r for r in rows if selects(r) and "speedup" in r]
+        if not pts:
+            continue
+        sps = [r["speedup"] for r in pts]
+        geo = math.exp(sum(math.log(v) for v in sps) / len(sps))
+        below = [f"{_point(r)} {r['speedup']:.2f}x" for r in pts if r["speedup"] < need]
+        lines.append(
+            f"- {label}, >= {need:g}x the best peer: {len(pts) - len(below)} of {len(pts)} points "
+            f"(geometric mean {geo:.2f}x, lowest {min(sps):.2f}x)"
+            + (f"; below: {', '.join(below)}" if below else "")
+        )
+    return lines
+
+
 def plot(rows: list[dict], path: Path) -> bool:
     """Ours, torch, CuPy and JAX per point (ms, log scale), the best peer's speedup over each group of bars."""
     try:
@@ -280,6 +317,8 @@ def main() -> None:
             f"{f(r.get('jax_ms'))} | {sp} | "
             f"{r['resid']:.3g} |"
         )
+    if not args.ours_only:
+        lines += ["", "Targets:", "", *target_lines(rows)]
     (out / f"{args.slug}.md").write_text("\n".join(lines) + "\n")
     plot(rows, out / f"{args.slug}.png")
     print("\n".join(lines))

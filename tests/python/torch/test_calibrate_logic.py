@@ -1198,3 +1198,24 @@ def test_whole_gpu_calibration_of_the_linear_systems(monkeypatch):
     assert (alt["gpu_alt_min_n"], alt["gpu_alt_max_n"]) == (33, 128), alt
     assert "gpu_alt_max_n" not in result["chosen"]["solve"]
     assert fe.q.fields == fe.q.defaults  # every phase reset the policy
+
+
+def test_linsys_benchmark_reports_the_targets():
+    # benchmarks/linsys_gpu.py's target summary on the committed H200 run of the first kernels.
+    bench_dir = os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchmarks")
+    sys.path.insert(0, bench_dir)
+    try:
+        import linsys_gpu
+    finally:
+        sys.path.pop(0)
+    with open(os.path.join(bench_dir, "results", "nvidia-h200-linsys.json")) as f:
+        rows = json.load(f)
+    lines = linsys_gpu.target_lines(rows)
+    small = [ln for ln in lines if ln.startswith("- batched small")]
+    assert len(small) == 1 and ">= 3x the best peer: 0 of 12 points" in small[0], lines
+    assert "lowest 0.32x" in small[0] and "solve_triangular 64 x4096 (16 rhs) 0.32x" in small[0]
+    few = next(ln for ln in lines if ln.startswith("- batch 1 and 64"))
+    assert "0 of 3 points" in few and "cholesky 32 x1 0.63x" in few
+    assert not [ln for ln in lines if ln.startswith("- large")]  # no such point in that run
+    rows[0]["speedup"] = 3.5
+    assert "1 of 12 points" in linsys_gpu.target_lines(rows)[0]
