@@ -773,6 +773,11 @@ def _steps(like: torch.Tensor, first: int) -> torch.Tensor:
 def _lu_sign(pivots: torch.Tensor, dtype) -> torch.Tensor:
     """The sign (+-1) of the permutation of LAPACK's row interchanges: one transposition per
     pivot that is not its own row."""
+    if pivots.is_cpu and _concrete(pivots) and not _functorch_wrapped(pivots):
+        # Plain CPU pivots: through NumPy (the torch ops' 12 us for one small matrix; 3 here).
+        p = pivots.numpy()
+        odd = np.count_nonzero(p != np.arange(1, p.shape[-1] + 1, dtype=p.dtype), axis=-1) & 1
+        return torch.from_numpy(np.asarray(1 - 2 * odd, dtype=np.float32)).to(dtype)
     steps = _steps(pivots, 1)
     swaps = (pivots != steps).sum(-1)
     return 1.0 - 2.0 * (swaps % 2).to(dtype)
