@@ -678,13 +678,14 @@ ml_status run(const Call &c, const policy::Resolved &pol, const char *where) {
     if (!job.lp) return ML_RUNTIME_ERROR;
   }
   ensure_fork_handlers(job.lp);
+  // A linear-system call of less work than waking the pool's threads costs runs on the calling
+  // thread, across the lanes or through LAPACK.
+  const bool serial = is_linsys(c.op) && linsys_flops(c) < kSerialFlops;
   if (is_linsys(c.op) && job.kernel) {
     try {
       GateEntry entry(*g_gate, false);
       const int64_t groups = (c.batch + kLanes - 1) / kLanes;
-      // A batch of less work than waking the pool's threads costs (tens of microseconds; e.g.
-      // 64 8x8 solves take about 5 us on one thread) runs on the calling thread.
-      if (linsys_flops(c) < kSerialFlops) {
+      if (serial) {
         for (int64_t i = 0; i < groups; ++i) lanes_task(&job, i);
       } else {
         parallel_for(groups, lanes_task, &job);
@@ -727,8 +728,8 @@ ml_status run(const Call &c, const policy::Resolved &pol, const char *where) {
       job.lp->set_threads(threads);
       for (int64_t i = 0; i < c.batch; ++i) one_matrix(job, i);
       job.lp->set_threads(1);
-    } else if (is_linsys(c.op) && linsys_flops(c) < kSerialFlops) {
-      GateEntry entry(*g_gate, false);  // a few small systems: not worth waking the pool
+    } else if (serial) {
+      GateEntry entry(*g_gate, false);
       for (int64_t i = 0; i < c.batch; ++i) one_matrix(job, i);
     } else {
       GateEntry entry(*g_gate, false);

@@ -150,6 +150,11 @@ def host_op(op: str) -> bool:
     return op not in LINSYS_OPS
 
 
+def cpu_sizes(op: str) -> tuple:
+    """The sizes the cpu_kernel phase times for op."""
+    return LINSYS_CPU_SIZES if op in LINSYS_OPS else CPU_SIZES
+
+
 def simd_sizes(op: str) -> tuple:
     """The sizes the simd phase times for op."""
     return LINSYS_SIMD_SIZES if op in LINSYS_OPS else SIMD_SIZES
@@ -555,7 +560,7 @@ def cpu_kernel_max_n(fe, op: str, batch: int = CPU_BATCH, log=print, record=None
     record: an optional list that receives one dict of timings per measured size."""
     call, timer, timings = fe.op(op, "cpu"), wall_timer(fe, "cpu"), []
     try:
-        for n in LINSYS_CPU_SIZES if op in LINSYS_OPS else CPU_SIZES:
+        for n in cpu_sizes(op):
             fe.q.set_policy(op, cpu_kernel_max_n=HUGE)
             if not _backend(fe, op, n, batch, "cpu").startswith("cpu:kernel"):
                 break  # no portable kernel for this size
