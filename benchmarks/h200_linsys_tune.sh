@@ -11,7 +11,8 @@
 #      is the new table to commit;
 #   3. benchmarks/linsys_gpu.py on the anchor points against torch.linalg, CuPy and JAX, under the
 #      new table (METAL_LINALG_POLICY_FILE) and, ours only, under the built-in one (before).
-# Results and logs to $OUT.
+# Results and logs to $OUT. TUNE=0: steps 1 and 3 only, the package's built-in table (the one
+# committed) in place of a new one, and no "before" run.
 #   SITE=path/to/site bash benchmarks/h200_linsys_tune.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,12 +27,16 @@ echo "== tests"
 timeout "${TESTS_S:-100}" python3 -m pytest -q -p no:cacheprovider --maxfail=20 -o addopts="" \
   -k "not blocked" tests/python/cuda/test_cuda_linsys.py 2>&1 | tee "$OUT/pytest.log" | tail -6
 rc=$(( rc | PIPESTATUS[0] ))
+TABLE=()
+if [ "${TUNE:-1}" != 0 ]; then
 echo "== tune ($SECONDS s)"
 timeout "${TUNE_S:-260}" python3 benchmarks/tune_policy_gpu.py --out "$OUT/tune" \
   --budget-s "${BUDGET_S:-200}" --ops cholesky solve inv solve_triangular lu_factor \
   --keep-table core/tuned/NVIDIA_H200.policy > "$OUT/tune.log" 2>&1
 rc=$(( rc | $? ))
 grep -E "^(cholesky|solve|inv|solve_triangular|lu_factor) " "$OUT/tune/NVIDIA_H200.policy"
+TABLE=("METAL_LINALG_POLICY_FILE=$OUT/tune/NVIDIA_H200.policy")
+fi
 # The issue's anchor points: batches of n 8..128 (1 and 16 right-hand sides), batch 1 and 64.
 P=${POINTS:-"cholesky:8:16384 cholesky:32:16384 cholesky:64:1024 cholesky:64:16384 cholesky:128:1024
   cholesky:8:1 cholesky:32:1 cholesky:64:1 cholesky:128:1 cholesky:8:64 cholesky:32:64 cholesky:64:64
@@ -45,11 +50,12 @@ P=${POINTS:-"cholesky:8:16384 cholesky:32:16384 cholesky:64:1024 cholesky:64:163
   solve_triangular_right:64:4096:16"}
 echo "== after: the new table, with the peers ($SECONDS s)"
 # shellcheck disable=SC2086
-METAL_LINALG_POLICY_FILE="$OUT/tune/NVIDIA_H200.policy" timeout "${BENCH_S:-130}" python3 \
+env "${TABLE[@]}" timeout "${BENCH_S:-130}" python3 \
   benchmarks/linsys_gpu.py --out "$OUT" --slug nvidia-h200-linsys-tuned --points $P \
   > "$OUT/after.log" 2>&1
 rc=$(( rc | $? ))
 tail -55 "$OUT/after.log"
+[ "${TUNE:-1}" = 0 ] && { echo "== done after $SECONDS s"; exit $rc; }
 echo "== before: the built-in policy, ours only ($SECONDS s)"
 # shellcheck disable=SC2086
 METAL_LINALG_POLICY_FILE="$OUT/none.policy" timeout "${BEFORE_S:-50}" python3 \

@@ -69,6 +69,9 @@ LINSYS_SIMD_SIZES = (*SIMD_SIZES, 96, 128)
 SIMD_BATCHES = (1, 64, 1024, 16384)
 SIMD_MAX_WORK = 1 << 26  # batch * max(m, n)^2 above this is not timed
 SIMD_TOLERANCE = 1.05  # a simdgroup time within this factor of the other route is no loss
+# ... and one within this factor is a loss a size may carry where it saves time over the batches
+# (a lone matrix a little slower for a batch's gain: the window has no batch bound).
+SIMD_MAX_LOSS = 1.2
 LANE_GIVE_UP = 2.0  # past a loss of the lane launch by this factor, larger n are not timed
 # Device data beyond the shared window: the global launch against the host route.
 GLOBAL_SIZES = (256, 384, 512, 768, 1024)
@@ -234,10 +237,12 @@ def choose_lane(timings, sizes=LANE_SIZES, batches=LANE_BATCHES) -> tuple[int | 
 def choose_simd(timings, sizes=SIMD_SIZES, batches=SIMD_BATCHES) -> tuple[int, int] | None:
     """(gpu_simd_min_n, gpu_simd_max_n) from {(n, batch): (t_simd, t_other)} in seconds: the
     window of consecutive sizes of `sizes` where the simdgroup kernel wins, wherever in n it
-    lies. A size wins when the kernel is no slower than the route without it (within
-    SIMD_TOLERANCE, timing noise) at every measured batch and faster at one of them at least;
-    a point with t_simd None counts as a loss (the kernel failed or none covers n there), a
-    size with no measured batch ends every window (nothing is claimed across it). Of the
+    lies. A size wins when the kernel saves time summed over its measured batches (a workload
+    spread evenly over them), is faster than the route without it by more than timing noise
+    (SIMD_TOLERANCE) at one batch at least, and slower by no more than SIMD_MAX_LOSS at any
+    (the window has no batch bound: a lone matrix may be a little slower where a large batch
+    gains); a point with t_simd None counts as a loss (the kernel failed or none covers n
+    there), a size with no measured batch ends every window (nothing is claimed across it). Of the
     windows, the one saving the most time over its points (sum of t_other - t_simd) is taken,
     ties to the smaller n. min_n is 0 when the window starts at the smallest size (no lower
     bound), else its first size; max_n its last. (0, 0) when the kernel wins at no size; None
@@ -254,15 +259,13 @@ def choose_simd(timings, sizes=SIMD_SIZES, batches=SIMD_BATCHES) -> tuple[int, i
                 break
             continue
         measured = True
-        wins = all(ts is not None and ts <= SIMD_TOLERANCE * to for ts, to in pts) and any(
-            ts < to for ts, to in pts
-        )
-        if not wins:
+        bounded = all(ts is not None and ts <= SIMD_MAX_LOSS * to for ts, to in pts)
+        saved = sum(to - ts for ts, to in pts) if bounded else 0.0
+        if not (bounded and saved > 0 and any(ts * SIMD_TOLERANCE < to for ts, to in pts)):
             if cur:
                 runs.append(cur)
             cur = None
             continue
-        saved = sum(to - ts for ts, to in pts)
         cur = [cur[0], n, cur[2] + saved] if cur else [n, n, saved]
     if cur:
         runs.append(cur)

@@ -85,16 +85,54 @@ def test_simd_windows() -> None:
     assert route("solve_triangular", 64, 4096) == "cuda:solve_triangular_group"
 
 
+def _default_line(op: str, n: int, batch: int, pol: dict) -> str:
+    """The line the core's rules (core/src/routing.cpp) give a CUDA tensor of n x n x batch
+    under the resolved policy pol (n <= 128, within the kernels' shared window): the blocked
+    path from gpu_blocked_min_n up to gpu_blocked_max_batch, then the SIMD line inside
+    gpu_simd_min_n..gpu_simd_max_n, then cholesky's register-column line in its gpu_alt window,
+    then the group line (a lane launch of it where gpu_lane_* say)."""
+    if n >= pol["gpu_blocked_min_n"] and batch <= pol["gpu_blocked_max_batch"]:
+        return f"cuda:blocked_{op}"
+    simd_ok = pol["gpu_simd_min_n"] <= n <= pol["gpu_simd_max_n"]
+    if simd_ok and op in LU_SIMD and n <= 64:
+        return _simd_line(op, n)
+    if simd_ok and (op == "solve_triangular" or (op == "cholesky" and n <= 32)):
+        return SMALL[op](n)  # (cholesky_simd covers n <= 32 only)
+    alt = pol["gpu_alt_min_n"] <= n <= pol["gpu_alt_max_n"] and batch <= pol["gpu_alt_max_batch"]
+    if op == "cholesky" and alt:
+        return "cuda:cholesky_cols" + ("" if n <= 64 else "128")
+    lane = n <= pol["gpu_lane_max_n"] and batch >= pol["gpu_lane_min_batch"]
+    return KERNELS[op] + ("/lane" if lane else "")
+
+
 def test_default_routes() -> None:
-    """Without settings the lines not yet timed on a GPU are off: the group kernels (and
-    cholesky_simd up to 32)."""
+    """Without settings the routes follow the machine's policy: on an NVIDIA H200 its measured
+    table (core/tuned/NVIDIA_H200.policy: the SIMD lines where they won there), elsewhere the
+    built-in one (the lines not timed on that GPU off: the group kernels, and cholesky_simd up
+    to 32)."""
     for op in KERNELS:
         _lib.lib.ml_policy_reset(_lib.OP_ID[op])
-    assert route("cholesky", 32, 1024) == "cuda:cholesky_simd"
-    assert route("cholesky", 48, 1024) == "cuda:cholesky_group"
-    assert route("solve_triangular", 16, 1024) == "cuda:solve_triangular_group"
-    for op in LU_SIMD:
-        assert route(op, 16, 1024) == KERNELS[op]
+    tuned = _lib.text(_lib.lib.ml_policy_source(_lib.OP_ID["inv"])).startswith("tuned:")
+    if tuned and "H200" in torch.cuda.get_device_name(DEV):
+        # The measured table's choices, named.
+        assert route("inv", 64, 1024) == "cuda:inv_simd64"
+        assert route("solve", 16, 1024) == "cuda:solve_simd16"
+        assert route("solve", 8, 1024) == "cuda:solve_group"
+        assert route("solve_triangular", 12, 1024) == "cuda:solve_triangular_group"
+        assert route("cholesky", 64, 1) == "cuda:blocked_cholesky"
+        assert route("cholesky", 48, 1024) == "cuda:cholesky_group"
+    elif not tuned:
+        assert route("cholesky", 32, 1024) == "cuda:cholesky_simd"
+        assert route("cholesky", 48, 1024) == "cuda:cholesky_group"
+        assert route("solve_triangular", 16, 1024) == "cuda:solve_triangular_group"
+        for op in LU_SIMD:
+            assert route(op, 16, 1024) == KERNELS[op]
+    # Every shape of the grid by the policy's fields, whichever table applies.
+    for op in KERNELS:
+        pol = getattr(mlt, f"{op}_policy")()
+        for n in (8, 12, 16, 24, 32, 48, 64, 96, 128):
+            for batch in (1, 64, 1024, 16384):
+                assert route(op, n, batch) == _default_line(op, n, batch, pol), (op, n, batch)
 
 
 @pytest.mark.parametrize("op", LU_SIMD)
