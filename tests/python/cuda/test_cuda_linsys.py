@@ -15,6 +15,7 @@ from _cuda import DEV, _lib, mlt, torch
 from accuracy import THRESH, ULP
 
 LIMIT = THRESH["linsys"]  # docs/design.md section 7
+UNBOUNDED = (1 << 63) - 1
 
 KERNELS = {
     "cholesky": "cuda:cholesky_group",
@@ -41,8 +42,14 @@ def gpu_policy():
             # the SIMD lines (off by default where not yet timed on a GPU) and cholesky's
             # register-column lines (its gpu_alt window) on, so that these tests cover them
             ("gpu_simd_max_n", 1 << 20),
+            ("gpu_simd_min_n", 0),
             ("gpu_alt_min_n", 33 if op == "cholesky" else 0),
             ("gpu_alt_max_n", 128 if op == "cholesky" else 0),
+            ("gpu_alt_max_batch", UNBOUNDED),
+            # the blocked path beyond the kernels' window only (a measured table may start it
+            # inside, as the H200's does at small batches)
+            ("gpu_blocked_min_n", 1 << 30),
+            ("gpu_blocked_max_batch", UNBOUNDED),
         ):
             assert _lib.lib.ml_policy_set(_lib.OP_ID[op], field.encode(), value) == 0
     yield

@@ -4,6 +4,9 @@ MLX's CUDA stream. Skipped without an MLX GPU or on an MLX flavour without a GPU
 The rest of tests/python/mlx runs on MLX's default device, which is the GPU on a CUDA MLX, so
 running the whole folder there covers gradients, vmap, compile and the accuracy suites on the GPU
 stream too (set METAL_LINALG_<OP>_BACKEND=gpu to send every shape a CUDA kernel covers to it).
+The linear systems' suite (test_mlx_linsys.py) pins the CPU stream, so their GPU stream is tested
+here: every op at n 8 to 300 (the SIMD and group lines, the blocked path) by LAPACK's ratios, a
+failing matrix isolated, and gradients equal to the CPU stream's.
 """
 
 from __future__ import annotations
@@ -142,3 +145,151 @@ def test_compile_on_gpu():
     f = mx.compile(lambda x: ml.eigvalsh(x, stream=GPU) * 2)
     a = mx.array(sym(rand((1024, 8, 8), 5)))
     assert np.allclose(np.array(f(a)), 2 * np.array(ml.eigvalsh(a, stream=CPU)), atol=2e-4)
+
+
+# ---- the linear systems on the GPU stream ----
+
+LINSYS_N = (8, 32, 64, 100, 300)  # SIMD / group lines, and the blocked path past the window
+LINSYS_LIMIT = THRESH["linsys"]
+ULP32 = 2.0**-23
+
+
+def _spd(batch: int, n: int, seed: int) -> np.ndarray:
+    """SPD matrices with condition up to about 1e4 (eigenvalues geometric in [1e-4, 1]), as
+    float32 values in float64."""
+    rng = np.random.default_rng(seed)
+    q, _ = np.linalg.qr(rng.standard_normal((batch, n, n)))
+    w = 10.0 ** -np.linspace(0, 4, n)
+    a = (q * w[None, None, :]) @ np.swapaxes(q, -1, -2)
+    return ((a + np.swapaxes(a, -1, -2)) / 2).astype(np.float32).astype(np.float64)
+
+
+def _general(batch: int, n: int, seed: int) -> np.ndarray:
+    """Gaussian matrices plus graded ones (columns scaled over 2^-8 .. 2^8) in one batch."""
+    a = np.random.default_rng(seed).standard_normal((batch, n, n))
+    a[batch // 2 :] *= 2.0 ** np.linspace(-8, 8, n)
+    return a.astype(np.float32).astype(np.float64)
+
+
+def _norms(x: np.ndarray) -> np.ndarray:
+    return np.abs(x).sum(axis=-2).max(axis=-1)
+
+
+def _f64(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64)
+
+
+def _linsys_on(op: str, n: int, stream) -> None:
+    """One op on `stream` for a batch of 8 n x n matrices: LAPACK's ratio per matrix."""
+    batch = 8
+    if op == "cholesky":
+        a = _spd(batch, n, n)
+        L = _f64(ml.cholesky(mx.array(a), stream=stream))
+        assert np.allclose(L, np.tril(L))
+        r = _norms(a - L @ np.swapaxes(L, -1, -2)) / (n * _norms(a) * ULP32)
+    elif op == "lu_factor":
+        a = _general(batch, n, n + 1)
+        LU, piv = ml.lu_factor(mx.array(a), stream=stream)
+        LU, piv = _f64(LU), np.asarray(piv)
+        assert piv.dtype == np.int32 and piv.min() >= 1 and piv.max() <= n
+        r = np.empty(batch)
+        for i in range(batch):
+            pa = a[i].copy()
+            for k, p in enumerate(piv[i]):
+                pa[[k, p - 1]] = pa[[p - 1, k]]
+            low = np.tril(LU[i], -1) + np.eye(n)
+            r[i] = _norms(pa - low @ np.triu(LU[i])) / (n * _norms(a[i]) * ULP32)
+    elif op in ("solve", "solve_triangular"):
+        a = _general(batch, n, n + 2)
+        if op == "solve_triangular":
+            a = np.triu(a) + np.sqrt(n) * np.eye(n)
+        b = np.random.default_rng(n).standard_normal((batch, n, 3)).astype(np.float32)
+        if op == "solve":
+            x = _f64(ml.solve(mx.array(a), mx.array(b), stream=stream))
+        else:
+            x = _f64(ml.solve_triangular(mx.array(a), mx.array(b), upper=True, stream=stream))
+        r = _norms(a @ x - b) / (_norms(a) * _norms(x) * n * ULP32)
+    elif op in ("inv", "tri_inv", "cholesky_inv"):
+        if op == "inv":
+            a = _general(batch, n, n + 3)
+            x = _f64(ml.inv(mx.array(a), stream=stream))
+        elif op == "tri_inv":
+            a = np.tril(_general(batch, n, n + 4)) + np.sqrt(n) * np.eye(n)
+            x = _f64(ml.tri_inv(mx.array(a), stream=stream))
+        else:
+            a = _spd(batch, n, n + 5)
+            L = np.linalg.cholesky(a).astype(np.float32).astype(np.float64)
+            a = L @ np.swapaxes(L, -1, -2)
+            x = _f64(ml.cholesky_inv(mx.array(L), stream=stream))
+        r = _norms(a @ x - np.eye(n)) / (_norms(a) * _norms(x) * n * ULP32)
+    else:
+        raise AssertionError(op)
+    assert np.isfinite(r).all() and float(r.max()) < LINSYS_LIMIT, (op, n, r)
+
+
+@pytest.mark.parametrize("n", LINSYS_N)
+@pytest.mark.parametrize(
+    "op", ["cholesky", "lu_factor", "solve", "solve_triangular", "inv", "tri_inv", "cholesky_inv"]
+)
+def test_linsys_on_gpu_stream(op, n):
+    """Each linear system on the GPU stream runs the core's CUDA lines (the route names them)
+    and meets LAPACK's ratios."""
+    route = {"tri_inv": "solve_triangular", "cholesky_inv": "solve_triangular"}.get(op, op)
+    assert getattr(ml, f"{route}_backend")(n, 8, stream=GPU).startswith("cuda:")
+    _linsys_on(op, n, GPU)
+
+
+@pytest.mark.parametrize("n", [32, 300])
+def test_linsys_failing_matrix_isolated_on_gpu_stream(n):
+    """An indefinite and a NaN matrix in a batch on the GPU stream: info and NaN for those
+    alone, the others as factored without them; the plain form raises naming the first."""
+    a = _spd(6, n, 7)
+    bad = a.copy()
+    bad[2, 0, 0] = -1.0  # indefinite: the first minor fails
+    bad[4, 1, 1] = np.nan
+    L, info = ml.cholesky_ex(mx.array(bad), stream=GPU)
+    L, info = np.asarray(L), np.asarray(info)
+    assert info[2] == 1 and info[4] != 0 and (info[[0, 1, 3, 5]] == 0).all()
+    assert np.isnan(L[2]).all() and np.isnan(L[4]).all()
+    good = np.asarray(ml.cholesky(mx.array(a[[0, 1, 3, 5]]), stream=GPU))
+    assert np.allclose(L[[0, 1, 3, 5]], good, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"batch index 2\) is not positive-definite"):
+        mx.eval(ml.cholesky(mx.array(bad), stream=GPU))
+    g = _general(4, n, 8)
+    g[1] = 0.0  # exactly singular
+    x, info = ml.solve_ex(mx.array(g), mx.array(np.ones((4, n), np.float32)), stream=GPU)
+    x, info = np.asarray(x), np.asarray(info)
+    assert info[1] > 0 and (info[[0, 2, 3]] == 0).all() and np.isnan(x[1]).all()
+    assert np.isfinite(x[[0, 2, 3]]).all()
+
+
+def test_linsys_gradients_on_gpu_stream_match_the_cpu_stream():
+    """Gradients of solve (both sides), inv, cholesky and solve_triangular taken on the GPU
+    stream equal the CPU stream's (those are checked against float64 torch autograd in
+    test_mlx_linsys.py)."""
+    n = 24
+    a = mx.array(_general(4, n, 11).astype(np.float32) + 4 * np.eye(n, dtype=np.float32))
+    s = mx.array(_spd(4, n, 12).astype(np.float32) + np.eye(n, dtype=np.float32))
+    b = mx.array(np.random.default_rng(13).standard_normal((4, n, 2)).astype(np.float32))
+    w = mx.array(np.random.default_rng(14).standard_normal((4, n, n)).astype(np.float32))
+
+    def losses(stream):
+        return {
+            "solve": mx.grad(lambda x, y: ml.solve(x, y, stream=stream).sum(), (0, 1))(a, b),
+            "solve_right": mx.grad(
+                lambda x: ml.solve(x, mx.swapaxes(b, -1, -2), left=False, stream=stream).sum()
+            )(a),
+            "inv": mx.grad(lambda x: (ml.inv(x, stream=stream) * w).sum())(a),
+            "cholesky": mx.grad(lambda x: (ml.cholesky(x, stream=stream) * w).sum())(s),
+            "solve_triangular": mx.grad(
+                lambda x: ml.solve_triangular(mx.triu(x), b, upper=True, stream=stream).sum()
+            )(a),
+        }
+
+    on_gpu, on_cpu = losses(GPU), losses(CPU)
+    for name, g in on_gpu.items():
+        pairs = zip(g, on_cpu[name]) if isinstance(g, tuple | list) else [(g, on_cpu[name])]
+        for x, y in pairs:
+            x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+            scale = max(float(np.abs(y).max()), 1.0)
+            assert np.abs(x - y).max() <= 1e-3 * scale, name
