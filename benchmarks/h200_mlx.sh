@@ -9,7 +9,8 @@
 # kernels (H200_MLX_FORCED=0 leaves that run out), and the CUDA tests once more with
 # METAL_LINALG_MLX_CUDA_LAUNCH=direct (H200_MLX_TESTS=0 leaves all test runs out); time eigh of
 # 16384 8x8 and 1024 64x64 and break an MLX call's time down (benchmarks/h200_mlx_bench.py:
-# mlx_gpu_eigh.* and mlx_gpu_call_breakdown.*; H200_MLX_BENCH=0 leaves it out). Logs, JSON and Markdown go to OUT_DIR. Exit status: non-zero if the build or any test failed.
+# mlx_gpu_eigh.* and mlx_gpu_call_breakdown.*; H200_MLX_BENCH=0 leaves it out). H200_MLX_TEST_PATHS:
+# the test files of the routed run (default: tests/python/mlx). Logs, JSON and Markdown go to OUT_DIR. Exit status: non-zero if the build or any test failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 WHL=${1:?usage: bash benchmarks/h200_mlx.sh WHEEL_DIR OUT_DIR}
@@ -62,8 +63,9 @@ if [ "${H200_MLX_TESTS:-1}" = 0 ]; then
 echo "== (H200_MLX_TESTS=0: the test runs left out)"
 else
 echo "== MLX tests on the GPU stream (default device), as routed"
-timeout 900 python3 -m pytest tests/python/mlx -q -p no:cacheprovider -o addopts="" --continue-on-collection-errors \
-  2>&1 | tee "$OUT/pytest_mlx_gpu.log" | tail -30
+# shellcheck disable=SC2086
+timeout 900 python3 -m pytest ${H200_MLX_TEST_PATHS:-tests/python/mlx} -q -p no:cacheprovider -o addopts="" \
+  --continue-on-collection-errors 2>&1 | tee "$OUT/pytest_mlx_gpu.log" | tail -30
 rc=$((rc | PIPESTATUS[0]))
 if [ "${H200_MLX_FORCED:-1}" = 0 ]; then
   echo "== (H200_MLX_FORCED=0: the forced run left out)"
