@@ -13,6 +13,7 @@ the result: cholesky ||A - L L^T|| / (n ||A|| eps), solve ||A X - B|| / (||A|| |
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import math
 import os
@@ -23,6 +24,8 @@ from pathlib import Path
 import metal_linalg_torch as mlt
 import torch
 from cuda_events import best_and_median_ms
+from metal_linalg_torch import _dispatch, _lib
+from metal_linalg_torch.linsys import ML_LS_RIGHT, ML_LS_UPPER
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX shares the device with torch
 
@@ -67,6 +70,30 @@ def _inputs(op: str, n: int, batch: int, nrhs: int):
     if op == "solve_triangular_upper":
         return (torch.triu(a), b)
     return (a, b)
+
+
+def route_name(op: str, n: int, batch: int, nrhs: int, ex=None) -> str:
+    """The core's plan for this very call, right-hand sides included (the lane launch depends
+    on their number; the package's *_backend queries answer for one), on the CUDA exec of
+    torch's current stream unless ex is given. The query's answer, marked, if the plan fails."""
+    base = "solve_triangular" if op.startswith("solve_triangular") else op
+    flags = {"solve_triangular_upper": ML_LS_UPPER, "solve_triangular_right": ML_LS_RIGHT}
+    sizes = (ctypes.c_int64 * 4)(batch, n, n, max(nrhs, 1))
+    memory, nbytes, name = ctypes.c_int32(0), ctypes.c_int64(0), ctypes.c_char_p()
+    if ex is None:
+        ex = _dispatch._cuda_exec(torch.empty(0, device="cuda"))
+    rc = _lib.lib.ml_plan(
+        ctypes.byref(ex),
+        _lib.OP_ID[base],
+        ctypes.addressof(sizes),
+        flags.get(op, 0),
+        ctypes.byref(memory),
+        ctypes.byref(nbytes),
+        ctypes.addressof(name),
+    )
+    if rc == 0 and name.value:
+        return name.value.decode()
+    return getattr(mlt, f"{base}_backend")(n, batch, device="cuda") + " (query)"
 
 
 def _ours(op: str):
@@ -268,8 +295,7 @@ def main() -> None:
     rows = []
     for op, n, batch, nrhs in points:
         x = _inputs(op, n, batch, nrhs)
-        base_op = "solve_triangular" if op.startswith("solve_triangular") else op
-        backend = getattr(mlt, f"{base_op}_backend")(n, batch, device="cuda")
+        backend = route_name(op, n, batch, nrhs)
         row = {"op": op, "n": n, "batch": batch, "nrhs": nrhs, "backend": backend}
         libs = (
             (("ours", _ours),)

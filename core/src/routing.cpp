@@ -70,10 +70,15 @@ bool gpu_plan(const Call &c, const policy::Resolved &pol, int64_t budget,
                    big <= pol.value[policy::kGpuAltMaxN] &&
                    c.batch <= pol.value[policy::kGpuAltMaxBatch];
   int passed = -1;
+  // The lane fields are timed with one right-hand side (calibrate's inputs), and a lane runs its
+  // matrix's right-hand sides one after another where the block launch spreads them over the
+  // group: more than one takes the block launch (H200: solve_triangular 8 x16384 with 16
+  // right-hand sides, lane 0.200 ms, block 0.090).
+  const bool lane_ok = !rhs || km <= 1;
   auto take_group = [&](int i) {
     out->kernel = i;
     out->kernel_flags = kf;
-    out->launch = big <= pol.value[policy::kGpuLaneMaxN] &&
+    out->launch = lane_ok && big <= pol.value[policy::kGpuLaneMaxN] &&
                           c.batch >= pol.value[policy::kGpuLaneMinBatch]
                       ? Launch::kLane
                       : Launch::kBlock;

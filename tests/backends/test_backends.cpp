@@ -248,6 +248,21 @@ void test_routing() {
          "solve X A = B 65: the group line");
   expect(name_of(ML_OP_LU_FACTOR, 40, 12, 1000, 0, dev, lu_on) == "cuda:lu_factor_simd64",
          "lu_factor 40 x 12: the line of max(m, n)");
+  // The ops with right-hand sides take the lane launch with one only (what the lane fields
+  // were timed with); inv and lu_factor (no right-hand side) by the lane fields alone.
+  const policy::Resolved lanes = pol(0, 16, 1024);
+  for (const int32_t op : {ML_OP_SOLVE, ML_OP_SOLVE_TRIANGULAR}) {
+    const std::string group = std::string("cuda:") + op_name(op) + "_group";
+    for (const int64_t nrhs : {1, 2, 16}) {
+      Call c{op, 4096, 8, 8, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
+      c.nrhs = nrhs;
+      const Route r = route(c, dev, 0, lanes, true);
+      const std::string got = r.backend ? r.backend->plan_name(c, r.plan, lanes) : "none";
+      const std::string want = nrhs == 1 ? group + "/lane" : group;
+      expect(got == want, group + " 8 x4096, " + std::to_string(nrhs) + " rhs: " + got);
+    }
+  }
+  expect(name_of(ML_OP_INV, 8, 8, 4096, 0, dev, lanes) == "cuda:inv_group/lane", "inv 8 lane");
 }
 
 // Global launches (a group kernel's scratch in device memory) beyond the shared window.

@@ -1244,3 +1244,24 @@ def test_linsys_benchmark_reports_the_targets():
     assert not [ln for ln in lines if ln.startswith("- large")]  # no such point in that run
     rows[0]["speedup"] = 3.5
     assert "1 of 12 points" in linsys_gpu.target_lines(rows)[0]
+
+
+def test_linsys_benchmark_names_the_plan_of_the_call():
+    # benchmarks/linsys_gpu.py names the core's plan of each call, right-hand sides included
+    # (here through a host exec: the same ml_plan call the GPU run makes on a CUDA one).
+    import metal_linalg_torch as mlt
+    from metal_linalg_torch import _lib
+
+    bench_dir = os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchmarks")
+    sys.path.insert(0, bench_dir)
+    try:
+        import linsys_gpu
+    finally:
+        sys.path.pop(0)
+    ex = _lib.MlExec()
+    ex.memory = _lib.ML_MEMORY_HOST
+    assert linsys_gpu.route_name("solve", 8, 64, 1, ex=ex) == "cpu:kernel:linsys_lanes"
+    assert linsys_gpu.route_name("solve", 300, 2, 16, ex=ex) == "cpu:lapack"
+    assert linsys_gpu.route_name("cholesky", 16, 64, 0, ex=ex) == mlt.cholesky_backend(16, 64)
+    got = linsys_gpu.route_name("solve_triangular_right", 64, 8, 16, ex=ex)
+    assert got == mlt.solve_triangular_backend(64, 8, device="cpu"), got
