@@ -1225,15 +1225,23 @@ def test_whole_gpu_calibration_of_the_linear_systems(monkeypatch):
     assert fe.q.fields == fe.q.defaults  # every phase reset the policy
 
 
-def test_linsys_benchmark_reports_the_targets():
-    # benchmarks/linsys_gpu.py's target summary on the committed H200 run of the first kernels.
-    bench_dir = os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchmarks")
-    sys.path.insert(0, bench_dir)
+BENCH_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchmarks")
+
+
+def _linsys_gpu():
+    """benchmarks/linsys_gpu.py as a module."""
+    sys.path.insert(0, BENCH_DIR)
     try:
         import linsys_gpu
     finally:
         sys.path.pop(0)
-    with open(os.path.join(bench_dir, "results", "nvidia-h200-linsys.json")) as f:
+    return linsys_gpu
+
+
+def test_linsys_benchmark_reports_the_targets():
+    # benchmarks/linsys_gpu.py's target summary on the committed H200 run of the first kernels.
+    linsys_gpu = _linsys_gpu()
+    with open(os.path.join(BENCH_DIR, "results", "nvidia-h200-linsys.json")) as f:
         rows = json.load(f)
     lines = linsys_gpu.target_lines(rows)
     small = [ln for ln in lines if ln.startswith("- batched small")]
@@ -1252,12 +1260,7 @@ def test_linsys_benchmark_names_the_plan_of_the_call():
     import metal_linalg_torch as mlt
     from metal_linalg_torch import _lib
 
-    bench_dir = os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchmarks")
-    sys.path.insert(0, bench_dir)
-    try:
-        import linsys_gpu
-    finally:
-        sys.path.pop(0)
+    linsys_gpu = _linsys_gpu()
     ex = _lib.MlExec()
     ex.memory = _lib.ML_MEMORY_HOST
     assert linsys_gpu.route_name("solve", 8, 64, 1, ex=ex) == "cpu:kernel:linsys_lanes"
