@@ -68,7 +68,7 @@ SIMD_SIZES = (9, 12, 16, 24, 32, 48, 64)
 LINSYS_SIMD_SIZES = (*SIMD_SIZES, 96, 128)
 SIMD_BATCHES = (1, 64, 1024, 16384)
 SIMD_MAX_WORK = 1 << 26  # batch * max(m, n)^2 above this is not timed
-SIMD_TOLERANCE = 1.05  # a simdgroup time within this factor of the other route is no loss
+SIMD_TOLERANCE = 1.05  # timing noise: two times within this factor are alike (no loss, no win)
 # ... and one within this factor is a loss a size may carry where it saves time over the batches
 # (a lone matrix a little slower for a batch's gain: the window has no batch bound).
 SIMD_MAX_LOSS = 1.2
@@ -260,8 +260,8 @@ def choose_simd(timings, sizes=SIMD_SIZES, batches=SIMD_BATCHES) -> tuple[int, i
             continue
         measured = True
         bounded = all(ts is not None and ts <= SIMD_MAX_LOSS * to for ts, to in pts)
-        saved = sum(to - ts for ts, to in pts) if bounded else 0.0
-        if not (bounded and saved > 0 and any(ts * SIMD_TOLERANCE < to for ts, to in pts)):
+        saved = sum(to - ts for ts, to in pts) if bounded else 0.0  # unbounded: no win
+        if not (saved > 0 and any(ts * SIMD_TOLERANCE < to for ts, to in pts)):
             if cur:
                 runs.append(cur)
             cur = None
