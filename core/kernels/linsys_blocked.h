@@ -736,94 +736,101 @@ ML_HOST_FN int ml_lsb_reg_plan(int r, int ib, int max_group, ML_THREAD int *cls,
   return 0;
 }
 
-// Shared floats of ls_getf2_r*: the pivot reduction, the pivot row and row k before the
-// interchange.
-ML_HOST_FN int ml_lsb_getf2_reg_shared_floats() { return ML_LS_RED_FLOATS + 2 * 32; }
-
-// Column c of x's row (constant indices only: the row stays in registers).
-template <int NB>
-ML_FN float ml_lsb_pick(ML_THREAD const float *row, int c) {
-  float v = 0.0f;
-  ML_UNROLL
-  for (int l = 0; l < NB; ++l) v = l == c ? row[l] : v;
-  return v;
+// Shared floats of ls_getf2_r* for register class cls: per column parity (the buffers alternate,
+// so a column's writes never meet the previous column's late reads) each simdgroup's best
+// |value| and its position (64 floats) and its candidate row's cls entries (16 simdgroups at
+// most: ML_LSB_REG_LANES lanes).
+#define ML_LSB_REG_SIMDS (ML_LSB_REG_LANES / 32)
+ML_HOST_FN int ml_lsb_getf2_reg_shared_floats(int cls) {
+  return 2 * (64 + ML_LSB_REG_SIMDS * cls);
 }
 
-// The factorisation of ml_lsb_getf2_reg on the panel x in registers (rows j0 + lane + t gs,
-// r = m - j0 of them; jw columns): pivots to piv, a zero pivot's info to st[2].
+// The factorisation of ml_lsb_getf2_reg on the panel x in registers (lane l holds the rows
+// l + t gs of the panel's r = m - j0, jw <= NB columns): pivots to piv, a zero pivot's info to
+// st[2]. Rows never move between lanes: pos[t] is the current position of the lane's row t
+// (sgetf2's row after the interchanges so far; the rows past r keep positions >= r), and the
+// store puts each row at its position. Per column (a compile-time index: every entry a
+// register) one barrier: each simdgroup publishes its best candidate (the first position of
+// largest |value|, as isamax) with that row's entries; after the barrier every lane takes the
+// group's choice and the pivot row from shared memory, exchanges positions (the pivot row to
+// c, the row at c to the pivot's place) and scales and updates its rows below c. The
+// arithmetic is sgetf2's, as ls_getf2's.
 template <int RPL, int NB>
-ML_FN void ml_lsb_getf2_reg_cols(ML_CTX ctx, ML_THREAD float (*x)[NB], ML_DEVICE float *piv,
-                                 ML_DEVICE float *st, int r, int j0, int jw,
+ML_FN void ml_lsb_getf2_reg_cols(ML_CTX ctx, ML_THREAD float (*x)[NB], ML_THREAD int *pos,
+                                 ML_DEVICE float *piv, ML_DEVICE float *st, int r, int j0, int jw,
                                  ML_SHARED float *sh) {
-  const int lane = ctx.lane, gs = ctx.group_size;
-  ML_SHARED float *red = sh;
-  ML_SHARED float *prow = sh + ML_LS_RED_FLOATS;  // the pivot row (NB <= 32 floats)
-  ML_SHARED float *krow = prow + 32;              // row c before the interchange
-  for (int c = 0; c < jw; ++c) {
-    float best = -1.0f;
-    int brow = 0;
-    ML_UNROLL
-    for (int t = 0; t < RPL; ++t) {  // rows increase with t: the first of equal ones kept
-      const int i = lane + t * gs;
-      const float v = ml_fabs(ml_lsb_pick<NB>(x[t], c));
-      if (i >= c && i < r && v > best) {
-        best = v;
-        brow = i;
-      }
-    }
-    ml_ls_pivot_publish(ctx, best, brow, red);
-    ml_barrier(ctx);
-    const int pr = ml_ls_pivot_take(ctx, red, c);
-    ML_UNROLL
-    for (int t = 0; t < RPL; ++t) {
-      const int i = lane + t * gs;
-      if (i == pr) {
-        ML_UNROLL
-        for (int l = 0; l < NB; ++l) prow[l] = x[t][l];
-      }
-      if (i == c) {
-        ML_UNROLL
-        for (int l = 0; l < NB; ++l) krow[l] = x[t][l];
-      }
-    }
-    ml_barrier(ctx);
-    ML_UNROLL
-    for (int t = 0; t < RPL; ++t) {
-      const int i = lane + t * gs;
-      if (i == c) {
-        ML_UNROLL
-        for (int l = 0; l < NB; ++l) x[t][l] = prow[l];
-      } else if (i == pr) {
-        ML_UNROLL
-        for (int l = 0; l < NB; ++l) x[t][l] = krow[l];
-      }
-    }
-    if (lane == 0) piv[j0 + c] = (float)(j0 + pr);
-    const float d = prow[c];
-    if (d == 0.0f) {  // the same on every lane: column c left unscaled, no update
-      if (lane == 0 && st[2] == 0.0f) st[2] = (float)(j0 + c + 1);
-      continue;
-    }
-    const int recip = ml_fabs(d) >= ML_FLT_MIN;
-    const float rd = 1.0f / d;
-    ML_UNROLL
-    for (int t = 0; t < RPL; ++t) {
-      const int i = lane + t * gs;
-      if (i > c && i < r) {
-        const float xc = ml_lsb_pick<NB>(x[t], c);
-        const float lv = recip ? xc * rd : xc / d;
-        ML_UNROLL
-        for (int l = 0; l < NB; ++l) {
-          if (l == c) x[t][l] = lv;
-          else if (l > c) x[t][l] = x[t][l] - lv * prow[l];
+  const int lane = ctx.lane, gs = ctx.group_size, sid = ml_simd_id(ctx), ns = ml_simd_count(ctx);
+  ML_UNROLL
+  for (int t = 0; t < RPL; ++t) pos[t] = lane + t * gs;
+  ML_UNROLL
+  for (int c = 0; c < NB; ++c) {
+    if (c < jw) {  // the same on every lane
+      ML_SHARED float *red = sh + (c & 1) * (64 + ML_LSB_REG_SIMDS * NB);
+      ML_SHARED float *rows = red + 64;  // rows[s * NB + l]: simdgroup s's candidate row
+      float best = -1.0f;
+      int brow = 0;
+      ML_UNROLL
+      for (int t = 0; t < RPL; ++t) {
+        const float v = ml_fabs(x[t][c]);  // a NaN is never a candidate
+        if (pos[t] >= c && pos[t] < r && (v > best || (v == best && pos[t] < brow))) {
+          best = v;
+          brow = pos[t];
         }
+      }
+      const float mx = ml_simd_max(ctx, best);
+      const float mi = ml_simd_min(ctx, (best >= 0.0f && best == mx) ? (float)brow : 1.0e9f);
+      if (ml_simd_lane(ctx) == 0) {
+        red[sid] = mx;
+        red[32 + sid] = mi;
+      }
+      ML_UNROLL
+      for (int t = 0; t < RPL; ++t)
+        if (mx >= 0.0f && (float)pos[t] == mi) {
+          ML_UNROLL
+          for (int l = c; l < NB; ++l) rows[sid * NB + l] = x[t][l];
+        }
+      ml_barrier(ctx);
+      float b = -1.0f, bi = 1.0e9f;
+      int bs = 0;
+      for (int s = 0; s < ns; ++s) {
+        const float v = red[s], i = red[32 + s];
+        if (v > b || (v == b && i < bi)) {
+          b = v;
+          bi = i;
+          bs = s;
+        }
+      }
+      const int found = b >= 0.0f && bi < 1.0e9f;
+      const int pr = found ? (int)bi : c;  // none: a column of NaN, no interchange
+      if (lane == 0) piv[j0 + c] = (float)(j0 + pr);
+      ML_SHARED const float *prow = rows + bs * NB;  // the pivot row (found only)
+      ML_UNROLL
+      for (int t = 0; t < RPL; ++t) pos[t] = pos[t] == pr ? c : pos[t] == c ? pr : pos[t];
+      // found: the pivot's value; none: NaN, as the NaN diagonal that stays in place
+      const float d = found ? prow[c] : ml_nan();
+      if (d == 0.0f) {  // the same on every lane: column c left unscaled, no update
+        if (lane == 0 && st[2] == 0.0f) st[2] = (float)(j0 + c + 1);
+        continue;
+      }
+      const int recip = ml_fabs(d) >= ML_FLT_MIN;
+      const float rd = 1.0f / d;
+      ML_UNROLL
+      for (int t = 0; t < RPL; ++t)
+        if (pos[t] > c && pos[t] < r) x[t][c] = recip ? x[t][c] * rd : x[t][c] / d;
+      ML_UNROLL
+      for (int l = c + 1; l < NB; ++l) {
+        const float u = found ? prow[l] : 0.0f;  // none: the rows below are NaN either way
+        ML_UNROLL
+        for (int t = 0; t < RPL; ++t)
+          if (pos[t] > c && pos[t] < r) x[t][l] = x[t][l] - x[t][c] * u;
       }
     }
   }
 }
 
 // The panel of rows j0.. (r = m - j0 of them) and jw columns at (j0, j0) of W into x (zeros
-// outside), or x back into it.
+// outside; the lane's row t is the panel's row lane + t gs), or x back into it, each row t at
+// its position pos[t] (the rows at positions >= r not stored).
 template <int RPL, int NB>
 ML_FN void ml_lsb_reg_load(ML_CTX ctx, ML_DEVICE const float *W, int ldw, int m, int j0, int jw,
                            ML_THREAD float (*x)[NB]) {
@@ -837,13 +844,13 @@ ML_FN void ml_lsb_reg_load(ML_CTX ctx, ML_DEVICE const float *W, int ldw, int m,
   }
 }
 template <int RPL, int NB>
-ML_FN void ml_lsb_reg_store(ML_CTX ctx, ML_DEVICE float *W, int ldw, int m, int j0, int jw,
-                            ML_THREAD float (*x)[NB]) {
-  const int lane = ctx.lane, gs = ctx.group_size, r = m - j0;
+ML_FN void ml_lsb_reg_store(ML_DEVICE float *W, int ldw, int m, int j0, int jw,
+                            ML_THREAD float (*x)[NB], ML_THREAD const int *pos) {
+  const int r = m - j0;
   ML_DEVICE float *P = W + (ml_i64)j0 * ldw + j0;
   ML_UNROLL
   for (int t = 0; t < RPL; ++t) {
-    const int i = lane + t * gs;
+    const int i = pos[t];
     if (i < r) {
       ML_UNROLL
       for (int l = 0; l < NB; ++l)
@@ -853,24 +860,23 @@ ML_FN void ml_lsb_reg_store(ML_CTX ctx, ML_DEVICE float *W, int ldw, int m, int 
 }
 
 // ls_getf2's factorisation with the panel in registers: lane l holds the panel rows l, l + gs,
-// ... (RPL of them, relative to the panel's first row), NB columns each; per column the pivot
-// search (ml_ls_pivot_publish, a barrier), the pivot row and row c through shared memory (a
-// barrier), their exchange, then each lane scales and updates its rows below c in registers.
-// The workspace is read and written once.
+// ... (RPL of them, relative to the panel's first row), NB columns each, factored by
+// ml_lsb_getf2_reg_cols (a barrier a column). The workspace is read and written once.
 template <int RPL, int NB>
 ML_FN void ml_lsb_getf2_reg(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE float *piv,
                             ML_DEVICE float *st, int m, int j0, int jw, ML_SHARED float *sh) {
   float x[RPL][NB];
+  int pos[RPL];
   ml_lsb_reg_load<RPL, NB>(ctx, W, ldw, m, j0, jw, x);
-  ml_lsb_getf2_reg_cols<RPL, NB>(ctx, x, piv, st, m - j0, j0, jw, sh);
-  ml_lsb_reg_store<RPL, NB>(ctx, W, ldw, m, j0, jw, x);
+  ml_lsb_getf2_reg_cols<RPL, NB>(ctx, x, pos, piv, st, m - j0, j0, jw, sh);
+  ml_lsb_reg_store<RPL, NB>(W, ldw, m, j0, jw, x, pos);
 }
 
 // ls_getf2_r8 / _r16 / _r32: ls_getf2's contract (the panel of columns [k0, k0 + p.n) over
 // rows k0..p.m of W, operand 1; pivots to operand 2; info and skips as ls_getf2) with the panel
 // in registers: p.n <= 8, 16, 32 columns, 8, 4, 2 rows a lane (the rows m - k0 at most that
 // many times the group size; ml_lsb_reg_plan). Identical arithmetic to ls_getf2. Groups: batch.
-// Shared: ml_lsb_getf2_reg_shared_floats().
+// Shared: ml_lsb_getf2_reg_shared_floats(class).
 template <int RPL, int NB>
 ML_FN void ml_lsb_getf2_reg_step(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
@@ -1034,7 +1040,8 @@ ML_FN void ml_step_ls_laswp_blk(ML_STEP_ARGS) {
 // the moved rows' entries (2 cls rows x nl) or L11 (cls x (cls + 1)) with U12 (cls x nl).
 ML_HOST_FN int ml_lsb_lu_leaf_shared_floats(int nl, int cls) {
   const int moved = 2 * cls * nl, tri = cls * (cls + 1) + cls * nl;
-  return ml_lsb_getf2_reg_shared_floats() + ml_lsb_compose_floats() + (moved > tri ? moved : tri);
+  return ml_lsb_getf2_reg_shared_floats(cls) + ml_lsb_compose_floats() +
+         (moved > tri ? moved : tri);
 }
 
 // Columns of A22 a lane updates at once in ml_lsb_lu_leaf (their loads in flight together).
@@ -1048,16 +1055,17 @@ template <int RPL, int NB>
 ML_FN void ml_lsb_lu_leaf(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE float *piv,
                           ML_DEVICE float *st, int m, int k0, int nl, int sw, ML_SHARED float *sh) {
   const int lane = ctx.lane, gs = ctx.group_size;
-  ML_SHARED float *cmp = sh + ml_lsb_getf2_reg_shared_floats();
+  ML_SHARED float *cmp = sh + ml_lsb_getf2_reg_shared_floats(NB);
   ML_SHARED float *dst = cmp;
   ML_SHARED float *src = cmp + 2 * ML_LSB_SWAPS;
   ML_SHARED float *big = cmp + ml_lsb_compose_floats();
   for (int s0 = 0; s0 < nl; s0 += sw) {
     const int j = k0 + s0, w = ml_imin(sw, nl - s0), c1 = s0 + w, rin = nl - c1, r = m - j;
     float x[RPL][NB];
+    int pos[RPL];
     ml_lsb_reg_load<RPL, NB>(ctx, W, ldw, m, j, w, x);
-    ml_lsb_getf2_reg_cols<RPL, NB>(ctx, x, piv, st, r, j, w, sh);
-    ml_lsb_reg_store<RPL, NB>(ctx, W, ldw, m, j, w, x);
+    ml_lsb_getf2_reg_cols<RPL, NB>(ctx, x, pos, piv, st, r, j, w, sh);
+    ml_lsb_reg_store<RPL, NB>(W, ldw, m, j, w, x, pos);
     ml_barrier_device(ctx);  // the sub-panel and its pivots in device memory
     // Its interchanges on the leaf's other columns (leaf column q < s0 as it is, else q + w).
     const int oc = nl - w;
@@ -1099,8 +1107,8 @@ ML_FN void ml_lsb_lu_leaf(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE flo
       const int c = e / w, q = e - c * w;
       W[(ml_i64)(k0 + c1 + c) * ldw + j + q] = U[q * rin + c];
     }
-    // A22 -= L21 U12 on the leaf's columns c1.., the lane's rows w.. of the sub-panel (L21 in
-    // x), CU columns at a time.
+    // A22 -= L21 U12 on the leaf's columns c1.., the lane's rows at positions w.. of the
+    // sub-panel (L21 in x, row t at pos[t]), CU columns at a time.
     const int CU = ML_LSB_LEAF_CU(RPL);
     for (int c0 = 0; c0 < rin; c0 += CU) {
       float v[ML_LSB_LEAF_CU(RPL)][RPL];
@@ -1109,7 +1117,7 @@ ML_FN void ml_lsb_lu_leaf(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE flo
         ML_DEVICE const float *col = W + (ml_i64)(k0 + c1 + c0 + cc) * ldw + j;
         ML_UNROLL
         for (int t = 0; t < RPL; ++t) {
-          const int i = lane + t * gs;
+          const int i = pos[t];
           v[cc][t] = c0 + cc < rin && i >= w && i < r ? col[i] : 0.0f;
         }
       }
@@ -1128,7 +1136,7 @@ ML_FN void ml_lsb_lu_leaf(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE flo
         ML_DEVICE float *col = W + (ml_i64)(k0 + c1 + c0 + cc) * ldw + j;
         ML_UNROLL
         for (int t = 0; t < RPL; ++t) {
-          const int i = lane + t * gs;
+          const int i = pos[t];
           if (c0 + cc < rin && i >= w && i < r) col[i] = v[cc][t];
         }
       }

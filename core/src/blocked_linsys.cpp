@@ -457,7 +457,7 @@ ml_status lu_panel(const Chunk &ch, const Options &o, const LsLayout &L, int k, 
       q.i[0] = j;
       const int rin = k + jb - j - w;
       const int64_t dj = L.w + int64_t{j} * m + j, uj = dj + int64_t{w} * m;
-      if ((st = ch.launch(step, ch.batch, gs, ml_lsb_getf2_reg_shared_floats(), q)) ||
+      if ((st = ch.launch(step, ch.batch, gs, ml_lsb_getf2_reg_shared_floats(cls), q)) ||
           (st = ls_swap(ch, o, L, L.w, m, k, jb, j, j + w, false, j - k, w)) ||
           (rin > 0 &&
            ((st = ls_trsm(ch, o, L, dj, m, w, uj, m, rin, ML_LSB_T_LOWER | ML_LSB_T_UNIT)) ||
