@@ -287,6 +287,21 @@ ML_API const char *ml_backend(int32_t op, int32_t memory, int64_t m, int64_t n, 
   }
 }
 
+ML_API const char *ml_backend_rhs(int32_t op, int32_t memory, int64_t n, int64_t nrhs,
+                                  int64_t batch) {
+  try {
+    if (ml::valid_op(op) && ml::op_desc(op).inputs < 2) {
+      ml::fail(ML_INVALID_ARGUMENT, "backend_rhs", "%s takes no right-hand side (ml_backend)",
+               ml::op_name(op));
+      return "";
+    }
+    return ml::backend_for(op, memory, n, n, batch, nrhs);
+  } catch (...) {
+    ml::fail(ML_RUNTIME_ERROR, "backend_rhs", "internal error");
+    return "";
+  }
+}
+
 ML_API ml_status ml_policy_get(int32_t op, char *buf, size_t buf_len, size_t *needed) {
   ml::clear_error();
   return guarded("policy_get", [&] { return ml::policy::get(op, buf, buf_len, needed); });

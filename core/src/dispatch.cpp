@@ -48,16 +48,18 @@ ml_status dispatch(const char *where, const ml_exec *exec_in, const Call &c) {
   return r.backend->run_device(exec, c, r.plan, where);
 }
 
-const char *backend_for(int32_t op, int32_t memory, int64_t m, int64_t n, int64_t batch) {
+const char *backend_for(int32_t op, int32_t memory, int64_t m, int64_t n, int64_t batch,
+                        int64_t nrhs) {
   clear_error();
   if (memory != ML_MEMORY_HOST && memory != ML_MEMORY_CUDA && memory != ML_MEMORY_METAL) {
     fail(ML_INVALID_ARGUMENT, "backend",
          "memory must be ML_MEMORY_HOST, ML_MEMORY_CUDA or ML_MEMORY_METAL, got %d", memory);
     return "";
   }
-  if (check_shape("backend", op, batch, m, n)) return "";
+  if (check_shape("backend", op, batch, m, n, 0, nrhs)) return "";
   const policy::Resolved pol = policy::resolve(op);
-  const Call c{op, batch, m, n, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
+  Call c{op, batch, m, n, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
+  c.nrhs = nrhs;
   const Route r = route(c, memory, 0, pol, true);
   return r.backend->plan_name(c, r.plan, pol);
 }

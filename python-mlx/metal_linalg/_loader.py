@@ -101,4 +101,5 @@ bind_ops(
     lambda op: [tuple(d) for d in ext.output_symbols(op, 0) if d],
     ext.op_kernels,
     ext.op_linear_system,
+    ext.op_inputs,
 )

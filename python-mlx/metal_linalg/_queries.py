@@ -18,6 +18,7 @@ from ._shared.queries import (  # noqa: F401 (re-exported)
     OP_ID,
     OPS,
     POLICY_OPS,
+    RHS_OPS,
     CalibrationWarning,
 )
 
@@ -68,7 +69,7 @@ def _warning_after(fn):
     return staticmethod(call)
 
 
-def _route(op: int, m: int, n: int, batch: int, stream) -> str:
+def _route(op: int, m: int, n: int, batch: int, stream, nrhs: int = 1) -> str:
     """What a call on `stream` runs: the primitive is placed on the GPU stream only where a GPU
     kernel covers the shape (as the graph builder decides), else on the CPU stream, whose host
     path is the core's host route."""
@@ -79,11 +80,12 @@ def _route(op: int, m: int, n: int, batch: int, stream) -> str:
             )
         stream = mx.cpu if stream == "cpu" else mx.gpu
     s = resolve_stream(stream, f"{ALL_OPS[op]}_backend", warn=False)
+    rhs = (nrhs,) if ALL_OPS[op] in RHS_OPS else ()  # B's columns, of an op that takes one
     if s.device.type == mx.DeviceType.gpu:
-        placed = ext.placement(op, 0, [batch, m, n], s)
+        placed = ext.placement(op, 0, [batch, m, n, *rhs], s)
         if placed.device.type == mx.DeviceType.gpu:
-            return ext.gpu_backend(op, m, n, batch)
-    return ext.backend(op, m, n, batch)
+            return ext.gpu_backend(op, m, n, batch, *rhs)
+    return ext.backend(op, m, n, batch, *rhs)
 
 
 class _Core:

@@ -51,6 +51,15 @@ void check(ml_status st, const char *where) {
   if (st != ML_OK) raise_status(st, where);
 }
 
+// ml_backend's name (ml_backend_rhs with nrhs columns of B for an op that takes one).
+std::string backend_name(int op, int32_t memory, int64_t m, int64_t n, int64_t batch,
+                         int64_t nrhs) {
+  const char *name = ml_op_inputs(op) > 1 ? ml_backend_rhs(op, memory, n, nrhs, batch)
+                                          : ml_backend(op, memory, m, n, batch);
+  if (name == nullptr || *name == '\0') raise_status(ML_INVALID_ARGUMENT, "backend");
+  return std::string(name);
+}
+
 std::string policy_get(int op) {
   size_t needed = 0;
   check(ml_policy_get(op, nullptr, 0, &needed), "policy");
@@ -122,6 +131,7 @@ NB_MODULE(_ext, m) {
   // is a linear system (ml_op_linear_system: LAPACK's info words).
   m.def("op_kernels", [](int op) { return ml_op_kernels(op) != 0; });
   m.def("op_linear_system", [](int op) { return ml_op_linear_system(op) != 0; });
+  m.def("op_inputs", &ml_op_inputs);
   // Per output of op under flags (the table's order): its dimensions as "m", "n", "k"
   // symbols ("" where the op has no such output).
   m.def("output_symbols", [](int op, int flags) {
@@ -142,23 +152,20 @@ NB_MODULE(_ext, m) {
     if (ml_op_inputs(op) > 1) sizes.nrhs = shape.size() > 3 ? shape[3] : 1;
     return mlext::placement(mlext::Spec{op, flags, false}, sizes, s);
   });
-  // What a call placed on the GPU stream runs: the route of device buffers of this flavour.
-  m.def("gpu_backend", [](int op, int64_t m_, int64_t n, int64_t batch) {
+  // What a call placed on the GPU stream runs: the route of device buffers of this flavour
+  // (nrhs: the right-hand side's columns of an op that takes one).
+  m.def("gpu_backend", [](int op, int64_t m_, int64_t n, int64_t batch, int64_t nrhs) {
     const bool metal = std::string(mlext::gpu_path()) == "metal";
-    const char *name = ml_backend(op, metal ? ML_MEMORY_METAL : ML_MEMORY_CUDA, m_, n, batch);
-    if (name == nullptr || *name == '\0') raise_status(ML_INVALID_ARGUMENT, "backend");
-    return std::string(name);
-  });
+    return backend_name(op, metal ? ML_MEMORY_METAL : ML_MEMORY_CUDA, m_, n, batch, nrhs);
+  }, nb::arg("op"), nb::arg("m"), nb::arg("n"), nb::arg("batch"), nb::arg("nrhs") = 1);
 
   m.def("api_version", &ml_api_version);
   m.def("version_string", [] { return std::string(ml_version_string()); });
   m.def("device_name", [] { return std::string(ml_device_name()); });
   m.def("backend_available", [](const std::string &b) { return ml_backend_available(b.c_str()) != 0; });
-  m.def("backend", [](int op, int64_t m_, int64_t n, int64_t batch) {
-    const char *name = ml_backend(op, ML_MEMORY_HOST, m_, n, batch);
-    if (name == nullptr || *name == '\0') raise_status(ML_INVALID_ARGUMENT, "backend");
-    return std::string(name);
-  });
+  m.def("backend", [](int op, int64_t m_, int64_t n, int64_t batch, int64_t nrhs) {
+    return backend_name(op, ML_MEMORY_HOST, m_, n, batch, nrhs);
+  }, nb::arg("op"), nb::arg("m"), nb::arg("n"), nb::arg("batch"), nb::arg("nrhs") = 1);
   m.def("policy_get", &policy_get);
   m.def("policy_set", [](int op, const std::string &field, int64_t value) {
     check(ml_policy_set(op, field.c_str(), value), "set_policy");

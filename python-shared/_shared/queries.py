@@ -4,8 +4,9 @@
 packages export under the same names. `core` provides:
 
     device_name() version() lapack_info() -> str; backend_available(name) -> bool
-    backend(op_id, m, n, batch, device) -> str    (device as the user passed it; the core's
-                                                 route for data there; ValueError if unsupported)
+    backend(op_id, m, n, batch, device, nrhs) -> str  (device as the user passed it; the core's
+                                                 route for data there, with nrhs columns of B for
+                                                 the ops in RHS_OPS; ValueError if unsupported)
     policy_get(op_id) -> "field=value;..."; policy_set(op_id, field, value); policy_reset(op_id)
     policy_source(op_id), calibration_status(op_id), policy_file() -> str; policy_reload()
     set_cpu_threads(n); get_cpu_threads() -> int
@@ -27,10 +28,12 @@ import warnings
 # kernels (the benchmark's default grid); LINSYS_OPS: the linear systems (LAPACK's info words,
 # ml_op_linear_system); POLICY_OPS: every op with GPU kernels (ml_op_kernels), the decompositions
 # and the linear systems: each has a routing policy that calibration measures, the calibration
-# notice and the per-op query functions cover. ALL_OPS: every op; OP_ID maps its names to their
-# ml_op values.
+# notice and the per-op query functions cover. RHS_OPS: the ops that take a right-hand side B
+# (ml_op_inputs 2: their routing may depend on its column count). ALL_OPS: every op; OP_ID maps
+# its names to their ml_op values.
 OPS: list = []
 LINSYS_OPS: list = []
+RHS_OPS: list = []
 POLICY_OPS: list = []
 ALL_OPS: list = []
 OP_ID: dict = {}
@@ -64,13 +67,14 @@ OP_QUERIES = (
 )
 
 
-def bind_ops(names, outputs, kernels, linear_system) -> None:
+def bind_ops(names, outputs, kernels, linear_system, inputs) -> None:
     """The core's op names, in ml_op order, outputs(op_id) -> the op's output symbols (see
-    OUTPUTS), kernels(op_id) -> whether it has GPU kernels (ml_op_kernels) and
-    linear_system(op_id) -> whether it is a linear system (ml_op_linear_system); the frontends
-    call this once at import."""
+    OUTPUTS), kernels(op_id) -> whether it has GPU kernels (ml_op_kernels),
+    linear_system(op_id) -> whether it is a linear system (ml_op_linear_system) and
+    inputs(op_id) -> its input matrices (ml_op_inputs); the frontends call this once at import."""
     ALL_OPS[:] = list(names)
     LINSYS_OPS[:] = [name for i, name in enumerate(ALL_OPS) if linear_system(i)]
+    RHS_OPS[:] = [name for i, name in enumerate(ALL_OPS) if inputs(i) > 1]
     POLICY_OPS[:] = [name for i, name in enumerate(ALL_OPS) if kernels(i)]
     OPS[:] = [name for name in POLICY_OPS if name not in LINSYS_OPS]
     OP_ID.clear()
@@ -185,12 +189,15 @@ class Queries:
         """{"cpu": bool, "cuda": bool, "metal": bool}: backends compiled in and usable."""
         return {b: bool(self.core.backend_available(b)) for b in ("cpu", "cuda", "metal")}
 
-    def backend(self, op: str, m: int, n: int, batch: int = 1, device=None) -> str:
-        """Kernel a call of op on `batch` m x n matrices would use ("cpu:lapack", ...)."""
-        for label, value in (("n", n), ("m", m), ("batch", batch)):
-            if operator.index(value) < 1:
+    def backend(self, op: str, m: int, n: int, batch: int = 1, device=None, nrhs: int = 1) -> str:
+        """Kernel a call of op on `batch` m x n matrices would use ("cpu:lapack", ...); nrhs: the
+        right-hand side's columns of an op in RHS_OPS (1 for any other)."""
+        for label, value in (("n", n), ("m", m), ("batch", batch), ("nrhs", nrhs)):
+            if isinstance(value, bool) or operator.index(value) < 1:
                 raise ValueError(f"[metal_linalg.{op}_backend] {label} must be >= 1, got {value}")
-        return self.core.backend(op_id(op), int(m), int(n), int(batch), device)
+        if op not in RHS_OPS and nrhs != 1:
+            raise ValueError(f"[metal_linalg.{op}_backend] {op} takes no right-hand side (nrhs)")
+        return self.core.backend(op_id(op), int(m), int(n), int(batch), device, int(nrhs))
 
     def policy(self, op: str) -> dict:
         """The routing policy of op as {field: int}."""
@@ -283,7 +290,16 @@ class Queries:
         square = op.startswith("eig") or op in LINSYS_OPS  # the linear systems: n x n
         dims = "n" if square else "m, n"
 
-        if square and self.where == "stream":
+        if op in RHS_OPS and self.where == "stream":
+
+            def backend(n: int, batch: int = 1, *, nrhs: int = 1, stream=None, device=None) -> str:
+                where = self._stream_or_device(op, stream, device)
+                return self.backend(op, n, n, batch, where, nrhs)
+        elif op in RHS_OPS:
+
+            def backend(n: int, batch: int = 1, *, nrhs: int = 1, device=None) -> str:
+                return self.backend(op, n, n, batch, device, nrhs)
+        elif square and self.where == "stream":
 
             def backend(n: int, batch: int = 1, *, stream=None, device=None) -> str:
                 return self.backend(op, n, n, batch, self._stream_or_device(op, stream, device))
@@ -319,8 +335,10 @@ class Queries:
             if self.where == "stream"
             else "device: where the data lives (default: the package's default device)"
         )
+        rhs = "; nrhs: the right-hand side's columns" if op in RHS_OPS else ""
         backend.__doc__ = (
-            f"Kernel a {op} of `batch` matrices ({dims}) would use, e.g. 'cpu:lapack'; {where}."
+            f"Kernel a {op} of `batch` matrices ({dims}) would use, e.g. 'cpu:lapack'; "
+            f"{where}{rhs}."
         )
         get.__name__, get.__doc__ = f"{op}_policy", f"The routing policy of {op} as {{field: int}}."
         set_.__name__ = f"set_{op}_policy"

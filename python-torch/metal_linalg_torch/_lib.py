@@ -78,6 +78,7 @@ _SIGNATURES = {
     "ml_device_name": (ctypes.c_char_p, []),
     "ml_backend_available": (_i32, [ctypes.c_char_p]),
     "ml_backend": (ctypes.c_char_p, [_i32, _i32, _i64, _i64, _i64]),
+    "ml_backend_rhs": (ctypes.c_char_p, [_i32, _i32, _i64, _i64, _i64]),
     "ml_policy_get": (
         _i32,
         [_i32, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
@@ -229,4 +230,5 @@ bind_ops(
     lambda op: [d for d in output_symbols(op, 0) if d is not None],
     lambda op: bool(lib.ml_op_kernels(op)),
     lambda op: bool(lib.ml_op_linear_system(op)),
+    lambda op: int(lib.ml_op_inputs(op)),
 )

@@ -16,6 +16,7 @@ from ._shared.queries import (  # noqa: F401 (re-exported)
     OP_ID,
     OPS,
     POLICY_OPS,
+    RHS_OPS,
     CalibrationWarning,
 )
 
@@ -76,12 +77,17 @@ class _Core:
     get_cpu_threads = staticmethod(lambda: int(lib.ml_get_cpu_threads()))
 
     @staticmethod
-    def backend(op: int, m: int, n: int, batch: int, device) -> str:
+    def backend(op: int, m: int, n: int, batch: int, device, nrhs: int = 1) -> str:
         label = f"{ALL_OPS[op]}_backend"
-        m, n, batch = (
-            _c_int(v, INT64_MAX, w, label) for v, w in ((m, "m"), (n, "n"), (batch, "batch"))
+        m, n, batch, nrhs = (
+            _c_int(v, INT64_MAX, w, label)
+            for v, w in ((m, "m"), (n, "n"), (batch, "batch"), (nrhs, "nrhs"))
         )
-        name = lib.ml_backend(op, _memory(device, label), m, n, batch)
+        memory = _memory(device, label)
+        if ALL_OPS[op] in RHS_OPS:
+            name = lib.ml_backend_rhs(op, memory, n, nrhs, batch)
+        else:
+            name = lib.ml_backend(op, memory, m, n, batch)
         if not name:
             raise _lib.MetalLinalgError(
                 f"[metal_linalg.{label}] {_lib.text(lib.ml_last_error()) or 'no backend'}"

@@ -132,6 +132,29 @@ static void test_table(void) {
             "op %d above the cap\n", op);
     }
     CHECK(strcmp(ml_backend(op, ML_MEMORY_CUDA, N, N, 100), LANES) == 0, "op %d cuda\n", op);
+    /* ml_backend_rhs: the route with nrhs columns of B, as ml_plan names it; ops without a
+     * right-hand side and nrhs < 1 are refused. */
+    if (ml_op_inputs(op) > 1) {
+      int64_t r;
+      for (r = 1; r <= 64; r *= 4) {
+        const int64_t rs[4] = {100, 40, 40, r};
+        char want[64];
+        snprintf(want, sizeof want, "%s", ml_backend_rhs(op, ML_MEMORY_HOST, 40, r, 100));
+        expect(ml_plan(NULL, op, rs, 0, NULL, NULL, &plan), ML_OK, "plan nrhs");
+        CHECK(strcmp(want, plan) == 0 && strcmp(want, LANES) == 0, "op %d nrhs %lld: %s / %s\n",
+              op, (long long)r, want, plan);
+      }
+      CHECK(strcmp(ml_backend_rhs(op, ML_MEMORY_HOST, 40, 1, 100),
+                   ml_backend(op, ML_MEMORY_HOST, 40, 40, 100)) == 0,
+            "op %d: one right-hand side as ml_backend\n", op);
+      CHECK(ml_backend_rhs(op, ML_MEMORY_HOST, 40, 0, 100)[0] == '\0' &&
+                strstr(ml_last_error(), "nrhs") != NULL,
+            "op %d: nrhs 0 refused: %s\n", op, ml_last_error());
+    } else {
+      CHECK(ml_backend_rhs(op, ML_MEMORY_HOST, N, 1, 100)[0] == '\0' &&
+                strstr(ml_last_error(), "no right-hand side") != NULL,
+            "op %d: no right-hand side: %s\n", op, ml_last_error());
+    }
     memory = -1;
     expect(ml_plan(NULL, op, sizes, 0, &memory, &ws, &plan), ML_OK, "plan");
     CHECK(memory == ML_MEMORY_HOST && ws == 0 && strcmp(plan, LANES) == 0, "plan %d %s\n",

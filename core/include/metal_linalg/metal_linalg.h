@@ -56,8 +56,8 @@ typedef enum ml_op {
   ML_OP_EIGVALSH = 2,
   ML_OP_SVD = 3,
   ML_OP_SVDVALS = 4,
-  /* The linear systems: LAPACK on the CPU (no GPU kernels yet: ml_plan answers
-   * ML_MEMORY_HOST for device buffers, so frontends copy). */
+  /* The linear systems (LAPACK's info words; GPU kernels where the build has a GPU
+   * backend: ml_op_kernels). */
   ML_OP_CHOLESKY = 5,
   ML_OP_SOLVE = 6,
   ML_OP_INV = 7,
@@ -329,10 +329,15 @@ ML_API int32_t ml_pending_warnings(void);
  * ml_backend_available: "cpu", "cuda", "metal".
  * ml_backend: which kernel a call of op with this shape and batch would use,
  * for buffers in `memory` (e.g. "cpu:lapack", "cpu:kernel", "cuda:eigh_tridiag_ql").
- * For ops without m (eigh, eigvalsh) pass m = n. */
+ * For ops without m (eigh, eigvalsh) pass m = n. For the ops with a right-hand side
+ * (solve, solve_triangular) ml_backend answers for one right-hand side column;
+ * ml_backend_rhs answers for an n x n A with nrhs >= 1 columns of B (an op without a
+ * right-hand side: "" with ML_INVALID_ARGUMENT). */
 ML_API const char *ml_device_name(void);
 ML_API int32_t ml_backend_available(const char *backend);
 ML_API const char *ml_backend(int32_t op, int32_t memory, int64_t m, int64_t n, int64_t batch);
+ML_API const char *ml_backend_rhs(int32_t op, int32_t memory, int64_t n, int64_t nrhs,
+                                  int64_t batch);
 
 /* ---- CPU-only mode and GPU size ----
  * ml_set_cpu_only(1): every call is routed to the CPU backend until

@@ -142,6 +142,21 @@ def test_default_routes() -> None:
                 assert route(op, n, batch) == _default_line(op, n, batch, pol), (op, n, batch)
 
 
+@pytest.mark.parametrize("op", ["solve", "solve_triangular"])
+def test_lane_launch_by_right_hand_sides(op: str) -> None:
+    """An op with a right-hand side takes the lane launch for one column of B only (its lane
+    fields are timed with one); the package's query answers for the nrhs it is given."""
+    oid = _lib.OP_ID[op]
+    for field, value in (("gpu_simd_max_n", 0), ("gpu_lane_max_n", 16), ("gpu_lane_min_batch", 64)):
+        assert _lib.lib.ml_policy_set(oid, field.encode(), value) == 0
+    backend = getattr(mlt, f"{op}_backend")
+    assert backend(8, 4096, device="cuda") == KERNELS[op] + "/lane" == route(op, 8, 4096)
+    assert backend(8, 4096, nrhs=1, device="cuda") == KERNELS[op] + "/lane"
+    for nrhs in (2, 16):
+        assert backend(8, 4096, nrhs=nrhs, device="cuda") == KERNELS[op]
+    assert backend(17, 4096, nrhs=1, device="cuda") == KERNELS[op]  # past gpu_lane_max_n
+
+
 @pytest.mark.parametrize("op", LU_SIMD)
 def test_lu_simd_window(op: str) -> None:
     """The LU SIMD lines follow gpu_simd_max_n / gpu_simd_min_n (outside: the group line)."""

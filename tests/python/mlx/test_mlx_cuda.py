@@ -293,3 +293,24 @@ def test_linsys_gradients_on_gpu_stream_match_the_cpu_stream():
             x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
             scale = max(float(np.abs(y).max()), 1.0)
             assert np.abs(x - y).max() <= 1e-3 * scale, name
+
+
+@pytest.mark.parametrize("op", ["solve", "solve_triangular"])
+def test_linsys_backend_query_by_right_hand_sides(op):
+    """The GPU stream's query of an op with a right-hand side answers for the nrhs given: the
+    lane launch for one column of B only (its lane fields are timed with one)."""
+    getattr(ml, f"set_{op}_policy")(
+        gpu_min_batch=1,
+        gpu_simd_max_n=0,
+        gpu_lane_max_n=16,
+        gpu_lane_min_batch=64,
+        gpu_blocked_min_n=1 << 30,
+    )
+    try:
+        backend = getattr(ml, f"{op}_backend")
+        assert backend(8, 4096, stream=GPU) == f"cuda:{op}_group/lane"
+        assert backend(8, 4096, nrhs=1, stream=GPU) == f"cuda:{op}_group/lane"
+        assert backend(8, 4096, nrhs=16, stream=GPU) == f"cuda:{op}_group"
+        assert backend(8, 4096, nrhs=16, stream=CPU).startswith("cpu:")
+    finally:
+        getattr(ml, f"reset_{op}_policy")()

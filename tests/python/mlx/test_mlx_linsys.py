@@ -768,6 +768,15 @@ def test_queries():
     assert ml.cholesky_backend.__name__ == "cholesky_backend"
     with pytest.raises(ValueError):
         ml.solve_backend(0)
+    # The ops with a right-hand side answer for nrhs columns of B.
+    assert queries.RHS_OPS == ["solve", "solve_triangular"]
+    lanes = "cpu:kernel:linsys_lanes"
+    assert ml.solve_backend(64, 8, nrhs=16, stream=CPU) == lanes
+    assert ml.solve_triangular_backend(300, 2, nrhs=5, stream=CPU) == "cpu:lapack"
+    with pytest.raises(ValueError, match="nrhs must be >= 1"):
+        ml.solve_triangular_backend(8, 4, nrhs=0, stream=CPU)
+    with pytest.raises(TypeError):
+        ml.inv_backend(8, 4, nrhs=2)
 
 
 # ---- lu, det, slogdet (lu_factor's node and MLX ops, as mx.linalg's) ----

@@ -704,6 +704,19 @@ def test_queries_and_table():
     assert mlt.solve_triangular_backend(96, 16) == lanes == mlt.cholesky_backend(64, 8)
     assert mlt.solve_triangular_backend(97, 1000) == lapack == mlt.inv_backend(129, 1000)
     assert mlt.cholesky_backend(300) == lapack == mlt.lu_factor_backend(129, 33)
+    # The ops with a right-hand side answer for nrhs columns of B (the host route takes none).
+    assert mlt.queries.RHS_OPS == ["solve", "solve_triangular"]
+    assert (
+        mlt.solve_backend(64, 8, nrhs=16) == lanes == mlt.solve_triangular_backend(96, 16, nrhs=3)
+    )
+    assert mlt.solve_backend(64, 7, nrhs=16) == lapack
+    assert mlt.queries._q.backend("solve", 64, 64, 8, nrhs=16) == lanes
+    with pytest.raises(ValueError, match="nrhs must be >= 1"):
+        mlt.solve_backend(8, 4, nrhs=0)
+    with pytest.raises(ValueError, match="no right-hand side"):
+        mlt.queries._q.backend("inv", 8, 8, 4, nrhs=2)
+    with pytest.raises(TypeError):
+        mlt.cholesky_backend(8, 4, nrhs=2)
     try:
         mlt.set_solve_policy(cpu_kernel_max_n=8)
         assert mlt.solve_policy_source() == "user"

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One GPU-machine call: the LU register panels of two builds of the torch package side by side
+# (each a `pip install --target` of python-torch for sm_90, packed with `tar czf X.tgz -C site .`
+# and carried with the call), BASE (the former panels) and NEW (this tree's), on one machine:
+#   1. NEW: tests/python/cuda/test_cuda_linsys.py,
+#   2. each build: benchmarks/profile_steps.py on lu_factor 1024 / 2048 / 4096 x1 under the
+#      default (launches) and the leaves (leaf),
+#   3. each build: benchmarks/linsys_ab.py (default and leaf) with torch.linalg,
+#   4. NEW: benchmarks/linsys_gpu.py with torch.linalg, CuPy and JAX under FINAL's variables
+#      (default: none, the built-in choices).
+#   BASE=.ab/base.tgz NEW=.ab/new.tgz OUT=out bash benchmarks/h200_lu_panel_ab.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck disable=SC1091
+. benchmarks/h200_common.sh
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+L=METAL_LINALG_LS_LU_LEAF A=METAL_LINALG_LS_LU_LOOKAHEAD
+for b in base new; do
+  mkdir -p "/tmp/$b"
+  src=$([ "$b" = base ] && echo "$BASE" || echo "$NEW")
+  tar xzf "$src" -C "/tmp/$b" || { echo "cannot unpack $src"; exit 1; }
+done
+with() {  # with BUILD COMMAND...: COMMAND with BUILD's package first on PYTHONPATH
+  local b=$1
+  shift
+  PYTHONPATH="/tmp/$b:$PWD/benchmarks" "$@"
+}
+with new timeout "${PYTEST_S:-120}" python3 -m pytest tests/python/cuda/test_cuda_linsys.py -q \
+  -p no:cacheprovider --maxfail=20 -o addopts="" 2>&1 | tee "$OUT/pytest.log" | tail -4
+echo "== tests done after $SECONDS s"
+for b in base new; do
+  VARIANTS="launches:$L=0,$A=0;leaf:$L=1,$A=0" with "$b" timeout "${PROFILE_S:-60}" python3 \
+    benchmarks/profile_steps.py lu_factor:1024x1024x1 lu_factor:2048x2048x1 \
+    lu_factor:4096x4096x1 2>&1 | tee "$OUT/profile_steps-$b.log" | grep "=="
+  with "$b" timeout "${AB_S:-90}" python3 benchmarks/linsys_ab.py --out "$OUT" --slug "lu-ab-$b" \
+    --reps 5 --peers torch --points lu_factor:1024:1 lu_factor:2048:1 lu_factor:4096:1 \
+    lu_factor:2048:8 solve:4096:1:1 inv:2048:1 --variant "launches:$L=0,$A=0" \
+    --variant "leaf:$L=1,$A=0" --variant "leafla:$L=1,$A=1" >"$OUT/ab-$b.log" 2>&1
+  cat "$OUT/lu-ab-$b.md" 2>/dev/null || tail -5 "$OUT/ab-$b.log"
+  echo "== $b done after $SECONDS s"
+done
+# shellcheck disable=SC2086
+with new env ${FINAL:-} timeout "${BENCH_S:-120}" python3 benchmarks/linsys_gpu.py --out "$OUT" \
+  --slug nvidia-h200-linsys-lu-large --reps 5 --points lu_factor:1024:1 lu_factor:2048:1 \
+  lu_factor:4096:1 lu_factor:2048:8 lu_factor:1024:8 solve:1024:1:1 solve:4096:1:1 \
+  solve:2048:8:16 inv:1024:1 inv:2048:1 2>&1 | tail -20
+echo "== all done after $SECONDS s"
