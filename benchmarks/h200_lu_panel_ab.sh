@@ -4,9 +4,10 @@
 # and carried with the call), BASE (the former panels) and NEW (this tree's), on one machine:
 #   1. NEW: tests/python/cuda/test_cuda_linsys.py,
 #   2. each build: benchmarks/profile_steps.py on lu_factor 1024 / 2048 / 4096 x1 under the
-#      default (launches) and the leaves (leaf),
-#   3. each build: benchmarks/linsys_ab.py with torch.linalg: the default (launches), the leaves
-#      (leaf), with lookahead (leafla), and with panels of 64 / 32 columns (la64 / la32),
+#      default (launches), the fused register panels (fuse: BASE has none, so there it is the
+#      default again) and the leaves (leaf),
+#   3. each build: benchmarks/linsys_ab.py with torch.linalg: the default (launches), the fused
+#      panels without and with lookahead (fuse, fusela), the leaves (leaf), with lookahead (leafla), and with panels of 64 / 32 columns (la64 / la32),
 #   4. NEW: benchmarks/linsys_gpu.py with torch.linalg, CuPy and JAX under FINAL's variables
 #      (default: none, the built-in choices).
 #   BASE=.ab/base.tgz NEW=.ab/new.tgz OUT=out bash benchmarks/h200_lu_panel_ab.sh
@@ -16,6 +17,7 @@ cd "$(dirname "$0")/.."
 . benchmarks/h200_common.sh
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 L=METAL_LINALG_LS_LU_LEAF A=METAL_LINALG_LS_LU_LOOKAHEAD N=METAL_LINALG_LS_LU_NB
+F=METAL_LINALG_LS_LU_FUSE
 for b in base new; do
   mkdir -p "/tmp/$b"
   src=$([ "$b" = base ] && echo "$BASE" || echo "$NEW")
@@ -30,13 +32,14 @@ with new timeout "${PYTEST_S:-120}" python3 -m pytest tests/python/cuda/test_cud
   -p no:cacheprovider --maxfail=20 -o addopts="" 2>&1 | tee "$OUT/pytest.log" | tail -4
 echo "== tests done after $SECONDS s"
 for b in base new; do
-  VARIANTS="launches:$L=0,$A=0;leaf:$L=1,$A=0" with "$b" timeout "${PROFILE_S:-60}" python3 \
-    benchmarks/profile_steps.py lu_factor:1024x1024x1 lu_factor:2048x2048x1 \
-    lu_factor:4096x4096x1 2>&1 | tee "$OUT/profile_steps-$b.log" | grep "=="
+  VARIANTS="launches:$L=0,$A=0;fuse:$L=0,$A=0,$F=1;leaf:$L=1,$A=0" with "$b" \
+    timeout "${PROFILE_S:-60}" python3 benchmarks/profile_steps.py lu_factor:1024x1024x1 \
+    lu_factor:2048x2048x1 lu_factor:4096x4096x1 2>&1 | tee "$OUT/profile_steps-$b.log" | grep "=="
   with "$b" timeout "${AB_S:-120}" python3 benchmarks/linsys_ab.py --out "$OUT" --slug "lu-ab-$b" \
     --reps 5 --peers torch --points lu_factor:1024:1 lu_factor:2048:1 lu_factor:4096:1 \
     lu_factor:2048:8 solve:4096:1:1 inv:2048:1 --variant "launches:$L=0,$A=0" \
-    --variant "leaf:$L=1,$A=0" --variant "leafla:$L=1,$A=1" --variant "la64:$L=1,$A=1,$N=64" \
+    --variant "fuse:$F=1" --variant "fusela:$F=1,$A=1" --variant "leaf:$L=1,$A=0" \
+    --variant "leafla:$L=1,$A=1" --variant "la64:$L=1,$A=1,$N=64" \
     --variant "la32:$L=1,$A=1,$N=32" >"$OUT/ab-$b.log" 2>&1
   cat "$OUT/lu-ab-$b.md" 2>/dev/null || tail -5 "$OUT/ab-$b.log"
   echo "== $b done after $SECONDS s"

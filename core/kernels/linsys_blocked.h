@@ -1047,20 +1047,23 @@ ML_HOST_FN int ml_lsb_lu_leaf_shared_floats(int nl, int cls) {
 // Columns of A22 a lane updates at once in ml_lsb_lu_leaf (their loads in flight together).
 #define ML_LSB_LEAF_CU(RPL) ((RPL) >= 8 ? 2 : 16 / (RPL))
 
-// The leaf of columns [k0, k0 + nl) over rows k0..m of W (ldw) in sub-panels of sw <= NB columns
-// (RPL rows a lane, RPL x gs >= m - k0); pivots to piv, the info to st[2]. Each sub-panel stays
-// in its lanes' registers from its factorisation to its update of the leaf's columns right of
-// it (L21 read once).
-template <int RPL, int NB>
-ML_FN void ml_lsb_lu_leaf(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE float *piv,
-                          ML_DEVICE float *st, int m, int k0, int nl, int sw, ML_SHARED float *sh) {
+// The sub-panel of w <= NB columns at leaf column s0 of the leaf [k0, k0 + nl) over rows j = k0 +
+// s0 .. m of W (ldw; RPL rows a lane, RPL x gs >= m - j): its factorisation in registers
+// (pivots to piv, the info to st[2]), its interchanges on the leaf's other columns, its block row
+// of U right of it in the leaf (U12 = L11^-1 A12), and with UPDATE the leaf's columns right of it
+// below (A22 -= L21 U12, L21 still in the lanes' registers: read once). Ends with a device
+// barrier.
+template <int RPL, int NB, bool UPDATE>
+ML_FN void ml_lsb_lu_sub(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE float *piv,
+                         ML_DEVICE float *st, int m, int k0, int nl, int s0, int w,
+                         ML_SHARED float *sh) {
   const int lane = ctx.lane, gs = ctx.group_size;
   ML_SHARED float *cmp = sh + ml_lsb_getf2_reg_shared_floats(NB);
   ML_SHARED float *dst = cmp;
   ML_SHARED float *src = cmp + 2 * ML_LSB_SWAPS;
   ML_SHARED float *big = cmp + ml_lsb_compose_floats();
-  for (int s0 = 0; s0 < nl; s0 += sw) {
-    const int j = k0 + s0, w = ml_imin(sw, nl - s0), c1 = s0 + w, rin = nl - c1, r = m - j;
+  {
+    const int j = k0 + s0, c1 = s0 + w, rin = nl - c1, r = m - j;
     float x[RPL][NB];
     int pos[RPL];
     ml_lsb_reg_load<RPL, NB>(ctx, W, ldw, m, j, w, x);
@@ -1082,7 +1085,7 @@ ML_FN void ml_lsb_lu_leaf(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE flo
       }
       ml_barrier_device(ctx);
     }
-    if (rin == 0) continue;  // the same on every lane
+    if (rin == 0) return;  // the same on every lane
     // U12 = L11^-1 A12: L11 the sub-panel's unit lower w x w block at (j, j), A12 its rows of
     // the leaf's columns c1.. (U[q * rin + c]; rows past w zero for the update below).
     ML_SHARED float *Ls = big;  // Ls[q * (NB + 1) + l] = L11(q, l)
@@ -1106,6 +1109,10 @@ ML_FN void ml_lsb_lu_leaf(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE flo
     for (int e = lane; e < w * rin; e += gs) {
       const int c = e / w, q = e - c * w;
       W[(ml_i64)(k0 + c1 + c) * ldw + j + q] = U[q * rin + c];
+    }
+    if (!UPDATE) {
+      ml_barrier_device(ctx);
+      return;
     }
     // A22 -= L21 U12 on the leaf's columns c1.., the lane's rows at positions w.. of the
     // sub-panel (L21 in x, row t at pos[t]), CU columns at a time.
@@ -1145,13 +1152,27 @@ ML_FN void ml_lsb_lu_leaf(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE flo
   }
 }
 
-// ls_lu_leaf_r8 / _r16 / _r32: ls_getf2's contract for the panel of columns [k0, k0 + p.n)
-// (k0 = p.i[0], p.n <= ML_LSB_LEAF_MAX) over rows k0..p.m of W (operand 1, ld[1]), pivots to
-// operand 2, info and skips as ls_getf2, by ml_lsb_lu_leaf in sub-panels of p.k columns (at most
-// the class's 8, 16, 32; 8, 4, 2 rows a lane: ml_lsb_reg_plan for the rows m - k0). Groups:
-// batch. Shared: ml_lsb_lu_leaf_shared_floats(p.n, class).
+// The leaf of columns [k0, k0 + nl) over rows k0..m of W (ldw) in sub-panels of sw <= NB columns
+// (RPL rows a lane, RPL x gs >= m - k0); pivots to piv, the info to st[2].
 template <int RPL, int NB>
-ML_FN void ml_lsb_lu_leaf_step(ML_STEP_ARGS) {
+ML_FN void ml_lsb_lu_leaf(ML_CTX ctx, ML_DEVICE float *W, int ldw, ML_DEVICE float *piv,
+                          ML_DEVICE float *st, int m, int k0, int nl, int sw, ML_SHARED float *sh) {
+  for (int s0 = 0; s0 < nl; s0 += sw)
+    ml_lsb_lu_sub<RPL, NB, true>(ctx, W, ldw, piv, st, m, k0, nl, s0, ml_imin(sw, nl - s0), sh);
+}
+
+// ls_lu_leaf_r8 / _r16 / _r32 (LEAF): ls_getf2's contract for the panel of columns [k0, k0 +
+// p.n) (k0 = p.i[0], p.n <= ML_LSB_LEAF_MAX) over rows k0..p.m of W (operand 1, ld[1]), pivots
+// to operand 2, info and skips as ls_getf2, by ml_lsb_lu_leaf in sub-panels of p.k columns (at
+// most the class's 8, 16, 32; 8, 4, 2 rows a lane: ml_lsb_reg_plan for the rows m - k0).
+// ls_getf2_fused_r8 / _r16 / _r32 (!LEAF): one narrow panel of the ls_lu_ib path in one launch:
+// the columns [k0 + s0, k0 + s0 + p.k) (s0 = p.i[1]) of the panel [k0, k0 + p.n) over rows k0 +
+// s0 .. p.m factored in registers as ls_getf2_r*, then, by the same group, their interchanges
+// on the panel's other columns and their block row of U right of them in the panel
+// (ml_lsb_lu_sub without the update: the product that follows is the host's); the rows m - k0
+// - s0 fit the class. Groups: batch. Shared: ml_lsb_lu_leaf_shared_floats(p.n, class).
+template <int RPL, int NB, bool LEAF>
+ML_FN void ml_lsb_lu_reg_step(ML_STEP_ARGS) {
   (void)a, (void)o0, (void)o1, (void)o2, (void)info;
   if (ctx.group_id >= p.groups) return;
   const ml_i64 b = ctx.group_id;
@@ -1159,17 +1180,30 @@ ML_FN void ml_lsb_lu_leaf_step(ML_STEP_ARGS) {
   if (st[1] != 0.0f) return;
   ML_DEVICE float *W = ws + p.off[1] + b * p.stride[1];
   ML_DEVICE float *piv = ws + p.off[2] + b * p.stride[2];
-  const int sw = p.k < 1 ? 1 : p.k > NB ? NB : p.k;
-  ml_lsb_lu_leaf<RPL, NB>(ctx, W, p.ld[1], piv, st, p.m, p.i[0], p.n, sw, ctx.scratch);
+  const int w = p.k < 1 ? 1 : p.k > NB ? NB : p.k;
+  if (LEAF)
+    ml_lsb_lu_leaf<RPL, NB>(ctx, W, p.ld[1], piv, st, p.m, p.i[0], p.n, w, ctx.scratch);
+  else
+    ml_lsb_lu_sub<RPL, NB, false>(ctx, W, p.ld[1], piv, st, p.m, p.i[0], p.n, p.i[1], w,
+                                  ctx.scratch);
 }
 ML_FN void ml_step_ls_lu_leaf_r8(ML_STEP_ARGS) {
-  ml_lsb_lu_leaf_step<ML_LSB_REG_FLOATS / 8, 8>(ctx, p, ws, a, o0, o1, o2, info);
+  ml_lsb_lu_reg_step<ML_LSB_REG_FLOATS / 8, 8, true>(ctx, p, ws, a, o0, o1, o2, info);
 }
 ML_FN void ml_step_ls_lu_leaf_r16(ML_STEP_ARGS) {
-  ml_lsb_lu_leaf_step<ML_LSB_REG_FLOATS / 16, 16>(ctx, p, ws, a, o0, o1, o2, info);
+  ml_lsb_lu_reg_step<ML_LSB_REG_FLOATS / 16, 16, true>(ctx, p, ws, a, o0, o1, o2, info);
 }
 ML_FN void ml_step_ls_lu_leaf_r32(ML_STEP_ARGS) {
-  ml_lsb_lu_leaf_step<ML_LSB_REG_FLOATS / 32, 32>(ctx, p, ws, a, o0, o1, o2, info);
+  ml_lsb_lu_reg_step<ML_LSB_REG_FLOATS / 32, 32, true>(ctx, p, ws, a, o0, o1, o2, info);
+}
+ML_FN void ml_step_ls_getf2_fused_r8(ML_STEP_ARGS) {
+  ml_lsb_lu_reg_step<ML_LSB_REG_FLOATS / 8, 8, false>(ctx, p, ws, a, o0, o1, o2, info);
+}
+ML_FN void ml_step_ls_getf2_fused_r16(ML_STEP_ARGS) {
+  ml_lsb_lu_reg_step<ML_LSB_REG_FLOATS / 16, 16, false>(ctx, p, ws, a, o0, o1, o2, info);
+}
+ML_FN void ml_step_ls_getf2_fused_r32(ML_STEP_ARGS) {
+  ml_lsb_lu_reg_step<ML_LSB_REG_FLOATS / 32, 32, false>(ctx, p, ws, a, o0, o1, o2, info);
 }
 
 #endif  // ML_KERNELS_LINSYS_BLOCKED_H

@@ -184,6 +184,12 @@ struct Options {
   // their interchanges, block rows of U and updates inside the panel by the same group, whatever
   // ls_lu_ib_min_m (0: the launches above). METAL_LINALG_LS_LU_LEAF overrides it per call.
   int ls_lu_leaf = 0;
+  // The register panels of ls_lu_ib fused: each narrow panel's factorisation, interchanges on the
+  // panel's other columns and block row of U in one launch (ls_getf2_fused_r*; its product
+  // stays the backend's), where its shared memory fits, whatever ls_lu_ib_min_m (0: three
+  // launches).
+  // METAL_LINALG_LS_LU_FUSE overrides it per call.
+  int ls_lu_fuse = 0;
   // LU's lookahead: each panel's update of the columns past the next panel on the runner's side
   // queue while the next panel is factored (0: off). METAL_LINALG_LS_LU_LOOKAHEAD per call.
   int ls_lu_lookahead = 0;

@@ -419,9 +419,10 @@ ml_status run_cholesky(const Call &c, const Options &o, const Chunk &ch, const L
 // LU's panel of columns [k, k + jb) over rows k..m factored with its pivots: as a leaf in one
 // launch (ls_lu_leaf_r*, sub-panels of sub columns) where leaf is on, the rows fit the register
 // classes and its shared memory fits; else narrower panels in registers, four launches each
-// (ls_lu_ib, from ls_lu_ib_min_m rows); else ls_getf2 in device memory.
+// (ls_lu_ib, from ls_lu_ib_min_m rows), two with fuse (ls_getf2_fused_r*, then the product;
+// whatever ls_lu_ib_min_m, as the leaves); else ls_getf2 in device memory.
 ml_status lu_panel(const Chunk &ch, const Options &o, const LsLayout &L, int k, int jb, bool leaf,
-                   int sub) {
+                   int sub, bool fuse) {
   const int m = L.m;
   ml_step_params p = ls_params(L);
   p.m = m;
@@ -442,7 +443,7 @@ ml_status lu_panel(const Chunk &ch, const Options &o, const LsLayout &L, int k, 
                                      : kStep_ls_lu_leaf_r32;
     return ch.launch(step, ch.batch, gs, ml_lsb_lu_leaf_shared_floats(jb, cls), p);
   }
-  if (o.ls_lu_ib > 0 && m >= o.ls_lu_ib_min_m &&
+  if (o.ls_lu_ib > 0 && (m >= o.ls_lu_ib_min_m || fuse) &&
       ml_lsb_reg_plan(m - k, std::min(o.ls_lu_ib, jb), o.max_group, &cls, &gs) > 0) {
     // Narrower panels in registers inside this one: each factored, its interchanges on the
     // panel's other columns, its block row of U and the update of the panel right of it.
@@ -457,6 +458,21 @@ ml_status lu_panel(const Chunk &ch, const Options &o, const LsLayout &L, int k, 
       q.i[0] = j;
       const int rin = k + jb - j - w;
       const int64_t dj = L.w + int64_t{j} * m + j, uj = dj + int64_t{w} * m;
+      if (fuse && ml_lsb_lu_leaf_shared_floats(jb, cls) <= o.shared_floats) {
+        // One launch for the factorisation, its interchanges and U12; the product after it.
+        ml_step_params f = p;  // the panel [k, k + jb), this narrow panel at its column j - k
+        f.i[1] = j - k;
+        f.k = w;
+        const int32_t fused = cls == 8    ? kStep_ls_getf2_fused_r8
+                              : cls == 16 ? kStep_ls_getf2_fused_r16
+                                          : kStep_ls_getf2_fused_r32;
+        if ((st = ch.launch(fused, ch.batch, gs, ml_lsb_lu_leaf_shared_floats(jb, cls), f)) ||
+            (rin > 0 &&
+             (st = gemm(ch, o, 0, m - j - w, rin, w, -1.0f, dj + w, m, uj, m, 1.0f, uj + w, m))))
+          return st;
+        j += w;
+        continue;
+      }
       if ((st = ch.launch(step, ch.batch, gs, ml_lsb_getf2_reg_shared_floats(cls), q)) ||
           (st = ls_swap(ch, o, L, L.w, m, k, jb, j, j + w, false, j - k, w)) ||
           (rin > 0 &&
@@ -497,16 +513,17 @@ ml_status getrf(const Chunk &ch, const Options &o, const LsLayout &L) {
   const int m = L.m, n = L.n, nb = lu_nb > 0 ? lu_nb : ls_nb(o);
   const bool leaf = env_or("METAL_LINALG_LS_LU_LEAF", o.ls_lu_leaf) != 0;
   const bool ahead = env_or("METAL_LINALG_LS_LU_LOOKAHEAD", o.ls_lu_lookahead) != 0;
+  const bool fuse = env_or("METAL_LINALG_LS_LU_FUSE", o.ls_lu_fuse) != 0;
   const int sub = o.ls_lu_ib > 0 ? o.ls_lu_ib : 32;
   ml_status st;
-  if (L.k > 0 && (st = lu_panel(ch, o, L, 0, std::min(nb, L.k), leaf, sub))) return st;
+  if (L.k > 0 && (st = lu_panel(ch, o, L, 0, std::min(nb, L.k), leaf, sub, fuse))) return st;
   for (int k = 0; k < L.k; k += nb) {
     const int jb = std::min(nb, L.k - k), right = n - k - jb;
     const int nj = std::min(nb, L.k - k - jb);  // the next panel's columns (0: none)
     if (!ahead || nj <= 0) {
       if ((st = ls_swap(ch, o, L, L.w, m, 0, n, k, k + jb, false, k, jb)) ||
           (right > 0 && (st = lu_update(ch, o, L, k, jb, k + jb, right))) ||
-          (nj > 0 && (st = lu_panel(ch, o, L, k + jb, nj, leaf, sub))))
+          (nj > 0 && (st = lu_panel(ch, o, L, k + jb, nj, leaf, sub, fuse))))
         return st;
       continue;
     }
@@ -521,7 +538,7 @@ ml_status getrf(const Chunk &ch, const Options &o, const LsLayout &L) {
       const ml_status f = ch.r.side_end();
       if ((st = st ? st : f)) return st;
     }
-    if ((st = lu_panel(ch, o, L, k + jb, nj, leaf, sub)) || (st = ch.r.join())) return st;
+    if ((st = lu_panel(ch, o, L, k + jb, nj, leaf, sub, fuse)) || (st = ch.r.join())) return st;
   }
   return ML_OK;
 }

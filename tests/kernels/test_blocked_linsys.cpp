@@ -13,6 +13,8 @@
 // same checks beside the plain ones ("fast"), with inner panels narrower than the panel, rows
 // past one lane's share (several rows a lane, every register class) and more interchanges than
 // one block of them.
+// The inner register panels fused (Options::ls_lu_fuse: each one's factorisation, interchanges
+// and block row of U in one launch, the product after it) run the same checks ("fused").
 // LU's panels as leaves in one launch each (Options::ls_lu_leaf: register sub-panels, their
 // interchanges, U and updates inside the panel by one group) and with lookahead
 // (ls_lu_lookahead: the side queue's updates held back until the join) run the same checks.
@@ -75,6 +77,14 @@ ml::blocked::Options fast(ml::blocked::Options o, int n, int ib = 3) {
   o.ls_rhs_wide = 1;
   o.ls_rhs_floats = int64_t{n} * n;
   o.ls_rhs_wide_floats = int64_t{n} * n;
+  return o;
+}
+
+// o with the faster paths on and each inner LU panel fused into one launch (Options::ls_lu_fuse:
+// its factorisation, interchanges on the panel's other columns and block row of U).
+ml::blocked::Options fused(ml::blocked::Options o, int n, int ib = 3) {
+  o = fast(o, n, ib);
+  o.ls_lu_fuse = 1;
   return o;
 }
 
@@ -199,6 +209,7 @@ void suite_lu(kt::Report &rep) {
     const Batch bt = lsk::general_batch(n, rng);
     run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, options(8, n, 1), "");
     run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, fast(options(8, n, 1), n), "fast");
+    run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, fused(options(8, n, 1), n), "fused");
     run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, leafy(options(8, n, 1), n), "leaf");
     ml::blocked::Options la = leafy(options(8, n, 1), n);
     la.ls_lu_lookahead = 1;
@@ -214,10 +225,16 @@ void suite_lu(kt::Report &rep) {
     kt::Timer t("blocked lu_factor registers", 150, 150, 0);
     const Batch bt = lsk::general_batch(150, rng);
     const lsk::Shape s{ML_OP_LU_FACTOR, 150, 150, 1, 0};
-    for (int ib : {32, 12, 5}) run_batch(rep, s, bt, fast(options(64, 150, 1), 150, ib), "fast");
+    for (int ib : {32, 12, 5}) {
+      run_batch(rep, s, bt, fast(options(64, 150, 1), 150, ib), "fast");
+      run_batch(rep, s, bt, fused(options(64, 150, 1), 150, ib), "fused");
+    }
     ml::blocked::Options o = fast(options(48, 150, 1), 150, 32);
     o.max_group = 128;
     run_batch(rep, s, bt, o, "fast 128 lanes");
+    o.ls_lu_fuse = 1;
+    run_batch(rep, s, bt, o, "fused 128 lanes");
+    o.ls_lu_fuse = 0;
     o = options(64, 150, 1);
     o.ls_laswp_blk = 1;  // the blocked interchanges alone, on ls_getf2's panels
     run_batch(rep, s, bt, o, "blk");
@@ -246,6 +263,8 @@ void suite_lu(kt::Report &rep) {
     run_batch(rep, s, bt, o, "leaf lu_nb 40 lookahead");
     o.ls_lu_leaf = 0;
     run_batch(rep, s, bt, o, "fast lu_nb 40 lookahead");
+    o.ls_lu_fuse = 1;
+    run_batch(rep, s, bt, o, "fused lu_nb 40 lookahead");
   }
   // Tall and wide, the panels' and the trailing columns' boundaries inside.
   for (auto mn : {std::pair<int, int>{29, 11}, {11, 29}, {20, 8}, {1, 9}, {9, 1}}) {
@@ -260,6 +279,7 @@ void suite_lu(kt::Report &rep) {
     lsk::push(bt, "nan", nan);
     run_batch(rep, {ML_OP_LU_FACTOR, m, n, 1, 0}, bt, options(4, n, 1), "nb4");
     run_batch(rep, {ML_OP_LU_FACTOR, m, n, 1, 0}, bt, fast(options(8, n, 1), n), "nb8 fast");
+    run_batch(rep, {ML_OP_LU_FACTOR, m, n, 1, 0}, bt, fused(options(8, n, 1), n), "nb8 fused");
     run_batch(rep, {ML_OP_LU_FACTOR, m, n, 1, 0}, bt, leafy(options(8, n, 1), n), "nb8 leaf");
     ml::blocked::Options la = leafy(options(4, n, 1), n);
     la.ls_lu_lookahead = 1;
@@ -272,6 +292,7 @@ void suite_lu(kt::Report &rep) {
   const Batch b21 = lsk::general_batch(21, rng);
   run_batch(rep, {ML_OP_LU_FACTOR, 21, 21, 1, 0}, b21, o, "chunks2");
   run_batch(rep, {ML_OP_LU_FACTOR, 21, 21, 1, 0}, b21, fast(o, 21), "chunks2 fast");
+  run_batch(rep, {ML_OP_LU_FACTOR, 21, 21, 1, 0}, b21, fused(o, 21), "chunks2 fused");
   o = leafy(o, 21);
   o.ls_lu_lookahead = 1;
   run_batch(rep, {ML_OP_LU_FACTOR, 21, 21, 1, 0}, b21, o, "chunks2 leaf lookahead");
