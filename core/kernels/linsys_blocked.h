@@ -691,6 +691,62 @@ ML_FN void ml_step_ls_trsm(ML_STEP_ARGS) {
   }
 }
 
+// ls_trsm_lane: ls_trsm's contract (operands, flags, shared T) with a right-hand side vector a
+// lane and no barrier inside the substitution: each lane walks its own vector's column-oriented
+// substitution (row k final, divided by the diagonal unless unit, then subtracted from the
+// rows after it), every entry's operations in ml_ls_trsm_chunk's order. T in shared memory as
+// ls_trsm's, the group's vectors in shared memory one a column (X[e * (gs + 1) + v]). Groups:
+// batch x ceil(p.n / group size). Shared: ml_lsb_trsm_lane_shared_floats(jb, group size).
+ML_HOST_FN int ml_lsb_trsm_lane_shared_floats(int jb, int gs) {
+  return jb * ml_shared_ld(jb) + jb * (gs + 1);
+}
+ML_FN void ml_step_ls_trsm_lane(ML_STEP_ARGS) {
+  (void)a, (void)o0, (void)o1, (void)o2, (void)info;
+  if (ctx.group_id >= p.groups) return;
+  const int jb = p.k, nv = p.n, f = p.flags, gs = ctx.group_size, lane = ctx.lane;
+  const ml_i64 per = (nv + gs - 1) / gs;
+  const ml_i64 b = ctx.group_id / per;
+  const int v0 = (int)(ctx.group_id - b * per) * gs;
+  const int w = ml_imin(gs, nv - v0);
+  const int ld = ml_shared_ld(jb), ldx = gs + 1;
+  const int rows = (f & ML_LSB_T_ROWS) != 0, trans = (f & ML_LSB_T_TRANS) != 0;
+  const int lower = (f & ML_LSB_T_LOWER) != 0, unit = (f & ML_LSB_T_UNIT) != 0;
+  ML_DEVICE const float *T = ws + p.off[1] + b * p.stride[1];
+  ML_DEVICE float *R = ws + p.off[2] + b * p.stride[2];
+  ML_SHARED float *S = ctx.scratch;  // S[i * ld + j] = T(i, j)
+  ML_SHARED float *X = S + jb * ld;  // X[e * ldx + v] = entry e of vector v0 + v
+  for (int e = lane; e < jb * jb; e += gs) {
+    const int j = e / jb, i = e - j * jb;
+    S[i * ld + j] = T[(ml_i64)j * p.ld[1] + i];
+  }
+  for (int t = lane; t < jb * w; t += gs) {
+    const int q = rows ? t % w : t / jb, r = rows ? t / w : t % jb;  // vector, entry
+    X[r * ldx + q] = rows ? R[(ml_i64)r * p.ld[2] + v0 + q] : R[(ml_i64)(v0 + q) * p.ld[2] + r];
+  }
+  ml_barrier(ctx);
+  if (lane < w) {
+    ML_SHARED float *x = X + lane;  // this lane's vector: x[e * ldx]
+    for (int s = 0; s < jb; ++s) {
+      const int k = lower ? s : jb - 1 - s;  // the row now final
+      float xk = x[k * ldx];
+      if (!unit) {
+        xk /= ml_ls_op(S, ld, trans, k, k);
+        x[k * ldx] = xk;
+      }
+      const int i0 = lower ? k + 1 : 0, i1 = lower ? jb : k;  // the rows after it
+      for (int i = i0; i < i1; ++i) x[i * ldx] = x[i * ldx] - ml_ls_op(S, ld, trans, i, k) * xk;
+    }
+  }
+  ml_barrier(ctx);
+  for (int t = lane; t < jb * w; t += gs) {
+    const int q = rows ? t % w : t / jb, r = rows ? t / w : t % jb;
+    if (rows)
+      R[(ml_i64)r * p.ld[2] + v0 + q] = X[r * ldx + q];
+    else
+      R[(ml_i64)(v0 + q) * p.ld[2] + r] = X[r * ldx + q];
+  }
+}
+
 // ls_diag: stat[2] = k + 1 for the first exact zero W(k, k) on the diagonal of W (operand 1,
 // p.n x p.n, ld[1]), when there is one (strtrs' info). Groups: batch. Shared: ML_RED_FLOATS.
 ML_FN void ml_step_ls_diag(ML_STEP_ARGS) {

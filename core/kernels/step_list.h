@@ -79,7 +79,8 @@
   X(ls_lu_leaf_r32, ml_step_ls_lu_leaf_r32) \
   X(ls_getf2_fused_r8, ml_step_ls_getf2_fused_r8)   \
   X(ls_getf2_fused_r16, ml_step_ls_getf2_fused_r16) \
-  X(ls_getf2_fused_r32, ml_step_ls_getf2_fused_r32)
+  X(ls_getf2_fused_r32, ml_step_ls_getf2_fused_r32) \
+  X(ls_trsm_lane, ml_step_ls_trsm_lane)
 // clang-format on
 
 #endif  // ML_KERNELS_STEP_LIST_H

@@ -190,6 +190,10 @@ struct Options {
   // launches).
   // METAL_LINALG_LS_LU_FUSE overrides it per call.
   int ls_lu_fuse = 0;
+  // The blocked paths' triangular solves of diagonal blocks (ls_trsm) with a right-hand side
+  // vector a lane and no barrier inside the substitution (ls_trsm_lane), where its shared memory
+  // fits (0: ls_trsm, a barrier a row). METAL_LINALG_LS_TRSM_LANE overrides it per call.
+  int ls_trsm_lane = 0;
   // LU's lookahead: each panel's update of the columns past the next panel on the runner's side
   // queue while the next panel is factored (0: off). METAL_LINALG_LS_LU_LOOKAHEAD per call.
   int ls_lu_lookahead = 0;

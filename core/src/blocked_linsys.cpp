@@ -195,9 +195,13 @@ ml_status ls_trsm(const Chunk &ch, const Options &o, const LsLayout &L, int64_t 
   p.ld[1] = ldt;
   p.off[2] = r;
   p.ld[2] = ldr;
+  const int gs = ls_lanes(o);
+  if (env_or("METAL_LINALG_LS_TRSM_LANE", o.ls_trsm_lane) != 0 &&
+      ml_lsb_trsm_lane_shared_floats(jb, gs) <= o.shared_floats)
+    return ch.launch(kStep_ls_trsm_lane, ch.batch * ((nv + gs - 1) / gs), gs,
+                     ml_lsb_trsm_lane_shared_floats(jb, gs), p);
   const int64_t groups = (nv + ML_LSB_TRSM_VECS - 1) / ML_LSB_TRSM_VECS;
-  return ch.launch(kStep_ls_trsm, ch.batch * groups, ls_lanes(o), ml_lsb_trsm_shared_floats(jb),
-                   p);
+  return ch.launch(kStep_ls_trsm, ch.batch * groups, gs, ml_lsb_trsm_shared_floats(jb), p);
 }
 
 // op(T) X = B for the n x ncols block at b (ld ldb), T n x n at t (ld ldt): op(T) lower (by

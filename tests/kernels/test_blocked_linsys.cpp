@@ -13,6 +13,8 @@
 // same checks beside the plain ones ("fast"), with inner panels narrower than the panel, rows
 // past one lane's share (several rows a lane, every register class) and more interchanges than
 // one block of them.
+// The diagonal blocks' triangular solves a right-hand side a lane (Options::ls_trsm_lane) run
+// the same checks in every suite ("lane trsm").
 // The inner register panels fused (Options::ls_lu_fuse: each one's factorisation, interchanges
 // and block row of U in one launch, the product after it) run the same checks ("fused").
 // LU's panels as leaves in one launch each (Options::ls_lu_leaf: register sub-panels, their
@@ -77,6 +79,14 @@ ml::blocked::Options fast(ml::blocked::Options o, int n, int ib = 3) {
   o.ls_rhs_wide = 1;
   o.ls_rhs_floats = int64_t{n} * n;
   o.ls_rhs_wide_floats = int64_t{n} * n;
+  return o;
+}
+
+// o with the faster paths on and the diagonal blocks' triangular solves a vector a lane
+// (Options::ls_trsm_lane).
+ml::blocked::Options laned(ml::blocked::Options o, int n, int ib = 3) {
+  o = fast(o, n, ib);
+  o.ls_trsm_lane = 1;
   return o;
 }
 
@@ -210,6 +220,7 @@ void suite_lu(kt::Report &rep) {
     run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, options(8, n, 1), "");
     run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, fast(options(8, n, 1), n), "fast");
     run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, fused(options(8, n, 1), n), "fused");
+    run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, laned(options(8, n, 1), n), "lane trsm");
     run_batch(rep, {ML_OP_LU_FACTOR, n, n, 1, 0}, bt, leafy(options(8, n, 1), n), "leaf");
     ml::blocked::Options la = leafy(options(8, n, 1), n);
     la.ls_lu_lookahead = 1;
@@ -229,6 +240,7 @@ void suite_lu(kt::Report &rep) {
       run_batch(rep, s, bt, fast(options(64, 150, 1), 150, ib), "fast");
       run_batch(rep, s, bt, fused(options(64, 150, 1), 150, ib), "fused");
     }
+    run_batch(rep, s, bt, laned(options(64, 150, 1), 150, 12), "lane trsm");
     ml::blocked::Options o = fast(options(48, 150, 1), 150, 32);
     o.max_group = 128;
     run_batch(rep, s, bt, o, "fast 128 lanes");
@@ -310,6 +322,8 @@ void suite_solve(kt::Report &rep) {
         run_batch(rep, {ML_OP_SOLVE, n, n, nrhs, flags}, bt, options(8, n, 5), "");
         // One pass of n columns (several when nrhs > n).
         run_batch(rep, {ML_OP_SOLVE, n, n, nrhs, flags}, bt, fast(options(8, n, 5), n), "fast");
+        run_batch(rep, {ML_OP_SOLVE, n, n, nrhs, flags}, bt, laned(options(8, n, 5), n),
+                  "lane trsm");
       }
   // 150 interchanges on B in blocks of 64, forward (A X = B) and in reverse (X A = B).
   for (int flags : {0, int(ML_LS_RIGHT)}) {
@@ -348,6 +362,7 @@ void suite_inv(kt::Report &rep) {
     const Batch bt = lsk::general_batch(n, rng);
     run_batch(rep, {ML_OP_INV, n, n, n, 0}, bt, options(8, n, 6), "");
     run_batch(rep, {ML_OP_INV, n, n, n, 0}, bt, fast(options(8, n, 6), n), "fast");
+    run_batch(rep, {ML_OP_INV, n, n, n, 0}, bt, laned(options(8, n, 6), n), "lane trsm");
   }
   {
     kt::Timer t("blocked inv gemm_nb", 100, 100, 0);
@@ -372,6 +387,9 @@ void suite_triangular(kt::Report &rep) {
         if (flags % 2 == 0)  // one pass of up to n columns
           run_batch(rep, {ML_OP_SOLVE_TRIANGULAR, n, n, nrhs, flags}, bt, fast(options(8, n, 4), n),
                     "fast");
+        else  // the same, the diagonal blocks a vector a lane
+          run_batch(rep, {ML_OP_SOLVE_TRIANGULAR, n, n, nrhs, flags}, bt,
+                    laned(options(8, n, 4), n), "lane trsm");
       }
   // Every case at n = 100 with GEMM-rich blocks of 16 and 7 (ls_nb 8): 7 and 15 blocks.
   for (int flags = 0; flags < 8; ++flags) {

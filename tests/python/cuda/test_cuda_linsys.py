@@ -527,12 +527,16 @@ def test_blocked_solve_triangular(n: int, upper: bool, left: bool) -> None:
         # the fused register panels (whatever ls_lu_ib_min_m)
         {"METAL_LINALG_LS_LU_FUSE": "1"},
         {"METAL_LINALG_LS_LU_FUSE": "1", "METAL_LINALG_LS_LU_LOOKAHEAD": "1"},
+        # the diagonal blocks' triangular solves a vector a lane
+        {"METAL_LINALG_LS_TRSM_LANE": "1"},
+        {"METAL_LINALG_LS_TRSM_LANE": "1", "METAL_LINALG_LS_LU_FUSE": "1"},
     ],
 )
 @pytest.mark.parametrize("n", [513, 1024, 2048])
 def test_blocked_lu_leaves_and_lookahead(n: int, env: dict, monkeypatch) -> None:
-    """LU's panels as leaves in one launch, the fused register panels and the lookahead on the
-    side stream (read per call from the environment): a fine matrix, a singular one (factors kept, info), a NaN one (NaN
+    """LU's panels as leaves in one launch, the fused register panels, the triangular solves a
+    vector a lane and the lookahead on the side stream (read per call from the environment): a
+    fine matrix, a singular one (factors kept, info), a NaN one (NaN
     factors, pivots 1..n) in one batch; the factors' ratio, the first pivot as LAPACK's, and a
     solve through the same LU."""
     for k, v in env.items():
