@@ -193,7 +193,7 @@ class Queries:
         """Kernel a call of op on `batch` m x n matrices would use ("cpu:lapack", ...); nrhs: the
         right-hand side's columns of an op in RHS_OPS (1 for any other)."""
         for label, value in (("n", n), ("m", m), ("batch", batch), ("nrhs", nrhs)):
-            if isinstance(value, bool) or operator.index(value) < 1:
+            if operator.index(value) < 1:
                 raise ValueError(f"[metal_linalg.{op}_backend] {label} must be >= 1, got {value}")
         if op not in RHS_OPS and nrhs != 1:
             raise ValueError(f"[metal_linalg.{op}_backend] {op} takes no right-hand side (nrhs)")
