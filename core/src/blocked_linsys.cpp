@@ -196,7 +196,7 @@ ml_status ls_trsm(const Chunk &ch, const Options &o, const LsLayout &L, int64_t 
   p.off[2] = r;
   p.ld[2] = ldr;
   const int gs = ls_lanes(o);
-  if (env_or("METAL_LINALG_LS_TRSM_LANE", o.ls_trsm_lane) != 0 &&
+  if (o.ls_trsm_lane != 0 &&
       ml_lsb_trsm_lane_shared_floats(jb, gs) <= o.shared_floats)
     return ch.launch(kStep_ls_trsm_lane, ch.batch * ((nv + gs - 1) / gs), gs,
                      ml_lsb_trsm_lane_shared_floats(jb, gs), p);
@@ -419,6 +419,11 @@ ml_status run_cholesky(const Call &c, const Options &o, const Chunk &ch, const L
   return ls_info(ch, o, L, c);
 }
 
+// The step of register class cls (8, 16 or 32 columns: ml_lsb_reg_plan) among a step's three.
+int32_t by_class(int cls, int32_t r8, int32_t r16, int32_t r32) {
+  return cls == 8 ? r8 : cls == 16 ? r16 : r32;
+}
+
 // W = P L U (sgetrf's blocked form) of the m x n matrix, pivots at L.piv.
 // LU's panel of columns [k, k + jb) over rows k..m factored with its pivots: as a leaf in one
 // launch (ls_lu_leaf_r*, sub-panels of sub columns) where leaf is on, the rows fit the register
@@ -442,9 +447,8 @@ ml_status lu_panel(const Chunk &ch, const Options &o, const LsLayout &L, int k, 
                      : 0;
   if (sw > 0 && ml_lsb_lu_leaf_shared_floats(jb, cls) <= o.shared_floats) {
     p.k = sw;
-    const int32_t step = cls == 8    ? kStep_ls_lu_leaf_r8
-                         : cls == 16 ? kStep_ls_lu_leaf_r16
-                                     : kStep_ls_lu_leaf_r32;
+    const int32_t step =
+        by_class(cls, kStep_ls_lu_leaf_r8, kStep_ls_lu_leaf_r16, kStep_ls_lu_leaf_r32);
     return ch.launch(step, ch.batch, gs, ml_lsb_lu_leaf_shared_floats(jb, cls), p);
   }
   if (o.ls_lu_ib > 0 && (m >= o.ls_lu_ib_min_m || fuse) &&
@@ -454,9 +458,8 @@ ml_status lu_panel(const Chunk &ch, const Options &o, const LsLayout &L, int k, 
     for (int j = k; j < k + jb;) {
       const int w =
           ml_lsb_reg_plan(m - j, std::min(o.ls_lu_ib, k + jb - j), o.max_group, &cls, &gs);
-      const int32_t step = cls == 8    ? kStep_ls_getf2_r8
-                           : cls == 16 ? kStep_ls_getf2_r16
-                                       : kStep_ls_getf2_r32;
+      const int32_t step =
+          by_class(cls, kStep_ls_getf2_r8, kStep_ls_getf2_r16, kStep_ls_getf2_r32);
       ml_step_params q = p;
       q.n = w;
       q.i[0] = j;
@@ -467,9 +470,8 @@ ml_status lu_panel(const Chunk &ch, const Options &o, const LsLayout &L, int k, 
         ml_step_params f = p;  // the panel [k, k + jb), this narrow panel at its column j - k
         f.i[1] = j - k;
         f.k = w;
-        const int32_t fused = cls == 8    ? kStep_ls_getf2_fused_r8
-                              : cls == 16 ? kStep_ls_getf2_fused_r16
-                                          : kStep_ls_getf2_fused_r32;
+        const int32_t fused = by_class(cls, kStep_ls_getf2_fused_r8, kStep_ls_getf2_fused_r16,
+                                       kStep_ls_getf2_fused_r32);
         if ((st = ch.launch(fused, ch.batch, gs, ml_lsb_lu_leaf_shared_floats(jb, cls), f)) ||
             (rin > 0 &&
              (st = gemm(ch, o, 0, m - j - w, rin, w, -1.0f, dj + w, m, uj, m, 1.0f, uj + w, m))))
@@ -649,8 +651,11 @@ int64_t linsys_per_matrix(const Call &c, int32_t kf, const Options &o) {
   return ls_layout(c, o).floats;
 }
 
-ml_status linsys_run_chunk(const Call &c, int32_t kf, const Options &o, const Chunk &ch) {
+ml_status linsys_run_chunk(const Call &c, int32_t kf, const Options &opts, const Chunk &ch) {
   (void)kf;
+  // METAL_LINALG_LS_TRSM_LANE once per chunk, not at each of ls_trsm's many launches.
+  Options o = opts;
+  o.ls_trsm_lane = env_or("METAL_LINALG_LS_TRSM_LANE", opts.ls_trsm_lane);
   const LsLayout L = ls_layout(c, o);
   if (c.op == ML_OP_CHOLESKY) return run_cholesky(c, o, ch, L);
   if (c.op == ML_OP_SOLVE_TRIANGULAR) return run_triangular(c, o, ch, L);
