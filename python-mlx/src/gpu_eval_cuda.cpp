@@ -10,6 +10,13 @@
 // attribute setting happen outside any stream capture. Stream order keeps it between the MLX work
 // before and after it.
 //
+// A node of several steps (cholesky_inv: two triangular solves through a scratch matrix) goes
+// whole one way or the other: every step straight onto the stream (when any of its kinds is new),
+// or all of them in one capture, so they form one graph node in which they run in order. MLX's
+// encoder orders graph nodes only by the arrays registered with it, and the scratch matrix is not
+// one of them: captured one step a node, the second step could run beside the first, and MLX's
+// later readers of the output would wait for the first step only.
+//
 // METAL_LINALG_MLX_CUDA_LAUNCH (read once per process) picks how the launches reach the stream:
 //   capture  (default, also when unset) as above: captured into MLX's graph after the first
 //            launch of a kind.
@@ -147,7 +154,7 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
   // so that an uncaptured launch (after enc.commit()) is covered by the next commit's
   // completion, not by the one just committed.
   const StepList list = step_list(spec);
-  bool first[StepList::kMax] = {};
+  bool uncaptured = direct;  // every step straight onto the stream (see the top of the file)
   int64_t ws_bytes = 0;
   for (size_t i = 0; i < list.size(); ++i) {
     const Step &step = list[i];
@@ -155,8 +162,10 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
     if (plan_step(&ex, spec, step, sizes, &plan) != ML_OK)
       throw std::runtime_error(error_message(spec, ml_last_error()));
     ws_bytes = std::max(ws_bytes, plan.workspace_bytes);
-    // plan.name is valid until the next C API call: used here, before it.
-    first[i] = direct || g_seen.first_time(step.op, step.flags, plan.name);
+    // plan.name is valid until the next C API call: used here, before it. Every step's kind is
+    // recorded, also after the first new one.
+    const bool new_kind = g_seen.first_time(step.op, step.flags, plan.name);
+    uncaptured = uncaptured || new_kind;
   }
   std::optional<mx::array> ws, scratch;
   if (ws_bytes > 0) {
@@ -178,30 +187,32 @@ void eval_gpu(const mx::Stream &stream, const Spec &spec, const std::vector<mx::
   const CorePointers p =
       output_pointers(spec, outputs, [](mx::array &o) { return mx::gpu_ptr<void>(o); });
   std::string error;
-  for (size_t i = 0; i < list.size() && error.empty(); ++i) {
-    const Step &step = list[i];
+  // The steps in order on one stream (straight onto MLX's, or into one capture).
+  auto run_steps = [&] {
     float *z = scratch ? mx::gpu_ptr<float>(*scratch) : nullptr;
-    const float *a = mx::gpu_ptr<float>(inputs[step.a]);
-    const float *b = step.b == kScratch ? z : step.b >= 0 ? mx::gpu_ptr<float>(inputs[step.b])
-                                                          : nullptr;
-    CorePointers q = p;
-    if (step.to_scratch) {
-      q = CorePointers{};
-      q.out[0] = z;
-    }
-    if (first[i]) {
-      // Launches the graph MLX has recorded so far; when a step before this one was a direct
-      // launch too, nothing new is recorded and this commit launches nothing.
-      enc.commit();
+    for (size_t i = 0; i < list.size() && error.empty(); ++i) {
+      const Step &step = list[i];
+      const float *a = mx::gpu_ptr<float>(inputs[step.a]);
+      const float *b = step.b == kScratch ? z
+                       : step.b >= 0      ? mx::gpu_ptr<float>(inputs[step.b])
+                                          : nullptr;
+      CorePointers q = p;
+      if (step.to_scratch) {
+        q = CorePointers{};
+        q.out[0] = z;
+      }
       if (run_step(&ex, spec, step, sizes, a, b, q) != ML_OK)
         error = error_message(spec, ml_last_error());
-    } else {
-      auto capture = enc.capture_context();
-      if (run_step(&ex, spec, step, sizes, a, b, q) != ML_OK) {
-        error = error_message(spec, ml_last_error());
-        capture.discard = true;
-      }
     }
+  };
+  if (uncaptured) {
+    // Launches the graph MLX has recorded so far; the steps follow it on the stream.
+    enc.commit();
+    run_steps();
+  } else {
+    auto capture = enc.capture_context();
+    run_steps();
+    if (!error.empty()) capture.discard = true;
   }
   if (ws) enc.add_temporary(*ws);
   if (scratch) enc.add_temporary(*scratch);

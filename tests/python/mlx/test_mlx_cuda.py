@@ -295,6 +295,26 @@ def test_linsys_gradients_on_gpu_stream_match_the_cpu_stream():
             assert np.abs(x - y).max() <= 1e-3 * scale, name
 
 
+def test_two_step_node_in_order_inside_a_lazy_graph():
+    """cholesky_inv (two triangular solves through a scratch matrix, one node) between MLX ops
+    on the GPU stream, in one evaluation, repeated so that later calls' launches are captured
+    into MLX's graph: its steps run in order and MLX's reader of its output waits for both."""
+    n, batch = 64, 8
+    a = _spd(batch, n, 31)
+    L = np.linalg.cholesky(a).astype(np.float32)
+    a = L.astype(np.float64) @ np.swapaxes(L.astype(np.float64), -1, -2)
+    eye = np.eye(n)
+    for k in range(4):
+        Lm = mx.multiply(mx.array(L), 1.0, stream=GPU)  # made by MLX on the GPU, not on the host
+        x = ml.cholesky_inv(Lm, stream=GPU)
+        y = mx.matmul(mx.array(a.astype(np.float32)), x, stream=GPU)  # reads the output there
+        x, y = _f64(x), _f64(y)
+        r = _norms(y - eye) / (_norms(a) * _norms(x) * n * ULP32)
+        assert np.isfinite(r).all() and float(r.max()) < LINSYS_LIMIT, (k, r)
+        r_np = _norms(a @ x - eye) / (_norms(a) * _norms(x) * n * ULP32)
+        assert float(r_np.max()) < LINSYS_LIMIT, (k, r_np)
+
+
 @pytest.mark.parametrize("op", ["solve", "solve_triangular"])
 def test_linsys_backend_query_by_right_hand_sides(op):
     """The GPU stream's query of an op with a right-hand side answers for the nrhs given: the
