@@ -388,6 +388,14 @@ const blocked::Options &blocked_options() {
     // them); METAL_LINALG_LS_LU_LEAF=1 and METAL_LINALG_LS_LU_LOOKAHEAD=1 turn them on per call.
     x.ls_lu_leaf = 0;
     x.ls_lu_lookahead = 0;
+    // The narrow register panels fused (factorisation, interchanges on the panel's other columns
+    // and block row of U in one launch, ls_getf2_fused_r*): on. H100, one run against the
+    // three-launch form (benchmarks/results/nvidia-h100-linsys-lu-fuse): lu_factor 1024 x1 5.87
+    // -> 3.50 ms, 2048 x1 8.36 -> 7.88, 4096 x1 21.8 -> 20.2, 2048 x8 11.4 -> 10.9, solve 4096
+    // x1 23.8 -> 22.1, inv 2048 x1 10.0 -> 9.53. METAL_LINALG_LS_LU_FUSE=0 per call: three
+    // launches. The triangular solves a vector a lane (ls_trsm_lane) stay off: slower in the
+    // same run (lu_factor 4096 x1 21.8 -> 23.5 ms).
+    x.ls_lu_fuse = 1;
     if (const char *v = std::getenv("METAL_LINALG_LS_LU_IB"))
       x.ls_lu_ib = std::clamp(std::atoi(v), 0, 32);
     if (const char *v = std::getenv("METAL_LINALG_LS_LASWP_BLK"))

@@ -524,8 +524,10 @@ def test_blocked_solve_triangular(n: int, upper: bool, left: bool) -> None:
             "METAL_LINALG_LS_LU_NB": "128",
         },
         {"METAL_LINALG_LS_LU_LEAF": "0", "METAL_LINALG_LS_LU_LOOKAHEAD": "1"},
-        # the fused register panels (whatever ls_lu_ib_min_m)
+        # the fused register panels (the default; whatever ls_lu_ib_min_m) and the three
+        # launches they replace
         {"METAL_LINALG_LS_LU_FUSE": "1"},
+        {"METAL_LINALG_LS_LU_FUSE": "0"},
         {"METAL_LINALG_LS_LU_FUSE": "1", "METAL_LINALG_LS_LU_LOOKAHEAD": "1"},
         # the diagonal blocks' triangular solves a vector a lane
         {"METAL_LINALG_LS_TRSM_LANE": "1"},
