@@ -722,10 +722,13 @@ ml_status run(const Call &c, const policy::Resolved &pol, const char *where) {
       const int previous = job.lp->set_threads_local(threads);
       for (int64_t i = 0; i < c.batch; ++i) one_matrix(job, i);
       job.lp->set_threads_local(previous);
-    } else if (few_large && job.lp->set_threads) {
+    } else if (few_large && job.lp->set_threads && job.lp->threads_at_load > 1) {
+      // Never more threads than OpenBLAS had at load (its own setting, e.g.
+      // OPENBLAS_NUM_THREADS): more would make it start threads inside the call, and when
+      // pthread_create fails there (a capped address space) OpenBLAS raises SIGINT.
       job.lapack_threaded = true;
       GateEntry entry(*g_gate, true);
-      job.lp->set_threads(threads);
+      job.lp->set_threads(std::min<int32_t>(threads, job.lp->threads_at_load));
       for (int64_t i = 0; i < c.batch; ++i) one_matrix(job, i);
       job.lp->set_threads(1);
     } else if (serial) {

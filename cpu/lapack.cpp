@@ -92,8 +92,11 @@ const Provider *load(const char *path, const char *prefix, const char *suffix, s
   p->set_threads_local =
       reinterpret_cast<int (*)(int)>(find(handle, "MKL_Set_Num_Threads_Local"));
   // Batches run one matrix per worker thread, so OpenBLAS's own threads stay off
-  // except around a lone large matrix (cpu_backend.cpp).
-  if (p->set_threads) p->set_threads(1);
+  // except around a lone large matrix (cpu_backend.cpp), and then at most as many as it had.
+  if (p->set_threads) {
+    p->threads_at_load = p->get_threads();
+    p->set_threads(1);
+  }
   std::snprintf(p->description, sizeof p->description, "%s (symbols %ssgeqrf%s)", path, pre.c_str(),
                 suf.c_str());
   return p;

@@ -64,6 +64,9 @@ struct Provider {
   // OpenBLAS thread control (process-wide); null for providers without it.
   void (*set_threads)(int);
   int (*get_threads)();
+  // OpenBLAS's own thread count when it was loaded (OPENBLAS_NUM_THREADS / OMP_NUM_THREADS,
+  // else its cores), before set_threads(1); 0 for providers without thread control.
+  int threads_at_load;
   // MKL thread control for the calling thread only (returns the previous
   // setting); null for providers without it.
   int (*set_threads_local)(int);
