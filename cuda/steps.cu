@@ -54,7 +54,8 @@ struct ml_cuda_step_bounds<ml_cuda_step_id_qr_panel_rot16> {
 };
 
 // The LU panels in registers (core/kernels/linsys_blocked.h, ls_getf2_r*, the leaves
-// ls_lu_leaf_r* and the fused panels ls_getf2_fused_r* around them): 64 floats of the panel a lane, at most 512 lanes.
+// ls_lu_leaf_r* and the fused panels ls_getf2_fused_r* around them): 64 floats of the panel a
+// lane, at most 512 lanes.
 template <>
 struct ml_cuda_step_bounds<ml_cuda_step_id_ls_getf2_r8> {
   static constexpr int lanes = ML_LSB_REG_LANES, groups = 1;

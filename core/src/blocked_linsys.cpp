@@ -196,10 +196,9 @@ ml_status ls_trsm(const Chunk &ch, const Options &o, const LsLayout &L, int64_t 
   p.off[2] = r;
   p.ld[2] = ldr;
   const int gs = ls_lanes(o);
-  if (o.ls_trsm_lane != 0 &&
-      ml_lsb_trsm_lane_shared_floats(jb, gs) <= o.shared_floats)
-    return ch.launch(kStep_ls_trsm_lane, ch.batch * ((nv + gs - 1) / gs), gs,
-                     ml_lsb_trsm_lane_shared_floats(jb, gs), p);
+  const int64_t lane_floats = ml_lsb_trsm_lane_shared_floats(jb, gs);
+  if (o.ls_trsm_lane != 0 && lane_floats <= o.shared_floats)
+    return ch.launch(kStep_ls_trsm_lane, ch.batch * ((nv + gs - 1) / gs), gs, lane_floats, p);
   const int64_t groups = (nv + ML_LSB_TRSM_VECS - 1) / ML_LSB_TRSM_VECS;
   return ch.launch(kStep_ls_trsm, ch.batch * groups, gs, ml_lsb_trsm_shared_floats(jb), p);
 }
@@ -458,32 +457,31 @@ ml_status lu_panel(const Chunk &ch, const Options &o, const LsLayout &L, int k, 
     for (int j = k; j < k + jb;) {
       const int w =
           ml_lsb_reg_plan(m - j, std::min(o.ls_lu_ib, k + jb - j), o.max_group, &cls, &gs);
-      const int32_t step =
-          by_class(cls, kStep_ls_getf2_r8, kStep_ls_getf2_r16, kStep_ls_getf2_r32);
-      ml_step_params q = p;
-      q.n = w;
-      q.i[0] = j;
       const int rin = k + jb - j - w;
       const int64_t dj = L.w + int64_t{j} * m + j, uj = dj + int64_t{w} * m;
       if (fuse && ml_lsb_lu_leaf_shared_floats(jb, cls) <= o.shared_floats) {
-        // One launch for the factorisation, its interchanges and U12; the product after it.
+        // One launch for the factorisation, its interchanges and U12.
         ml_step_params f = p;  // the panel [k, k + jb), this narrow panel at its column j - k
         f.i[1] = j - k;
         f.k = w;
         const int32_t fused = by_class(cls, kStep_ls_getf2_fused_r8, kStep_ls_getf2_fused_r16,
                                        kStep_ls_getf2_fused_r32);
-        if ((st = ch.launch(fused, ch.batch, gs, ml_lsb_lu_leaf_shared_floats(jb, cls), f)) ||
-            (rin > 0 &&
-             (st = gemm(ch, o, 0, m - j - w, rin, w, -1.0f, dj + w, m, uj, m, 1.0f, uj + w, m))))
+        if ((st = ch.launch(fused, ch.batch, gs, ml_lsb_lu_leaf_shared_floats(jb, cls), f)))
           return st;
-        j += w;
-        continue;
+      } else {
+        ml_step_params q = p;
+        q.n = w;
+        q.i[0] = j;
+        const int32_t step =
+            by_class(cls, kStep_ls_getf2_r8, kStep_ls_getf2_r16, kStep_ls_getf2_r32);
+        if ((st = ch.launch(step, ch.batch, gs, ml_lsb_getf2_reg_shared_floats(cls), q)) ||
+            (st = ls_swap(ch, o, L, L.w, m, k, jb, j, j + w, false, j - k, w)) ||
+            (rin > 0 &&
+             (st = ls_trsm(ch, o, L, dj, m, w, uj, m, rin, ML_LSB_T_LOWER | ML_LSB_T_UNIT))))
+          return st;
       }
-      if ((st = ch.launch(step, ch.batch, gs, ml_lsb_getf2_reg_shared_floats(cls), q)) ||
-          (st = ls_swap(ch, o, L, L.w, m, k, jb, j, j + w, false, j - k, w)) ||
-          (rin > 0 &&
-           ((st = ls_trsm(ch, o, L, dj, m, w, uj, m, rin, ML_LSB_T_LOWER | ML_LSB_T_UNIT)) ||
-            (st = gemm(ch, o, 0, m - j - w, rin, w, -1.0f, dj + w, m, uj, m, 1.0f, uj + w, m)))))
+      if (rin > 0 &&
+          (st = gemm(ch, o, 0, m - j - w, rin, w, -1.0f, dj + w, m, uj, m, 1.0f, uj + w, m)))
         return st;
       j += w;
     }
